@@ -1,0 +1,48 @@
+"""Atomic writes through fsspec: write to a temporary name beside the target, then rename.
+
+A reader never sees a half-written file: either the old content or the new. On an
+object store the final "rename" is a server-side copy of a complete object, which is
+equally all-or-nothing for readers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import uuid
+
+import fsspec
+
+
+def url_to_fs(url: str, storage_options: dict | None = None):
+    """(filesystem, path) for any fsspec URL or local path."""
+    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+
+
+def temporary_name(path: str) -> str:
+    head, tail = posixpath.split(path)
+    return posixpath.join(head, f".{tail}.tmp-{uuid.uuid4().hex}")
+
+
+@contextlib.contextmanager
+def atomic_open(fs, path: str, mode: str = "wb"):
+    """Open ``path`` for writing such that it appears only once complete."""
+    tmp = temporary_name(path)
+    parent = posixpath.dirname(path)
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    try:
+        with fs.open(tmp, mode) as f:
+            yield f
+        fs.mv(tmp, path)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if fs.exists(tmp):
+                fs.rm(tmp)
+        raise
+
+
+def atomic_write(fs, path: str, data: bytes | str) -> None:
+    """Write ``data`` (bytes or text) to ``path`` atomically."""
+    with atomic_open(fs, path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``dr-scale`` command line."""

@@ -1,0 +1,58 @@
+"""``dr-scale run JOB.toml``: run a job specification from ``pipelines/``.
+
+A job file names its kind in ``job = "…"``; the rest of the file is that job's
+options, which command-line ``--set key=value`` pairs override. Each kind is a
+function ``run(config: dict, client, progress: bool) -> int`` in the module listed
+in :data:`JOBS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+from dr_scale.commands.common import add_compute_options
+from dr_scale.compute import dask_session
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: job kind -> "module:function"
+JOBS: dict[str, str] = {}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run a job specification (pipelines/*.toml)",
+                       description="Run a job specification: " + ", ".join(JOBS or ["(none yet)"]))
+    p.add_argument("job", help="path of a job file, e.g. pipelines/visits.toml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override an option of the job file (VALUE parsed as JSON when it can be)")
+    add_compute_options(p)
+    p.set_defaults(func=run)
+
+
+def load_job(path: str, overrides: list[str] = ()) -> dict:
+    with open(path, "rb") as f:
+        config = tomllib.load(f)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            config[key] = json.loads(value)
+        except json.JSONDecodeError:
+            config[key] = value
+    if config.get("job") not in JOBS:
+        raise ValueError(f"{path}: job = {config.get('job')!r}; known jobs: {', '.join(JOBS)}")
+    return config
+
+
+def run(args) -> int:
+    config = load_job(args.job, args.set)
+    module, _, function = JOBS[config["job"]].partition(":")
+    job = getattr(importlib.import_module(module), function)
+    with dask_session(args.scheduler, args.local_workers) as client:
+        return int(job(config, client=client, progress=not args.no_progress) or 0)

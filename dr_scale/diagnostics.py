@@ -1,0 +1,99 @@
+"""Mergeable diagnostics of the importance weights w_i = π(a_i|x_i) / p̂_i.
+
+* effective sample size  ESS = (Σ w)² / Σ w²  (Kish), the number of equally
+  weighted rows the weighted sample is worth;
+* the maximum weight, the share of rows with a tiny propensity, and approximate
+  weight quantiles from a fixed log-spaced histogram (mergeable by adding counts);
+* the logging policy's own on-policy value, the plain mean of r.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Histogram edges for weights: 0, then log-spaced from 1e-3 to 1e6 (quantiles to ~5%).
+WEIGHT_EDGES = np.concatenate([[0.0], np.logspace(-3, 6, 9 * 40 + 1)])
+TINY_PROPENSITY = 0.01
+
+
+@dataclass(frozen=True)
+class WeightStats:
+    n: int
+    sum_w: float
+    sum_w2: float
+    max_w: float
+    n_tiny: int
+    sum_reward: float
+    histogram: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "WeightStats":
+        return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64))
+
+    @classmethod
+    def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> "WeightStats":
+        if weight.size == 0:
+            return cls.empty()
+        bins = np.clip(np.searchsorted(WEIGHT_EDGES, weight, side="right") - 1, 0, WEIGHT_EDGES.size - 1)
+        return cls(
+            int(weight.size),
+            float(weight.sum()),
+            float(np.dot(weight, weight)),
+            float(weight.max()),
+            int((propensity < TINY_PROPENSITY).sum()),
+            float(reward.sum()),
+            np.bincount(bins, minlength=WEIGHT_EDGES.size).astype(np.int64),
+        )
+
+    def __add__(self, other: "WeightStats") -> "WeightStats":
+        return WeightStats(
+            self.n + other.n,
+            self.sum_w + other.sum_w,
+            self.sum_w2 + other.sum_w2,
+            max(self.max_w, other.max_w),
+            self.n_tiny + other.n_tiny,
+            self.sum_reward + other.sum_reward,
+            self.histogram + other.histogram,
+        )
+
+    @property
+    def ess(self) -> float:
+        return self.sum_w**2 / self.sum_w2 if self.sum_w2 > 0 else 0.0
+
+    @property
+    def tiny_share(self) -> float:
+        return self.n_tiny / self.n if self.n else float("nan")
+
+    @property
+    def on_policy_value(self) -> float:
+        return self.sum_reward / self.n if self.n else float("nan")
+
+    def quantile(self, q: float) -> float:
+        """Upper histogram edge below which a share q of the weights lie (≤ max)."""
+        if self.n == 0:
+            return float("nan")
+        idx = int(np.searchsorted(np.cumsum(self.histogram), q * self.n, side="left"))
+        upper = WEIGHT_EDGES[idx + 1] if idx + 1 < WEIGHT_EDGES.size else np.inf
+        return float(min(upper, self.max_w))
+
+    def summary(self) -> dict:
+        return {
+            "n": self.n,
+            "ess": self.ess,
+            "max_weight": self.max_w,
+            "weight_quantiles": {str(q): self.quantile(q) for q in (0.5, 0.9, 0.99)},
+            "tiny_propensity_share": self.tiny_share,
+            "on_policy_value": self.on_policy_value,
+        }
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("n", "sum_w", "sum_w2", "max_w", "n_tiny", "sum_reward")}
+        d["histogram"] = self.histogram.tolist()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WeightStats":
+        return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
+                   float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64))

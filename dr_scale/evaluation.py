@@ -1,0 +1,186 @@
+"""Evaluate a target policy on a logged data set: map partitions to states, tree-reduce.
+
+For each partition the per-row quantities of :mod:`dr_scale.estimators` are formed
+from the policy's probabilities and the reward model's predictions; every estimator
+turns them into a :class:`~dr_scale.moments.Moments` state and the weights into
+:class:`~dr_scale.diagnostics.WeightStats`. States merge with ``+`` in a Dask
+tree reduction (``dask.bag.reduction``), so the same code runs on numpy arrays, one
+file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field
+
+import dask.bag as db
+import pyarrow as pa
+
+from dr_scale.compute import compute
+from dr_scale.diagnostics import WeightStats
+from dr_scale.estimators import Estimate, Estimator, RowInputs, make_estimators
+from dr_scale.logdata import Partition, list_parts, log_metadata, partition_from_table, read_partition
+from dr_scale.moments import Moments
+from dr_scale.policies import Policy, parse_policy
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """Merged states of every estimator plus the weight diagnostics."""
+
+    estimators: dict[str, Moments]
+    weights: WeightStats
+
+    def __add__(self, other: "PolicyState") -> "PolicyState":
+        return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()}, self.weights + other.weights)
+
+    def to_dict(self) -> dict:
+        return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PolicyState":
+        return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]))
+
+
+@dataclass
+class EvaluationResult:
+    """Estimates (value, stderr, CI) per estimator and the weight diagnostics."""
+
+    estimates: dict[str, Estimate]
+    weights: WeightStats
+    policy: str = ""
+
+    def to_dict(self, alpha: float = 0.05) -> dict:
+        return {
+            "policy": self.policy,
+            "estimates": {
+                name: {"value": e.value, "stderr": e.stderr, "ci": list(e.ci(alpha)), "n": e.n}
+                for name, e in self.estimates.items()
+            },
+            "diagnostics": self.weights.summary(),
+        }
+
+    def table(self, alpha: float = 0.05) -> str:
+        """The results as a fixed-width text table."""
+        level = f"{100 * (1 - alpha):g}% CI"
+        head = f"{'estimator':<10} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} {'max weight':>11}"
+        lines = [head, "-" * len(head)]
+        for name, e in self.estimates.items():
+            lo, hi = e.ci(alpha)
+            lines.append(
+                f"{name:<10} {e.value:>12.6g} {e.stderr:>12.4g} {f'[{lo:.6g}, {hi:.6g}]':>27} {e.n:>10d} "
+                f"{self.weights.ess:>12.1f} {self.weights.max_w:>11.4g}"
+            )
+        return "\n".join(lines)
+
+
+@dataclass
+class Evaluation:
+    """What to evaluate: a target policy, the estimators, and (for DM/DR) a reward model."""
+
+    policy: Policy | str
+    estimators: dict[str, Estimator] = field(default_factory=lambda: make_estimators(["IPS", "SNIPS"]))
+    reward_model: object | None = None
+    n_actions: int | None = None
+    n_features: int | None = None
+
+    def __post_init__(self):
+        self.policy = parse_policy(self.policy)
+        if isinstance(self.estimators, (list, tuple)):
+            self.estimators = make_estimators(self.estimators)
+        needs = [e.name for e in self.estimators.values() if e.needs_model]
+        if needs and self.reward_model is None:
+            raise ValueError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
+        if self.n_actions is None:
+            self.n_actions = getattr(self.reward_model, "n_actions", None) or self.policy.n_actions
+
+    @property
+    def needs_features(self) -> bool:
+        return self.reward_model is not None or self.policy.needs_features
+
+    def rows(self, part: Partition) -> RowInputs:
+        """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of a partition."""
+        k = self.n_actions or int(max(part.action.max(initial=0), getattr(self.policy, "action", 0)) + 1)
+        probs = self.policy.probs(part, k)
+        reward_hat = self.reward_model.predict(part.X) if self.reward_model is not None else None
+        return RowInputs.from_arrays(part.reward, part.action, part.propensity, probs, reward_hat)
+
+    def state(self, part: Partition) -> PolicyState:
+        rows = self.rows(part)
+        return PolicyState(
+            {name: est.state(rows) for name, est in self.estimators.items()},
+            WeightStats.of(rows.weight, part.propensity, part.reward),
+        )
+
+    def result(self, state: PolicyState) -> EvaluationResult:
+        return EvaluationResult(
+            {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
+            state.weights,
+            str(self.policy),
+        )
+
+    # -- sources -------------------------------------------------------------
+    def file_state(self, fs, path: str) -> PolicyState:
+        part = read_partition(fs, path, n_features=self.n_features, n_actions=self.n_actions,
+                              with_features=self.needs_features, extra_columns=self.policy.columns)
+        return self.state(part)
+
+    def table_state(self, table: pa.Table, source: str) -> PolicyState:
+        return self.state(partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features))
+
+
+def _merge_all(states) -> PolicyState:
+    return functools.reduce(operator.add, states)
+
+
+def reduce_states(bag: db.Bag, split_every: int = 8):
+    """Tree-reduce a bag of states with ``+`` (Dask's chunk / aggregate reduction)."""
+    return bag.reduction(_merge_all, _merge_all, split_every=split_every)
+
+
+def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
+    """Fill n_features / n_actions from the log's schema metadata where not given."""
+    meta = log_metadata(fs, first_path)
+    if evaluation.n_features is None:
+        evaluation.n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
+    if evaluation.n_actions is None:
+        evaluation.n_actions = meta.get("n_actions")
+    return evaluation
+
+
+def log_states(url: str, evaluation: Evaluation, storage_options: dict | None = None) -> db.Bag:
+    """A bag with one :class:`PolicyState` per Parquet part of the log at ``url``."""
+    fs, paths = list_parts(url, storage_options)
+    with_log_defaults(evaluation, fs, paths[0])
+    return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+
+
+def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_options: dict | None = None,
+                 progress: bool = False) -> EvaluationResult:
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part."""
+    (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
+    return evaluation.result(state)
+
+
+def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bool = False) -> EvaluationResult:
+    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition."""
+    def state_of(pdf, i):
+        return [evaluation.table_state(pa.Table.from_pandas(pdf, preserve_index=False), f"<dataframe partition {i}>")]
+
+    import dask
+
+    parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
+    (state,) = compute(reduce_states(db.from_delayed(parts)), client=client, progress=progress)
+    return evaluation.result(state)
+
+
+def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> EvaluationResult:
+    """Evaluate in memory on already-read partitions (small logs, tests)."""
+    return evaluation.result(_merge_all([evaluation.state(p) for p in parts]))
+
+
+__all__ = [
+    "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
+    "evaluate_partitions", "log_states", "reduce_states",
+]

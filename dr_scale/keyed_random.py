@@ -1,0 +1,67 @@
+"""Randomness as a function of (seed, purpose, keys…, row_id).
+
+Every random draw in dr-scale — subsample membership, logging actions, bootstrap
+weights — is a pure function of the run's seed, a purpose string, small integer keys
+(a fraction index, a repetition) and the row's stable ``row_id``. The draw does not
+depend on which partition the row sits in or in what order rows are processed, so
+results are bit-identical for any partitioning, worker count, retry or resume.
+
+The generator is counter-based: the key words are folded together with the
+SplitMix64 finaliser (Steele, Lea & Flood 2014), a bijective 64-bit mixer that
+passes BigCrush when applied to a counter, and the top 53 bits give a float64
+in [0, 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser, vectorised over uint64 (wrapping arithmetic)."""
+    z = (z + _GOLDEN).astype(np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _purpose_word(purpose: str) -> np.uint64:
+    return np.uint64(int.from_bytes(hashlib.blake2b(purpose.encode(), digest_size=8).digest(), "little"))
+
+
+def key_words(seed: int, purpose: str, *keys: int) -> np.uint64:
+    """Fold (seed, purpose, keys…) into one 64-bit stream key."""
+    with np.errstate(over="ignore"):
+        h = _mix(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+        h = _mix(h ^ _purpose_word(purpose))
+        for k in keys:
+            h = _mix(h ^ np.uint64(k & 0xFFFFFFFFFFFFFFFF))
+    return h[0]
+
+
+def uniform(row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:
+    """U[0, 1) draws, one per row, determined by (seed, purpose, keys, row_id)."""
+    stream = key_words(seed, purpose, *keys)
+    ids = np.asarray(row_id).astype(np.uint64, copy=False)
+    with np.errstate(over="ignore"):
+        bits = _mix(_mix(ids ^ stream) + stream)
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def bernoulli(probability: np.ndarray, row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:
+    """Boolean draws with the given per-row probabilities, keyed by row id."""
+    return uniform(row_id, seed, purpose, *keys) < probability
+
+
+def categorical(probs: np.ndarray, row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:
+    """One action per row from the rows of ``probs`` (n, k), keyed by row id."""
+    u = uniform(row_id, seed, purpose, *keys)
+    cdf = np.cumsum(probs, axis=1)
+    cdf[:, -1] = np.inf  # guard against rounding: every row picks some action
+    return (u[:, None] >= cdf).sum(axis=1)

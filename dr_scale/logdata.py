@@ -1,0 +1,298 @@
+"""The logged-data contract: Parquet partitions of (row_id, features, action, reward, propensity).
+
+A logged data set is a Parquet file, a folder of part files, or a hive-partitioned
+folder, at any fsspec URL. Columns:
+
+=============  =====================  ==============================================
+``row_id``     int64                  unique, stable id of the decision
+``features``   list<int32>            indices of the active features (sparse x)
+``values``     list<float32>          optional: the features' values (default 1)
+``action``     integer                the logged action a ∈ [0, k)
+``reward``     floating               the observed reward r
+``propensity`` floating               the logging probability p̂(a|x) ∈ (0, 1]
+=============  =====================  ==============================================
+
+plus optional columns a target policy reads (``target_action``, ``target_probs``).
+The Parquet schema metadata may carry ``dr_scale.n_features`` (d) and
+``dr_scale.n_actions`` (k), which the reader uses for validation.
+
+A partition becomes a scipy CSR matrix and numpy arrays without Python loops over
+rows: the list column's offsets are the CSR ``indptr`` and its flattened values the
+``indices``. Bad data raises :class:`LogDataError` naming the file, the column, the
+reason and an example row id; writing validates first and then writes each part
+atomically, so nothing is written on failure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from dr_scale.atomic import atomic_open, url_to_fs
+
+REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
+META_FEATURES = b"dr_scale.n_features"
+META_ACTIONS = b"dr_scale.n_actions"
+
+
+class LogDataError(ValueError):
+    """Bad logged data: the message names the file, the column, the reason and a row."""
+
+    def __init__(self, source: str, column: str | None, reason: str, row_id=None):
+        where = f"{source}: column '{column}'" if column else source
+        example = f" (e.g. row_id={row_id})" if row_id is not None else ""
+        super().__init__(f"{where}: {reason}{example}")
+        self.source, self.column, self.reason, self.row_id = source, column, reason, row_id
+
+
+@dataclass
+class Partition:
+    """One partition of a logged data set, as arrays."""
+
+    source: str
+    row_id: np.ndarray
+    X: sp.csr_matrix | None
+    action: np.ndarray
+    reward: np.ndarray
+    propensity: np.ndarray
+    table: pa.Table  # all columns read, for what a target policy needs
+
+    def __len__(self) -> int:
+        return self.row_id.shape[0]
+
+
+# -- listing -------------------------------------------------------------------
+def list_parts(url: str, storage_options: dict | None = None) -> tuple[object, list[str]]:
+    """The filesystem and the sorted Parquet part files under ``url`` (file, folder or glob)."""
+    fs, path = url_to_fs(url, storage_options)
+    if any(ch in path for ch in "*?["):
+        paths = sorted(fs.glob(path))
+    elif fs.isdir(path):
+        paths = sorted(p for p in fs.find(path) if p.endswith(".parquet"))
+    elif fs.exists(path):
+        paths = [path]
+    else:
+        raise FileNotFoundError(f"{url}: no such file or folder")
+    paths = [p for p in paths if not posixpath.basename(p).startswith((".", "_"))]
+    if not paths:
+        raise FileNotFoundError(f"{url}: no Parquet files found")
+    return fs, paths
+
+
+def log_metadata(fs, path: str) -> dict[str, int]:
+    """``n_features`` and ``n_actions`` from a part file's schema metadata, where present."""
+    try:
+        with fs.open(path, "rb") as f:
+            meta = pq.read_schema(f).metadata or {}
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise LogDataError(path, None, f"unreadable Parquet file ({exc})") from exc
+    out = {}
+    if META_FEATURES in meta:
+        out["n_features"] = int(meta[META_FEATURES])
+    if META_ACTIONS in meta:
+        out["n_actions"] = int(meta[META_ACTIONS])
+    return out
+
+
+# -- sparse features -----------------------------------------------------------
+def features_to_csr(features: pa.ChunkedArray | pa.Array, n_features: int, values=None) -> sp.csr_matrix:
+    """CSR matrix from a list<int> column (and optional list<float> values), no row loop."""
+    features = features.combine_chunks() if isinstance(features, pa.ChunkedArray) else features
+    offsets = features.offsets.to_numpy()
+    indptr = (offsets - offsets[0]).astype(np.int64)
+    indices = pc.list_flatten(features).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    if values is None:
+        data = np.ones(indices.shape[0], dtype=np.float64)
+    else:
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        data = pc.list_flatten(values).to_numpy(zero_copy_only=False).astype(np.float64)
+    n = len(features)
+    return sp.csr_matrix((data, indices, indptr), shape=(n, n_features))
+
+
+def csr_to_features(X: sp.csr_matrix) -> pa.Array:
+    """list<int32> column of a CSR matrix's active indices (inverse of :func:`features_to_csr`)."""
+    X = sp.csr_matrix(X)
+    return pa.ListArray.from_arrays(pa.array(X.indptr.astype(np.int32)), pa.array(X.indices.astype(np.int32)))
+
+
+# -- validation ------------------------------------------------------------------
+def _first_bad(mask: np.ndarray, row_id: np.ndarray):
+    bad = np.flatnonzero(mask)
+    return (int(row_id[bad[0]]) if row_id is not None and row_id.size else int(bad[0])) if bad.size else None
+
+
+def _check_type(table: pa.Table, source: str, column: str, predicate, expected: str) -> None:
+    if column not in table.column_names:
+        raise LogDataError(source, column, "missing column")
+    typ = table.schema.field(column).type
+    if not predicate(typ):
+        raise LogDataError(source, column, f"wrong type {typ}, expected {expected}")
+    if table.column(column).null_count:
+        row_id = table.column("row_id").to_numpy() if "row_id" in table.column_names else None
+        nulls = pc.is_null(table.column(column)).to_numpy(zero_copy_only=False)
+        raise LogDataError(source, column, "null values", _first_bad(nulls, row_id))
+
+
+def _is_int_list(t) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+
+
+def _is_float_list(t) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type)
+
+
+def _is_number(t) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def partition_from_table(
+    table: pa.Table,
+    source: str,
+    n_features: int | None = None,
+    n_actions: int | None = None,
+    with_features: bool = True,
+) -> Partition:
+    """Validate a table against the contract and convert it to a :class:`Partition`."""
+    _check_type(table, source, "row_id", pa.types.is_integer, "int64")
+    _check_type(table, source, "action", pa.types.is_integer, "an integer type")
+    _check_type(table, source, "reward", _is_number, "a numeric type")
+    _check_type(table, source, "propensity", pa.types.is_floating, "a floating type")
+    row_id = table.column("row_id").to_numpy().astype(np.int64, copy=False)
+    action = table.column("action").to_numpy().astype(np.int64, copy=False)
+    reward = table.column("reward").to_numpy().astype(np.float64, copy=False)
+    propensity = table.column("propensity").to_numpy().astype(np.float64, copy=False)
+
+    ordered = np.sort(row_id)
+    dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if dup.size:
+        raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
+    bad = _first_bad(~((propensity > 0) & (propensity <= 1)), row_id)
+    if bad is not None:
+        raise LogDataError(source, "propensity", "propensity outside (0, 1]", bad)
+    bad = _first_bad(~np.isfinite(reward), row_id)
+    if bad is not None:
+        raise LogDataError(source, "reward", "NaN or infinite reward", bad)
+    bad = _first_bad((action < 0) | (action >= (n_actions if n_actions is not None else np.iinfo(np.int64).max)), row_id)
+    if bad is not None:
+        raise LogDataError(source, "action", f"action out of range [0, {n_actions})", bad)
+
+    X = None
+    if with_features:
+        _check_type(table, source, "features", _is_int_list, "list<int32>")
+        features = table.column("features").combine_chunks()
+        flat = pc.list_flatten(features).to_numpy(zero_copy_only=False)
+        limit = n_features if n_features is not None else np.iinfo(np.int32).max
+        out_of_range = (flat < 0) | (flat >= limit)
+        if out_of_range.any():
+            offsets = features.offsets.to_numpy() - features.offsets.to_numpy()[0]
+            row = np.searchsorted(offsets, np.flatnonzero(out_of_range)[0], side="right") - 1
+            raise LogDataError(source, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
+        values = None
+        if "values" in table.column_names:
+            _check_type(table, source, "values", _is_float_list, "list<float32>")
+            values = table.column("values").combine_chunks()
+            lengths_differ = pc.not_equal(pc.list_value_length(values), pc.list_value_length(features))
+            mismatch = lengths_differ.to_numpy(zero_copy_only=False)
+            if mismatch.any():
+                raise LogDataError(source, "values", "list length differs from 'features'", _first_bad(mismatch, row_id))
+        d = n_features if n_features is not None else (int(flat.max()) + 1 if flat.size else 0)
+        X = features_to_csr(features, d, values)
+    return Partition(source, row_id, X, action, reward, propensity, table)
+
+
+# -- reading -----------------------------------------------------------------
+def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[str, ...] = ()) -> pa.Table:
+    """Read one Parquet part: ``columns`` (all if None) plus those of ``optional`` present.
+
+    An unreadable file or a missing column is a :class:`LogDataError`.
+    """
+    try:
+        with fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            if columns is None:
+                return pf.read()
+            present = set(pf.schema_arrow.names)
+            missing = [c for c in columns if c not in present]
+            if missing:
+                raise LogDataError(path, missing[0], "missing column")
+            return pf.read(columns=list(columns) + [c for c in optional if c in present and c not in columns])
+    except LogDataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise LogDataError(path, None, f"unreadable Parquet file ({type(exc).__name__}: {exc})") from exc
+
+
+def read_partition(
+    fs,
+    path: str,
+    *,
+    n_features: int | None = None,
+    n_actions: int | None = None,
+    with_features: bool = True,
+    extra_columns: tuple[str, ...] = (),
+) -> Partition:
+    """Read and validate one part file of a logged data set."""
+    columns = [c for c in REQUIRED_COLUMNS if with_features or c != "features"]
+    columns += [c for c in extra_columns if c not in columns]
+    table = read_table(fs, path, columns, optional=("values",) if with_features else ())
+    return partition_from_table(table, path, n_features, n_actions, with_features)
+
+
+def read_log(url: str, storage_options: dict | None = None, **kwargs) -> list[Partition]:
+    """All partitions of a (small) logged data set, in memory. For big logs use Dask."""
+    fs, paths = list_parts(url, storage_options)
+    return [read_partition(fs, p, **kwargs) for p in paths]
+
+
+# -- writing -----------------------------------------------------------------
+def with_log_metadata(table: pa.Table, n_features: int | None, n_actions: int | None) -> pa.Table:
+    meta = dict(table.schema.metadata or {})
+    if n_features is not None:
+        meta[META_FEATURES] = str(int(n_features)).encode()
+    if n_actions is not None:
+        meta[META_ACTIONS] = str(int(n_actions)).encode()
+    return table.replace_schema_metadata(meta)
+
+
+def write_parquet(table: pa.Table, url: str, storage_options: dict | None = None, fs=None) -> str:
+    """Write one Parquet file atomically (temporary name, then rename)."""
+    if fs is None:
+        fs, url = url_to_fs(url, storage_options)
+    with atomic_open(fs, url, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+    return url
+
+
+def write_log(
+    table: pa.Table,
+    url: str,
+    *,
+    n_parts: int = 1,
+    n_features: int | None = None,
+    n_actions: int | None = None,
+    storage_options: dict | None = None,
+) -> list[str]:
+    """Validate ``table`` and write it as a logged data set.
+
+    ``url`` ending in ``.parquet`` gives one file; otherwise a folder of ``n_parts``
+    part files ``part-00000.parquet`` … of near-equal row counts. Every part is
+    validated before anything is written, and each is written atomically.
+    """
+    partition_from_table(table, url, n_features, n_actions, with_features="features" in table.column_names)
+    table = with_log_metadata(table, n_features, n_actions)
+    fs, path = url_to_fs(url, storage_options)
+    if path.endswith(".parquet"):
+        return [write_parquet(table, path, fs=fs)]
+    bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(int)
+    written = []
+    for i in range(n_parts):
+        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        written.append(write_parquet(part, posixpath.join(path, f"part-{i:05d}.parquet"), fs=fs))
+    return written

@@ -1,0 +1,150 @@
+"""Target policies π(a|x): what the estimators evaluate.
+
+A policy maps a :class:`~dr_scale.logdata.Partition` to an (n, k) matrix of action
+probabilities (deterministic policies give one-hot rows). Four kinds:
+
+* ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1);
+* ``column:NAME`` — the target action stored per row in an integer column;
+* ``probs:NAME`` — the target probabilities stored per row in a list<float> column;
+* ``callable:module:function`` — ``function(X, row_id)`` with X the partition's CSR
+  features, returning (n,) actions or (n, k) probabilities.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from dr_scale.logdata import LogDataError, Partition
+
+
+def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
+    out = np.zeros((actions.shape[0], k))
+    out[np.arange(actions.shape[0]), actions] = 1.0
+    return out
+
+
+class Policy:
+    """Base class. ``columns`` are extra log columns the policy reads."""
+
+    columns: tuple[str, ...] = ()
+    needs_features = False
+    n_actions: int | None = None  # known from the policy itself, where it is
+
+    def probs(self, part: Partition, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _check_actions(self, actions: np.ndarray, k: int, part: Partition, column: str) -> np.ndarray:
+        bad = np.flatnonzero((actions < 0) | (actions >= k))
+        if bad.size:
+            raise LogDataError(part.source, column, f"target action out of range [0, {k})", int(part.row_id[bad[0]]))
+        return one_hot(actions, k)
+
+
+@dataclass
+class ConstantPolicy(Policy):
+    """π(a|x) = 1{a = action}."""
+
+    action: int
+
+    def probs(self, part, k):
+        return self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>")
+
+    def __str__(self):
+        return f"constant:{self.action}"
+
+
+@dataclass
+class ActionColumnPolicy(Policy):
+    """π(a|x_i) = 1{a = target_i}, with target_i read from an integer column."""
+
+    column: str = "target_action"
+
+    def __post_init__(self):
+        self.columns = (self.column,)
+
+    def probs(self, part, k):
+        col = part.table.column(self.column)
+        if col.null_count:
+            raise LogDataError(part.source, self.column, "null target action",
+                               int(part.row_id[np.flatnonzero(pc.is_null(col).to_numpy(zero_copy_only=False))[0]]))
+        return self._check_actions(col.to_numpy().astype(np.int64), k, part, self.column)
+
+    def __str__(self):
+        return f"column:{self.column}"
+
+
+@dataclass
+class ProbsColumnPolicy(Policy):
+    """π(·|x_i) read from a list<float> column of length k per row."""
+
+    column: str = "target_probs"
+
+    def __post_init__(self):
+        self.columns = (self.column,)
+
+    def probs(self, part, k):
+        col = part.table.column(self.column).combine_chunks()
+        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != k)
+        if bad.size:
+            raise LogDataError(part.source, self.column, f"expected {k} probabilities per row", int(part.row_id[bad[0]]))
+        probs = pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float64).reshape(-1, k)
+        return check_probs(probs, part, self.column)
+
+    def __str__(self):
+        return f"probs:{self.column}"
+
+
+def check_probs(probs: np.ndarray, part: Partition, column: str) -> np.ndarray:
+    """Rows must be probability vectors (non-negative, summing to 1 within 1e-6)."""
+    bad = np.flatnonzero(~np.all(probs >= 0, axis=1) | (np.abs(probs.sum(axis=1) - 1) > 1e-6))
+    if bad.size:
+        raise LogDataError(part.source, column, "target probabilities are not a distribution", int(part.row_id[bad[0]]))
+    return probs
+
+
+@dataclass
+class CallablePolicy(Policy):
+    """π from ``module:function(X, row_id)`` returning (n,) actions or (n, k) probabilities."""
+
+    target: str
+    needs_features = True
+
+    def function(self):
+        module, _, name = self.target.partition(":")
+        if not name:
+            raise ValueError(f"callable policy must be 'module:function', got {self.target!r}")
+        return getattr(importlib.import_module(module), name)
+
+    def probs(self, part, k):
+        out = np.asarray(self.function()(part.X, part.row_id))
+        if out.ndim == 1:
+            return self._check_actions(out.astype(np.int64), k, part, f"<{self.target}>")
+        if out.shape != (len(part), k):
+            raise ValueError(f"{self.target} returned shape {out.shape}, expected ({len(part)}, {k})")
+        return check_probs(out.astype(np.float64), part, f"<{self.target}>")
+
+    def __str__(self):
+        return f"callable:{self.target}"
+
+
+def parse_policy(spec: str | Policy) -> Policy:
+    """A policy from its command-line spelling (see the module docstring)."""
+    if isinstance(spec, Policy):
+        return spec
+    kind, _, arg = spec.partition(":")
+    if kind == "constant" and arg.lstrip("-").isdigit():
+        return ConstantPolicy(int(arg))
+    if kind == "column":
+        return ActionColumnPolicy(arg or "target_action")
+    if kind == "probs":
+        return ProbsColumnPolicy(arg or "target_probs")
+    if kind == "callable" and arg:
+        return CallablePolicy(arg)
+    raise ValueError(
+        f"bad policy {spec!r}: use constant:A, column:NAME, probs:NAME or callable:module:function"
+    )
