@@ -50,8 +50,8 @@ def simulate(n: int, seed: int = 0, first_row: int = 0):
     return row_id, X, expected, logging
 
 
-def candidate_policy(X) -> np.ndarray:
-    """The candidate policy stored in ``target_action``: a fixed linear rule."""
+def candidate_policy(X, row_id=None) -> np.ndarray:
+    """The candidate policy stored in ``target_action``: a fixed linear rule (usable as ``callable:``)."""
     w = np.random.default_rng(1).normal(size=(N_FEATURES, N_ACTIONS))
     return np.asarray(X @ w).argmax(axis=1)
 
