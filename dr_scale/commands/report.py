@@ -1,0 +1,40 @@
+"""``dr-scale report``: a scheduled report on candidate policies over a log share."""
+
+from __future__ import annotations
+
+import datetime
+
+from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.compute import dask_session
+from dr_scale.report.make import make_report
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "report", help="report on candidate policies over a log share (incremental, for cron)",
+        description="Estimate candidate policies' values (DM, IPS, DR, SNIPS, SNDR with intervals and weight "
+                    "diagnostics) over the newest partitions of a log share and write report.json, report.md and "
+                    "report.html. Per-partition states are cached, so a daily run reads only new or changed "
+                    "partitions. Exit status: 0 ok (or partial with --skip-bad-partitions), 3 bad partitions "
+                    "(named in the report and on stderr), 2 other errors.")
+    p.add_argument("--logs", required=True, help="folder, glob or fsspec URL of Parquet partitions (date=YYYY-MM-DD/…)")
+    p.add_argument("--policies", required=True, metavar="FILE", help="TOML/YAML file of candidate policies")
+    p.add_argument("--out", required=True, metavar="URL", help="folder (any fsspec URL) for the report")
+    p.add_argument("--window", default="all", help="Nd or Nw of date partitions ending at --until, or all (default)")
+    p.add_argument("--until", type=datetime.date.fromisoformat, metavar="YYYY-MM-DD",
+                   help="last day of the window (default: the newest date in the share)")
+    p.add_argument("--cache", metavar="URL", help="folder for cached per-partition states (default: OUT/state-cache)")
+    p.add_argument("--skip-bad-partitions", action="store_true",
+                   help="report over the good partitions, listing the bad ones, and exit 0")
+    add_compute_options(p)
+    add_storage_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    opts = storage_options(args.storage_options)
+    with dask_session(args.scheduler, args.local_workers) as client:
+        _, status = make_report(args.logs, args.policies, args.out, window=args.window, until=args.until,
+                                cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
+                                client=client, progress=not args.no_progress)
+    return status

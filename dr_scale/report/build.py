@@ -1,0 +1,133 @@
+"""Per-partition states for every candidate policy: cached where trusted, computed where not.
+
+The Dask graph has one task per partition that is new, changed, or lacks a trusted
+cached state for some policy. A task reads its partition once, validates it, computes
+each missing policy's :class:`~dr_scale.evaluation.PolicyState` and writes it to the
+cache. A partition with bad data (a :class:`~dr_scale.logdata.LogDataError`: schema
+drift, a propensity outside (0, 1], …) yields its error instead of states, so every
+bad partition of the window is reported by name, not just the first.
+
+States then merge on the client in **sorted partition-path order** (a left fold), per
+day and over the window. The order never depends on which tasks ran or finished
+first, so an incremental run equals a full recomputation exactly, bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field
+
+import dask
+
+from dr_scale.compute import compute
+from dr_scale.evaluation import Evaluation, PolicyState
+from dr_scale.logdata import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
+from dr_scale.report.partitions import PartitionInfo
+from dr_scale.report.state_cache import StateCache, fingerprint
+
+
+@dataclass
+class PartitionOutcome:
+    """What one task returns: the partition's states by policy name, or its error."""
+
+    path: str
+    states: dict[str, PolicyState] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class ReportStates:
+    """Merged states of a window: per policy over the window and per day."""
+
+    parts: list[PartitionInfo]
+    rows: dict[str, int]  # good partition path -> rows
+    bad: dict[str, str]  # bad partition path -> error message
+    computed: list[str]  # partitions read in this run
+    cache_rejected: dict[str, str]  # partition path -> why its cached state was not trusted
+    totals: dict[str, PolicyState | None]
+    by_day: dict[str, dict[str, PolicyState]]
+
+
+def check_dimensions(part, n_features: int | None, n_actions: int | None) -> None:
+    """Schema drift in the log's metadata: a partition declaring other k or d than the report uses."""
+    meta = part.table.schema.metadata or {}
+    for key, expected, what in ((META_ACTIONS, n_actions, "n_actions"), (META_FEATURES, n_features, "n_features")):
+        if key in meta and expected is not None and int(meta[key]) != expected:
+            raise LogDataError(part.source, None, f"schema drift: metadata {what}={int(meta[key])}, "
+                                                  f"the report uses {what}={expected}")
+
+
+def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation], names: list[str],
+                     fingerprints: dict[str, str], cache: StateCache | None) -> PartitionOutcome:
+    """Read one partition once and compute the states of the policies ``names`` (one Dask task)."""
+    chosen = [evaluations[n] for n in names]
+    first = chosen[0]
+    columns = tuple(dict.fromkeys(c for e in chosen for c in e.policy.columns))
+    try:
+        part = read_partition(fs, info.path, n_features=first.n_features, n_actions=first.n_actions,
+                              with_features=any(e.needs_features for e in chosen), extra_columns=columns)
+        check_dimensions(part, first.n_features, first.n_actions)
+        states = {n: e.state(part) for n, e in zip(names, chosen)}
+    except LogDataError as exc:
+        return PartitionOutcome(info.path, error=str(exc))
+    if cache is not None:
+        for name, state in states.items():
+            cache.store(fingerprints[name], info.identity, state)
+    return PartitionOutcome(info.path, states)
+
+
+def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> None:
+    """k and d for every evaluation: as given, else from the first partition whose metadata reads."""
+    if all(e.n_actions is not None and e.n_features is not None for e in evaluations.values()):
+        return
+    meta = {}
+    for p in parts:
+        try:
+            meta = log_metadata(fs, p.path)
+            break
+        except LogDataError:
+            continue  # that partition is reported as bad by its own task
+    for e in evaluations.values():
+        e.n_actions = e.n_actions if e.n_actions is not None else meta.get("n_actions")
+        e.n_features = e.n_features if e.n_features is not None else meta.get("n_features")
+    if any(e.n_actions is None for e in evaluations.values()):
+        raise ValueError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
+                         "or write the log with dr_scale.n_actions metadata")
+
+
+def merge_in_order(states: list[PolicyState]) -> PolicyState | None:
+    """Left fold with ``+`` in the given order (None for no states)."""
+    return functools.reduce(operator.add, states) if states else None
+
+
+def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluation], cache: StateCache | None, *,
+                 client=None, progress: bool = False) -> ReportStates:
+    """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
+    parts = sorted(parts, key=lambda p: p.path)
+    fill_dimensions(evaluations, fs, parts)
+    fps = {name: fingerprint(e) for name, e in evaluations.items()}
+    cached, rejected = cache.load([(fp, p.identity) for p in parts for fp in fps.values()]) if cache else ({}, {})
+    shared = dask.delayed(evaluations, pure=True)
+    tasks, states = [], {}
+    for p in parts:
+        missing = [n for n, fp in fps.items() if (fp, p.path) not in cached]
+        states.update({(n, p.path): cached[(fp, p.path)] for n, fp in fps.items() if (fp, p.path) in cached})
+        if missing:
+            tasks.append(dask.delayed(partition_states, pure=False)(fs, p, shared, missing, fps, cache))
+    outcomes = compute(*tasks, client=client, progress=progress) if tasks else ()
+    bad = {}
+    for outcome in outcomes:
+        if outcome.error is not None:
+            bad[outcome.path] = outcome.error
+        states.update({(n, outcome.path): s for n, s in outcome.states.items()})
+
+    good = [p for p in parts if p.path not in bad]
+    first_policy = next(iter(evaluations))
+    rows = {p.path: states[(first_policy, p.path)].weights.n for p in good}
+    totals = {n: merge_in_order([states[(n, p.path)] for p in good]) for n in evaluations}
+    days = sorted({p.day for p in good if p.day})
+    by_day = {n: {d: merge_in_order([states[(n, p.path)] for p in good if p.day == d]) for d in days}
+              for n in evaluations}
+    return ReportStates(parts, rows, bad, [o.path for o in outcomes], {path: why for (_, path), why in rejected.items()},
+                        totals, by_day)

@@ -1,0 +1,61 @@
+"""``make_report``: list the share, build the states (incrementally), write the report.
+
+Exit statuses (also those of ``dr-scale report``):
+
+* 0 — report written over every partition of the window (status ``ok``), or, with
+  ``skip_bad=True``, over the good ones, the skipped ones listed (status ``partial``);
+* 3 — bad partitions and no ``skip_bad``: the report (status ``failed``) names each
+  bad partition and its error and carries no estimates;
+* 2 — any other error (from the command line: unreadable policies file, no partitions in
+  the window, unreachable store …); no report is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import posixpath
+import sys
+
+from dr_scale.estimators import make_estimators
+from dr_scale.evaluation import Evaluation
+from dr_scale.report.build import ReportStates, build_states
+from dr_scale.report.partitions import list_partitions, parse_window, select_window
+from dr_scale.report.policies_file import PoliciesFile, load_policies
+from dr_scale.report.render import report_dict, write_report
+from dr_scale.report.state_cache import StateCache
+from dr_scale.reward_models import LinearRewardModel
+
+EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
+CACHE_FOLDER = "state-cache"
+
+
+def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dict[str, Evaluation]:
+    """One :class:`Evaluation` per candidate policy, sharing the reward model."""
+    model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+    return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model,
+                               n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None))
+            for c in pf.policies}
+
+
+def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
+                until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
+                storage_options: dict | None = None, client=None, progress: bool = False,
+                log=sys.stderr) -> tuple[dict, int]:
+    """Write the report of ``logs`` under ``out``; return (report dict, exit status)."""
+    pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
+    fs, parts = list_partitions(logs, storage_options)
+    parts, span = select_window(parts, parse_window(window), until)
+    evaluations = evaluations_of(pf, storage_options)
+    cache_url = cache or posixpath.join(out, CACHE_FOLDER)
+    states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache_url, storage_options),
+                                        client=client, progress=progress)
+    for path, why in sorted(states.cache_rejected.items()):
+        print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
+    for path, error in sorted(states.bad.items()):
+        verb = "skipped" if skip_bad else "bad partition"
+        print(f"dr-scale report: {verb}: {error}", file=log)
+    report = report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad)
+    write_report(out, report, storage_options)
+    print(f"dr-scale report: {len(parts)} partitions ({len(states.computed)} read, "
+          f"{len(parts) - len(states.computed)} from cache), status {report['status']}; wrote {out}", file=log)
+    return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK

@@ -1,0 +1,100 @@
+"""The partitions of a log share: listing, the date window, and each partition's identity.
+
+A partition is one Parquet part file. Its **identity** is what the filesystem can
+tell about its content without reading it: the path, the size, and the first of a
+content checksum (S3/MinIO ``ETag``, GCS ``md5Hash``/``crc32c``, Azure ``etag`` …)
+or, failing that, a modification time (local ``mtime``, ``LastModified``,
+``created`` for ``memory://``). A cached state is trusted only for an identical
+identity, so a rewritten partition is recomputed.
+
+Dates come from hive-style path segments ``date=YYYY-MM-DD`` (also ``dt=``, ``day=``,
+``ds=``, and ``YYYYMMDD``). ``--window Nd`` keeps the partitions of the N days ending
+at ``--until`` (default: the newest date in the share).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+from dr_scale.atomic import url_to_fs
+from dr_scale.logdata import list_parts
+
+CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
+TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
+DATE_SEGMENT = re.compile(r"(?:^|/)(?:date|dt|day|ds)=(\d{4})-?(\d{2})-?(\d{2})(?:/|$)")
+WINDOW = re.compile(r"^(\d+)\s*([dw])$")
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A part file, its date (None if not date-partitioned) and its identity."""
+
+    path: str
+    date: datetime.date | None
+    identity: dict
+
+    @property
+    def day(self) -> str | None:
+        return self.date.isoformat() if self.date else None
+
+
+def partition_date(path: str) -> datetime.date | None:
+    """The date of a hive-style ``date=YYYY-MM-DD`` segment of ``path``, if any."""
+    match = DATE_SEGMENT.search(path)
+    if not match:
+        return None
+    try:
+        return datetime.date(*map(int, match.groups()))
+    except ValueError as exc:
+        raise ValueError(f"{path}: bad date in partition path ({exc})") from exc
+
+
+def identity(fs, path: str, info: dict) -> dict:
+    """Path, size and the best content fingerprint the filesystem offers, as strings."""
+    ident = {"path": path, "size": str(info.get("size"))}
+    for keys, label in ((CHECKSUM_KEYS, "checksum"), (TIME_KEYS, "mtime")):
+        key = next((k for k in keys if info.get(k) is not None), None)
+        if key is not None:
+            value = info[key]
+            ident[label] = f"{key}={value.isoformat() if hasattr(value, 'isoformat') else value!r}"
+            break
+    return ident
+
+
+def list_partitions(url: str, storage_options: dict | None = None) -> tuple[object, list[PartitionInfo]]:
+    """The filesystem and every part file under ``url``, sorted by path, with identities."""
+    fs, _ = url_to_fs(url, storage_options)
+    fs.invalidate_cache()  # a scheduled run must see today's listing, not a cached one
+    fs, paths = list_parts(url, storage_options)
+    return fs, [PartitionInfo(p, partition_date(p), identity(fs, p, fs.info(p))) for p in paths]
+
+
+def parse_window(window: str | None) -> int | None:
+    """Days in a window spelled ``7d`` or ``2w``; None for ``all`` (or no window)."""
+    if window is None or window.strip().lower() == "all":
+        return None
+    match = WINDOW.match(window.strip().lower())
+    if not match or int(match.group(1)) < 1:
+        raise ValueError(f"--window {window!r}: use Nd (days), Nw (weeks) or all")
+    return int(match.group(1)) * (7 if match.group(2) == "w" else 1)
+
+
+def select_window(parts: list[PartitionInfo], days: int | None,
+                  until: datetime.date | None = None) -> tuple[list[PartitionInfo], dict]:
+    """The partitions inside the window, and the window's description for the report."""
+    if days is None:
+        dates = [p.date for p in parts if p.date]
+        return parts, {"days": None, "first": min(dates).isoformat() if dates else None,
+                       "last": max(dates).isoformat() if dates else None}
+    undated = [p.path for p in parts if p.date is None]
+    if undated:
+        raise ValueError(f"--window needs date-partitioned logs (date=YYYY-MM-DD/…); "
+                         f"{undated[0]} has no date in its path (use --window all)")
+    last = until or max(p.date for p in parts)
+    first = last - datetime.timedelta(days=days - 1)
+    chosen = [p for p in parts if first <= p.date <= last]
+    if not chosen:
+        raise FileNotFoundError(f"no partitions dated {first} … {last}")
+    return chosen, {"days": days, "first": first.isoformat(), "last": last.isoformat()}

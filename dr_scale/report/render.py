@@ -1,0 +1,266 @@
+"""The report: ``report.json`` (versioned schema), ``report.md`` and a self-contained ``report.html``.
+
+``report.json`` (``"schema": "dr-scale/report"``, ``"schema_version": 1``) holds, per
+candidate policy, every estimator's value, standard error and interval over the
+window, the weight diagnostics (ESS, ESS/n, max and quantiles of the weights, share of
+tiny propensities, the logging policy's on-policy value, the overlap verdict), the
+weight histogram (counts over :data:`dr_scale.diagnostics.WEIGHT_EDGES`) and the same
+estimates per day; plus the window, every partition with its rows and whether it was
+read or taken from the cache, and the bad or skipped partitions with their errors.
+Non-finite numbers are written as ``null``.
+
+Overlap is **poor** when ESS / n < ``min_ess_ratio`` (default 0.1): the weighted
+sample is worth less than a tenth of its rows, so IPS-type estimates rest on few
+rows and their normal intervals are not to be trusted.
+
+Publishing is all-or-nothing for readers of a complete file: everything is rendered
+in memory first, then written with :func:`dr_scale.atomic.atomic_write_all`: the
+plots under content-addressed names (``plots/<kind>-<sha>.png``, so an old
+``report.md`` never points at a new plot), then ``report.md``, ``report.html`` and
+last ``report.json``, whose ``files`` map gives each file's sha256. A crash before
+the renames leaves the previous report untouched.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import html
+import json
+import math
+import posixpath
+import re
+
+from dr_scale.atomic import atomic_write_all, url_to_fs
+from dr_scale.diagnostics import TINY_PROPENSITY
+from dr_scale.report import plots
+
+SCHEMA = "dr-scale/report"
+SCHEMA_VERSION = 1
+#: Warn when more than this share of rows has a propensity below diagnostics.TINY_PROPENSITY.
+TINY_SHARE_WARNING = 0.01
+
+
+def redact(url: str | None) -> str | None:
+    """A URL without user:password@ or a ?query (which may hold a token)."""
+    if url is None:
+        return None
+    return re.sub(r"(://)[^/@]*@", r"\1", url.split("?", 1)[0])
+
+
+def finite(obj):
+    """Replace NaN and ±inf by None, recursively (JSON has no such numbers)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio) -> dict:
+    """Estimates, diagnostics, warnings and per-day estimates of one policy."""
+    result = evaluation.result(total).to_dict(alpha)
+    diag = result["diagnostics"]
+    diag["ess_ratio"] = diag["ess"] / diag["n"] if diag["n"] else float("nan")
+    diag["overlap"] = "poor" if not diag["ess_ratio"] >= min_ess_ratio else "ok"
+    warnings = []
+    if diag["overlap"] == "poor":
+        warnings.append(f"poor overlap: ESS/n = {diag['ess_ratio']:.3g} < {min_ess_ratio:g} "
+                        f"(ESS {diag['ess']:.1f} of {diag['n']} rows); IPS-type estimates and intervals are unreliable")
+    if diag["tiny_propensity_share"] and diag["tiny_propensity_share"] > TINY_SHARE_WARNING:
+        warnings.append(f"{diag['tiny_propensity_share']:.2%} of rows have a propensity below {TINY_PROPENSITY:g}")
+    days = []
+    for day, state in by_day.items():
+        r = evaluation.result(state).to_dict(alpha)
+        days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"]})
+    return {"name": name, "spec": spec, "estimates": result["estimates"], "diagnostics": diag, "warnings": warnings,
+            "weight_histogram": total.weights.histogram.tolist(), "by_day": days}
+
+
+def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: dict, skip_bad: bool,
+                generated_at: datetime.datetime | None = None) -> dict:
+    """The report as a JSON-able dict (schema in the module docstring)."""
+    pf = policies_file
+    failed = bool(states.bad) and not skip_bad
+    status = "failed" if failed else ("partial" if states.bad else "ok")
+    computed = set(states.computed)
+    partitions = [{"path": p.path, "date": p.day, "rows": states.rows.get(p.path),
+                   "source": "bad" if p.path in states.bad else ("read" if p.path in computed else "cache")}
+                  for p in states.parts]
+    bad = [{"path": path, "error": error} for path, error in sorted(states.bad.items())]
+    spec = {c.name: c.spec for c in pf.policies}
+    policies = [] if failed else [
+        policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
+                       pf.min_ess_ratio)
+        for name in evaluations if states.totals[name] is not None
+    ]
+    return finite({
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": (generated_at or datetime.datetime.now(datetime.timezone.utc)).isoformat(timespec="seconds"),
+        "status": status,
+        "logs": redact(logs),
+        "policies_file": redact(pf.source),
+        "reward_model": redact(pf.reward_model),
+        "window": window,
+        "alpha": pf.alpha,
+        "min_ess_ratio": pf.min_ess_ratio,
+        "estimators": pf.estimators,
+        "primary_estimator": primary_estimator(pf.estimators),
+        "rows": sum(r for r in states.rows.values()),
+        "partitions": partitions,
+        "bad_partitions": bad if failed else [],
+        "skipped_partitions": bad if not failed else [],
+        "policies": policies,
+    })
+
+
+def primary_estimator(names: list[str]) -> str:
+    """The estimator whose interval the over-time plot shades: DR when present."""
+    return next((n for n in ("DR", "SNDR", "SNIPS", "IPS") if n in names), names[0])
+
+
+# -- documents -------------------------------------------------------------------
+def _fmt(x, spec=".4g") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
+    """The document as blocks (kind, …) rendered by :func:`to_markdown` and :func:`to_html`."""
+    level = f"{100 * (1 - report['alpha']):g}% CI"
+    w = report["window"]
+    span = f"{w['first']} … {w['last']}" if w.get("first") else "all partitions"
+    out = [("h1", f"dr-scale report — {span}"),
+           ("p", f"Status: **{report['status']}** · logs `{report['logs']}` · {len(report['partitions'])} partitions, "
+                 f"{report['rows']} rows · generated {report['generated_at']} · schema {report['schema_version']}")]
+    for key, title in (("bad_partitions", "Bad partitions (report not computed)"),
+                       ("skipped_partitions", "Skipped partitions (--skip-bad-partitions)")):
+        if report[key]:
+            out.append(("h2", title))
+            out.append(("table", ["partition", "error"], [[b["path"], b["error"]] for b in report[key]]))
+    if not report["policies"]:
+        return out
+    out += [("h2", "Estimates"), ("img", images["estimates"], "estimates with intervals")]
+    for p in report["policies"]:
+        d = p["diagnostics"]
+        out.append(("h3", f"{p['name']} (`{p['spec']}`)"))
+        for warning in p["warnings"]:
+            out.append(("warn", warning))
+        out.append(("table", ["estimator", "value", "std. error", level, "n"],
+                    [[k, _fmt(e["value"], ".6g"), _fmt(e["stderr"]), f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
+                      str(e["n"])] for k, e in p["estimates"].items()]))
+        q = d["weight_quantiles"]
+        out.append(("table", ["rows", "ESS", "ESS/n", "overlap", "max w", "w q50 / q90 / q99", "p̂ < 0.01",
+                              "logging policy value"],
+                    [[str(d["n"]), _fmt(d["ess"], ".1f"), _fmt(d["ess_ratio"], ".3f"), d["overlap"],
+                      _fmt(d["max_weight"]), " / ".join(_fmt(q[k]) for k in ("0.5", "0.9", "0.99")),
+                      _fmt(d["tiny_propensity_share"], ".2%"), _fmt(d["on_policy_value"])]]))
+    if any(p["by_day"] for p in report["policies"]):
+        primary = report["primary_estimator"]
+        out += [("h2", "By day"), ("img", images["over_time"], "estimates by day"),
+                ("table", ["date"] + [f"{p['name']} {primary}" for p in report["policies"]] + ["logging policy"],
+                 [[day["date"]] + [f"{_fmt(p['by_day'][i]['estimates'][primary]['value'])} ± "
+                                   f"{_fmt(p['by_day'][i]['estimates'][primary]['stderr'], '.2g')}"
+                                   for p in report["policies"]]
+                  + [_fmt(day["diagnostics"]["on_policy_value"])]
+                  for i, day in enumerate(report["policies"][0]["by_day"])])]
+    out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
+            ("p", f"Overlap is poor when ESS/n < {report['min_ess_ratio']:g} (ESS = (Σw)²/Σw², Kish).")]
+    return out
+
+
+def to_markdown(doc: list[tuple]) -> str:
+    lines = []
+    for kind, *args in doc:
+        if kind in ("h1", "h2", "h3"):
+            lines += ["#" * int(kind[1]) + " " + args[0], ""]
+        elif kind == "p":
+            lines += [args[0], ""]
+        elif kind == "warn":
+            lines += [f"> **Warning:** {args[0]}", ""]
+        elif kind == "img":
+            lines += [f"![{args[1]}]({args[0]})", ""]
+        elif kind == "table":
+            head, rows = args
+            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows] + [""]
+    return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+
+STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
+         "table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
+         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}"
+         ".warn{background:#fff3cd;border-left:4px solid #e0a800;padding:.4rem .8rem}")
+
+
+def to_html(doc: list[tuple], pngs: dict[str, bytes]) -> str:
+    """A self-contained page: the PNGs are embedded as data: URIs."""
+    body = []
+    for kind, *args in doc:
+        if kind in ("h1", "h2", "h3"):
+            body.append(f"<{kind}>{_inline(args[0])}</{kind}>")
+        elif kind == "p":
+            body.append(f"<p>{_inline(args[0])}</p>")
+        elif kind == "warn":
+            body.append(f'<p class="warn"><strong>Warning:</strong> {_inline(args[0])}</p>')
+        elif kind == "img":
+            data = base64.b64encode(pngs[args[0]]).decode()
+            body.append(f'<p><img alt="{html.escape(args[1])}" src="data:image/png;base64,{data}"></p>')
+        elif kind == "table":
+            head, rows = args
+            body.append("<table><tr>" + "".join(f"<th>{_inline(h)}</th>" for h in head) + "</tr>"
+                        + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+                        + "</table>")
+    title = html.escape(doc[0][1])
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def render_plots(report: dict) -> dict[str, bytes]:
+    """The three plots (empty when the report has no estimates)."""
+    if not report["policies"]:
+        return {}
+    level = f"{100 * (1 - report['alpha']):g}% CI"
+    return {
+        "estimates": plots.estimates_plot(report["policies"], level),
+        "over_time": plots.over_time_plot(report["policies"], report["primary_estimator"], level),
+        "weights": plots.weights_plot(report["policies"]),
+    }
+
+
+def render(report: dict) -> dict[str, bytes]:
+    """All files of the report, relative to the output folder, in publishing order."""
+    pngs = render_plots(report)
+    names = {kind: f"plots/{kind}-{hashlib.sha256(data).hexdigest()[:12]}.png" for kind, data in pngs.items()}
+    doc = blocks(report, names)
+    files = {names[kind]: data for kind, data in pngs.items()}
+    files["report.md"] = to_markdown(doc).encode()
+    files["report.html"] = to_html(doc, {names[k]: v for k, v in pngs.items()}).encode()
+    manifest = {**report, "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
+    files["report.json"] = json.dumps(manifest, indent=1, allow_nan=False).encode()
+    return files
+
+
+def write_report(out: str, report: dict, storage_options: dict | None = None) -> list[str]:
+    """Render and publish the report under ``out``; remove plots no current file refers to."""
+    files = render(report)
+    fs, root = url_to_fs(out, storage_options)
+    atomic_write_all(fs, {posixpath.join(root, name): data for name, data in files.items()})
+    plot_dir = posixpath.join(root, "plots")
+    keep = {posixpath.join(root, name) for name in files}
+    fs.invalidate_cache()
+    if fs.exists(plot_dir):
+        for path in fs.ls(plot_dir, detail=False):
+            if path.endswith(".png") and not posixpath.basename(path).startswith(".") and path.lstrip("/") not in {
+                    k.lstrip("/") for k in keep}:
+                fs.rm(path)
+    return sorted(files)
