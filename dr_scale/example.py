@@ -80,14 +80,15 @@ def make_example(seed: int = 0) -> tuple[pa.Table, LinearRewardModel, float]:
     return table, model, float(expected[np.arange(n), target].mean())
 
 
-def write_example(out: str, seed: int = 0) -> float:
-    """Write the example under ``out`` (logs/date=…/part-00000.parquet, reward_model.npz)."""
+def write_example(out: str, seed: int = 0, storage_options: dict | None = None) -> float:
+    """Write the example under ``out`` (logs/date=…/part-00000.parquet, reward_model.npz), any fsspec URL."""
     table, model, truth = make_example(seed)
     dates = table.column("date").to_numpy(zero_copy_only=False)
     for day in np.unique(dates):
         part = table.filter(pa.array(dates == day)).drop_columns(["date"])
-        write_log(part, posixpath.join(out, "logs", f"date={day}"), n_features=N_FEATURES, n_actions=N_ACTIONS)
-    model.save(posixpath.join(out, "reward_model.npz"))
+        write_log(part, posixpath.join(out, "logs", f"date={day}"), n_features=N_FEATURES, n_actions=N_ACTIONS,
+                  storage_options=storage_options)
+    model.save(posixpath.join(out, "reward_model.npz"), storage_options)
     return truth
 
 
