@@ -3,9 +3,19 @@
 * ``scheduler="tcp://host:port"`` (or Dask's ``scheduler-address`` config, which
   ``DASK_SCHEDULER_ADDRESS`` sets) — a ``distributed.Client`` to that cluster;
 * ``local_workers=N`` — a ``LocalCluster`` of N single-threaded worker processes;
-* neither — Dask's local threaded scheduler, no cluster at all.
+* neither — Dask's local threaded scheduler, no cluster at all;
+* ``client=`` — a ``distributed.Client`` the caller already holds (Python API).
 
-The same graphs run in all three; only where they run changes.
+The same graphs run in all of them; only where they run changes. Connecting to a
+scheduler is bounded by the Dask config key ``dr-scale.connect-timeout`` (default
+15 s; environment ``DASK_DR_SCALE__CONNECT_TIMEOUT``), after which
+:class:`SchedulerUnreachable` names the address. Security settings (TLS) come from
+Dask's own ``distributed.comm.tls`` config, so a ``tls://`` address just works when
+the certificates are configured (see docs/deploy.md).
+
+:func:`compute` shows progress in the terminal in every mode and, when interrupted
+(Ctrl-C), cancels the cluster's work before re-raising, so nothing keeps running on
+the cluster for a job that no longer exists.
 """
 
 from __future__ import annotations
@@ -14,36 +24,59 @@ import contextlib
 import sys
 
 import dask
+from dask.utils import parse_timedelta
 
-CONNECT_TIMEOUT = "15s"
+#: Dask config key of the scheduler connect timeout, and its default.
+CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
+DEFAULT_CONNECT_TIMEOUT = "15s"
 
 
 class SchedulerUnreachable(ConnectionError):
     """The scheduler address did not answer within the timeout."""
 
 
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler before giving up (Dask config ``dr-scale.connect-timeout``)."""
+    return parse_timedelta(dask.config.get(CONNECT_TIMEOUT_KEY, DEFAULT_CONNECT_TIMEOUT), default="s")
+
+
+def connect(scheduler: str):
+    """A ``distributed.Client`` to ``scheduler``, or :class:`SchedulerUnreachable` within the timeout."""
+    from distributed import Client
+
+    timeout = connect_timeout()
+    try:
+        return Client(scheduler, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachable(
+            f"could not reach the Dask scheduler at {scheduler} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc}); check the address (--scheduler / DASK_SCHEDULER_ADDRESS) "
+            f"and that the scheduler is running"
+        ) from exc
+
+
 @contextlib.contextmanager
 def dask_session(scheduler: str | None = None, local_workers: int | None = None, client=None, quiet: bool = False):
-    """Yield a ``distributed.Client`` (or None for the local scheduler) for the block."""
+    """Yield a ``distributed.Client`` (or None for the local threaded scheduler) for the block.
+
+    ``client`` wins; then ``scheduler`` (else Dask's ``scheduler-address`` config);
+    then ``local_workers``. Giving both a scheduler and local workers is an error.
+    """
     if client is not None:
         yield client
         return
-    scheduler = scheduler or dask.config.get("scheduler-address", None)
+    if scheduler and local_workers:
+        raise ValueError("give a scheduler address or a number of local workers, not both")
+    scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))
     if scheduler:
-        from distributed import Client
-
-        try:
-            c = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise SchedulerUnreachable(
-                f"could not reach the Dask scheduler at {scheduler} within {CONNECT_TIMEOUT}: {exc}"
-            ) from exc
-        with c:
+        with connect(scheduler) as c:
             _announce(c, quiet)
             yield c
     elif local_workers:
         from distributed import Client, LocalCluster
 
+        if local_workers < 1:
+            raise ValueError(f"--local-workers must be at least 1, got {local_workers}")
         with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
                           dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as c:
             _announce(c, quiet)
@@ -53,12 +86,20 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
 
 
 def _announce(client, quiet: bool) -> None:
+    """Tell the user where the job runs and where to watch it (stderr, so stdout stays the result)."""
     if not quiet:
-        print(f"dask: {client.scheduler.address}, dashboard {client.dashboard_link}", file=sys.stderr)
+        n = len(client.scheduler_info().get("workers", {}))
+        print(f"dask: scheduler {client.scheduler.address} ({n} workers), dashboard {client.dashboard_link}",
+              file=sys.stderr)
 
 
 def compute(*collections, client=None, progress: bool = False):
-    """Compute Dask collections on ``client`` (or locally), showing a progress bar."""
+    """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
+
+    On any interruption the cluster's futures are cancelled before the exception
+    propagates; the caller writes outputs only after this returns, so an interrupted
+    job leaves no partial output.
+    """
     if client is None:
         if progress:
             from dask.diagnostics import ProgressBar
@@ -67,9 +108,14 @@ def compute(*collections, client=None, progress: bool = False):
                 return dask.compute(*collections, scheduler="threads")
         return dask.compute(*collections, scheduler="threads")
     futures = client.compute(list(collections))
-    if progress:
-        from distributed import progress as show_progress
+    try:
+        if progress:
+            from distributed import progress as show_progress
 
-        show_progress(futures)
-        print(file=sys.stderr)
-    return tuple(client.gather(futures))
+            with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
+                show_progress(futures, scheduler=client.scheduler.address)  # our client need not be the default
+        return tuple(client.gather(futures))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+        raise
