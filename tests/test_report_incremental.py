@@ -133,8 +133,9 @@ def test_damaged_cache_entry_is_recomputed_not_trusted(share, damage):
     fs.pipe(entry, bad)
     after = build(logs, cache)
     (recomputed,) = after.computed
-    expected = "checksum mismatch" if damage == "edit-number" else "unreadable (JSONDecodeError)"
-    assert after.cache_rejected == {recomputed: expected}
+    assert list(after.cache_rejected) == [recomputed]
+    reason = after.cache_rejected[recomputed]
+    assert reason == "checksum mismatch" if damage == "edit-number" else reason.startswith("unreadable")
     assert merged(after) == merged(full)
     assert build(logs, cache).computed == []  # the entry was rewritten and is trusted again
 
