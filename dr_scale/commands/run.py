@@ -22,6 +22,8 @@ else:  # pragma: no cover
 
 #: job kind -> "module:function"
 JOBS: dict[str, str] = {}
+JOBS["classification_eval"] = "dr_scale.classification.job:run_evaluation"
+JOBS["classification_opt"] = "dr_scale.classification.job:run_optimization"
 
 
 def add_parser(sub) -> None:
