@@ -1,0 +1,117 @@
+"""Direct loss minimization for cost-sensitive multiclass policies (paper, Appendix A).
+
+The policy is π(x) = argmax_a x·θ_a over k weight vectors (here on standardised
+features with a constant feature appended). McAllester et al.'s "towards-better"
+update for an example (x, l_1, …, l_k) is
+
+    θ_{a1} ← θ_{a1} + η x,     θ_{a2} ← θ_{a2} − η x,
+    a1 = argmax_a { x·θ_a − ε l_a },     a2 = argmax_a { x·θ_a },
+
+batched over all examples (the mean of the per-example updates), with η = t^−0.3 / 2 at
+batch iteration t and ε = 0.1. Iteration stops when the weights converge: their
+relative change falls below ``tol``, or the best training loss has not improved for
+``n_iter_no_change`` iterations (with η decaying slowly the weights keep drifting long
+after the policy has settled), or after ``max_iter`` iterations. The loss is not convex, so the algorithm
+runs from ``n_restarts`` randomly perturbed starts, all restarts at once as one matrix
+product, and keeps the weights with the lowest training loss of the learned policy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_random_state
+
+
+def scores_of(Z: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """x·θ_a for every row, restart and action: (n, R, k) from Z (n, d) and θ (d, R, k)."""
+    d, R, k = theta.shape
+    return (Z @ theta.reshape(d, R * k)).reshape(-1, R, k)
+
+
+def towards_better_update(Z: np.ndarray, scores: np.ndarray, L: np.ndarray, eta: float, epsilon: float,
+                          a2: np.ndarray | None = None) -> np.ndarray:
+    """The batched update Δθ = (η/n) Σ_i x_i (e_{a1(i)} − e_{a2(i)})ᵀ for every restart, shape (d, R, k).
+
+    ``scores`` (n, R, k) are x_i·θ_a under the current weights, ``L`` (n, k) the losses,
+    ``a2`` (n, R) the current predictions argmax_a x_i·θ_a when already known.
+    Only the (example, restart) pairs with a1 ≠ a2 contribute; their one-hot
+    differences form a sparse (n, R·k) matrix D, so the sum over examples for all
+    restarts is the single product Zᵀ·D.
+    """
+    n, R, k = scores.shape
+    a1 = np.argmax(scores - epsilon * L[:, None, :], axis=2)
+    if a2 is None:
+        a2 = np.argmax(scores, axis=2)
+    rows, restarts = np.nonzero(a1 != a2)
+    columns = np.concatenate([restarts * k + a1[rows, restarts], restarts * k + a2[rows, restarts]])
+    signs = np.repeat([1.0, -1.0], rows.size)
+    D = sp.csr_matrix((signs, (np.tile(rows, 2), columns)), shape=(n, R * k))
+    return (eta / n) * np.asarray((D.T @ Z).T).reshape(-1, R, k)
+
+
+def towards_better_step(theta: np.ndarray, Z: np.ndarray, L: np.ndarray, eta: float, epsilon: float) -> np.ndarray:
+    """Weights θ (d, R, k) after one batched towards-better update on examples Z (n, d), losses L (n, k)."""
+    return theta + towards_better_update(Z, scores_of(Z, theta), L, eta, epsilon)
+
+
+class DirectLossMinimization(ClassifierMixin, BaseEstimator):
+    """Cost-sensitive linear policy trained by batched direct loss minimization.
+
+    ``fit(X, costs)`` takes a cost matrix (n, k) (e.g. 1{a ≠ c}, or IPS/DR-imputed
+    losses); ``predict(X)`` returns the action indices argmax_a x·θ_a.
+    """
+
+    def __init__(self, epsilon: float = 0.1, n_restarts: int = 20, max_iter: int = 200, tol: float = 1e-4,
+                 n_iter_no_change: int = 50, init_scale: float = 0.01, random_state=None):
+        self.epsilon = epsilon
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.init_scale = init_scale
+        self.random_state = random_state
+
+    def _design(self, X) -> np.ndarray:
+        Z = self.scaler_.transform(np.asarray(X, dtype=np.float64))
+        return np.hstack([Z, np.ones((Z.shape[0], 1))])
+
+    def fit(self, X, costs):
+        costs = np.asarray(costs, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        if costs.ndim != 2 or costs.shape[0] != X.shape[0]:
+            raise ValueError(f"costs must have shape (n, k) with n={X.shape[0]}, got {costs.shape}")
+        self.scaler_ = StandardScaler().fit(X)
+        Z = self._design(X)
+        n, k = costs.shape
+        rng = check_random_state(self.random_state)
+        theta = self.init_scale * rng.standard_normal((Z.shape[1], self.n_restarts, k))
+        best_loss, best_theta, best_t = np.inf, theta[:, 0], 0
+        rows = np.arange(n)
+        self.n_iter_ = 0
+        for t in range(1, self.max_iter + 1):
+            # training loss of every restart's current policy; keep the best weights seen
+            scores = scores_of(Z, theta)
+            predictions = np.argmax(scores, axis=2)
+            losses = costs[rows[:, None], predictions].mean(axis=0)
+            r = int(np.argmin(losses))
+            if losses[r] < best_loss:
+                best_loss, best_theta, best_t = float(losses[r]), theta[:, r].copy(), t
+            delta = towards_better_update(Z, scores, costs, 0.5 * t ** -0.3, self.epsilon, a2=predictions)
+            theta = theta + delta
+            change = np.linalg.norm(delta, axis=(0, 2)) / np.maximum(np.linalg.norm(theta, axis=(0, 2)), 1e-12)
+            self.n_iter_ = t
+            if np.all(change < self.tol) or t - best_t >= self.n_iter_no_change:
+                break
+        self.coef_ = best_theta
+        self.training_loss_ = best_loss
+        self.n_classes_ = k
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        return self._design(X) @ self.coef_
+
+    def predict(self, X) -> np.ndarray:
+        return np.argmax(self.decision_function(X), axis=1)
