@@ -1,0 +1,88 @@
+"""Parts of a visits set as binary CSR blocks, read once and (optionally) kept in memory.
+
+A part holds ``row_id``, the active feature indices as CSR ``indptr``/``indices``
+(the list column's offsets and values, no per-row Python) and ``visits``. The
+features are binary, so the CSR data array is a read-only view of one shared array of
+ones: in memory a part costs 4 bytes per active feature, not 12.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+import scipy.sparse as sp
+
+from dr_scale.logdata import LogDataError, list_parts, log_metadata, read_table
+
+COLUMNS = ["row_id", "features", "visits"]
+_ONES = np.ones(0)
+
+
+def ones(n: int) -> np.ndarray:
+    """A read-only view of ``n`` ones (shared, grown on demand)."""
+    global _ONES
+    if _ONES.shape[0] < n:
+        _ONES = np.ones(max(n, 2 * _ONES.shape[0]))
+        _ONES.setflags(write=False)
+    return _ONES[:n]
+
+
+def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """A CSR matrix with all stored values 1, sharing ``indptr`` and ``indices``."""
+    return sp.csr_matrix((ones(indices.shape[0]), indices, indptr), shape=(indptr.shape[0] - 1, n_cols), copy=False)
+
+
+@dataclass
+class VisitsPart:
+    """One part: row ids, binary features (CSR arrays) and visit counts."""
+
+    source: str
+    row_id: np.ndarray  # int64
+    indptr: np.ndarray  # int64, n + 1
+    indices: np.ndarray  # int32
+    visits: np.ndarray  # float64
+    n_features: int
+
+    def __len__(self) -> int:
+        return self.row_id.shape[0]
+
+    @property
+    def X(self) -> sp.csr_matrix:
+        return binary_csr(self.indptr, self.indices, self.n_features)
+
+
+def part_from_arrays(row_id, X: sp.csr_matrix, visits, source: str = "<memory>") -> VisitsPart:
+    """A part from in-memory arrays (tests, benchmarks)."""
+    X = sp.csr_matrix(X)
+    return VisitsPart(source, np.asarray(row_id, dtype=np.int64), X.indptr.astype(np.int64),
+                      X.indices.astype(np.int32), np.asarray(visits, dtype=np.float64), X.shape[1])
+
+
+def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
+    """Read and validate one part file (columns row_id, features, visits)."""
+    table = read_table(fs, path, COLUMNS)
+    row_id = table.column("row_id").to_numpy().astype(np.int64, copy=False)
+    visits = table.column("visits").to_numpy().astype(np.float64)
+    bad = np.flatnonzero(~(np.isfinite(visits) & (visits >= 0)))
+    if bad.size:
+        raise LogDataError(path, "visits", "visits must be finite and non-negative", int(row_id[bad[0]]))
+    features = table.column("features").combine_chunks()
+    offsets = features.offsets.to_numpy()
+    indices = pc.list_flatten(features).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    out = (indices < 0) | (indices >= n_features)
+    if out.any():
+        row = np.searchsorted(offsets - offsets[0], np.flatnonzero(out)[0], side="right") - 1
+        raise LogDataError(path, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
+    return VisitsPart(path, row_id, (offsets - offsets[0]).astype(np.int64), indices, visits, n_features)
+
+
+def visits_parts(url: str, storage_options: dict | None = None, n_features: int | None = None):
+    """(filesystem, part paths, d) of the set at ``url``; d from the schema metadata unless given."""
+    fs, paths = list_parts(url, storage_options)
+    if n_features is None:
+        n_features = log_metadata(fs, paths[0]).get("n_features")
+        if n_features is None:
+            raise LogDataError(paths[0], "features", "no dr_scale.n_features in the schema metadata; give n_features")
+    return fs, paths, int(n_features)

@@ -1,0 +1,263 @@
+"""The covariate-shift experiment (paper, Sec. 5.2, Fig. cv) as a few map-reduce passes.
+
+For each fraction f and repetition r (a *fit* k = f_index·R + r), with S_k the keyed
+subsample, a_i the keyed logging draw and p_i the sampler's propensity
+(:mod:`dr_scale.visits.sampler`), π ≡ 1 and ρ̂_k(x) = b_k + w_k·x the ridge fit on
+the sampled rows of S_k (:mod:`dr_scale.visits.ridge`):
+
+    IPS_k = (1/|S_k|) Σ_{S_k} a_i v_i / p_i
+    DR_k  = (1/|S_k|) Σ_{S_k} [ρ̂_k(x_i) + a_i (v_i − ρ̂_k(x_i)) / p_i]        (paper, eq. 1)
+          = IPS_k + (1/|S_k|) [ b_k (|S_k| − Σ_{S_k} a_i/p_i) + w_k · c_k ],
+    c_k   = Σ_{S_k} (1 − a_i/p_i) x_i ∈ R^d,
+
+so both estimates come from per-part sums that merge with ``+``: no pass is needed
+after the fits. The passes over the parts (held in Dask memory, :mod:`.passes`):
+
+1. column sums, then one pass per Lanczos step for the principal component x̄;
+2. the projections t_i = x_i·x̄: min, mean (the sampler's m and m̄);
+3. per part: p_i, the memberships (i, k) and draws a_i of all fits, kept in memory
+   together with a "lifted" CSR of the sampled memberships whose row for (i, k) holds
+   x_i in the column block k (columns k·d … k·d + d − 1);
+4. the sums above, per fit: |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p and the (F, d)
+   matrices Σ a x, Σ a v x, c_k — one sparse product Xᵀ[C | A | A v] per part;
+5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR;
+6. the ridge fits' R² on all rows (first repetition of each fraction).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from dr_scale.visits import ridge
+from dr_scale.visits.data import VisitsPart, binary_csr, read_visits_part, visits_parts
+from dr_scale.visits.passes import PartSet
+from dr_scale.visits.pca import first_component
+from dr_scale.visits.sampler import logging_actions, memberships, propensity
+
+PAPER_FRACTIONS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The experiment's options (defaults: the paper's protocol)."""
+
+    fractions: tuple = PAPER_FRACTIONS
+    repetitions: int = 100
+    seed: int = 0
+    lam: float = 100.0  # ridge penalty λ (see docs/visits.md)
+    kernel: str = "density"
+    rtol: float = 1e-8  # CG: ‖residual‖ ≤ rtol ‖rhs‖ for every fit
+    max_iter: int = 1000
+
+    @property
+    def n_fits(self) -> int:
+        return len(self.fractions) * self.repetitions
+
+
+# -- per-part steps -------------------------------------------------------------
+class Minimum:
+    """A float whose ``+`` is ``min`` (so minima tree-reduce like sums)."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def __add__(self, other: "Minimum") -> "Minimum":
+        return Minimum(min(self.value, other.value))
+
+
+def _projection_sums(part: VisitsPart, xbar: np.ndarray):
+    t = part.X @ xbar
+    return np.array([t.sum(), len(part), part.visits.sum()]), Minimum(float(t.min()) if t.size else np.inf)
+
+
+@dataclass
+class Prepared:
+    """A part with its propensities, memberships (i, k), draws a and lifted CSR of the sampled ones."""
+
+    part: VisitsPart
+    p: np.ndarray  # (n,) propensities
+    row: np.ndarray  # (M,) row positions of the memberships
+    fit: np.ndarray  # (M,) fit index k
+    a: np.ndarray  # (M,) logging draws
+    lifted_indptr: np.ndarray
+    lifted_indices: np.ndarray
+    n_fits: int
+
+    @property
+    def lifted(self) -> sp.csr_matrix:
+        return binary_csr(self.lifted_indptr, self.lifted_indices, self.n_fits * self.part.n_features)
+
+
+def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -> Prepared:
+    """Propensities, keyed memberships and logging draws of every fit, and the lifted CSR."""
+    p = propensity(part.X @ xbar, m, mbar, settings.kernel)
+    rows, fits, draws = [], [], []
+    for fi, f in enumerate(settings.fractions):
+        r, rep = memberships(part.row_id, f, settings.repetitions, settings.seed, fi)
+        rows.append(r)
+        fits.append(fi * settings.repetitions + rep)
+        draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
+    row, fit, a = np.concatenate(rows), np.concatenate(fits), np.concatenate(draws)
+    d = part.n_features
+    sampled_row, sampled_fit = row[a], fit[a]
+    X = part.X
+    starts, ends = X.indptr[sampled_row], X.indptr[sampled_row + 1]
+    lengths = ends - starts
+    indptr = np.zeros(sampled_row.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+    index_type = np.int32 if settings.n_fits * d < np.iinfo(np.int32).max else np.int64
+    indices = (X.indices[gather].astype(index_type) + np.repeat(sampled_fit.astype(index_type) * d, lengths))
+    return Prepared(part, p, row, fit, a, indptr, indices, settings.n_fits)
+
+
+@dataclass
+class FitSums:
+    """Per-fit sums of one or more parts (merge with ``+``)."""
+
+    n: np.ndarray  # |S_k|
+    n_a: np.ndarray  # Σ a
+    sy: np.ndarray  # Σ a v
+    ips: np.ndarray  # Σ a v / p
+    sap: np.ndarray  # Σ a / p
+    sx: np.ndarray  # (F, d) Σ a x
+    xy: np.ndarray  # (F, d) Σ a v x
+    c: np.ndarray  # (F, d) Σ (1 − a/p) x
+    population: np.ndarray  # [N, Σ v, Σ v², Σ p, Σ p v]
+
+    def __add__(self, other: "FitSums") -> "FitSums":
+        return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+
+
+def fit_sums(prep: Prepared) -> FitSums:
+    part, F = prep.part, prep.n_fits
+    v, p = part.visits[prep.row], prep.p[prep.row]
+    a = prep.a.astype(np.float64)
+    n = part.row_id.shape[0]
+
+    def per_fit(weights):
+        return np.bincount(prep.fit, weights=weights, minlength=F).astype(np.float64)
+
+    weights = np.concatenate([1.0 - a / p, a, a * v])
+    cols = np.concatenate([prep.fit, prep.fit + F, prep.fit + 2 * F])
+    rows = np.tile(prep.row, 3)
+    C = sp.csr_matrix((weights, (rows, cols)), shape=(n, 3 * F))
+    sums = np.asarray((C.T @ part.X).todense()) if C.nnz else np.zeros((3 * F, part.n_features))
+    population = np.array([n, part.visits.sum(), (part.visits ** 2).sum(), prep.p.sum(), (prep.p * part.visits).sum()])
+    return FitSums(np.bincount(prep.fit, minlength=F).astype(np.float64), per_fit(a), per_fit(a * v),
+                   per_fit(a * v / p), per_fit(a / p), sums[F:2 * F], sums[2 * F:], sums[:F], population)
+
+
+def lifted_gram(prep: Prepared, P: np.ndarray) -> np.ndarray:
+    """Σ over this part's sampled memberships of x_i (x_i · P_k), as an (F, d) array."""
+    L = prep.lifted
+    return (L.T @ (L @ P.ravel())).reshape(P.shape)
+
+
+def _r2_sums(part: VisitsPart, coef: np.ndarray, intercept: np.ndarray):
+    pred = part.X @ coef.T + intercept
+    resid = part.visits[:, None] - pred
+    return (resid ** 2).sum(axis=0)
+
+
+# -- the experiment -----------------------------------------------------------------
+@dataclass
+class ExperimentResult:
+    settings: Settings
+    n_rows: int
+    n_features: int
+    n_parts: int
+    truth: float  # mean visits over all rows
+    calibration: dict
+    ips: np.ndarray  # (F,) estimates per fit
+    dr: np.ndarray
+    subsample_size: np.ndarray
+    sampled: np.ndarray
+    ridge_iterations: int
+    r2: np.ndarray  # (n_fractions,) R² on all rows of repetition 0's ridge fit
+    timings: dict = field(default_factory=dict)
+
+    def per_fraction(self) -> list[dict]:
+        """Bias, std (ddof 0, so rmse² = bias² + std²) and rmse of IPS and DR per fraction."""
+        R = self.settings.repetitions
+        out = []
+        for fi, f in enumerate(self.settings.fractions):
+            sl = slice(fi * R, (fi + 1) * R)
+            valid = self.subsample_size[sl] > 0
+            row = {"fraction": f, "repetitions": int(valid.sum()),
+                   "mean_subsample": float(self.subsample_size[sl].mean()),
+                   "mean_sampled": float(self.sampled[sl].mean()), "ridge_r2": float(self.r2[fi])}
+            for name, est in (("ips", self.ips[sl][valid]), ("dr", self.dr[sl][valid])):
+                err = est - self.truth
+                row[f"{name}_bias"] = float(err.mean()) if err.size else float("nan")
+                row[f"{name}_std"] = float(err.std()) if err.size else float("nan")
+                row[f"{name}_rmse"] = float(np.sqrt((err ** 2).mean())) if err.size else float("nan")
+            row["dr_rmse_reduction"] = 1.0 - row["dr_rmse"] / row["ips_rmse"]
+            out.append(row)
+        return out
+
+    def mean_rmse_reduction(self) -> float:
+        return float(np.nanmean([r["dr_rmse_reduction"] for r in self.per_fraction()]))
+
+
+def _stage(progress: bool, message: str) -> None:
+    if progress:
+        print(message, file=sys.stderr, flush=True)
+
+
+def load_parts(url: str, storage_options: dict | None = None, n_features: int | None = None, client=None,
+               progress: bool = False) -> PartSet:
+    """Read every part once into Dask memory (local process or cluster workers)."""
+    fs, paths, d = visits_parts(url, storage_options, n_features)
+    return PartSet.build(read_visits_part, [(fs, p, d) for p in paths], client, progress)
+
+
+def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress: bool = False) -> ExperimentResult:
+    """All fractions × repetitions of IPS and DR on the parts (see the module docstring)."""
+    timings = {}
+    clock = time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
+    _stage(progress, "principal component of the features …")
+    comp = first_component(parts, progress=progress)
+    lap("principal_component")
+    (t_sum, n, v_sum), t_min = parts.sum(_projection_sums, comp.vector)
+    n = int(n)
+    m, mbar = t_min.value, t_sum / n
+    lap("projections")
+    _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
+    prepared = parts.derive(prepare, comp.vector, m, mbar, settings, progress=progress)
+    sums = prepared.sum(fit_sums)
+    lap("subsamples")
+    stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
+    fitted = ridge.fit(lambda P: prepared.sum(lifted_gram, P), stats, settings.lam, rtol=settings.rtol,
+                       max_iter=settings.max_iter, progress=progress)
+    lap("ridge")
+    size = sums.n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ips = np.where(size > 0, sums.ips / size, np.nan)
+        correction = fitted.intercept * (size - sums.sap) + np.einsum("fd,fd->f", fitted.coef, sums.c)
+        dr = np.where(size > 0, (sums.ips + correction) / size, np.nan)
+    first = np.arange(len(settings.fractions)) * settings.repetitions
+    sse = parts.sum(_r2_sums, fitted.coef[first], fitted.intercept[first])
+    N, sv, svv, sp_, spv = sums.population
+    truth = sv / N
+    r2 = 1.0 - sse / (svv - N * truth ** 2)
+    lap("estimates")
+    calibration = {"true_mean": truth, "visits_sd": float(np.sqrt(svv / N - truth ** 2)),
+                   "mean_propensity": sp_ / N, "naive_sampled_mean": spv / sp_,
+                   "naive_bias": spv / sp_ / truth - 1.0, "projection_min": m, "projection_mean": mbar,
+                   "component_variance": comp.variance, "lanczos_passes": comp.passes}
+    return ExperimentResult(settings, n, comp.mean.shape[0], len(parts.parts), float(truth),
+                            {k: float(v) for k, v in calibration.items()}, ips, dr, size, sums.n_a,
+                            fitted.iterations, r2, timings)

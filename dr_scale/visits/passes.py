@@ -1,0 +1,90 @@
+"""Map-reduce passes over the parts of a data set, kept in Dask memory between passes.
+
+The iterative steps (Lanczos for the principal component, conjugate gradients for
+ridge) each need one pass over all rows per iteration. A :class:`PartSet` holds the
+parts as persisted Dask objects — in the local process for the threaded scheduler, on
+the workers of a cluster — so a pass costs the arithmetic, not a re-read; a pass maps a
+function over the parts and tree-reduces the results with ``+``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import dask
+
+from dr_scale.compute import compute
+
+SPLIT_EVERY = 8
+
+
+def _add(a, b):
+    if isinstance(a, tuple):
+        return tuple(_add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def _sum(*values):
+    total = values[0]
+    for v in values[1:]:
+        total = _add(total, v)
+    return total
+
+
+def tree_sum(items: list, split_every: int = SPLIT_EVERY):
+    """A Dask tree reduction with ``+`` (tuples add element-wise)."""
+    while len(items) > 1:
+        items = [dask.delayed(_sum, pure=True)(*items[i:i + split_every]) for i in range(0, len(items), split_every)]
+    return items[0]
+
+
+def persist(objects: list, client=None, progress: bool = False) -> list:
+    """Persist delayed objects: in local memory (threaded scheduler) or on the cluster's workers."""
+    if client is not None:
+        persisted = client.persist(objects)
+        if progress:
+            from distributed import progress as show_progress
+
+            show_progress(persisted)
+            print(file=sys.stderr)
+        else:
+            from distributed import wait
+
+            wait(persisted)
+        return list(persisted)
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            return list(dask.persist(*objects, scheduler="threads"))
+    return list(dask.persist(*objects, scheduler="threads"))
+
+
+class PartSet:
+    """Persisted per-part objects and the passes over them."""
+
+    def __init__(self, parts: list, client=None):
+        self.parts, self.client = parts, client
+
+    @classmethod
+    def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False) -> "PartSet":
+        """Persist ``make(*args)`` for each part's arguments."""
+        return cls(persist([dask.delayed(make, pure=True)(*a) for a in args_per_part], client, progress), client)
+
+    def map(self, fn, *args) -> list:
+        """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
+        shared = [dask.delayed(a, pure=True) if _is_large(a) else a for a in args]
+        return [dask.delayed(fn, pure=True)(p, *shared) for p in self.parts]
+
+    def sum(self, fn, *args, progress: bool = False):
+        """Σ over parts of ``fn(part, *args)``, tree-reduced."""
+        (total,) = compute(tree_sum(self.map(fn, *args)), client=self.client, progress=progress)
+        return total
+
+    def derive(self, fn, *args, progress: bool = False) -> "PartSet":
+        """A new persisted PartSet of ``fn(part, *args)``."""
+        return PartSet(persist(self.map(fn, *args), self.client, progress), self.client)
+
+
+def _is_large(a) -> bool:
+    return getattr(a, "nbytes", 0) > 100_000

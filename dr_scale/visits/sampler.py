@@ -1,0 +1,93 @@
+"""The paper's covariate-shift sampler and the experiment's keyed random draws (Sec. 5.2).
+
+Propensities. With t_i = x_i·x̄ (x̄ the first principal component), m = min_i t_i and
+m̄ = mean_i t_i, the paper sets
+
+    p_i = min{ N(t_i; m + (m̄ − m)/3, (m̄ − m)/4), 1 },
+
+N(·; c, s) the normal *density* with mean c and standard deviation s
+(``kernel="density"``, the default, as the paper writes it). Because a density's
+height is 1/(s√(2π)), the propensities then depend on the scale of t; the option
+``kernel="gaussian"`` uses the unnormalized kernel exp(−(t − c)²/(2s²)) ∈ (0, 1]
+instead, which is scale-free. Propensities are floored at ``MIN_PROPENSITY`` (far
+tails of the density underflow to 0, which the logged-data contract forbids).
+
+Keyed draws (``dr_scale.keyed_random``), all functions of (seed, purpose, keys, row_id):
+
+* subsample membership: row i is in subsample (fraction f, repetition r) with
+  probability f independently over rows and repetitions. For each (f, row) the
+  repetitions it belongs to are generated as a Bernoulli process over r = 0, 1, …
+  by geometric gaps, G_k = ⌊log(1 − U_k)/log(1 − f)⌋ + 1 with
+  U_k = uniform(seed, "subsample", f_index, k; row_id): exactly i.i.d. Bernoulli(f)
+  indicators, in about 1 + R f draws per row instead of R, and repetition r's
+  subsample does not depend on the number of repetitions;
+* logging: a_i = 1{uniform(seed, "logging", f_index, r; row_id) < p_i}, drawn afresh
+  for every (fraction, repetition) — each cell of the experiment is an independent
+  replication of the paper's "subsample, then sample each member with p_i".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dr_scale import keyed_random
+
+KERNELS = ("density", "gaussian")
+MIN_PROPENSITY = 1e-300
+
+
+def sampler_parameters(m: float, mbar: float) -> tuple[float, float]:
+    """(centre, scale) = (m + (m̄ − m)/3, (m̄ − m)/4)."""
+    return m + (mbar - m) / 3.0, (mbar - m) / 4.0
+
+
+def propensity(t: np.ndarray, m: float, mbar: float, kernel: str = "density") -> np.ndarray:
+    """p_i = min{N(t_i; m + (m̄−m)/3, (m̄−m)/4), 1} (or the unnormalized kernel)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    centre, scale = sampler_parameters(m, mbar)
+    if not scale > 0:
+        raise ValueError(f"the projections have no spread (min {m}, mean {mbar}); cannot define the sampler")
+    z = (np.asarray(t, dtype=np.float64) - centre) / scale
+    k = np.exp(-0.5 * z * z)
+    if kernel == "density":
+        k = k / (scale * np.sqrt(2.0 * np.pi))
+    return np.clip(k, MIN_PROPENSITY, 1.0)
+
+
+def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int, fraction_index: int):
+    """(row positions, repetitions) of the (row, r) memberships with r < ``repetitions``, sorted by row.
+
+    Geometric gaps of a Bernoulli(f) process over r, keyed by (seed, "subsample",
+    fraction_index, k, row_id); see the module docstring.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fractions must lie in (0, 1], got {fraction}")
+    n = row_id.shape[0]
+    position = np.full(n, -1, dtype=np.int64)
+    alive = np.arange(n)
+    rows, reps = [], []
+    log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
+    k = 0
+    while alive.size:
+        u = keyed_random.uniform(row_id[alive], seed, "subsample", fraction_index, k)
+        gap = np.floor(np.log1p(-u) / log_q) + 1 if fraction < 1 else np.ones(alive.size)
+        position[alive] = position[alive] + np.minimum(gap, repetitions + 1).astype(np.int64)
+        alive = alive[position[alive] < repetitions]
+        rows.append(alive)
+        reps.append(position[alive])
+        k += 1
+    rows, reps = np.concatenate(rows), np.concatenate(reps)
+    order = np.lexsort((reps, rows))
+    return rows[order], reps[order]
+
+
+def logging_actions(p: np.ndarray, row_id: np.ndarray, reps: np.ndarray, seed: int, fraction_index: int) -> np.ndarray:
+    """a = 1{uniform(seed, "logging", fraction_index, r; row_id) < p} for each membership."""
+    a = np.zeros(row_id.shape[0], dtype=bool)
+    order = np.argsort(reps, kind="stable")
+    bounds = np.flatnonzero(np.diff(reps[order])) + 1
+    for idx in np.split(order, bounds):
+        if idx.size:
+            a[idx] = keyed_random.bernoulli(p[idx], row_id[idx], seed, "logging", fraction_index, int(reps[idx[0]]))
+    return a
