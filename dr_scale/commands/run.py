@@ -24,6 +24,7 @@ else:  # pragma: no cover
 JOBS: dict[str, str] = {}
 JOBS["classification_eval"] = "dr_scale.classification.job:run_evaluation"
 JOBS["classification_opt"] = "dr_scale.classification.job:run_optimization"
+JOBS["visits"] = "dr_scale.visits.job:run"
 
 
 def add_parser(sub) -> None:
