@@ -40,8 +40,9 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
 def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
                 until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
                 storage_options: dict | None = None, client=None, progress: bool = False,
-                log=sys.stderr) -> tuple[dict, int]:
-    """Write the report of ``logs`` under ``out``; return (report dict, exit status)."""
+                log=None) -> tuple[dict, int]:
+    """Write the report of ``logs`` under ``out``; return (report dict, exit status). Notes go to ``log`` (stderr)."""
+    log = log or sys.stderr
     pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)

@@ -77,7 +77,10 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
         if not isinstance(entry, dict) or "spec" not in entry:
             raise ValueError(f"{source}: policy #{i + 1} needs a 'spec' (e.g. spec = \"column:target_action\")")
         spec = str(entry["spec"])
-        parse_policy(spec)  # raises a clear ValueError on a bad spelling
+        try:
+            parse_policy(spec)
+        except ValueError as exc:
+            raise ValueError(f"{source}: policy #{i + 1}: {exc}") from exc
         name = str(entry.get("name", spec))
         if name in seen:
             raise ValueError(f"{source}: two policies are named {name!r}")
