@@ -103,14 +103,15 @@ def _zipf(n: int, exponent: float) -> np.ndarray:
 def global_model(seed: int, n_features: int, model: VisitsModel = VisitsModel()) -> GlobalModel:
     """Feature profiles q_g and effects ω from ``default_rng((seed, 0))``."""
     rng = np.random.default_rng((seed, 0))
-    n_common = n_features - 2 * model.block
-    if n_common < model.block:
-        raise ValueError(f"--features {n_features} is too small: the generator needs at least {3 * model.block}")
+    block = min(model.block, n_features // 4)  # small d (tests): blocks of a quarter of the features each
+    if block < 1:
+        raise ValueError(f"--features {n_features} is too small: the generator needs at least 4")
+    n_common = n_features - 2 * block
     perm = rng.permutation(n_features)  # feature ids carry no popularity order
     common, block_a, block_b = (np.zeros(n_features) for _ in range(3))
     common[perm[:n_common]] = _zipf(n_common, model.zipf_common)
-    block_a[perm[n_common:n_common + model.block]] = _zipf(model.block, model.zipf_block)
-    block_b[perm[n_common + model.block:]] = _zipf(model.block, model.zipf_block)
+    block_a[perm[n_common:n_common + block]] = _zipf(block, model.zipf_block)
+    block_b[perm[n_common + block:]] = _zipf(block, model.zipf_block)
     profiles = np.array([(1 - model.signature) * common
                          + model.signature * (g.casual * block_a + (1 - g.casual) * block_b) for g in model.groups])
     cdf = np.cumsum(profiles, axis=1)

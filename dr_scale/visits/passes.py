@@ -41,16 +41,15 @@ def tree_sum(items: list, split_every: int = SPLIT_EVERY):
 def persist(objects: list, client=None, progress: bool = False) -> list:
     """Persist delayed objects: in local memory (threaded scheduler) or on the cluster's workers."""
     if client is not None:
+        from distributed import futures_of
+
         persisted = client.persist(objects)
         if progress:
             from distributed import progress as show_progress
 
-            show_progress(persisted)
+            show_progress(futures_of(persisted))
             print(file=sys.stderr)
-        else:
-            from distributed import wait
-
-            wait(persisted)
+        client.gather(client.compute([dask.delayed(_ready)(p) for p in persisted]))  # wait; raise task errors
         return list(persisted)
     if progress:
         from dask.diagnostics import ProgressBar
@@ -84,6 +83,10 @@ class PartSet:
     def derive(self, fn, *args, progress: bool = False) -> "PartSet":
         """A new persisted PartSet of ``fn(part, *args)``."""
         return PartSet(persist(self.map(fn, *args), self.client, progress), self.client)
+
+
+def _ready(_) -> None:
+    return None
 
 
 def _is_large(a) -> bool:

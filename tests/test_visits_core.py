@@ -1,0 +1,135 @@
+"""The visits experiment's pieces: sampler formula, keyed memberships, principal component, ridge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+from scipy.stats import norm
+
+from dr_scale.visits import ridge
+from dr_scale.visits.data import part_from_arrays
+from dr_scale.visits.passes import PartSet
+from dr_scale.visits.pca import first_component
+from dr_scale.visits.sampler import logging_actions, memberships, propensity
+
+
+def _identity(x):
+    return x
+
+
+def random_binary(n, d, density, seed):
+    rng = np.random.default_rng(seed)
+    # correlated columns: a latent factor raises the odds of the first half of the features
+    z = rng.random(n) < 0.4
+    probs = np.where(z[:, None], np.r_[np.full(d // 2, 3 * density), np.full(d - d // 2, density)], density)
+    return sp.csr_matrix((rng.random((n, d)) < probs).astype(np.float64))
+
+
+# -- sampler ------------------------------------------------------------------------------
+def test_propensity_matches_the_papers_formula():
+    t = np.random.default_rng(0).normal(0.3, 0.7, 10_000)
+    m, mbar = t.min(), t.mean()
+    direct = np.minimum(norm.pdf(t, loc=m + (mbar - m) / 3, scale=(mbar - m) / 4), 1.0)
+    got = propensity(t, m, mbar)
+    keep = direct > 1e-250
+    np.testing.assert_allclose(got[keep], direct[keep], rtol=1e-12)
+    gaussian = np.exp(-0.5 * ((t - (m + (mbar - m) / 3)) / ((mbar - m) / 4)) ** 2)
+    np.testing.assert_allclose(propensity(t, m, mbar, "gaussian")[gaussian > 1e-250], gaussian[gaussian > 1e-250],
+                               rtol=1e-12)
+    assert np.all((got > 0) & (got <= 1))
+    with pytest.raises(ValueError, match="kernel"):
+        propensity(t, m, mbar, "box")
+
+
+def test_memberships_are_iid_bernoulli_and_independent_of_partitioning_and_repetitions():
+    row_id = np.arange(1_000_000, 1_200_000, dtype=np.int64)
+    f, R = 0.01, 100
+    rows, reps = memberships(row_id, f, R, seed=3, fraction_index=2)
+    n = row_id.size
+    # total count: Binomial(n R, f); each repetition's count: Binomial(n, f) — 4.5 standard errors
+    assert abs(rows.size - n * R * f) < 4.5 * np.sqrt(n * R * f * (1 - f))
+    per_rep = np.bincount(reps, minlength=R)
+    assert np.all(np.abs(per_rep - n * f) < 4.5 * np.sqrt(n * f * (1 - f)) + 1)
+    # pairs of repetitions are independent: co-membership rate f² (4.5 s.e.)
+    both = np.intersect1d(rows[reps == 0], rows[reps == 1]).size
+    assert abs(both - n * f * f) < 4.5 * np.sqrt(n * f * f) + 1
+    # the same draws for any split of the rows, and repetition r < 50 does not depend on R
+    r1, p1 = memberships(row_id[:70_000], f, R, 3, 2)
+    r2, p2 = memberships(row_id[70_000:], f, R, 3, 2)
+    np.testing.assert_array_equal(np.r_[r1, r2 + 70_000], rows)
+    np.testing.assert_array_equal(np.r_[p1, p2], reps)
+    r50, p50 = memberships(row_id, f, 50, 3, 2)
+    np.testing.assert_array_equal(r50, rows[reps < 50])
+    np.testing.assert_array_equal(p50, reps[reps < 50])
+    # other seeds and fraction indices give other subsamples
+    assert not np.array_equal(memberships(row_id, f, R, 4, 2)[0][:100], rows[:100])
+
+
+def test_logging_draws_are_bernoulli_p_and_keyed_by_repetition():
+    row_id = np.arange(300_000, dtype=np.int64)
+    p = np.full(row_id.size, 0.3)
+    reps = row_id % 3
+    a = logging_actions(p, row_id, reps, seed=1, fraction_index=0)
+    assert abs(a.mean() - 0.3) < 4.5 * np.sqrt(0.21 / a.size)
+    # the draw of a row depends on its repetition, not on the other rows
+    sub = slice(1000, 1100)
+    np.testing.assert_array_equal(logging_actions(p[sub], row_id[sub], reps[sub], 1, 0), a[sub])
+
+
+# -- principal component -------------------------------------------------------------------------
+def test_first_component_matches_eigh_of_the_dense_covariance():
+    X = random_binary(3000, 60, 0.08, seed=1)
+    parts = [part_from_arrays(np.arange(i, i + 500), X[i:i + 500], np.zeros(500)) for i in range(0, 3000, 500)]
+    comp = first_component(PartSet.build(_identity, [(p,) for p in parts]), tol=1e-12)
+    dense = X.toarray()
+    values, vectors = np.linalg.eigh(np.cov(dense, rowvar=False, bias=True))
+    expected = vectors[:, -1] * np.sign(vectors[:, -1].sum())
+    assert comp.variance == pytest.approx(values[-1], rel=1e-10)
+    np.testing.assert_allclose(comp.vector, expected, atol=1e-8)
+    assert comp.vector.sum() > 0 and np.linalg.norm(comp.vector) == pytest.approx(1.0)
+
+
+# -- ridge ------------------------------------------------------------------------------------
+def normal_equations(X, y, lam):
+    """[b, w] from scipy.linalg.solve of the normal equations with an unpenalized intercept."""
+    A = np.column_stack([np.ones(X.shape[0]), X])
+    G = A.T @ A + lam * np.diag(np.r_[0.0, np.ones(X.shape[1])])
+    return scipy.linalg.solve(G, A.T @ y, assume_a="pos")
+
+
+@pytest.mark.parametrize("n", [5, 40, 2000])
+def test_ridge_matches_the_normal_equations(n):
+    X = random_binary(n, 80, 0.1, seed=n)
+    y = np.random.default_rng(n).poisson(20, n) + 5.0 * X[:, :5].sum(axis=1).A1
+    fitted = ridge.fit_in_memory(X, y, lam=2.0, rtol=1e-13)
+    expected = normal_equations(X.toarray(), y, 2.0)
+    assert fitted.converged.all()
+    got = np.r_[fitted.intercept, fitted.coef[0]]
+    assert np.linalg.norm(got - expected) <= 1e-8 * np.linalg.norm(expected)
+
+
+def test_blocked_fits_equal_separate_fits_and_handle_empty_and_single_rows():
+    X = random_binary(600, 50, 0.1, seed=5)
+    y = np.random.default_rng(5).gamma(2.0, 10.0, 600)
+    subsets = [np.arange(0, 300), np.arange(200, 600, 2), np.array([], dtype=int), np.array([7])]
+    F, d = len(subsets), X.shape[1]
+    stats = ridge.RidgeStats(np.array([s.size for s in subsets], float),
+                             np.array([X[s].sum(axis=0).A1 for s in subsets]),
+                             np.array([X[s].multiply(X[s]).sum(axis=0).A1 for s in subsets]),
+                             np.array([y[s].sum() for s in subsets]),
+                             np.array([X[s].T @ y[s] for s in subsets]))
+
+    def gram(P):
+        return np.array([X[s].T @ (X[s] @ P[k]) for k, s in enumerate(subsets)])
+
+    fitted = ridge.fit(gram, stats, lam=1.5, rtol=1e-13)
+    for k in (0, 1):
+        expected = normal_equations(X[subsets[k]].toarray(), y[subsets[k]], 1.5)
+        np.testing.assert_allclose(np.r_[fitted.intercept[k], fitted.coef[k]], expected, rtol=1e-8, atol=1e-10)
+    assert fitted.intercept[2] == 0 and not fitted.coef[2].any()  # no rows: ρ̂ ≡ 0
+    assert fitted.intercept[3] == pytest.approx(y[7]) and not fitted.coef[3].any()  # one row: ρ̂ ≡ y
+    assert fitted.coef.shape == (F, d)
+    with pytest.raises(ValueError, match="positive"):
+        ridge.fit(gram, stats, lam=0.0)

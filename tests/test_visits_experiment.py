@@ -1,0 +1,134 @@
+"""The visits experiment end to end on a small generated set.
+
+Checked against a direct in-memory computation of the same subsamples (principal
+component by numpy.linalg.eigh, ridge by scipy.linalg.solve of the normal equations,
+estimates by dr_scale.estimators' IPS and DoublyRobust with the two-action encoding
+a ∈ {0 = not sampled, 1 = sampled}, π ≡ 1); identical for 1 and 8 parts and on a
+distributed LocalCluster; and through the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+from scipy.stats import norm
+
+from dr_scale.cli import main
+from dr_scale.compute import dask_session
+from dr_scale.estimators import IPS, DoublyRobust
+from dr_scale.logdata import features_to_csr, write_parquet
+from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+from dr_scale.visits.generate import generate_visits
+from dr_scale.visits.sampler import logging_actions, memberships
+
+ROWS, FEATURES = 4000, 200
+SETTINGS = Settings(fractions=(0.01, 0.05, 0.3), repetitions=6, seed=7, lam=5.0, rtol=1e-12)
+PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "visits.toml"
+
+
+@pytest.fixture(scope="module")
+def visits_sets(tmp_path_factory):
+    """The same generated rows as 1 part and as 8 parts."""
+    root = tmp_path_factory.mktemp("visits")
+    one = str(root / "one")
+    generate_visits(one, rows=ROWS, features=FEATURES, seed=11, rows_per_part=ROWS)
+    table = pq.read_table(posixpath.join(one, "part-00000.parquet"))
+    eight = str(root / "eight")
+    bounds = np.linspace(0, ROWS, 9).astype(int)
+    for i in range(8):
+        write_parquet(table.slice(bounds[i], bounds[i + 1] - bounds[i]), posixpath.join(eight, f"part-{i:05d}.parquet"))
+    return one, eight, table
+
+
+@pytest.fixture(scope="module")
+def result_one(visits_sets):
+    return run_experiment(load_parts(visits_sets[0]), SETTINGS)
+
+
+def direct(table: pa.Table, s: Settings):
+    """The experiment computed in memory, subsample by subsample."""
+    X = features_to_csr(table.column("features"), FEATURES).toarray()
+    v = table.column("visits").to_numpy().astype(float)
+    row_id = table.column("row_id").to_numpy()
+    values, vectors = np.linalg.eigh(np.cov(X, rowvar=False, bias=True))
+    xbar = vectors[:, -1] * np.sign(vectors[:, -1].sum())
+    t = X @ xbar
+    m, mbar = t.min(), t.mean()
+    p = np.clip(norm.pdf(t, m + (mbar - m) / 3, (mbar - m) / 4), 1e-300, 1.0)
+    ips, dr = [], []
+    for fi, f in enumerate(s.fractions):
+        rows, reps = memberships(row_id, f, s.repetitions, s.seed, fi)
+        a = logging_actions(p[rows], row_id[rows], reps, s.seed, fi)
+        for r in range(s.repetitions):
+            S, aS = rows[reps == r], a[reps == r]
+            sampled = S[aS]
+            if sampled.size:
+                A = np.column_stack([np.ones(sampled.size), X[sampled]])
+                G = A.T @ A + s.lam * np.diag(np.r_[0.0, np.ones(FEATURES)])
+                coef = scipy.linalg.solve(G, A.T @ v[sampled], assume_a="pos")
+            else:
+                coef = np.zeros(FEATURES + 1)
+            rho = coef[0] + X[S] @ coef[1:]
+            arrays = dict(reward=aS * v[S], action=aS.astype(int), propensity=np.where(aS, p[S], 1 - p[S]),
+                          target_probs=np.tile([0.0, 1.0], (S.size, 1)))
+            ips.append(IPS().estimate(**arrays).value)
+            dr.append(DoublyRobust().estimate(**arrays, reward_hat=np.column_stack([np.zeros(S.size), rho])).value)
+    return np.array(ips), np.array(dr), v.mean(), p
+
+
+def test_estimates_match_a_direct_in_memory_computation(visits_sets, result_one):
+    ips, dr, truth, p = direct(visits_sets[2], SETTINGS)
+    res = result_one
+    assert res.truth == pytest.approx(truth, rel=1e-12)
+    assert res.calibration["mean_propensity"] == pytest.approx(p.mean(), rel=1e-8)
+    np.testing.assert_allclose(res.ips, ips, rtol=1e-9)
+    np.testing.assert_allclose(res.dr, dr, rtol=1e-7)
+    # per-fraction aggregates from the direct estimates
+    R = SETTINGS.repetitions
+    for fi, row in enumerate(res.per_fraction()):
+        err = dr[fi * R:(fi + 1) * R] - truth
+        assert row["dr_bias"] == pytest.approx(err.mean(), rel=1e-6, abs=1e-9)
+        assert row["dr_rmse"] == pytest.approx(np.sqrt((err ** 2).mean()), rel=1e-6)
+        assert row["ips_rmse"] ** 2 == pytest.approx(row["ips_bias"] ** 2 + row["ips_std"] ** 2, rel=1e-9)
+
+
+def test_identical_for_one_and_eight_parts(visits_sets, result_one):
+    eight = run_experiment(load_parts(visits_sets[1]), SETTINGS)
+    assert eight.n_parts == 8 and result_one.n_parts == 1
+    np.testing.assert_array_equal(eight.subsample_size, result_one.subsample_size)
+    np.testing.assert_array_equal(eight.sampled, result_one.sampled)
+    np.testing.assert_allclose(eight.ips, result_one.ips, rtol=1e-12)
+    np.testing.assert_allclose(eight.dr, result_one.dr, rtol=1e-9)
+
+
+def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
+    with dask_session(local_workers=2, quiet=True) as client:
+        res = run_experiment(load_parts(visits_sets[1], client=client), SETTINGS)
+    np.testing.assert_array_equal(res.subsample_size, result_one.subsample_size)
+    np.testing.assert_allclose(res.dr, result_one.dr, rtol=1e-9)
+
+
+def test_command_line_run_and_generate(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(PIPELINE), "--no-progress", "--set", "rows=3000", "--set", f"features={FEATURES}",
+                 "--set", "repetitions=3", "--set", f"cache={tmp_path / 'cache'}", "--set", f"out={out}"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert [r["fraction"] for r in res["per_fraction"]] == [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]
+    assert res["rows"] == 3000 and len(res["per_fit"]["dr"]) == 18
+    for name in ("results.csv", "rmse.png", "bias.png", "summary.md"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "rmse.png").read_bytes()[:4] == b"\x89PNG"
+    assert "13.6%" in (out / "summary.md").read_text()
+    assert "DR's mean rmse reduction" in capsys.readouterr().out
+    assert main(["generate", "visits", "--rows", "2000", "--features", "120", "--out", str(tmp_path / "gen"),
+                 "--no-progress"]) == 0
+    assert "mean propensity" in capsys.readouterr().out
+    assert main(["run", str(PIPELINE), "--no-progress", "--set", "bogus=1"]) == 2
