@@ -21,7 +21,7 @@ from dr_scale.evaluation import Evaluation
 from dr_scale.report.build import ReportStates, build_states
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
-from dr_scale.report.render import report_dict, write_report
+from dr_scale.report.render import redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward_models import LinearRewardModel
 
@@ -37,26 +37,35 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
             for c in pf.policies}
 
 
-def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
-                until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
-                storage_options: dict | None = None, client=None, progress: bool = False,
-                log=None) -> tuple[dict, int]:
-    """Write the report of ``logs`` under ``out``; return (report dict, exit status). Notes go to ``log`` (stderr)."""
+def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
+                   until: datetime.date | None = None, skip_bad: bool = False, storage_options: dict | None = None,
+                   client=None, progress: bool = False, log=None) -> dict:
+    """The report of ``logs`` as a dict (nothing written but cache entries); notes go to ``log`` (stderr)."""
     log = log or sys.stderr
     pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = evaluations_of(pf, storage_options)
-    cache_url = cache or posixpath.join(out, CACHE_FOLDER)
-    states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache_url, storage_options),
+    states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache, storage_options) if cache else None,
                                         client=client, progress=progress)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
     for path, error in sorted(states.bad.items()):
-        verb = "skipped" if skip_bad else "bad partition"
-        print(f"dr-scale report: {verb}: {error}", file=log)
-    report = report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad)
+        print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
+    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad)
+
+
+def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
+                until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
+                storage_options: dict | None = None, client=None, progress: bool = False,
+                log=None) -> tuple[dict, int]:
+    """Write the report of ``logs`` under ``out`` (cache default ``OUT/state-cache``); return (report, exit status)."""
+    log = log or sys.stderr
+    report = compute_report(logs, policies, cache or posixpath.join(out, CACHE_FOLDER), window=window, until=until,
+                            skip_bad=skip_bad, storage_options=storage_options, client=client, progress=progress,
+                            log=log)
     write_report(out, report, storage_options)
-    print(f"dr-scale report: {len(parts)} partitions ({len(states.computed)} read, "
-          f"{len(parts) - len(states.computed)} from cache), status {report['status']}; wrote {out}", file=log)
+    read = sum(p["source"] == "read" for p in report["partitions"])
+    print(f"dr-scale report: {len(report['partitions'])} partitions ({read} read, "
+          f"{len(report['partitions']) - read} from cache), status {report['status']}; wrote {redact(out)}", file=log)
     return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK
