@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
+TESTS = Path(__file__).parent
 START_TIMEOUT = 60.0  # seconds for the scheduler file to appear and both workers to register
 STOP_TIMEOUT = 15.0
 
@@ -48,10 +49,18 @@ class CommandLineCluster:
         return client
 
 
+def tests_on_path(env: dict | None = None) -> dict:
+    """An environment whose PYTHONPATH has tests/, so processes can import test-provided callables
+    (e.g. a deliberately slow ``callable:module:function`` policy)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    return env
+
+
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     out = open(log, "wb")  # noqa: SIM115 - closed with the process in _stop
     proc = subprocess.Popen([str(BIN / "dask"), *args], stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=tests_on_path())
     proc.log = out
     return proc
 
@@ -115,3 +124,9 @@ def dask_cluster(tmp_path_factory) -> CommandLineCluster:
         if workers is not None:
             _stop(workers)
         _stop(scheduler)
+
+
+@pytest.fixture
+def tests_env() -> dict:
+    """This process's environment with tests/ on PYTHONPATH (for ``dr-scale`` subprocesses)."""
+    return tests_on_path()

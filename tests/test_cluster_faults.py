@@ -1,0 +1,159 @@
+"""Faults: a worker killed mid-job, an unreachable scheduler, Ctrl-C.
+
+To make "mid-job" certain rather than lucky, the jobs here evaluate
+:func:`slow_policy` — "always action 0" with a short sleep per partition — so the
+results must equal those of ``constant:0`` bit for bit. The worker processes import
+this module by name (tests/ is on their PYTHONPATH, see conftest.py), so its
+module-level imports are kept light.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dr_scale.estimators import ESTIMATORS
+from dr_scale.evaluation import Evaluation, evaluate_log, log_states, reduce_states
+from dr_scale.reward_models import LinearRewardModel
+
+DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
+N_PARTS = 80
+SLEEP = 0.04  # seconds per partition: >= 1.6 s of work for two single-threaded workers
+SLOW_POLICY = f"callable:{__name__}:slow_policy"
+
+
+def slow_policy(X, row_id):
+    """Always action 0 (as ``constant:0``), taking at least SLEEP seconds per partition."""
+    time.sleep(SLEEP)
+    return np.zeros(X.shape[0], dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def many_parts(tmp_path_factory):
+    """The example's 14,000 rows in 80 parts, and its reward model."""
+    from dr_scale.example import N_ACTIONS, N_FEATURES, make_example
+    from dr_scale.logdata import write_log
+
+    table, model, _ = make_example(seed=5)
+    root = tmp_path_factory.mktemp("many-parts")
+    write_log(table.drop_columns(["date"]), str(root / "logs"), n_parts=N_PARTS,
+              n_features=N_FEATURES, n_actions=N_ACTIONS)
+    model.save(str(root / "model.npz"))
+    return root
+
+
+def evaluation(root: Path, policy: str) -> Evaluation:
+    return Evaluation(policy, list(ESTIMATORS), reward_model=LinearRewardModel.load(str(root / "model.npz")))
+
+
+def without_policy(result) -> dict:
+    d = result.to_dict()
+    del d["policy"]
+    return d
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.01):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+    return value
+
+
+@pytest.mark.timeout(120)
+def test_worker_killed_mid_job_gives_the_same_result(dask_cluster, many_parts):
+    logs = str(many_parts / "logs")
+    expected = without_policy(evaluate_log(logs, evaluation(many_parts, "constant:0")))
+    slow = evaluation(many_parts, SLOW_POLICY)
+    with dask_cluster.client() as client:
+        future = client.compute(reduce_states(log_states(logs, slow)))
+        # Once a worker holds finished per-part states, SIGKILL its process (not its nanny).
+        holder = wait_until(lambda: next((w for w, keys in client.has_what().items() if keys), None),
+                            timeout=60, what="a worker to hold a finished task")
+        pid = client.run(os.getpid, workers=[holder])[holder]
+        assert not future.done(), "the job finished before the kill: make it longer"
+        os.kill(pid, signal.SIGKILL)
+        state = future.result(timeout=90)
+        wait_until(lambda: holder not in client.scheduler_info()["workers"], timeout=30,
+                   what="the scheduler to notice the dead worker")
+    assert without_policy(slow.result(state)) == expected
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(90)
+def test_unreachable_scheduler_is_a_clear_error_not_a_hang(tmp_path):
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {**os.environ, "DASK_DR_SCALE__CONNECT_TIMEOUT": "3s"}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    start = time.monotonic()
+    proc = subprocess.run([DR_SCALE, "evaluate", "--scheduler", address, "--json", str(tmp_path / "out.json")],
+                          capture_output=True, text=True, timeout=80, env=env)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2
+    assert f"dr-scale evaluate: error: could not reach the Dask scheduler at {address} within 3 s" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert elapsed < 60  # a hang guard, not a speed assertion
+    assert not list(tmp_path.iterdir())
+
+
+def interrupt_when_running(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
+    """Run ``cmd``; once its progress bar shows, send SIGINT (Ctrl-C); return how it ended."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    err = bytearray()
+
+    def read_stderr():  # the only reader of the pipe: everything the process writes lands in ``err``
+        while chunk := proc.stderr.read1(4096):
+            err.extend(chunk)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: b"% Completed" in err or proc.poll() is not None, timeout=60, what="the progress bar")
+        assert proc.poll() is None, f"the job ended before it could be interrupted:\n{err.decode()}"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out.decode(), err.decode())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_ctrl_c_leaves_no_partial_output(where, many_parts, tmp_path, tests_env, request):
+    out = tmp_path / "results"
+    cmd = [DR_SCALE, "evaluate", str(many_parts / "logs"), "--policy", SLOW_POLICY,
+           "--reward-model", str(many_parts / "model.npz"), "--json", str(out / "out.json")]
+    tests_env.pop("DASK_SCHEDULER_ADDRESS", None)
+    if where == "cluster":
+        cluster = request.getfixturevalue("dask_cluster")
+        cmd += ["--scheduler", cluster.address]
+    done = interrupt_when_running(cmd, tests_env)
+    assert done.returncode == 130, done.stderr
+    assert "dr-scale evaluate: interrupted; no partial output was written" in done.stderr
+    assert done.stdout == ""
+    assert not out.exists() or not list(out.iterdir())
+    if where == "cluster":
+        with cluster.client() as client:  # the interrupted job's tasks were cancelled, not left running
+            wait_until(lambda: client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0,
+                       timeout=30, what="the scheduler to forget the interrupted job", interval=0.2)
