@@ -49,11 +49,17 @@ def merged(states) -> dict:
             "by_day": {n: {d: s.to_dict() for d, s in days.items()} for n, days in states.by_day.items()}}
 
 
+@pytest.fixture
+def local_share(tmp_path):
+    """(logs URL, cache URL) in a local folder."""
+    return str(tmp_path / "logs"), str(tmp_path / "cache")
+
+
 @pytest.fixture(params=["local", "memory"])
-def share(request, tmp_path):
+def share(request, local_share):
     """(logs URL, cache URL) in a local folder or in memory://."""
     if request.param == "local":
-        yield str(tmp_path / "logs"), str(tmp_path / "cache")
+        yield local_share
         return
     root = f"memory://report-{uuid.uuid4().hex}"
     yield f"{root}/logs", f"{root}/cache"
@@ -101,8 +107,8 @@ def test_changed_partition_is_recomputed(share):
     assert day_after == pytest.approx(1 - day_before, abs=1e-12)
 
 
-def test_deleted_partition_drops_out(share):
-    logs, cache = share
+def test_deleted_partition_drops_out(local_share):
+    logs, cache = local_share
     copy_days(logs)
     build(logs, cache)
     fs, path = fsspec.core.url_to_fs(logs)
@@ -115,8 +121,8 @@ def test_deleted_partition_drops_out(share):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "edit-number", "garbage"])
-def test_damaged_cache_entry_is_recomputed_not_trusted(share, damage):
-    logs, cache = share
+def test_damaged_cache_entry_is_recomputed_not_trusted(local_share, damage):
+    logs, cache = local_share
     copy_days(logs)
     full = build(logs, cache)
     fs, root = fsspec.core.url_to_fs(cache)
