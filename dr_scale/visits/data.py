@@ -29,6 +29,12 @@ def ones(n: int) -> np.ndarray:
     return _ONES[:n]
 
 
+def compact_index(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """``indptr`` and ``indices`` in one index type (int32 when it fits), as scipy wants them uncast."""
+    dtype = np.int32 if max(n_cols, int(indptr[-1]) if indptr.size else 0) < np.iinfo(np.int32).max else np.int64
+    return indptr.astype(dtype, copy=False), indices.astype(dtype, copy=False)
+
+
 def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> sp.csr_matrix:
     """A CSR matrix with all stored values 1, sharing ``indptr`` and ``indices``."""
     return sp.csr_matrix((ones(indices.shape[0]), indices, indptr), shape=(indptr.shape[0] - 1, n_cols), copy=False)
@@ -40,8 +46,8 @@ class VisitsPart:
 
     source: str
     row_id: np.ndarray  # int64
-    indptr: np.ndarray  # int64, n + 1
-    indices: np.ndarray  # int32
+    indptr: np.ndarray  # n + 1 (int32 when it fits)
+    indices: np.ndarray  # same type as indptr
     visits: np.ndarray  # float64
     n_features: int
 
@@ -56,8 +62,8 @@ class VisitsPart:
 def part_from_arrays(row_id, X: sp.csr_matrix, visits, source: str = "<memory>") -> VisitsPart:
     """A part from in-memory arrays (tests, benchmarks)."""
     X = sp.csr_matrix(X)
-    return VisitsPart(source, np.asarray(row_id, dtype=np.int64), X.indptr.astype(np.int64),
-                      X.indices.astype(np.int32), np.asarray(visits, dtype=np.float64), X.shape[1])
+    return VisitsPart(source, np.asarray(row_id, dtype=np.int64), *compact_index(X.indptr, X.indices, X.shape[1]),
+                      np.asarray(visits, dtype=np.float64), X.shape[1])
 
 
 def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
@@ -75,7 +81,7 @@ def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
     if out.any():
         row = np.searchsorted(offsets - offsets[0], np.flatnonzero(out)[0], side="right") - 1
         raise LogDataError(path, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
-    return VisitsPart(path, row_id, (offsets - offsets[0]).astype(np.int64), indices, visits, n_features)
+    return VisitsPart(path, row_id, *compact_index(offsets - offsets[0], indices, n_features), visits, n_features)
 
 
 def visits_parts(url: str, storage_options: dict | None = None, n_features: int | None = None):

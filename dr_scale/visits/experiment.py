@@ -19,7 +19,8 @@ after the fits. The passes over the parts (held in Dask memory, :mod:`.passes`):
    together with a "lifted" CSR of the sampled memberships whose row for (i, k) holds
    x_i in the column block k (columns k·d … k·d + d − 1);
 4. the sums above, per fit: |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p and the (F, d)
-   matrices Σ a x, Σ a v x, c_k — one sparse product Xᵀ[C | A | A v] per part;
+   matrices Σ a x, Σ a v x (products with the lifted CSR) and c_k (a sparse
+   product M X with M the (F, n) matrix of the weights 1 − a_i/p_i);
 5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR;
 6. the ridge fits' R² on all rows (first repetition of each fraction).
 """
@@ -34,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.visits import ridge
-from dr_scale.visits.data import VisitsPart, binary_csr, read_visits_part, visits_parts
+from dr_scale.visits.data import VisitsPart, binary_csr, ones, read_visits_part, visits_parts
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
@@ -75,6 +76,20 @@ def _projection_sums(part: VisitsPart, xbar: np.ndarray):
     return np.array([t.sum(), len(part), part.visits.sum()]), Minimum(float(t.min()) if t.size else np.inf)
 
 
+def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR arrays of the memberships (rows[q], fits[q]): row q holds x_{rows[q]} in column block fits[q]."""
+    d = X.shape[1]
+    starts = X.indptr[rows]
+    lengths = X.indptr[rows + 1] - starts
+    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+    # one index type for indptr and indices, so scipy does not cast them on every product
+    index_type = np.int32 if max(n_fits * d, indptr[-1]) < np.iinfo(np.int32).max else np.int64
+    indices = X.indices[gather].astype(index_type) + np.repeat(fits.astype(index_type) * d, lengths)
+    return indptr.astype(index_type), indices
+
+
 @dataclass
 class Prepared:
     """A part with its propensities, memberships (i, k), draws a and lifted CSR of the sampled ones."""
@@ -103,16 +118,8 @@ def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -
         fits.append(fi * settings.repetitions + rep)
         draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
     row, fit, a = np.concatenate(rows), np.concatenate(fits), np.concatenate(draws)
-    d = part.n_features
-    sampled_row, sampled_fit = row[a], fit[a]
-    X = part.X
-    starts, ends = X.indptr[sampled_row], X.indptr[sampled_row + 1]
-    lengths = ends - starts
-    indptr = np.zeros(sampled_row.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
-    index_type = np.int32 if settings.n_fits * d < np.iinfo(np.int32).max else np.int64
-    indices = (X.indices[gather].astype(index_type) + np.repeat(sampled_fit.astype(index_type) * d, lengths))
+    by_fit = np.lexsort((row[a], fit[a]))  # the lifted rows of one fit touch one block of P: cache-friendly
+    indptr, indices = lift(part.X, row[a][by_fit], fit[a][by_fit], settings.n_fits)
     return Prepared(part, p, row, fit, a, indptr, indices, settings.n_fits)
 
 
@@ -143,14 +150,14 @@ def fit_sums(prep: Prepared) -> FitSums:
     def per_fit(weights):
         return np.bincount(prep.fit, weights=weights, minlength=F).astype(np.float64)
 
-    weights = np.concatenate([1.0 - a / p, a, a * v])
-    cols = np.concatenate([prep.fit, prep.fit + F, prep.fit + 2 * F])
-    rows = np.tile(prep.row, 3)
-    C = sp.csr_matrix((weights, (rows, cols)), shape=(n, 3 * F))
-    sums = np.asarray((C.T @ part.X).todense()) if C.nnz else np.zeros((3 * F, part.n_features))
+    d = part.n_features
+    L = prep.lifted
+    sx = (L.T @ ones(L.shape[0])).reshape(F, d)
+    xy = (L.T @ v[prep.a][np.lexsort((prep.row[prep.a], prep.fit[prep.a]))]).reshape(F, d)
+    c = (sp.csr_matrix((1.0 - a / p, (prep.fit, prep.row)), shape=(F, n)) @ part.X).toarray()
     population = np.array([n, part.visits.sum(), (part.visits ** 2).sum(), prep.p.sum(), (prep.p * part.visits).sum()])
     return FitSums(np.bincount(prep.fit, minlength=F).astype(np.float64), per_fit(a), per_fit(a * v),
-                   per_fit(a * v / p), per_fit(a / p), sums[F:2 * F], sums[2 * F:], sums[:F], population)
+                   per_fit(a * v / p), per_fit(a / p), sx, xy, c, population)
 
 
 def lifted_gram(prep: Prepared, P: np.ndarray) -> np.ndarray:
