@@ -26,34 +26,59 @@ from sklearn.utils import check_random_state
 
 
 def scores_of(Z: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """x·θ_a for every row, restart and action: (n, R, k) from Z (n, d) and θ (d, R, k)."""
-    d, R, k = theta.shape
-    return (Z @ theta.reshape(d, R * k)).reshape(-1, R, k)
+    """x_i·θ_a for every restart, action and row: (R, k, n) from Z (n, d) and θ (R, k, d).
+
+    Computed in Z's precision: the fit passes float32 features, as the scores only
+    serve argmax comparisons (the weights themselves accumulate in float64).
+    """
+    R, k, d = theta.shape
+    return (theta.reshape(R * k, d).astype(Z.dtype, copy=False) @ Z.T).reshape(R, k, -1)
+
+
+def first_argmax(scores: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
+    """argmax_a (scores[:, a, :] − penalty[a]) over the middle axis, first maximum on ties: (R, n).
+
+    A running maximum over the k actions: k passes over contiguous (R, n) slices, much
+    faster than numpy's argmax over a short axis, and no (R, k, n) temporary.
+    """
+    k = scores.shape[1]
+    best = scores[:, 0, :] - penalty[0] if penalty is not None else scores[:, 0, :].copy()
+    index = np.zeros(best.shape, dtype=np.int32)
+    value, better = np.empty_like(best), np.empty(best.shape, dtype=bool)
+    for a in range(1, k):
+        if penalty is not None:
+            np.subtract(scores[:, a, :], penalty[a], out=value)
+        else:
+            value[...] = scores[:, a, :]
+        np.greater(value, best, out=better)
+        np.maximum(value, best, out=best)
+        np.copyto(index, a, where=better)
+    return index
 
 
 def towards_better_update(Z: np.ndarray, scores: np.ndarray, L: np.ndarray, eta: float, epsilon: float,
                           a2: np.ndarray | None = None) -> np.ndarray:
-    """The batched update Δθ = (η/n) Σ_i x_i (e_{a1(i)} − e_{a2(i)})ᵀ for every restart, shape (d, R, k).
+    """The batched update Δθ = (η/n) Σ_i (e_{a1(i)} − e_{a2(i)}) x_iᵀ for every restart, shape (R, k, d).
 
-    ``scores`` (n, R, k) are x_i·θ_a under the current weights, ``L`` (n, k) the losses,
-    ``a2`` (n, R) the current predictions argmax_a x_i·θ_a when already known.
-    Only the (example, restart) pairs with a1 ≠ a2 contribute; their one-hot
-    differences form a sparse (n, R·k) matrix D, so the sum over examples for all
-    restarts is the single product Zᵀ·D.
+    ``scores`` (R, k, n) are x_i·θ_a under the current weights, ``L`` (n, k) the losses,
+    ``a2`` (R, n) the current predictions argmax_a x_i·θ_a when already known.
+    Only the (restart, example) pairs with a1 ≠ a2 contribute; their one-hot
+    differences form a sparse (R·k, n) matrix D, so the sum over examples for all
+    restarts is the single product D·Z.
     """
-    n, R, k = scores.shape
-    a1 = np.argmax(scores - epsilon * L[:, None, :], axis=2)
+    R, k, n = scores.shape
+    a1 = first_argmax(scores, (epsilon * L.T).astype(scores.dtype))
     if a2 is None:
-        a2 = np.argmax(scores, axis=2)
-    rows, restarts = np.nonzero(a1 != a2)
-    columns = np.concatenate([restarts * k + a1[rows, restarts], restarts * k + a2[rows, restarts]])
+        a2 = first_argmax(scores)
+    restarts, rows = np.nonzero(a1 != a2)
+    targets = np.concatenate([restarts * k + a1[restarts, rows], restarts * k + a2[restarts, rows]])
     signs = np.repeat([1.0, -1.0], rows.size)
-    D = sp.csr_matrix((signs, (np.tile(rows, 2), columns)), shape=(n, R * k))
-    return (eta / n) * np.asarray((D.T @ Z).T).reshape(-1, R, k)
+    D = sp.csr_matrix((signs, (targets, np.tile(rows, 2))), shape=(R * k, n))
+    return (eta / n) * np.asarray(D @ Z.astype(np.float64)).reshape(R, k, -1)
 
 
 def towards_better_step(theta: np.ndarray, Z: np.ndarray, L: np.ndarray, eta: float, epsilon: float) -> np.ndarray:
-    """Weights θ (d, R, k) after one batched towards-better update on examples Z (n, d), losses L (n, k)."""
+    """Weights θ (R, k, d) after one batched towards-better update on examples Z (n, d), losses L (n, k)."""
     return theta + towards_better_update(Z, scores_of(Z, theta), L, eta, epsilon)
 
 
@@ -84,24 +109,25 @@ class DirectLossMinimization(ClassifierMixin, BaseEstimator):
         if costs.ndim != 2 or costs.shape[0] != X.shape[0]:
             raise ValueError(f"costs must have shape (n, k) with n={X.shape[0]}, got {costs.shape}")
         self.scaler_ = StandardScaler().fit(X)
-        Z = self._design(X)
+        Z = self._design(X).astype(np.float32)
         n, k = costs.shape
         rng = check_random_state(self.random_state)
-        theta = self.init_scale * rng.standard_normal((Z.shape[1], self.n_restarts, k))
-        best_loss, best_theta, best_t = np.inf, theta[:, 0], 0
-        rows = np.arange(n)
+        theta = self.init_scale * rng.standard_normal((self.n_restarts, k, Z.shape[1]))
+        best_loss, best_theta, best_t = np.inf, theta[0], 0
+        columns = np.arange(n)[None, :]
+        costs_by_action = np.ascontiguousarray(costs.T)
         self.n_iter_ = 0
         for t in range(1, self.max_iter + 1):
             # training loss of every restart's current policy; keep the best weights seen
             scores = scores_of(Z, theta)
-            predictions = np.argmax(scores, axis=2)
-            losses = costs[rows[:, None], predictions].mean(axis=0)
+            predictions = first_argmax(scores)
+            losses = costs_by_action[predictions, columns].mean(axis=1)
             r = int(np.argmin(losses))
             if losses[r] < best_loss:
-                best_loss, best_theta, best_t = float(losses[r]), theta[:, r].copy(), t
+                best_loss, best_theta, best_t = float(losses[r]), theta[r].copy(), t
             delta = towards_better_update(Z, scores, costs, 0.5 * t ** -0.3, self.epsilon, a2=predictions)
             theta = theta + delta
-            change = np.linalg.norm(delta, axis=(0, 2)) / np.maximum(np.linalg.norm(theta, axis=(0, 2)), 1e-12)
+            change = np.linalg.norm(delta, axis=(1, 2)) / np.maximum(np.linalg.norm(theta, axis=(1, 2)), 1e-12)
             self.n_iter_ = t
             if np.all(change < self.tol) or t - best_t >= self.n_iter_no_change:
                 break
@@ -111,7 +137,7 @@ class DirectLossMinimization(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        return self._design(X) @ self.coef_
+        return self._design(X) @ self.coef_.T
 
     def predict(self, X) -> np.ndarray:
         return np.argmax(self.decision_function(X), axis=1)

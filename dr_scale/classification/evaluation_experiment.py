@@ -14,6 +14,15 @@ Steps 1–4 happen once per data set (:func:`prepare`); a repetition is only a k
 draw of the logged actions and three means (:func:`run_repetitions`), so a block of
 repetitions is one cheap task. Summary per estimator: bias = mean(ê) − e(π), its
 Monte-Carlo standard error sd(ê)/√R, and rmse = √mean((ê − e(π))²).
+
+Given the test half (m rows), the spread of IPS and DR over conversions is known
+exactly: under uniform logging the per-row terms have variances (k − 1) l_π(x_i)² and
+(k − 1) (l_π(x_i) − l̂_π(x_i))², so
+
+    sd(IPS) = √((k − 1)/m · mean_i l_π(x_i)²),   sd(DR) = √((k − 1)/m · mean_i (l_π(x_i) − l̂_π(x_i))²),
+
+and DR beats IPS exactly when the loss model's squared error on the policy's actions
+is below the policy's error rate (l ∈ {0, 1}). These are reported as ``sd_theory``.
 """
 
 from __future__ import annotations
@@ -44,6 +53,14 @@ class Prepared:
     true_error: float
     training_loss: float
 
+    def sd_theory(self) -> dict[str, float]:
+        """Exact standard deviations of the IPS and DR estimates over conversions (module docstring)."""
+        m, k = self.test_losses.shape
+        loss_pi = np.einsum("ij,ij->i", self.target_probs, self.test_losses)
+        hat_pi = np.einsum("ij,ij->i", self.target_probs, self.loss_hat)
+        return {"DM": 0.0, "IPS": float(np.sqrt((k - 1) / m * np.mean(loss_pi ** 2))),
+                "DR": float(np.sqrt((k - 1) / m * np.mean((loss_pi - hat_pi) ** 2)))}
+
 
 def prepare(name: str, options: dict) -> Prepared:
     """Split, train the DLM policy and the loss model, and compute the ground truth."""
@@ -66,6 +83,7 @@ def run_repetitions(prepared: Prepared, repetitions, options: dict) -> list[dict
     seed, key = int(options["seed"]), dataset_key(prepared.name)
     m, k = prepared.test_losses.shape
     records = []
+    theory = prepared.sd_theory()
     for rep in repetitions:
         action, propensity = log_actions(prepared.test_row_id, k, seed, key, int(rep))
         loss = prepared.test_losses[np.arange(m), action]
@@ -75,6 +93,7 @@ def run_repetitions(prepared: Prepared, repetitions, options: dict) -> list[dict
                                           target_probs=prepared.target_probs, reward_hat=prepared.loss_hat)
             record[est_name] = estimate.value
             record[f"{est_name}_stderr"] = estimate.stderr
+            record[f"{est_name}_sd_theory"] = theory[est_name]
         records.append(record)
     return records
 
@@ -92,5 +111,7 @@ def summarize(records: list[dict]) -> pd.DataFrame:
                 "bias": float(error.mean()),
                 "bias_se": float(error.std(ddof=1) / np.sqrt(len(error))) if len(error) > 1 else float("nan"),
                 "rmse": float(np.sqrt(np.mean(error ** 2))),
+                "sd": float(error.std(ddof=1)) if len(error) > 1 else float("nan"),
+                "sd_theory": float(group[f"{est_name}_sd_theory"].iloc[0]),
             })
     return pd.DataFrame(rows)
