@@ -61,15 +61,19 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
 
     ``client`` wins; then ``scheduler`` (else Dask's ``scheduler-address`` config);
     then ``local_workers``. Giving both a scheduler and local workers is an error.
+    Inside the block the client is also the *current* one (``Client.as_current``), so
+    Dask and distributed helpers that look for a default client (``distributed.progress``,
+    a bare ``dask.compute``) use it — without making it the process-wide default.
     """
     if client is not None:
-        yield client
+        with client.as_current():
+            yield client
         return
     if scheduler and local_workers:
         raise ValueError("give a scheduler address or a number of local workers, not both")
     scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))
     if scheduler:
-        with connect(scheduler) as c:
+        with connect(scheduler) as c, c.as_current():
             _announce(c, quiet)
             yield c
     elif local_workers:
@@ -78,7 +82,8 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
         if local_workers < 1:
             raise ValueError(f"--local-workers must be at least 1, got {local_workers}")
         with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                          dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as c:
+                          dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as c, \
+                c.as_current():
             _announce(c, quiet)
             yield c
     else:
