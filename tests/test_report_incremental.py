@@ -172,3 +172,15 @@ def test_window_keeps_the_last_days(tmp_path):
         parse_window("7 fortnights")
     with pytest.raises(FileNotFoundError, match="2026-12"):
         select_window(parts, 2, until=datetime.date(2026, 12, 31))
+
+
+def test_logs_without_dates_have_no_days(tmp_path):
+    logs, _ = example_paths()
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for day in DAYS[:3]:
+        (flat / f"part-{day}.parquet").write_bytes((Path(logs) / f"date={day}" / "part-00000.parquet").read_bytes())
+    states = build(str(flat), None)
+    assert states.by_day == {"candidate": {}, "always-0": {}, "always-2": {}}
+    assert states.totals["candidate"].weights.n == 3 * 2000
+    assert merged(states)["totals"] == merged(build(f"{logs}/date=2026-11-0[1-3]/*.parquet", None))["totals"]

@@ -228,15 +228,15 @@ def to_html(doc: list[tuple], pngs: dict[str, bytes]) -> str:
 
 
 def render_plots(report: dict) -> dict[str, bytes]:
-    """The three plots (empty when the report has no estimates)."""
+    """The plots by kind (none when the report has no estimates, no by-day plot without dates)."""
     if not report["policies"]:
         return {}
     level = f"{100 * (1 - report['alpha']):g}% CI"
-    return {
-        "estimates": plots.estimates_plot(report["policies"], level),
-        "over_time": plots.over_time_plot(report["policies"], report["primary_estimator"], level),
-        "weights": plots.weights_plot(report["policies"]),
-    }
+    out = {"estimates": plots.estimates_plot(report["policies"], level)}
+    if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
+        out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
+    out["weights"] = plots.weights_plot(report["policies"])
+    return out
 
 
 def render(report: dict) -> dict[str, bytes]:
