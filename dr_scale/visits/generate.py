@@ -3,25 +3,27 @@
 The real set (3,854,689 bcookies, ~5000 sparse binary features, visit counts with
 mean 23.8) is not public. This generator draws a set with the same shape and the
 properties the paper and its draft report (:data:`TARGETS`), from a small model of
-*behaviour groups*:
+*behaviour groups* (parameters in :class:`VisitsModel`, documented in docs/visits.md):
 
-* user i belongs to group g_i ~ Categorical(π) (:data:`GROUPS`: from broad,
-  casual users to narrow, heavy ones);
-* the user's breadth K_i ~ 1 + Poisson(κ_g · LogNormal(0, s_K)) draws of features from
-  the group's profile q_g = (1 − η) q_common + η q_g^sig: a Zipf popularity over the
-  common features mixed with a Zipf over the group's own block of signature features;
-  the active set x_i is the distinct features drawn (~40 on average);
+* the d features are "common" ones (Zipf popularity, exponent ``zipf_common``) and two
+  signature blocks, A ("casual" behaviour) and B ("heavy" behaviour), of ``block``
+  features each (Zipf within a block, exponent ``zipf_block``);
+* user i belongs to group g_i ~ Categorical(π) (:data:`GROUPS`); the user draws
+  K_i ~ 1 + Poisson(κ · LogNormal(−s²/2, s)) features from the group's profile
+  q_g = (1 − η) q_common + η (θ_g q_A + (1 − θ_g) q_B); the active set x_i is the
+  distinct features drawn (~40 on average);
 * visits v_i ~ Poisson(μ_i), log μ_i = α + β_g + Σ_j ω_j x_ij + ε_i with
-  ω_j ~ N(0, σ_ω²) per feature and ε_i ~ N(0, σ_ε²): a long right tail, a real but
-  partial linear signal in the features.
+  ω_j ~ N(0, σ_ω²) and ε_i ~ N(0, σ_ε²): a long right tail and a real but partial
+  linear signal in the features.
 
-Broad users carry many popular features, so the first principal component of the
-features orders users by breadth: the paper's sampler, centred a third of the way from
-the minimum projection to the mean, then favours narrow users, who visit more — the
-covariate shift of the paper (naive sampled mean ≈ 29.5 against the true 23.8).
+The A-versus-B contrast between groups carries more variance than any single feature,
+so the first principal component of the features is the behaviour axis: the projection
+t_i = x_i·x̄ is high for casual users (θ_g = 0.9) and low for heavy ones. The paper's
+sampler, centred a third of the way from the minimum projection to the mean, favours
+heavy users, who visit more: the covariate shift of the paper.
 
 Each part is drawn from ``numpy.random.default_rng((seed, 1, part))`` and the global
-model (profiles, ω) from ``(seed, 0)``, so the set is a function of (seed, rows,
+model (profiles, ω) from ``(seed, 0)``, so the set is a function of (seed, rows, d,
 rows_per_part) only — identical for any Dask worker count. Parts are written by one
 Dask task each, atomically; a ``_manifest.json`` written last marks a complete set.
 """
@@ -42,7 +44,7 @@ from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
 import scipy.sparse as sp
 
 #: Bump when the generator's output changes, so cached sets are regenerated.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 PAPER_ROWS = 3_854_689
 DEFAULT_ROWS = 385_000
 DEFAULT_FEATURES = 5000
@@ -57,15 +59,14 @@ TARGETS = {"true_mean": 23.8, "mean_propensity": 0.25, "naive_sampled_mean": 29.
 class Group:
     share: float  # π_g
     visits: float  # β_g, log-visits offset
-    casual: float  # θ_g, share of signature draws from the "casual" block A (the rest from B)
+    casual: float  # θ_g, share of signature draws from the casual block A (the rest from B)
 
 
 #: Behaviour groups, from casual users (signature features mostly from block A) to heavy ones (block B).
 GROUPS = (
-    Group(0.62, -0.15, 0.92),
-    Group(0.14, 0.10, 0.60),
-    Group(0.12, 0.25, 0.35),
-    Group(0.12, 0.40, 0.10),
+    Group(0.70, -0.10, 0.90),
+    Group(0.15, 0.20, 0.30),
+    Group(0.15, 0.30, 0.10),
 )
 
 
@@ -77,12 +78,13 @@ class VisitsModel:
     breadth: float = 40.0  # κ, mean number of feature draws
     breadth_sigma: float = 0.1  # s_K
     max_draws: int = 400
-    signature: float = 0.35  # η, share of draws from the signature blocks
+    signature: float = 0.5  # η, share of draws from the signature blocks
     block: int = 1200  # features in each of the blocks A and B
-    zipf_common: float = 0.7  # popularity exponent over the common features
-    zipf_block: float = 0.7  # popularity exponent within a block
-    alpha: float = 2.69  # α, sets the mean of the visits
+    zipf_common: float = 0.4  # popularity exponent over the common features
+    zipf_block: float = 0.5  # popularity exponent within a block
+    alpha: float = 2.537  # α, sets the mean of the visits
     omega_sd: float = 0.12  # σ_ω
+    contrast: float = 0.0  # γ: mean of ω_j, −γ on block A (casual) features, +γ on block B (heavy)
     noise_sd: float = 0.8  # σ_ε
 
 
@@ -116,7 +118,7 @@ def global_model(seed: int, n_features: int, model: VisitsModel = VisitsModel())
                          + model.signature * (g.casual * block_a + (1 - g.casual) * block_b) for g in model.groups])
     cdf = np.cumsum(profiles, axis=1)
     cdf /= cdf[:, -1:]
-    omega = rng.normal(0.0, model.omega_sd, n_features)
+    omega = rng.normal(0.0, model.omega_sd, n_features) + model.contrast * ((block_b > 0).astype(float) - (block_a > 0))
     return GlobalModel(cdf, omega, model)
 
 

@@ -1,0 +1,88 @@
+"""The visits pipeline against a straightforward in-memory baseline, on the same subsamples.
+
+Baseline (what one would write first): load every part into one in-memory CSR matrix,
+first principal component by scikit-learn's PCA (ARPACK, implicit centring), the
+paper's propensities, then for each (fraction, repetition) a scikit-learn ``Ridge``
+on the sampled rows of the subsample and the IPS / DR means in numpy. The subsamples
+and logging draws are the pipeline's keyed ones (dr_scale.visits.sampler), so both
+compute the same estimates; the script prints both timings, their ratio and the
+largest relative difference of the 2 × F estimates.
+
+    python benchmarks/visits_baseline.py                      # embedded 385,000-row set
+    python benchmarks/visits_baseline.py --data /work/data/visits-paper --repetitions 10
+
+Timings are wall-clock on whatever machine runs it (this project's was a shared
+2-core machine); data generation is excluded from both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+from sklearn.decomposition import PCA
+from sklearn.linear_model import Ridge
+
+from dr_scale.logdata import features_to_csr, list_parts
+from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
+from dr_scale.visits.job import embedded_dataset
+from dr_scale.visits.pca import orient
+from dr_scale.visits.sampler import logging_actions, memberships, propensity
+
+
+def baseline(url: str, s: Settings, n_features: int = 5000):
+    fs, paths = list_parts(url)
+    tables = [pq.read_table(fs.open(p, "rb")) for p in paths]
+    X = sp.vstack([features_to_csr(t.column("features"), n_features) for t in tables]).tocsr()
+    v = np.concatenate([t.column("visits").to_numpy() for t in tables]).astype(float)
+    row_id = np.concatenate([t.column("row_id").to_numpy() for t in tables])
+    xbar = orient(PCA(n_components=1, svd_solver="arpack").fit(X).components_[0])
+    t = X @ xbar
+    p = propensity(t, t.min(), t.mean(), s.kernel)
+    ips, dr = [], []
+    for fi, f in enumerate(s.fractions):
+        rows, reps = memberships(row_id, f, s.repetitions, s.seed, fi)
+        a = logging_actions(p[rows], row_id[rows], reps, s.seed, fi)
+        for r in range(s.repetitions):
+            S, aS = rows[reps == r], a[reps == r]
+            if S.size == 0:
+                ips.append(np.nan), dr.append(np.nan)
+                continue
+            sampled = S[aS]
+            if sampled.size:
+                model = Ridge(alpha=s.lam, solver="sparse_cg", tol=1e-12).fit(X[sampled], v[sampled])
+                rho = model.predict(X[S])
+            else:
+                rho = np.zeros(S.size)
+            w = aS / p[S]
+            ips.append(np.mean(w * v[S]))
+            dr.append(np.mean(rho + w * (v[S] - rho)))
+    return np.array(ips), np.array(dr)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", help="visits set URL (default: the embedded 385,000-row set, generated if needed)")
+    ap.add_argument("--repetitions", type=int, default=100)
+    ap.add_argument("--lam", type=float, default=Settings.lam)
+    args = ap.parse_args()
+    url = args.data or embedded_dataset(385_000, 5000, 0)
+    s = Settings(fractions=PAPER_FRACTIONS, repetitions=args.repetitions, lam=args.lam, rtol=1e-10)
+    start = time.perf_counter()
+    res = run_experiment(load_parts(url), s)
+    pipeline = time.perf_counter() - start
+    start = time.perf_counter()
+    ips, dr = baseline(url, s)
+    base = time.perf_counter() - start
+    diff = max(np.nanmax(np.abs(res.ips - ips) / np.abs(ips)), np.nanmax(np.abs(res.dr - dr) / np.abs(dr)))
+    print(f"data {url}: {res.n_rows:,} rows, {len(s.fractions)} fractions × {s.repetitions} repetitions")
+    print(f"pipeline (dr_scale.visits, threaded Dask) {pipeline:8.1f} s   stages {res.timings}")
+    print(f"baseline (in memory, sklearn Ridge)        {base:8.1f} s")
+    print(f"speed-up {base / pipeline:.1f}x; largest relative difference of the estimates {diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()
