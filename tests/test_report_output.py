@@ -171,8 +171,12 @@ def open_then_die(self, path, mode="rb", **kw):
             os._exit(137)  # like kill -9: no cleanup at all
     return f
 local.LocalFileSystem._open = open_then_die
-from dr_scale.cli import main
-sys.exit(main(sys.argv[1:]))
+import argparse
+from dr_scale.commands import report  # the command itself, without importing every other sub-command
+parser = argparse.ArgumentParser()
+report.add_parser(parser.add_subparsers())
+args = parser.parse_args(sys.argv[1:])
+sys.exit(args.func(args))
 """
 
 
