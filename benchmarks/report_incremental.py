@@ -10,8 +10,9 @@ Measured in one process, each the median of ``--repeat`` runs:
 * **unchanged** — a rerun with nothing new: no partition is read.
 
 Each run is timed in two parts: computing the report (listing, cache, Dask tasks, merging)
-and rendering + writing it (three plots, report.json/.md/.html). The incremental report's estimates are checked to equal the full run's
-exactly. Prints the ratios full / incremental.
+and rendering + writing it (three plots, report.json/.md/.html). The incremental and
+unchanged reports' estimates are checked to equal the full run's exactly. Prints the
+ratios full / incremental and full / unchanged.
 
     python benchmarks/report_incremental.py [--tile 50] [--repeat 3] [--local-workers N]
 """

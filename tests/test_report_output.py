@@ -62,7 +62,8 @@ def test_example_report_matches_dr_scale_evaluate(example_report):
     assert [d["date"] for d in candidate["by_day"]] == [f"2026-11-0{i}" for i in range(1, 8)]
     assert sum(d["estimates"]["DR"]["n"] for d in candidate["by_day"]) == 14000
     # poor overlap is flagged where ESS/n < 0.1, and only there
-    verdicts = {p["name"]: (p["diagnostics"]["overlap"], p["diagnostics"]["ess_ratio"] < 0.1) for p in report["policies"]}
+    verdicts = {p["name"]: (p["diagnostics"]["overlap"], p["diagnostics"]["ess_ratio"] < 0.1)
+                for p in report["policies"]}
     assert all((v == "poor") == low for v, low in verdicts.values()) and verdicts["always-2"][0] == "poor"
     assert any("poor overlap" in w for w in report["policies"][2]["warnings"])
 

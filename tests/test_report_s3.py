@@ -63,8 +63,8 @@ def test_weekly_report_in_the_bucket(s3_week, capsys):
     report = read_json(options, f"{bucket}/reports/weekly/report.json")
     assert report["status"] == "ok" and report["rows"] == 14000 and len(report["partitions"]) == 7
     model = LinearRewardModel.load(f"{bucket}/share/reward_model.npz", options)
-    direct = evaluate_log(f"{bucket}/share/logs", Evaluation("column:target_action", ["DM", "IPS", "DR", "SNIPS", "SNDR"],
-                                                             reward_model=model), storage_options=options).to_dict()
+    evaluation = Evaluation("column:target_action", ["DM", "IPS", "DR", "SNIPS", "SNDR"], reward_model=model)
+    direct = evaluate_log(f"{bucket}/share/logs", evaluation, storage_options=options).to_dict()
     for name, e in direct["estimates"].items():
         assert report["policies"][0]["estimates"][name]["value"] == pytest.approx(e["value"], rel=1e-12)
     fs = s3fs.S3FileSystem(**options)

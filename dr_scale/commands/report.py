@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                     "report.html. Per-partition states are cached, so a daily run reads only new or changed "
                     "partitions. Exit status: 0 ok (or partial with --skip-bad-partitions), 3 bad partitions "
                     "(named in the report and on stderr), 2 other errors.")
-    p.add_argument("--logs", required=True, help="folder, glob or fsspec URL of Parquet partitions (date=YYYY-MM-DD/…)")
+    p.add_argument("--logs", required=True,
+                   help="folder, glob or fsspec URL of Parquet partitions (date=YYYY-MM-DD/…)")
     p.add_argument("--policies", required=True, metavar="FILE", help="TOML/YAML file of candidate policies")
     p.add_argument("--out", required=True, metavar="URL", help="folder (any fsspec URL) for the report")
     p.add_argument("--window", default="all", help="Nd or Nw of date partitions ending at --until, or all (default)")

@@ -129,5 +129,6 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
     days = sorted({p.day for p in good if p.day})
     by_day = {n: {d: merge_in_order([states[(n, p.path)] for p in good if p.day == d]) for d in days}
               for n in evaluations}
-    return ReportStates(parts, rows, bad, [o.path for o in outcomes], {path: why for (_, path), why in rejected.items()},
+    rejected_by_path = {path: why for (_, path), why in rejected.items()}
+    return ReportStates(parts, rows, bad, [o.path for o in outcomes], rejected_by_path,
                         totals, by_day)

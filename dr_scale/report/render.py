@@ -134,7 +134,8 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     w = report["window"]
     span = f"{w['first']} … {w['last']}" if w.get("first") else "all partitions"
     out = [("h1", f"dr-scale report — {span}"),
-           ("p", f"Status: **{report['status']}** · logs `{report['logs']}` · {len(report['partitions'])} partitions, "
+           ("p", f"Status: **{report['status']}** · logs `{report['logs']}` · "
+                 f"{len(report['partitions'])} partitions, "
                  f"{report['rows']} rows · generated {report['generated_at']} · schema {report['schema_version']}")]
     for key, title in (("bad_partitions", "Bad partitions (report not computed)"),
                        ("skipped_partitions", "Skipped partitions (--skip-bad-partitions)")):
@@ -150,7 +151,8 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         for warning in p["warnings"]:
             out.append(("warn", warning))
         out.append(("table", ["estimator", "value", "std. error", level, "n"],
-                    [[k, _fmt(e["value"], ".6g"), _fmt(e["stderr"]), f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
+                    [[k, _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
+                      f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
                       str(e["n"])] for k, e in p["estimates"].items()]))
         q = d["weight_quantiles"]
         out.append(("table", ["rows", "ESS", "ESS/n", "overlap", "max w", "w q50 / q90 / q99", "p̂ < 0.01",

@@ -90,7 +90,8 @@ class StateCache:
             return "partition changed"
         return PolicyState.from_dict(entry["state"])
 
-    def load(self, wanted: list[tuple[str, dict]]) -> tuple[dict[tuple[str, str], PolicyState], dict[tuple[str, str], str]]:
+    def load(self, wanted: list[tuple[str, dict]]) -> tuple[dict[tuple[str, str], PolicyState],
+                                                           dict[tuple[str, str], str]]:
         """For (fingerprint, identity) pairs: the trusted states, and why others were rejected.
 
         Missing entries appear in neither; entries are fetched concurrently (``fs.cat`` of many paths).
