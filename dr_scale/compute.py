@@ -43,8 +43,14 @@ def connect_timeout() -> float:
 def connect(scheduler: str):
     """A ``distributed.Client`` to ``scheduler``, or :class:`SchedulerUnreachable` within the timeout."""
     from distributed import Client
+    from distributed.security import Security
 
     timeout = connect_timeout()
+    if scheduler.startswith("tls://") and not Security().get_connection_args("client").get("ssl_context"):
+        raise SchedulerUnreachable(
+            f"cannot connect to {scheduler}: no TLS configuration for clients (Dask config "
+            f"distributed.comm.tls.ca-file / .client.cert / .client.key; see docs/deploy.md)"
+        )
     try:
         return Client(scheduler, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:

@@ -23,6 +23,8 @@ import pytest
 
 BIN = Path(sys.executable).parent
 TESTS = Path(__file__).parent
+DEPLOY = TESTS.parent / "deploy"
+TLS_DIR = "/etc/dask/tls"  # where deploy/tls/dask-tls.yaml expects the certificates
 START_TIMEOUT = 60.0  # seconds for the scheduler file to appear and both workers to register
 STOP_TIMEOUT = 15.0
 
@@ -34,13 +36,15 @@ class CommandLineCluster:
     address: str
     scheduler: subprocess.Popen
     workers: subprocess.Popen
+    security: object | None = None  # a distributed.Security for TLS clusters
+    env: dict | None = None         # the processes' environment (e.g. DASK_CONFIG for TLS)
     n_workers: int = 2
 
     def client(self, timeout: float = START_TIMEOUT):
         """A new client that has waited (bounded) for all workers, e.g. after one was killed."""
         from distributed import Client
 
-        client = Client(self.address, timeout=timeout, set_as_default=False)
+        client = Client(self.address, timeout=timeout, set_as_default=False, security=self.security)
         try:
             client.wait_for_workers(self.n_workers, timeout=timeout)
         except BaseException:
@@ -57,10 +61,10 @@ def tests_on_path(env: dict | None = None) -> dict:
     return env
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
+def _start(args: list[str], log: Path, env: dict) -> subprocess.Popen:
     out = open(log, "wb")  # noqa: SIM115 - closed with the process in _stop
     proc = subprocess.Popen([str(BIN / "dask"), *args], stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, env=tests_on_path())
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     proc.log = out
     return proc
 
@@ -95,13 +99,17 @@ def _tail(path: Path, n: int = 3000) -> str:
     return path.read_bytes()[-n:].decode(errors="replace") if path.exists() else ""
 
 
-@pytest.fixture(scope="session")
-def dask_cluster(tmp_path_factory) -> CommandLineCluster:
-    """A real cluster: ``dask scheduler`` + ``dask worker --nworkers 2 --nthreads 1`` on 127.0.0.1."""
-    root = tmp_path_factory.mktemp("dask-cluster")
+@contextlib.contextmanager
+def command_line_cluster(root: Path, env: dict | None = None, security=None):
+    """Start ``dask scheduler`` + ``dask worker --nworkers 2 --nthreads 1`` on 127.0.0.1 under ``root``.
+
+    ``env`` (default: this process's, with tests/ on PYTHONPATH) is the processes' environment,
+    e.g. a ``DASK_CONFIG`` with TLS settings. Both process groups are stopped on exit.
+    """
+    env = tests_on_path(env)
     scheduler_file = root / "scheduler.json"
     scheduler = _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
-                        "--scheduler-file", str(scheduler_file)], root / "scheduler.log")
+                        "--scheduler-file", str(scheduler_file)], root / "scheduler.log", env)
     workers = None
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -113,8 +121,8 @@ def dask_cluster(tmp_path_factory) -> CommandLineCluster:
         address = json.loads(scheduler_file.read_text())["address"]
         workers = _start(["worker", address, "--nworkers", "2", "--nthreads", "1", "--host", "127.0.0.1",
                           "--dashboard-address", "127.0.0.1:0", "--local-directory", str(root / "workers")],
-                         root / "workers.log")
-        cluster = CommandLineCluster(address, scheduler, workers)
+                         root / "workers.log", env)
+        cluster = CommandLineCluster(address, scheduler, workers, security, env)
         try:
             cluster.client().close()
         except Exception as exc:
@@ -124,6 +132,36 @@ def dask_cluster(tmp_path_factory) -> CommandLineCluster:
         if workers is not None:
             _stop(workers)
         _stop(scheduler)
+
+
+@pytest.fixture(scope="session")
+def dask_cluster(tmp_path_factory) -> CommandLineCluster:
+    """A real cluster: ``dask scheduler`` + ``dask worker --nworkers 2 --nthreads 1`` on 127.0.0.1."""
+    with command_line_cluster(tmp_path_factory.mktemp("dask-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def tls_dask_cluster(tmp_path_factory) -> CommandLineCluster:
+    """The same cluster with TLS on every connection, configured by deploy/tls/dask-tls.yaml.
+
+    Certificates come from deploy/tls/make-certs.sh; the config file is the deployed one with
+    its certificate folder pointed at them, and reaches the processes through ``DASK_CONFIG``.
+    """
+    from distributed.security import Security
+
+    root = tmp_path_factory.mktemp("dask-tls")
+    certs, config = root / "certs", root / "config"
+    subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(certs), "127.0.0.1"], check=True,
+                   capture_output=True, timeout=120)
+    config.mkdir()
+    text = (DEPLOY / "tls" / "dask-tls.yaml").read_text()
+    assert TLS_DIR in text
+    (config / "dask-tls.yaml").write_text(text.replace(TLS_DIR, str(certs)))
+    security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
+                        tls_client_key=str(certs / "client-key.pem"), require_encryption=True)
+    with command_line_cluster(root, {**os.environ, "DASK_CONFIG": str(config)}, security) as cluster:
+        yield cluster
 
 
 @pytest.fixture
