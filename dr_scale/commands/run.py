@@ -25,6 +25,7 @@ JOBS: dict[str, str] = {}
 JOBS["classification_eval"] = "dr_scale.classification.job:run_evaluation"
 JOBS["classification_opt"] = "dr_scale.classification.job:run_optimization"
 JOBS["visits"] = "dr_scale.visits.job:run"
+JOBS["report"] = "dr_scale.report.make:run_job"
 
 
 def add_parser(sub) -> None:
