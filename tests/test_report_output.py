@@ -83,12 +83,15 @@ def test_example_report_files(example_report):
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
 
 
-def test_memory_output(tmp_path):
+def test_report_job_writes_to_memory():
+    """``dr-scale run pipelines/report.toml`` with the output in memory://."""
     out = f"memory://report-{uuid.uuid4().hex}"
-    report, status = make_report(LOGS, POLICIES, out, window="2d")
+    assert main(["run", str(ROOT / "pipelines" / "report.toml"), "--no-progress", "--set", f"logs={LOGS}",
+                 "--set", f"policies={POLICIES}", "--set", f"out={out}", "--set", "window=2d"]) == 0
     fs = fsspec.filesystem("memory")
-    assert status == 0 and report["window"]["first"] == "2026-11-06"
-    assert json.loads(fs.cat(f"{out.removeprefix('memory://')}/report.json"))["policies"] == report["policies"]
+    report = json.loads(fs.cat(f"{out.removeprefix('memory://')}/report.json"))
+    assert report["status"] == "ok" and report["window"] == {"days": 2, "first": "2026-11-06", "last": "2026-11-07"}
+    assert fs.exists(f"{out.removeprefix('memory://')}/report.html")
     fs.rm(out.removeprefix("memory://"), recursive=True)
 
 

@@ -16,6 +16,7 @@ import datetime
 import posixpath
 import sys
 
+from dr_scale.commands.common import storage_options
 from dr_scale.estimators import make_estimators
 from dr_scale.evaluation import Evaluation
 from dr_scale.report.build import ReportStates, build_states
@@ -69,3 +70,27 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
     print(f"dr-scale report: {len(report['partitions'])} partitions ({read} read, "
           f"{len(report['partitions']) - read} from cache), status {report['status']}; wrote {redact(out)}", file=log)
     return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK
+
+
+JOB_KEYS = {"job", "logs", "policies", "out", "window", "until", "cache", "skip_bad_partitions", "storage_options"}
+
+
+def run_job(config: dict, client=None, progress: bool = False) -> int:
+    """``dr-scale run pipelines/report.toml``: the report as a job; keys as the command's options.
+
+    ``storage_options`` names a JSON file (default ``$DR_SCALE_STORAGE_OPTIONS``), as ``--storage-options``.
+    """
+    unknown = sorted(set(config) - JOB_KEYS)
+    if unknown:
+        raise ValueError(f"report job: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(JOB_KEYS))}")
+    missing = [k for k in ("logs", "policies", "out") if not config.get(k)]
+    if missing:
+        raise ValueError(f"report job: missing {', '.join(missing)}")
+    until = config.get("until")
+    if isinstance(until, str):
+        until = datetime.date.fromisoformat(until)
+    _, status = make_report(config["logs"], config["policies"], config["out"], window=str(config.get("window", "all")),
+                            until=until, cache=config.get("cache"), skip_bad=bool(config.get("skip_bad_partitions")),
+                            storage_options=storage_options(config.get("storage_options")), client=client,
+                            progress=progress)
+    return status
