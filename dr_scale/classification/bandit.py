@@ -89,12 +89,6 @@ def to_bandit(X, losses, seed: int, *keys: int, row_id=None, probs=None) -> Band
     return BanditData(row_id, np.asarray(X), action, losses[np.arange(n), action], propensity, k)
 
 
-def uniform_actions_batch(row_id: np.ndarray, n_actions: int, seed: int, repetitions, *keys: int) -> np.ndarray:
-    """Uniformly logged actions for many repetitions at once: shape (R, n), row r keyed by
-    (…keys, repetitions[r]); identical to :func:`log_actions` one repetition at a time."""
-    return np.stack([log_actions(row_id, n_actions, seed, *keys, int(r))[0] for r in repetitions])
-
-
 def impute_losses(data: BanditData, method: str, loss_hat: np.ndarray | None = None) -> np.ndarray:
     """Every action's imputed loss, (n, k), by ``"ips"`` or ``"dr"`` (module docstring).
 

@@ -109,8 +109,9 @@ def load_dataset(name: str, data_dir=None, fetch: bool = True) -> Dataset:
     data = load_table(path, label="label", name=name)
     expected = manifest()[name]
     if data.X.shape != (expected["rows"], expected["features"]) or data.n_classes != expected["classes"]:
-        raise LogDataError(str(path), None, f"shape {data.X.shape} with {data.n_classes} classes differs from the "
-                                            f"manifest ({expected['rows']}, {expected['features']}), {expected['classes']}")
+        raise LogDataError(str(path), None,
+                           f"shape {data.X.shape} with {data.n_classes} classes differs from the manifest: "
+                           f"({expected['rows']}, {expected['features']}) with {expected['classes']} classes")
     return data
 
 
@@ -135,8 +136,8 @@ def load_table(path, label: str = "label", name: str | None = None, storage_opti
         bad = values.isna().to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise LogDataError(path, str(column), f"non-numeric or missing feature value {features[column].iloc[row]!r} "
-                                                  f"in row {row}")
+            value = features[column].iloc[row]
+            raise LogDataError(path, str(column), f"non-numeric or missing feature value {value!r} in row {row}")
         features[column] = values
     classes, y = np.unique(frame[label].to_numpy(), return_inverse=True)
     return Dataset(name or Path(fspath).name, features.to_numpy(dtype=np.float64), y.astype(np.int64), classes)

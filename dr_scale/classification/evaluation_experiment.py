@@ -19,7 +19,8 @@ Given the test half (m rows), the spread of IPS and DR over conversions is known
 exactly: under uniform logging the per-row terms have variances (k − 1) l_π(x_i)² and
 (k − 1) (l_π(x_i) − l̂_π(x_i))², so
 
-    sd(IPS) = √((k − 1)/m · mean_i l_π(x_i)²),   sd(DR) = √((k − 1)/m · mean_i (l_π(x_i) − l̂_π(x_i))²),
+    sd(IPS) = √((k − 1)/m · mean_i l_π(x_i)²),
+    sd(DR)  = √((k − 1)/m · mean_i (l_π(x_i) − l̂_π(x_i))²),
 
 and DR beats IPS exactly when the loss model's squared error on the policy's actions
 is below the policy's error rate (l ∈ {0, 1}). These are reported as ``sd_theory``.

@@ -106,8 +106,8 @@ def run_evaluation(config: dict, client=None, progress: bool = False) -> int:
     summary = evaluation_experiment.summarize(records)
     table = reports.evaluation_table(summary)
     checks = reports.evaluation_checks(summary)
-    meta = _meta(options, started, len(tasks), len(done), "Table 2: policy evaluation (bias and rmse of the classification-error "
-                                   "estimates of a DLM policy)")
+    meta = _meta(options, started, len(tasks), len(done),
+                 "Table 2: policy evaluation (bias and rmse of the classification-error estimates of a DLM policy)")
     paths = reports.write_report(str(options["output"]), "table2", summary, table, records, checks, meta,
                                  [("|bias|", ["bias (IPS)", "bias (DR)", "bias (DM)"]),
                                   ("rmse", ["rmse (IPS)", "rmse (DR)", "rmse (DM)"])],
@@ -137,7 +137,8 @@ def run_optimization(config: dict, client=None, progress: bool = False) -> int:
     summary = optimization_experiment.summarize(records)
     table = reports.optimization_table(summary)
     checks = reports.optimization_checks(summary)
-    meta = _meta(options, started, len(tasks), len(done), "Table 3: policy optimization (mean test error over repetitions)")
+    meta = _meta(options, started, len(tasks), len(done),
+                 "Table 3: policy optimization (mean test error over repetitions)")
     paths = reports.write_report(str(options["output"]), "table3", summary, table, records, checks, meta,
                                  [("test error", ["IPS (DLM)", "DR (DLM)", "Offset Tree"]),
                                   ("test error", ["IPS (FT)", "DR (FT)", "Offset Tree"])],

@@ -121,7 +121,8 @@ def markdown(table: pd.DataFrame, digits: int = 3) -> str:
         row = []
         for name in names:
             measured, paper = cells.loc[name, "measured"], cells.loc[name, "paper"]
-            row.append(f"{measured:.{digits}f} ({paper:.{digits}f})" if np.isfinite(paper) else f"{measured:.{digits}f}")
+            cell = f"{measured:.{digits}f}"
+            row.append(f"{cell} ({paper:.{digits}f})" if np.isfinite(paper) else cell)
         lines.append(f"| {label} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
