@@ -23,14 +23,19 @@ def add_parser(sub) -> None:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--rows-per-part", type=int, default=100_000, help="rows per Parquet part (default 100000)")
     v.add_argument("--no-calibration", action="store_true", help="skip the calibration figures")
+    v.add_argument("--logged-view", metavar="URL",
+                   help="also write the paper's sampler's logged view (row_id, features, action = sampled, "
+                        "reward = action·visits, propensity) as a logged data set; evaluate it with "
+                        "`dr-scale evaluate URL --policy constant:1`")
     add_compute_options(v)
     add_storage_option(v)
     v.set_defaults(func=run_visits)
 
 
 def run_visits(args) -> int:
-    from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+    from dr_scale.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
     from dr_scale.visits.generate import TARGETS, generate_visits
+    from dr_scale.visits.logged import write_logged_view
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers) as client:
@@ -40,9 +45,16 @@ def run_visits(args) -> int:
                                    progress=not args.no_progress)
         print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        if args.no_calibration:
+        if args.no_calibration and not args.logged_view:
             return 0
         parts = load_parts(args.out, opts or None, client=client, progress=not args.no_progress)
+        if args.logged_view:
+            comp, m, mbar = fit_sampler(parts, progress=not args.no_progress)
+            n = write_logged_view(parts, args.logged_view, comp.vector, m, mbar, seed=args.seed,
+                                  storage_options=opts, progress=not args.no_progress)
+            print(f"wrote the logged view ({n:,} rows) to {args.logged_view}", file=sys.stderr)
+        if args.no_calibration:
+            return 0
         res = run_experiment(parts, Settings(fractions=(0.05,), repetitions=1, seed=args.seed),
                              progress=not args.no_progress)
     cal = res.calibration

@@ -224,6 +224,14 @@ def load_parts(url: str, storage_options: dict | None = None, n_features: int | 
     return PartSet.build(read_visits_part, [(fs, p, d) for p in paths], client, progress)
 
 
+def fit_sampler(parts: PartSet, *, progress: bool = False):
+    """(principal component, m, m̄): what the sampler's propensities need, from passes over the parts."""
+    _stage(progress, "principal component of the features …")
+    comp = first_component(parts, progress=progress)
+    (t_sum, n, _), t_min = parts.sum(_projection_sums, comp.vector)
+    return comp, t_min.value, t_sum / n
+
+
 def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress: bool = False) -> ExperimentResult:
     """All fractions × repetitions of IPS and DR on the parts (see the module docstring)."""
     timings = {}
@@ -235,13 +243,8 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
         timings[name] = round(now - clock, 3)
         clock = now
 
-    _stage(progress, "principal component of the features …")
-    comp = first_component(parts, progress=progress)
+    comp, m, mbar = fit_sampler(parts, progress=progress)
     lap("principal_component")
-    (t_sum, n, v_sum), t_min = parts.sum(_projection_sums, comp.vector)
-    n = int(n)
-    m, mbar = t_min.value, t_sum / n
-    lap("projections")
     _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
     prepared = parts.derive(prepare, comp.vector, m, mbar, settings, progress=progress)
     sums = prepared.sum(fit_sums)
@@ -265,6 +268,6 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
                    "mean_propensity": sp_ / N, "naive_sampled_mean": spv / sp_,
                    "naive_bias": spv / sp_ / truth - 1.0, "projection_min": m, "projection_mean": mbar,
                    "component_variance": comp.variance, "lanczos_passes": comp.passes}
-    return ExperimentResult(settings, n, comp.mean.shape[0], len(parts.parts), float(truth),
+    return ExperimentResult(settings, int(N), comp.mean.shape[0], len(parts.parts), float(truth),
                             {k: float(v) for k, v in calibration.items()}, ips, dr, size, sums.n_a,
                             fitted.iterations, r2, timings)
