@@ -33,7 +33,7 @@ import posixpath
 import re
 
 from dr_scale.atomic import atomic_write_all, url_to_fs
-from dr_scale.diagnostics import TINY_PROPENSITY
+from dr_scale.diagnostics import TINY_PROPENSITY, WEIGHT_EDGES
 from dr_scale.report import plots
 
 SCHEMA = "dr-scale/report"
@@ -128,6 +128,11 @@ def _fmt(x, spec=".4g") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def _weight(q) -> str:
+    """A weight quantile; the histogram's first bin reads "< 0.001" (in practice w = 0)."""
+    return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else _fmt(q)
+
+
 def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     """The document as blocks (kind, …) rendered by :func:`to_markdown` and :func:`to_html`."""
     level = f"{100 * (1 - report['alpha']):g}% CI"
@@ -158,7 +163,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         out.append(("table", ["rows", "ESS", "ESS/n", "overlap", "max w", "w q50 / q90 / q99", "p̂ < 0.01",
                               "logging policy value"],
                     [[str(d["n"]), _fmt(d["ess"], ".1f"), _fmt(d["ess_ratio"], ".3f"), d["overlap"],
-                      _fmt(d["max_weight"]), " / ".join(_fmt(q[k]) for k in ("0.5", "0.9", "0.99")),
+                      _fmt(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
                       _fmt(d["tiny_propensity_share"], ".2%"), _fmt(d["on_policy_value"])]]))
     if any(p["by_day"] for p in report["policies"]):
         primary = report["primary_estimator"]
@@ -171,8 +176,8 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                   for i, day in enumerate(report["policies"][0]["by_day"])])]
     out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
             ("p", f"Overlap is poor when ESS/n < {report['min_ess_ratio']:g} (ESS = (Σw)²/Σw², Kish). Weight "
-                  "quantiles are upper edges of a log-spaced histogram (within ~6%); 0.001 means below 0.001, "
-                  "in practice w = 0 (rows whose logged action the policy never takes).")]
+                  "quantiles are upper edges of a log-spaced histogram (within ~6%); < 0.001 means in practice "
+                  "w = 0 (rows whose logged action the policy never takes).")]
     return out
 
 
