@@ -117,7 +117,8 @@ def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -
         rows.append(r)
         fits.append(fi * settings.repetitions + rep)
         draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
-    row, fit, a = np.concatenate(rows), np.concatenate(fits), np.concatenate(draws)
+    fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
+    row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
     by_fit = np.lexsort((row[a], fit[a]))  # the lifted rows of one fit touch one block of P: cache-friendly
     indptr, indices = lift(part.X, row[a][by_fit], fit[a][by_fit], settings.n_fits)
     return Prepared(part, p, row, fit, a, indptr, indices, settings.n_fits)
