@@ -16,7 +16,8 @@ DEPLOY = Path(__file__).parents[1] / "deploy"
 
 
 def test_kubernetes_cronjob_runs_a_valid_report_command():
-    cronjob, configmap, secret = yaml.safe_load_all((DEPLOY / "kubernetes" / "report-cronjob.yaml").read_text())
+    cronjob, configmap = yaml.safe_load_all((DEPLOY / "kubernetes" / "report-cronjob.yaml").read_text())
+    (secret,) = yaml.safe_load_all((DEPLOY / "kubernetes" / "storage-secret.example.yaml").read_text())
     assert (cronjob["kind"], configmap["kind"], secret["kind"]) == ("CronJob", "ConfigMap", "Secret")
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -26,8 +27,10 @@ def test_kubernetes_cronjob_runs_a_valid_report_command():
     assert not any("secret" in a.lower() or "key" in a.lower() for a in container["args"])
     from_secret = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
     assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DR_SCALE_STORAGE_OPTIONS"} <= from_secret
-    assert all(e["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
-               for e in container["env"] if e["name"] in from_secret)
+    for e in container["env"]:  # the shared Secret of deploy/, and keys it has
+        if e["name"] in from_secret:
+            ref = e["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     mount = next(m for m in container["volumeMounts"] if m["name"] == "policies")
     policies = configmap["data"]["report_policies.toml"]
