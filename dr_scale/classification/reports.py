@@ -143,7 +143,9 @@ def bar_plot(table: pd.DataFrame, panels: list[tuple[str, list[str]]], title: st
         for j, label in enumerate(rows):
             cells = table[table["row"] == label].set_index("dataset").reindex(names)
             pos = x - 0.4 + width * (j + 0.5)
-            ax.bar(pos, cells["measured"], width, label=label, yerr=cells["measured_se"].fillna(0), capsize=2)
+            se = cells["measured_se"]
+            ax.bar(pos, cells["measured"], width, label=label, yerr=None if se.isna().all() else se.fillna(0),
+                   capsize=2)
             ax.plot(pos, cells["paper"], "o", color="black", markersize=3,
                     label="paper" if j == 0 else None, zorder=3)
         ax.set_xticks(x, names, rotation=20)
