@@ -232,3 +232,23 @@ def test_environment_names_map_to_the_config_keys_the_code_reads():
                                         and p.name != "report-cronjob.yaml"))
 def test_docs_walk_through_every_deploy_file(path):
     assert f"deploy/{path}" in (ROOT / "docs" / "deploy.md").read_text()
+
+
+def leaf_parsers(parser, path=()):
+    """(command path, parser) of every runnable sub-command, however deeply nested."""
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for action in subs:
+        for name, sub in action.choices.items():
+            yield from leaf_parsers(sub, path + (name,))
+
+
+def test_every_command_takes_the_compute_options():
+    leaves = dict(leaf_parsers(build_parser()))
+    assert {path[0] for path in leaves} == set(COMMANDS)
+    for path, parser in leaves.items():
+        options = {s for a in parser._actions for s in a.option_strings}
+        assert {"--scheduler", "--local-workers", "--no-progress"} <= options, path
