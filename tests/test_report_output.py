@@ -233,6 +233,7 @@ def test_bad_partitions_fail_the_command_by_name(share_with_bad_partitions, tmp_
     assert "'reward'" in bad["date=2026-11-05"] and "wrong type" in bad["date=2026-11-05"]
     for b in report["bad_partitions"]:
         assert b["path"] in err
+    assert "7 partitions (5 read, 0 from cache, 2 bad), status failed" in err
     md = (out / "report.md").read_text()
     assert "Bad partitions" in md and "date=2026-11-03" in md and "date=2026-11-05" in md
 

@@ -66,9 +66,10 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
                             skip_bad=skip_bad, storage_options=storage_options, client=client, progress=progress,
                             log=log)
     write_report(out, report, storage_options)
-    read = sum(p["source"] == "read" for p in report["partitions"])
-    print(f"dr-scale report: {len(report['partitions'])} partitions ({read} read, "
-          f"{len(report['partitions']) - read} from cache), status {report['status']}; wrote {redact(out)}", file=log)
+    count = {k: sum(p["source"] == k for p in report["partitions"]) for k in ("read", "cache", "bad")}
+    bad = f", {count['bad']} bad" if count["bad"] else ""
+    print(f"dr-scale report: {len(report['partitions'])} partitions ({count['read']} read, {count['cache']} from cache"
+          f"{bad}), status {report['status']}; wrote {redact(out)}", file=log)
     return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK
 
 
