@@ -4,7 +4,10 @@
 --nworkers 2 --nthreads 1`` as separate processes on 127.0.0.1 — the deployment
 shape of a real cluster, not in-process threads — each in its own session so that
 the whole process group (the worker command's nannies and their worker processes)
-is stopped at the end. Every wait is bounded.
+is stopped at the end. Every wait is bounded. ``tls_dask_cluster`` is the same with
+TLS on every connection, configured by deploy/tls/. The processes (and ``tests_env``,
+for ``dr-scale`` subprocesses) have tests/ on PYTHONPATH, so test modules can provide
+callables the workers import by name.
 """
 
 from __future__ import annotations
