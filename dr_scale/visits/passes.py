@@ -16,6 +16,8 @@ import dask
 from dr_scale.compute import compute
 
 SPLIT_EVERY = 8
+#: Tasks per summing pass (each sums a group of parts in sequence).
+TASKS = 8
 
 
 def _add(a, b):
@@ -72,17 +74,37 @@ class PartSet:
 
     def map(self, fn, *args) -> list:
         """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
-        shared = [dask.delayed(a, pure=True) if _is_large(a) else a for a in args]
+        shared = _share(args)
         return [dask.delayed(fn, pure=True)(p, *shared) for p in self.parts]
 
     def sum(self, fn, *args, progress: bool = False):
-        """Σ over parts of ``fn(part, *args)``, tree-reduced."""
-        (total,) = compute(tree_sum(self.map(fn, *args)), client=self.client, progress=progress)
+        """Σ over parts of ``fn(part, *args)``.
+
+        Each task sums a group of about len(parts)/TASKS parts one after the other, and the
+        group sums are tree-reduced pairwise, so only a few per-part results (up to
+        (600, 5000) float64 blocks here) are alive at once, whatever the part count.
+        """
+        per_task = -(-len(self.parts) // TASKS)
+        shared = _share(args)
+        groups = [dask.delayed(_sum_group, pure=True)(fn, shared, *self.parts[i:i + per_task])
+                  for i in range(0, len(self.parts), per_task)]
+        (total,) = compute(tree_sum(groups, split_every=2), client=self.client, progress=progress)
         return total
 
     def derive(self, fn, *args, progress: bool = False) -> "PartSet":
         """A new persisted PartSet of ``fn(part, *args)``."""
         return PartSet(persist(self.map(fn, *args), self.client, progress), self.client)
+
+
+def _share(args) -> list:
+    return [dask.delayed(a, pure=True) if _is_large(a) else a for a in args]
+
+
+def _sum_group(fn, args, *parts):
+    total = fn(parts[0], *args)
+    for part in parts[1:]:
+        total = _add(total, fn(part, *args))
+    return total
 
 
 def _ready(_) -> None:
