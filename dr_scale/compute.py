@@ -24,6 +24,7 @@ import contextlib
 import sys
 
 import dask
+from dask.system import CPU_COUNT
 from dask.utils import parse_timedelta
 
 #: Dask config key of the scheduler connect timeout, and its default.
@@ -104,6 +105,30 @@ def _announce(client, quiet: bool) -> None:
               file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _local_pool():
+    """The local scheduler's threads, as *daemon* threads (``multiprocessing.pool.ThreadPool``).
+
+    Dask's default pool is a ``concurrent.futures`` executor, whose non-daemon threads the
+    interpreter joins at exit; a Ctrl-C that lands while that pool is starting its threads
+    can leave one waiting forever, so the interrupted command would print its message and
+    then hang. Daemon threads cannot hold the process; the pool is terminated on exit.
+    """
+    from multiprocessing.pool import ThreadPool
+
+    pool = ThreadPool(dask.config.get("num_workers", None) or CPU_COUNT)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+def _progress_bar():
+    from dask.diagnostics import ProgressBar
+
+    return ProgressBar(out=sys.stderr)
+
+
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
 
@@ -112,12 +137,8 @@ def compute(*collections, client=None, progress: bool = False):
     job leaves no partial output.
     """
     if client is None:
-        if progress:
-            from dask.diagnostics import ProgressBar
-
-            with ProgressBar(out=sys.stderr):
-                return dask.compute(*collections, scheduler="threads")
-        return dask.compute(*collections, scheduler="threads")
+        with _local_pool() as pool, (_progress_bar() if progress else contextlib.nullcontext()):
+            return dask.compute(*collections, scheduler="threads", pool=pool)
     futures = client.compute(list(collections))
     try:
         if progress:
