@@ -27,16 +27,17 @@ from dr_scale.visits.sampler import propensity
 
 
 def logging_draw(part: VisitsPart, xbar, m: float, mbar: float, seed: int, repetition: int = 0,
-                 kernel: str = "density"):
-    """(p, a) over all rows of the part."""
-    p = propensity(part.X @ xbar, m, mbar, kernel)
+                 kernel: str = "density", t=None):
+    """(p, a) over all rows of the part (``t`` = X x̄ if already computed)."""
+    p = propensity(part.X @ xbar if t is None else t, m, mbar, kernel)
     return p, keyed_random.bernoulli(p, part.row_id, seed, "logging-full", repetition)
 
 
 def full_data_sums(part: VisitsPart, xbar, m, mbar, coef, intercept, seed: int = 0) -> np.ndarray:
     """[n, Σ a v/p, Σ (ρ̂ + a (v − ρ̂)/p)] with ρ̂ = intercept + coef·x."""
-    p, a = logging_draw(part, xbar, m, mbar, seed)
-    rho = part.X @ coef + intercept
+    both = part.X @ np.column_stack([xbar, coef])  # t and x·w in one pass over the CSR
+    p, a = logging_draw(part, xbar, m, mbar, seed, t=both[:, 0])
+    rho = both[:, 1] + intercept
     w = a / p
     return np.array([len(part), np.sum(w * part.visits), np.sum(rho + w * (part.visits - rho))])
 
