@@ -1,15 +1,18 @@
 """The visits experiment (paper Sec. 5.2) on a real command-line cluster, identical to local mode.
 
 At a small scale (20,000 users × 200 features in 8 parts, two fractions, three
-repetitions): the generated data set is the same table whether its parts were
-written by the local scheduler or by the cluster's workers, and ``dr-scale run
-pipelines/visits.toml`` gives the same results.json (all but the timings) locally
-and on the cluster. The job reads its parts on the workers from a folder every
-worker can reach.
+repetitions): the data set written by the cluster's workers (``dr-scale generate
+visits --scheduler …``) is the same table as the one written locally, and
+``dr-scale run pipelines/visits.toml --scheduler …`` gives the same results.json (all
+but the timings) as the job run locally. The cluster reads its parts on the workers
+from a folder every worker can reach. The local side runs in this process, through the
+same functions the commands call, while the cluster command runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -18,31 +21,31 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import tomllib
+
+from dr_scale.visits.generate import generate_visits
+from dr_scale.visits.job import run as run_visits
 
 BIN = Path(sys.executable).parent
 JOB = Path(__file__).parent.parent / "pipelines" / "visits.toml"
-GENERATE = ["generate", "visits", "--rows", "20000", "--features", "200", "--rows-per-part", "2500",
-            "--no-calibration", "--no-progress"]
-SMALL = ["--set", "repetitions=3", "--set", "fractions=[0.01, 0.05]", "--no-progress"]
+ROWS, FEATURES, ROWS_PER_PART = 20_000, 200, 2500
+SMALL = {"repetitions": 3, "fractions": [0.01, 0.05]}
 
 
-def run_all(commands: list[list[str]], timeout: float = 150) -> list[str]:
-    """Run ``dr-scale`` commands in parallel; each must succeed; their stdouts."""
+def while_running(args: list[str], local, timeout: float = 150):
+    """Start ``dr-scale args`` on the cluster, call ``local()`` meanwhile; the command must succeed."""
     env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
-    procs = [subprocess.Popen([str(BIN / "dr-scale"), *c], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for c in commands]
-    outs = []
+    proc = subprocess.Popen([str(BIN / "dr-scale"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
     try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            assert proc.returncode == 0, f"{proc.args}:\n{err}"
-            outs.append(out)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            local()
+        _, err = proc.communicate(timeout=timeout)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return outs
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"{args}:\n{err}"
 
 
 def results(folder: Path) -> dict:
@@ -51,20 +54,23 @@ def results(folder: Path) -> dict:
     return d
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(240)
 def test_visits_generate_and_run_identical_on_cluster(dask_cluster, tmp_path):
-    cluster = ["--scheduler", dask_cluster.address]
+    cluster = ["--scheduler", dask_cluster.address, "--no-progress"]
     local_data, cluster_data = tmp_path / "data-local", tmp_path / "data-cluster"
-    run_all([[*GENERATE, "--out", str(local_data)], [*GENERATE, "--out", str(cluster_data), *cluster]])
+    while_running(["generate", "visits", "--rows", str(ROWS), "--features", str(FEATURES), "--rows-per-part",
+                   str(ROWS_PER_PART), "--no-calibration", "--out", str(cluster_data), *cluster],
+                  lambda: generate_visits(str(local_data), rows=ROWS, features=FEATURES,
+                                          rows_per_part=ROWS_PER_PART))
     parts = sorted(p.name for p in local_data.glob("*.parquet"))
     assert len(parts) == 8
     assert sorted(p.name for p in cluster_data.glob("*.parquet")) == parts
     assert pq.read_table(cluster_data).equals(pq.read_table(local_data))
 
-    job = ["run", str(JOB), "--set", f"data={local_data}", *SMALL]
-    local_out, cluster_out = run_all([[*job, "--set", f"out={tmp_path / 'out-local'}"],
-                                      [*job, "--set", f"out={tmp_path / 'out-cluster'}", *cluster]])
-    local, on_cluster = results(tmp_path / "out-local"), results(tmp_path / "out-cluster")
-    assert local["rows"] == 20_000 and local["parts"] == 8
+    config = {**tomllib.loads(JOB.read_text()), **SMALL, "data": str(local_data), "out": str(tmp_path / "local")}
+    while_running(["run", str(JOB), "--set", f"data={local_data}", "--set", f"out={tmp_path / 'cluster'}",
+                   *(f"--set={k}={json.dumps(v)}" for k, v in SMALL.items()), *cluster],
+                  lambda: run_visits(config))
+    local, on_cluster = results(tmp_path / "local"), results(tmp_path / "cluster")
+    assert local["rows"] == ROWS and local["parts"] == 8 and local["settings"]["repetitions"] == 3
     assert on_cluster == local
-    assert cluster_out.splitlines()[-4:-1] == local_out.splitlines()[-4:-1]  # the printed table
