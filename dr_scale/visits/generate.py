@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass, field
 import dask
 import numpy as np
 import pyarrow as pa
+import scipy.sparse as sp
 
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.compute import compute
 from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
-import scipy.sparse as sp
 
 #: Bump when the generator's output changes, so cached sets are regenerated.
 GENERATOR_VERSION = 2

@@ -97,7 +97,8 @@ class PartSet:
 
 
 def _share(args) -> list:
-    return [dask.delayed(a, pure=True) if _is_large(a) else a for a in args]
+    """Large arrays become one graph key each (not hashed: a fresh key per pass), small ones stay literal."""
+    return [dask.delayed(a) if _is_large(a) else a for a in args]
 
 
 def _sum_group(fn, args, *parts):

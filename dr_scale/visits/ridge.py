@@ -47,9 +47,6 @@ class RidgeFit:
     iterations: int
     converged: np.ndarray  # (F,) bool
 
-    def predict(self, X, fit: int = 0) -> np.ndarray:
-        return X @ self.coef[fit] + self.intercept[fit]
-
 
 def fit(gram: callable, stats: RidgeStats, lam: float, *, rtol: float = 1e-10, max_iter: int = 1000,
         progress: bool = False) -> RidgeFit:
