@@ -9,9 +9,9 @@ Python entry point, :func:`dr_scale.visits.job.run`), side by side:
 
 The overhead is ``cluster / local − 1`` (target ≤ 25%); the cluster's start-up and a
 warm-up run (imports on the workers) are measured and shown separately, not counted.
-Results of both modes must be identical (checked). Also printed: the pickled size of
-the task graph ``evaluate`` sends for a log of the same parts, which does not grow with
-the rows (the workers read the files).
+Results of both modes must be identical (checked). For comparison the same is done for
+the one-pass ``evaluate`` on a multi-part log (the bundled example repeated), with the
+pickled size of its task graph, which holds file paths and settings, not rows.
 
     python benchmarks/cluster_overhead.py                  # 200,000 rows × 1,000 features
     python benchmarks/cluster_overhead.py --rows 50000 --repetitions 5   # quicker
@@ -47,6 +47,44 @@ def timed_run(config: dict, client) -> tuple[float, dict, dict]:
     return seconds, results, stages
 
 
+def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
+    """The bundled example week repeated ``copies`` times (fresh row ids), in ``parts`` files."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dr_scale.example import N_ACTIONS, N_FEATURES, make_example
+    from dr_scale.logdata import write_log
+
+    table, model, _ = make_example(seed=0)
+    table = table.drop_columns(["date"])
+    n = table.num_rows
+    tiled = pa.concat_tables([table.set_column(0, "row_id", pc.add(table.column("row_id"), i * n))
+                              for i in range(copies)])
+    write_log(tiled, url, n_parts=parts, n_features=N_FEATURES, n_actions=N_ACTIONS)
+    model.save(f"{url}-model.npz")
+    return tiled.num_rows, f"{url}-model.npz"
+
+
+def timed_evaluate(url: str, model: str, client) -> tuple[float, dict]:
+    from dr_scale.estimators import ESTIMATORS
+    from dr_scale.evaluation import Evaluation, evaluate_log
+    from dr_scale.reward_models import LinearRewardModel
+
+    evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
+    start = time.perf_counter()
+    result = evaluate_log(url, evaluation, client=client)
+    return time.perf_counter() - start, result.to_dict()
+
+
+def print_side_by_side(job: str, local_times: list[float], cluster_times: list[float]) -> None:
+    t_local, t_cluster = min(local_times), min(cluster_times)
+    print(f"{job}: min of {len(local_times)} runs each")
+    print(f"  {'mode':<34} {'seconds':>8} {'ratio':>7}")
+    print(f"  {'local threaded (baseline)':<34} {t_local:>8.2f} {1:>7.2f}")
+    print(f"  {'LocalCluster, 2 processes × 1 thr':<34} {t_cluster:>8.2f} {t_cluster / t_local:>7.2f}")
+    print(f"  cluster overhead: {100 * (t_cluster / t_local - 1):+.1f}% (target ≤ 25%); results identical: yes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -54,6 +92,9 @@ def main() -> None:
     parser.add_argument("--rows-per-part", type=int, default=25_000)
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2, help="timed runs per mode (the minimum is reported)")
+    parser.add_argument("--evaluate-copies", type=int, default=100,
+                        help="evaluate: the bundled 14,000-row example log repeated this many times")
+    parser.add_argument("--evaluate-parts", type=int, default=16)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,6 +106,9 @@ def main() -> None:
               f"(generated in {time.perf_counter() - start:.1f} s)")
         config = {"job": "visits", "data": data, "fractions": FRACTIONS, "repetitions": args.repetitions,
                   "out": f"{tmp}/out"}
+        log_rows, model = write_evaluate_log(f"{tmp}/log", args.evaluate_copies, args.evaluate_parts)
+        print(f"evaluate log: {log_rows:,} rows in {args.evaluate_parts} parts")
+        eval_local = [timed_evaluate(f"{tmp}/log", model, None) for _ in range(args.runs)]
 
         local_times = []
         for _ in range(args.runs):
@@ -80,31 +124,32 @@ def main() -> None:
             for _ in range(args.runs):
                 t, on_cluster, cluster_stages = timed_run(config, client)
                 cluster_times.append(t)
-            graph = evaluate_graph_bytes(data)
+            eval_cluster = [timed_evaluate(f"{tmp}/log", model, client) for _ in range(args.runs)]
+            graph = evaluate_graph_bytes(f"{tmp}/log", model)
 
-    assert on_cluster == local, "the LocalCluster's results differ from local mode's"
-    t_local, t_cluster = min(local_times), min(cluster_times)
-    print(f"job: visits, {len(FRACTIONS)} fractions × {args.repetitions} repetitions; "
-          f"min of {args.runs} runs each")
-    print(f"{'mode':<34} {'seconds':>8} {'ratio':>7}")
-    print(f"{'local threaded (baseline)':<34} {t_local:>8.2f} {1:>7.2f}")
-    print(f"{'LocalCluster, 2 processes × 1 thr':<34} {t_cluster:>8.2f} {t_cluster / t_local:>7.2f}")
-    print(f"cluster overhead: {100 * (t_cluster / t_local - 1):+.1f}% (target ≤ 25%); results identical: yes")
-    print("per stage (last run), local vs cluster seconds: " + ", ".join(
+    assert on_cluster == local, "the LocalCluster's results differ from local mode's (visits)"
+    assert all(r == eval_local[0][1] for _, r in eval_local + eval_cluster), "evaluate results differ"
+    print_side_by_side(f"visits job, {len(FRACTIONS)} fractions × {args.repetitions} repetitions",
+                       local_times, cluster_times)
+    print("  per stage (last run), local/cluster seconds: " + ", ".join(
         f"{k} {local_stages[k]:.2f}/{cluster_stages[k]:.2f}" for k in local_stages if k in cluster_stages))
+    print_side_by_side(f"evaluate, all estimators, {log_rows:,} rows", [t for t, _ in eval_local],
+                       [t for t, _ in eval_cluster])
+    print(f"  evaluate's task graph: {graph:,} bytes pickled for {args.evaluate_parts} parts "
+          f"(file paths and settings; no rows)")
     print(f"not counted: cluster start-up {startup:.1f} s, warm-up run {warmup:.1f} s")
-    print(f"evaluate's task graph for these {manifest['parts']} parts: {graph:,} bytes pickled")
 
 
-def evaluate_graph_bytes(data: str) -> int:
-    """Pickled size of the graph ``evaluate`` would send for the parts in ``data`` (nothing is read
-    but the first part's schema: the graph holds file paths and the evaluation's settings)."""
+def evaluate_graph_bytes(url: str, model: str) -> int:
+    """Pickled size of the task graph ``evaluate`` sends for the log at ``url``."""
     from distributed.protocol.pickle import dumps
 
+    from dr_scale.estimators import ESTIMATORS
     from dr_scale.evaluation import Evaluation, log_states, reduce_states
+    from dr_scale.reward_models import LinearRewardModel
 
-    bag = reduce_states(log_states(data, Evaluation("constant:1", ["IPS"], n_actions=2)))
-    return len(dumps(dict(bag.__dask_graph__())))
+    evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
+    return len(dumps(dict(reduce_states(log_states(url, evaluation)).__dask_graph__())))
 
 
 if __name__ == "__main__":
