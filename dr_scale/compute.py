@@ -26,6 +26,7 @@ import sys
 import dask
 from dask.system import CPU_COUNT
 from dask.utils import parse_timedelta
+from threadpoolctl import threadpool_limits
 
 #: Dask config key of the scheduler connect timeout, and its default.
 CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
@@ -132,12 +133,18 @@ def _progress_bar():
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
 
+    Locally, BLAS runs single-threaded inside the tasks, as it does on Dask workers (whose
+    nannies set ``OPENBLAS_NUM_THREADS=1`` etc.): the tasks are the parallelism, and a BLAS
+    reduction (``X.T @ X``, ``np.dot``) split over a different number of threads sums in a
+    different order — the last bits of a result would depend on where it ran.
+
     On any interruption the cluster's futures are cancelled before the exception
     propagates; the caller writes outputs only after this returns, so an interrupted
     job leaves no partial output.
     """
     if client is None:
-        with _local_pool() as pool, (_progress_bar() if progress else contextlib.nullcontext()):
+        with _local_pool() as pool, threadpool_limits(limits=1, user_api="blas"), \
+                (_progress_bar() if progress else contextlib.nullcontext()):
             return dask.compute(*collections, scheduler="threads", pool=pool)
     futures = client.compute(list(collections))
     try:

@@ -90,11 +90,21 @@ def test_evaluate_cli_identical_local_cluster_and_localcluster(dask_cluster, exa
 
 
 @pytest.mark.timeout(120)
-def test_python_api_accepts_a_client(dask_cluster, example_log):
-    logs = str(example_log / "logs")
+def test_python_api_accepts_a_client_large_parts(dask_cluster, example_log, tmp_path):
+    """Parts of 70,000 rows: big enough for multi-threaded BLAS to split a reduction differently
+    (local mode pins BLAS to one thread per task, as the workers' nannies do)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table, _, _ = make_example(seed=3)
+    table = table.drop_columns(["date"])
+    copies = [table.set_column(0, "row_id", pc.add(table.column("row_id"), i * table.num_rows)) for i in range(20)]
+    logs = str(tmp_path / "large")
+    write_log(pa.concat_tables(copies), logs, n_parts=4, n_features=N_FEATURES, n_actions=N_ACTIONS)
     expected = evaluate_log(logs, evaluation(example_log / "model.npz")).to_dict()
     with dask_cluster.client() as client:
         got = evaluate_log(logs, evaluation(example_log / "model.npz"), client=client).to_dict()
+    assert expected["estimates"]["DR"]["n"] == 280_000
     assert got == expected
 
 
