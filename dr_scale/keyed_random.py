@@ -47,7 +47,15 @@ def key_words(seed: int, purpose: str, *keys: int) -> np.uint64:
 
 def uniform(row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:
     """U[0, 1) draws, one per row, determined by (seed, purpose, keys, row_id)."""
-    stream = key_words(seed, purpose, *keys)
+    return stream_uniform(row_id, key_words(seed, purpose, *keys))
+
+
+def stream_uniform(row_id: np.ndarray, stream) -> np.ndarray:
+    """``uniform`` for stream keys from :func:`key_words`: one key for all rows, or one per row.
+
+    Per-row keys let a single vectorised call draw for rows of many (purpose, keys)
+    streams at once, with the same values as one ``uniform`` call per stream.
+    """
     ids = np.asarray(row_id).astype(np.uint64, copy=False)
     with np.errstate(over="ignore"):
         bits = _mix(_mix(ids ^ stream) + stream)
