@@ -58,8 +58,10 @@ def test_memberships_are_iid_bernoulli_and_independent_of_partitioning_and_repet
     # the same draws for any split of the rows, and repetition r < 50 does not depend on R
     r1, p1 = memberships(row_id[:70_000], f, R, 3, 2)
     r2, p2 = memberships(row_id[70_000:], f, R, 3, 2)
-    np.testing.assert_array_equal(np.r_[r1, r2 + 70_000], rows)
-    np.testing.assert_array_equal(np.r_[p1, p2], reps)
+    split_rows, split_reps = np.r_[r1, r2 + 70_000], np.r_[p1, p2]
+    order = np.lexsort((split_rows, split_reps))  # memberships come sorted by (repetition, row)
+    np.testing.assert_array_equal(split_rows[order], rows)
+    np.testing.assert_array_equal(split_reps[order], reps)
     r50, p50 = memberships(row_id, f, 50, 3, 2)
     np.testing.assert_array_equal(r50, rows[reps < 50])
     np.testing.assert_array_equal(p50, reps[reps < 50])

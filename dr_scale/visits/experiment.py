@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.visits import ridge
-from dr_scale.visits.data import VisitsPart, binary_csr, ones, read_visits_part, visits_parts
+from dr_scale.visits.data import VisitsPart, binary_csr, compact_index, ones, read_visits_part, visits_parts
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
@@ -76,18 +76,25 @@ def _projection_sums(part: VisitsPart, xbar: np.ndarray):
     return np.array([t.sum(), len(part), part.visits.sum()]), Minimum(float(t.min()) if t.size else np.inf)
 
 
+def fit_bounds(fits: np.ndarray, n_fits: int) -> np.ndarray:
+    """Start of each fit's memberships in ``fits`` (sorted), and the end: n_fits + 1 positions."""
+    return np.searchsorted(fits, np.arange(n_fits + 1))
+
+
 def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR arrays of the memberships (rows[q], fits[q]): row q holds x_{rows[q]} in column block fits[q]."""
+    """CSR arrays of the memberships (rows[q], fits[q]), ``fits`` sorted: row q holds x_{rows[q]} in column block fits[q].
+
+    The rows are gathered by scipy's row indexing (X[rows]); then the column indices of
+    fit k's memberships, one contiguous run, are shifted by k·d.
+    """
     d = X.shape[1]
-    starts = X.indptr[rows]
-    lengths = X.indptr[rows + 1] - starts
-    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+    gathered = X[rows]
     # one index type for indptr and indices, so scipy does not cast them on every product
-    index_type = np.int32 if max(n_fits * d, indptr[-1]) < np.iinfo(np.int32).max else np.int64
-    indices = X.indices[gather].astype(index_type) + np.repeat(fits.astype(index_type) * d, lengths)
-    return indptr.astype(index_type), indices
+    indptr, indices = compact_index(gathered.indptr, gathered.indices, n_fits * d)
+    starts = indptr[fit_bounds(fits, n_fits)]
+    for k in range(1, n_fits):
+        indices[starts[k]:starts[k + 1]] += k * d
+    return indptr, indices
 
 
 @dataclass
@@ -109,7 +116,11 @@ class Prepared:
 
 
 def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -> Prepared:
-    """Propensities, keyed memberships and logging draws of every fit, and the lifted CSR."""
+    """Propensities, keyed memberships and logging draws of every fit, and the lifted CSR.
+
+    Memberships are sorted by fit k = f_index·R + r, then row, so each fit's lifted rows
+    are contiguous and touch one block of the (F, d) arrays (cache-friendly products).
+    """
     p = propensity(part.X @ xbar, m, mbar, settings.kernel)
     rows, fits, draws = [], [], []
     for fi, f in enumerate(settings.fractions):
@@ -119,8 +130,7 @@ def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -
         draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
     fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
     row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
-    by_fit = np.lexsort((row[a], fit[a]))  # the lifted rows of one fit touch one block of P: cache-friendly
-    indptr, indices = lift(part.X, row[a][by_fit], fit[a][by_fit], settings.n_fits)
+    indptr, indices = lift(part.X, row[a], fit[a], settings.n_fits)
     return Prepared(part, p, row, fit, a, indptr, indices, settings.n_fits)
 
 
@@ -154,8 +164,9 @@ def fit_sums(prep: Prepared) -> FitSums:
     d = part.n_features
     L = prep.lifted
     sx = (L.T @ ones(L.shape[0])).reshape(F, d)
-    xy = (L.T @ v[prep.a][np.lexsort((prep.row[prep.a], prep.fit[prep.a]))]).reshape(F, d)
-    c = (sp.csr_matrix((1.0 - a / p, (prep.fit, prep.row)), shape=(F, n)) @ part.X).toarray()
+    xy = (L.T @ v[prep.a]).reshape(F, d)
+    M = sp.csr_matrix((1.0 - a / p, prep.row, fit_bounds(prep.fit, F)), shape=(F, n))
+    c = (M @ part.X).toarray()
     population = np.array([n, part.visits.sum(), (part.visits ** 2).sum(), prep.p.sum(), (prep.p * part.visits).sum()])
     return FitSums(np.bincount(prep.fit, minlength=F).astype(np.float64), per_fit(a), per_fit(a * v),
                    per_fit(a * v / p), per_fit(a / p), sx, xy, c, population)

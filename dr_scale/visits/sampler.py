@@ -28,6 +28,8 @@ Keyed draws (``dr_scale.keyed_random``), all functions of (seed, purpose, keys, 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dr_scale import keyed_random
@@ -56,38 +58,44 @@ def propensity(t: np.ndarray, m: float, mbar: float, kernel: str = "density") ->
 
 
 def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int, fraction_index: int):
-    """(row positions, repetitions) of the (row, r) memberships with r < ``repetitions``, sorted by row.
+    """(row positions, repetitions) of the (row, r) memberships with r < ``repetitions``, sorted by (r, row).
 
     Geometric gaps of a Bernoulli(f) process over r, keyed by (seed, "subsample",
-    fraction_index, k, row_id); see the module docstring.
+    fraction_index, k, row_id); see the module docstring. Draw k is made for the rows
+    still below ``repetitions`` after k gaps only, one vectorised call per k.
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fractions must lie in (0, 1], got {fraction}")
-    n = row_id.shape[0]
-    position = np.full(n, -1, dtype=np.int64)
-    alive = np.arange(n)
-    rows, reps = [], []
+    alive = np.arange(row_id.shape[0])
+    ids = row_id
+    position = np.full(alive.shape[0], -1, dtype=np.int64)
     log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
+    rows, reps = [], []
     k = 0
     while alive.size:
-        u = keyed_random.uniform(row_id[alive], seed, "subsample", fraction_index, k)
-        gap = np.floor(np.log1p(-u) / log_q) + 1 if fraction < 1 else np.ones(alive.size)
-        position[alive] = position[alive] + np.minimum(gap, repetitions + 1).astype(np.int64)
-        alive = alive[position[alive] < repetitions]
+        if fraction < 1:
+            gap = np.floor(np.log1p(-keyed_random.uniform(ids, seed, "subsample", fraction_index, k)) / log_q) + 1
+            position = position + np.minimum(gap, repetitions + 1).astype(np.int64)
+        else:
+            position = position + 1
+        keep = position < repetitions
+        alive, ids, position = alive[keep], ids[keep], position[keep]
         rows.append(alive)
-        reps.append(position[alive])
+        reps.append(position)
         k += 1
     rows, reps = np.concatenate(rows), np.concatenate(reps)
-    order = np.lexsort((reps, rows))
+    order = np.lexsort((rows, reps))
     return rows[order], reps[order]
 
 
+@functools.lru_cache(maxsize=64)
+def _logging_streams(seed: int, fraction_index: int, repetitions: int) -> np.ndarray:
+    return np.array([keyed_random.key_words(seed, "logging", fraction_index, r) for r in range(repetitions)])
+
+
 def logging_actions(p: np.ndarray, row_id: np.ndarray, reps: np.ndarray, seed: int, fraction_index: int) -> np.ndarray:
-    """a = 1{uniform(seed, "logging", fraction_index, r; row_id) < p} for each membership."""
-    a = np.zeros(row_id.shape[0], dtype=bool)
-    order = np.argsort(reps, kind="stable")
-    bounds = np.flatnonzero(np.diff(reps[order])) + 1
-    for idx in np.split(order, bounds):
-        if idx.size:
-            a[idx] = keyed_random.bernoulli(p[idx], row_id[idx], seed, "logging", fraction_index, int(reps[idx[0]]))
-    return a
+    """a = 1{uniform(seed, "logging", fraction_index, r; row_id) < p} for each membership (one vectorised draw)."""
+    if reps.size == 0:
+        return np.zeros(0, dtype=bool)
+    streams = _logging_streams(seed, fraction_index, int(reps.max()) + 1)
+    return keyed_random.stream_uniform(row_id, streams[reps]) < p
