@@ -29,6 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Row-wise dot products Σ_j A_fj B_fj."""
+    return np.einsum("fd,fd->f", A, B)
+
+
 @dataclass
 class RidgeStats:
     """Sufficient statistics of F fits: counts (F,), Σx (F,d), diag Σx² (F,d), Σy (F,), Xᵀy (F,d)."""
@@ -58,38 +63,39 @@ def fit(gram: callable, stats: RidgeStats, lam: float, *, rtol: float = 1e-10, m
     mu = stats.sx / safe_n
     ybar = stats.sy / safe_n[:, 0]
 
-    def apply(P):
-        return gram(P) - mu * (n * np.einsum("fd,fd->f", mu, P))[:, None] + lam * P
-
     rhs = stats.xy - mu * stats.sy[:, None]
     inv_diag = 1.0 / (stats.sxx_diag - n[:, None] * mu * mu + lam)
     W = np.zeros_like(rhs)
     R = rhs.copy()
     Z = inv_diag * R
     P = Z.copy()
-    rz = np.einsum("fd,fd->f", R, Z)
-    target = rtol * np.linalg.norm(rhs, axis=1)
-    active = np.linalg.norm(R, axis=1) > target
+    scratch = np.empty_like(R)  # the (F, d) updates run in place: no fresh 24 MB arrays per iteration
+    rz = _rowdot(R, Z)
+    target = rtol * np.sqrt(_rowdot(rhs, rhs))
+    active = np.sqrt(_rowdot(R, R)) > target
     it = 0
     while active.any() and it < max_iter:
         it += 1
         if progress:
             print(f"\rridge: CG pass {it}, {int(active.sum())} of {active.size} fits not yet converged  ",
                   end="", file=sys.stderr, flush=True)
-        Q = apply(P)
-        pq = np.einsum("fd,fd->f", P, Q)
-        alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
-        W += alpha[:, None] * P
-        R -= alpha[:, None] * Q
-        active &= np.linalg.norm(R, axis=1) > target
-        Z = inv_diag * R
-        rz_new = np.einsum("fd,fd->f", R, Z)
+        Q = gram(P)  # then Q = (X_SᵀX_S − n μμᵀ + λI) P
+        Q -= np.multiply(mu, (n * _rowdot(mu, P))[:, None], out=scratch)
+        Q += np.multiply(P, lam, out=scratch)
+        alpha = np.where(active, rz / np.where(active, _rowdot(P, Q), 1.0), 0.0)
+        W += np.multiply(P, alpha[:, None], out=scratch)
+        R -= np.multiply(Q, alpha[:, None], out=scratch)
+        active &= np.sqrt(_rowdot(R, R)) > target
+        np.multiply(inv_diag, R, out=Z)
+        rz_new = _rowdot(R, Z)
         beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
-        P = np.where(active[:, None], Z + beta[:, None] * P, 0.0)
+        P *= beta[:, None]
+        P += Z
+        P[~active] = 0.0
         rz = rz_new
     if progress:
         print(file=sys.stderr)
-    intercept = np.where(n > 0, ybar - np.einsum("fd,fd->f", mu, W), 0.0)
+    intercept = np.where(n > 0, ybar - _rowdot(mu, W), 0.0)
     return RidgeFit(W, intercept, it, ~active)
 
 
