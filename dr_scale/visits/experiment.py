@@ -21,7 +21,8 @@ after the fits. The passes over the parts (held in Dask memory, :mod:`.passes`):
 4. the sums above, per fit: |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p and the (F, d)
    matrices Σ a x, Σ a v x (products with the lifted CSR) and c_k (a sparse
    product M X with M the (F, n) matrix of the weights 1 − a_i/p_i);
-5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR;
+5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR
+   (after step 4 only L is kept in memory: the memberships are freed);
 6. the ridge fits' R² on all rows (first repetition of each fraction).
 """
 
@@ -172,9 +173,13 @@ def fit_sums(prep: Prepared) -> FitSums:
                    per_fit(a * v / p), per_fit(a / p), sx, xy, c, population)
 
 
-def lifted_gram(prep: Prepared, P: np.ndarray) -> np.ndarray:
-    """Σ over this part's sampled memberships of x_i (x_i · P_k), as an (F, d) array."""
-    L = prep.lifted
+def sampled_lifted(prep: Prepared) -> sp.csr_matrix:
+    """The lifted CSR L of the sampled memberships alone: all that the ridge passes need."""
+    return prep.lifted
+
+
+def lifted_gram(L: sp.csr_matrix, P: np.ndarray) -> np.ndarray:
+    """Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), as an (F, d) array."""
     return (L.T @ (L @ P.ravel())).reshape(P.shape)
 
 
@@ -260,9 +265,11 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
     prepared = parts.derive(prepare, comp.vector, m, mbar, settings, progress=progress)
     sums = prepared.sum(fit_sums)
+    lifted = prepared.derive(sampled_lifted)
+    del prepared  # frees the memberships, draws and propensities: ~50 bytes per row
     lap("subsamples")
     stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
-    fitted = ridge.fit(lambda P: prepared.sum(lifted_gram, P), stats, settings.lam, rtol=settings.rtol,
+    fitted = ridge.fit(lambda P: lifted.sum(lifted_gram, P), stats, settings.lam, rtol=settings.rtol,
                        max_iter=settings.max_iter, progress=progress)
     lap("ridge")
     size = sums.n
