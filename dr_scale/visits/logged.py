@@ -35,9 +35,10 @@ def logging_draw(part: VisitsPart, xbar, m: float, mbar: float, seed: int, repet
 
 def full_data_sums(part: VisitsPart, xbar, m, mbar, coef, intercept, seed: int = 0) -> np.ndarray:
     """[n, Σ a v/p, Σ (ρ̂ + a (v − ρ̂)/p)] with ρ̂ = intercept + coef·x."""
-    both = part.X @ np.column_stack([xbar, coef])  # t and x·w in one pass over the CSR
-    p, a = logging_draw(part, xbar, m, mbar, seed, t=both[:, 0])
-    rho = both[:, 1] + intercept
+    X = part.X
+    # two mat-vecs: scipy's one-vector product is ~4× faster than its two-column one (measured)
+    p, a = logging_draw(part, xbar, m, mbar, seed, t=X @ xbar)
+    rho = X @ coef + intercept
     w = a / p
     return np.array([len(part), np.sum(w * part.visits), np.sum(rho + w * (part.visits - rho))])
 
