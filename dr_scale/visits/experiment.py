@@ -154,6 +154,13 @@ class FitSums:
 
 
 def fit_sums(prep: Prepared) -> FitSums:
+    """The per-fit sums of one part.
+
+    c_k = Σ_{S_k, a=0} x_i + Σ_{S_k, a=1} (1 − 1/p_i) x_i: the first term is a sparse
+    product M₀X with M₀ the (F, n) indicator of the unsampled memberships (scipy's
+    sparse-sparse product, the costliest step, so it runs over the unsampled rows only),
+    the second a product with the lifted CSR L of the sampled ones, like Σ a x and Σ a v x.
+    """
     part, F = prep.part, prep.n_fits
     v, p = part.visits[prep.row], prep.p[prep.row]
     a = prep.a.astype(np.float64)
@@ -166,8 +173,9 @@ def fit_sums(prep: Prepared) -> FitSums:
     L = prep.lifted
     sx = (L.T @ ones(L.shape[0])).reshape(F, d)
     xy = (L.T @ v[prep.a]).reshape(F, d)
-    M = sp.csr_matrix((1.0 - a / p, prep.row, fit_bounds(prep.fit, F)), shape=(F, n))
-    c = (M @ part.X).toarray()
+    unsampled = ~prep.a
+    M0 = binary_csr(*compact_index(fit_bounds(prep.fit[unsampled], F), prep.row[unsampled], n), n)
+    c = (M0 @ part.X).toarray() + (L.T @ (1.0 - 1.0 / p[prep.a])).reshape(F, d)
     population = np.array([n, part.visits.sum(), (part.visits ** 2).sum(), prep.p.sum(), (prep.p * part.visits).sum()])
     return FitSums(np.bincount(prep.fit, minlength=F).astype(np.float64), per_fit(a), per_fit(a * v),
                    per_fit(a * v / p), per_fit(a / p), sx, xy, c, population)
