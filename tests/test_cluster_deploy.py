@@ -18,7 +18,7 @@ from pathlib import Path
 
 import dask.config
 import pytest
-import tomllib
+from dr_scale.tomlcompat import tomllib
 import yaml
 
 from dr_scale.cli import COMMANDS, build_parser

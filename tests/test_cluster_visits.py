@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import tomllib
+from dr_scale.tomlcompat import tomllib
 
 from dr_scale.visits.generate import generate_visits
 from dr_scale.visits.job import run as run_visits

@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-import tomllib
+from dr_scale.tomlcompat import tomllib
 import yaml
 
 from dr_scale.cli import build_parser

@@ -276,7 +276,7 @@ def test_schema_drift_in_metadata_is_a_bad_partition(tmp_path):
 def test_yaml_policies_file_equals_toml(tmp_path):
     import yaml
 
-    import tomllib
+    from dr_scale.tomlcompat import tomllib
 
     data = tomllib.loads(Path(POLICIES).read_text())
     data["reward_model"] = MODEL

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 
 from dr_scale.commands.common import add_compute_options
 from dr_scale.compute import dask_session
+from dr_scale.tomlcompat import tomllib
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: job kind -> "module:function"
 JOBS: dict[str, str] = {}

@@ -16,17 +16,13 @@ TOML (or YAML, same keys)::
 from __future__ import annotations
 
 import posixpath
-import sys
 from dataclasses import dataclass
 
 from dr_scale.atomic import url_to_fs
 from dr_scale.estimators import ESTIMATORS
 from dr_scale.policies import parse_policy
+from dr_scale.tomlcompat import tomllib
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).
 DEFAULT_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR")
