@@ -14,7 +14,7 @@ import posixpath
 import numpy as np
 import pandas as pd
 
-from dr_scale.atomic import atomic_write, url_to_fs
+from dr_scale.atomic import atomic_write_all, url_to_fs
 from dr_scale.classification.datasets import NAMES
 
 _T2 = {
@@ -162,7 +162,8 @@ def bar_plot(table: pd.DataFrame, panels: list[tuple[str, list[str]]], title: st
 def write_report(folder: str, stem: str, summary: pd.DataFrame, table: pd.DataFrame, records: list[dict],
                  checks: dict, meta: dict, plot_panels, title: str, storage_options: dict | None = None) -> list[str]:
     """Write STEM.csv (table beside the paper), STEM_summary.csv, STEM_repetitions.csv, STEM.json,
-    STEM.md and STEM.png into ``folder``, each atomically; returns the paths."""
+    STEM.md and STEM.png into ``folder``; all are staged before any is renamed into place
+    (``atomic_write_all``), so a failure leaves the previous report whole. Returns the paths."""
     fs, root = url_to_fs(folder, storage_options)
     files = {
         f"{stem}.csv": table.to_csv(index=False),
@@ -177,12 +178,9 @@ def write_report(folder: str, stem: str, summary: pd.DataFrame, table: pd.DataFr
                        + f"![{stem}]({stem}.png)\n"),
         f"{stem}.png": bar_plot(table, plot_panels, title),
     }
-    paths = []
-    for name, data in files.items():
-        path = posixpath.join(root, name)
-        atomic_write(fs, path, data)
-        paths.append(path)
-    return paths
+    staged = {posixpath.join(root, name): data for name, data in files.items()}
+    atomic_write_all(fs, staged)
+    return list(staged)
 
 
 def _jsonable(value):
