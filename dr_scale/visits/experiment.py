@@ -19,8 +19,9 @@ after the fits. The passes over the parts (held in Dask memory, :mod:`.passes`):
    together with a "lifted" CSR of the sampled memberships whose row for (i, k) holds
    x_i in the column block k (columns k·d … k·d + d − 1);
 4. the sums above, per fit: |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p and the (F, d)
-   matrices Σ a x, Σ a v x (products with the lifted CSR) and c_k (a sparse
-   product M X with M the (F, n) matrix of the weights 1 − a_i/p_i);
+   matrices Σ a x, Σ a v x (products with the lifted CSR L) and
+   c_k = Σ_{S_k, a=0} x_i + Σ_{S_k, a=1} (1 − 1/p_i) x_i (a sparse product M₀X with
+   M₀ the (F, n) indicator of the unsampled memberships, plus a product with L);
 5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR
    (after step 4 only L is kept in memory: the memberships are freed);
 6. the ridge fits' R² on all rows (first repetition of each fraction).
