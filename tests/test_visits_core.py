@@ -8,6 +8,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.stats import norm
 
+from dr_scale import keyed_random
 from dr_scale.visits import ridge
 from dr_scale.visits.data import part_from_arrays
 from dr_scale.visits.passes import PartSet
@@ -78,6 +79,10 @@ def test_logging_draws_are_bernoulli_p_and_keyed_by_repetition():
     # the draw of a row depends on its repetition, not on the other rows
     sub = slice(1000, 1100)
     np.testing.assert_array_equal(logging_actions(p[sub], row_id[sub], reps[sub], 1, 0), a[sub])
+    # one vectorised draw with per-row stream keys equals one keyed draw per repetition
+    for r in range(3):
+        np.testing.assert_array_equal(a[reps == r], keyed_random.bernoulli(p[reps == r], row_id[reps == r], 1,
+                                                                           "logging", 0, r))
 
 
 # -- principal component -------------------------------------------------------------------------
