@@ -143,17 +143,57 @@ def compute(*collections, client=None, progress: bool = False):
     job leaves no partial output.
     """
     if client is None:
-        with _local_pool() as pool, threadpool_limits(limits=1, user_api="blas"), \
-                (_progress_bar() if progress else contextlib.nullcontext()):
+        with _local_scheduler(progress) as pool:
             return dask.compute(*collections, scheduler="threads", pool=pool)
     futures = client.compute(list(collections))
-    try:
-        if progress:
-            from distributed import progress as show_progress
-
-            with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
-                show_progress(futures, scheduler=client.scheduler.address)  # our client need not be the default
+    with _cancel_on_interrupt(client, futures):
+        _show_progress(client, futures, progress)
         return tuple(client.gather(futures))
+
+
+def persist(*collections, client=None, progress: bool = False) -> list:
+    """Persist Dask collections: computed into local memory, or kept in the cluster workers' memory.
+
+    The same scheduler settings, progress and interruption handling as :func:`compute`;
+    returns once every piece is in memory (task errors are raised here).
+    """
+    if client is None:
+        with _local_scheduler(progress) as pool:
+            return list(dask.persist(*collections, scheduler="threads", pool=pool))
+    from distributed import futures_of, wait
+
+    persisted = client.persist(list(collections))
+    futures = futures_of(persisted)
+    with _cancel_on_interrupt(client, futures):
+        _show_progress(client, futures, progress)
+        wait(futures)
+        for future in futures:
+            if future.status == "error":
+                future.result()  # raises the task's exception
+    return list(persisted)
+
+
+@contextlib.contextmanager
+def _local_scheduler(progress: bool):
+    """The local threaded scheduler's pool, single-threaded BLAS inside tasks, a progress bar."""
+    with _local_pool() as pool, threadpool_limits(limits=1, user_api="blas"), \
+            (_progress_bar() if progress else contextlib.nullcontext()):
+        yield pool
+
+
+def _show_progress(client, futures, progress: bool) -> None:
+    if progress:
+        from distributed import progress as show_progress
+
+        with contextlib.redirect_stdout(sys.stderr):  # distributed draws its bar on stdout
+            show_progress(futures, scheduler=client.scheduler.address)  # our client need not be the default
+
+
+@contextlib.contextmanager
+def _cancel_on_interrupt(client, futures):
+    """Cancel the cluster's work for ``futures`` if the block is interrupted or fails."""
+    try:
+        yield
     except BaseException:
         with contextlib.suppress(Exception):
             client.cancel(futures)

@@ -14,6 +14,7 @@ import posixpath
 import sys
 import time
 
+from dr_scale.commands.common import storage_options
 from dr_scale.visits import generate as gen
 from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
 from dr_scale.visits.outputs import write_outputs
@@ -52,11 +53,12 @@ def run(config: dict, client=None, progress: bool = False) -> int:
                         seed=int(c["seed"]), lam=float(c["lam"]), kernel=str(c["kernel"]), rtol=float(c["rtol"]))
     data = c["data"] or embedded_dataset(int(c["rows"]), int(c["features"]), int(c["seed"]), c["cache"], client,
                                          progress)
+    options = c["storage_options"] or storage_options()  # credentials: job file, else the environment
     start = time.perf_counter()
-    parts = load_parts(data, c["storage_options"] or None, client=client, progress=progress)
+    parts = load_parts(data, options or None, client=client, progress=progress)
     result = run_experiment(parts, settings, progress=progress)
     result.timings["total"] = round(time.perf_counter() - start, 3)
-    written = write_outputs(result, c["out"], data=data, storage_options=c["storage_options"] or None)
+    written = write_outputs(result, c["out"], data=data, storage_options=options or None)
     print_summary(result)
     print(f"wrote {', '.join(posixpath.basename(w) for w in written)} to {c['out']}", file=sys.stderr)
     return 0

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dr_scale.atomic import atomic_write, url_to_fs  # noqa: E402
+from dr_scale.atomic import atomic_write_all, url_to_fs  # noqa: E402
 from dr_scale.visits.generate import TARGETS  # noqa: E402
 
 PAPER = {"mean_rmse_reduction": 0.136, "reduction_range": (0.10, 0.20)}
@@ -112,9 +112,6 @@ def write_outputs(result, out: str, *, data: str = "", storage_options: dict | N
         "bias.png": _panel(res["per_fraction"], "bias", result.truth),
         "summary.md": summary_markdown(res),
     }
-    written = []
-    for name, content in files.items():
-        path = posixpath.join(root, name)
-        atomic_write(fs, path, content)
-        written.append(path)
-    return written
+    staged = {posixpath.join(root, name): content for name, content in files.items()}
+    atomic_write_all(fs, staged)  # all staged before any is renamed: a failure keeps the old results whole
+    return list(staged)

@@ -9,11 +9,10 @@ function over the parts and tree-reduces the results with ``+``.
 
 from __future__ import annotations
 
-import sys
 
 import dask
 
-from dr_scale.compute import compute
+from dr_scale.compute import compute, persist
 
 SPLIT_EVERY = 8
 #: Tasks per summing pass (each sums a group of parts in sequence).
@@ -40,27 +39,6 @@ def tree_sum(items: list, split_every: int = SPLIT_EVERY):
     return items[0]
 
 
-def persist(objects: list, client=None, progress: bool = False) -> list:
-    """Persist delayed objects: in local memory (threaded scheduler) or on the cluster's workers."""
-    if client is not None:
-        from distributed import futures_of
-
-        persisted = client.persist(objects)
-        if progress:
-            from distributed import progress as show_progress
-
-            show_progress(futures_of(persisted))
-            print(file=sys.stderr)
-        client.gather(client.compute([dask.delayed(_ready)(p) for p in persisted]))  # wait; raise task errors
-        return list(persisted)
-    if progress:
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar(out=sys.stderr):
-            return list(dask.persist(*objects, scheduler="threads"))
-    return list(dask.persist(*objects, scheduler="threads"))
-
-
 class PartSet:
     """Persisted per-part objects and the passes over them."""
 
@@ -70,7 +48,8 @@ class PartSet:
     @classmethod
     def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False) -> "PartSet":
         """Persist ``make(*args)`` for each part's arguments."""
-        return cls(persist([dask.delayed(make, pure=True)(*a) for a in args_per_part], client, progress), client)
+        return cls(persist(*[dask.delayed(make, pure=True)(*a) for a in args_per_part], client=client,
+                           progress=progress), client)
 
     def map(self, fn, *args) -> list:
         """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
@@ -93,7 +72,7 @@ class PartSet:
 
     def derive(self, fn, *args, progress: bool = False) -> "PartSet":
         """A new persisted PartSet of ``fn(part, *args)``."""
-        return PartSet(persist(self.map(fn, *args), self.client, progress), self.client)
+        return PartSet(persist(*self.map(fn, *args), client=self.client, progress=progress), self.client)
 
 
 def _share(args) -> list:
@@ -106,10 +85,6 @@ def _sum_group(fn, args, *parts):
     for part in parts[1:]:
         total = _add(total, fn(part, *args))
     return total
-
-
-def _ready(_) -> None:
-    return None
 
 
 def _is_large(a) -> bool:
