@@ -166,7 +166,8 @@ def persist(*collections, client=None, progress: bool = False) -> list:
     futures = futures_of(persisted)
     with _cancel_on_interrupt(client, futures):
         _show_progress(client, futures, progress)
-        wait(futures)
+        with client.as_current():  # ``wait`` asks for the current client; ours need not be the default
+            wait(futures)
         for future in futures:
             if future.status == "error":
                 future.result()  # raises the task's exception

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from distributed.protocol.pickle import dumps
 
@@ -129,3 +130,21 @@ def test_task_graph_does_not_carry_the_data(example_log, tmp_path):
           f"({N_PARTS} parts; the Parquet data grew by {data_growth} bytes)")
     assert abs(big_graph - small_graph) <= 64  # a few bytes of pickle framing at most
     assert data_growth > 10 * 64
+
+
+def _boom(_):
+    raise RuntimeError("task failed on a worker")
+
+
+@pytest.mark.timeout(120)
+def test_persist_with_a_client_that_is_not_the_default(dask_cluster):
+    """The Python API's own client (set_as_default=False) persists, waits and raises task errors."""
+    import dask
+
+    from dr_scale.compute import compute, persist
+
+    with dask_cluster.client() as client:
+        pieces = persist(*[dask.delayed(np.arange)(n) for n in (3, 5)], client=client, progress=True)
+        assert compute(*[dask.delayed(len)(p) for p in pieces], client=client) == (3, 5)
+        with pytest.raises(RuntimeError, match="task failed on a worker"):
+            persist(dask.delayed(_boom)(0), client=client)
