@@ -104,17 +104,12 @@ def run_evaluation(config: dict, client=None, progress: bool = False) -> int:
                 tasks.append(dask.delayed(_evaluation_block)(prepared, list(reps), options, fs, path))
     records = _run(tasks, done, client, progress)
     summary = evaluation_experiment.summarize(records)
-    table = reports.evaluation_table(summary)
-    checks = reports.evaluation_checks(summary)
-    meta = _meta(options, started, len(tasks), len(done),
-                 "Table 2: policy evaluation (bias and rmse of the classification-error estimates of a DLM policy)")
-    paths = reports.write_report(str(options["output"]), "table2", summary, table, records, checks, meta,
-                                 [("|bias|", ["bias (IPS)", "bias (DR)", "bias (DM)"]),
-                                  ("rmse", ["rmse (IPS)", "rmse (DR)", "rmse (DM)"])],
-                                 "Policy evaluation on classification data (paper Table 2 / Fig. class-eval)",
-                                 options.get("storage_options"))
-    _announce(paths, checks, meta)
-    return 0
+    return _finish(options, started, tasks, done, records, summary, "table2",
+                   reports.evaluation_table(summary), reports.evaluation_checks(summary),
+                   "Table 2: policy evaluation (bias and rmse of the classification-error estimates of a DLM policy)",
+                   [("|bias|", ["bias (IPS)", "bias (DR)", "bias (DM)"]),
+                    ("rmse", ["rmse (IPS)", "rmse (DR)", "rmse (DM)"])],
+                   "Policy evaluation on classification data (paper Table 2 / Fig. class-eval)")
 
 
 def run_optimization(config: dict, client=None, progress: bool = False) -> int:
@@ -135,15 +130,20 @@ def run_optimization(config: dict, client=None, progress: bool = False) -> int:
                 tasks.append(dask.delayed(_optimization_task)(name, rep, options, fs, path))
     records = _run(tasks, done, client, progress)
     summary = optimization_experiment.summarize(records)
-    table = reports.optimization_table(summary)
-    checks = reports.optimization_checks(summary)
-    meta = _meta(options, started, len(tasks), len(done),
-                 "Table 3: policy optimization (mean test error over repetitions)")
-    paths = reports.write_report(str(options["output"]), "table3", summary, table, records, checks, meta,
-                                 [("test error", ["IPS (DLM)", "DR (DLM)", "Offset Tree"]),
-                                  ("test error", ["IPS (FT)", "DR (FT)", "Offset Tree"])],
-                                 "Policy optimization on classification data (paper Table 3 / Fig. class-opt)",
-                                 options.get("storage_options"))
+    return _finish(options, started, tasks, done, records, summary, "table3",
+                   reports.optimization_table(summary), reports.optimization_checks(summary),
+                   "Table 3: policy optimization (mean test error over repetitions)",
+                   [("test error", ["IPS (DLM)", "DR (DLM)", "Offset Tree"]),
+                    ("test error", ["IPS (FT)", "DR (FT)", "Offset Tree"])],
+                   "Policy optimization on classification data (paper Table 3 / Fig. class-opt)")
+
+
+def _finish(options: dict, started: float, tasks: list, done: list, records: list[dict], summary, stem: str,
+            table, checks: dict, description: str, plot_panels, title: str) -> int:
+    """Write the report (tables beside the paper's, checks, plots) and say where it went."""
+    meta = _meta(options, started, len(tasks), len(done), description)
+    paths = reports.write_report(str(options["output"]), stem, summary, table, records, checks, meta,
+                                 plot_panels, title, options.get("storage_options"))
     _announce(paths, checks, meta)
     return 0
 
