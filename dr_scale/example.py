@@ -92,6 +92,15 @@ def write_example(out: str, seed: int = 0, storage_options: dict | None = None) 
     return truth
 
 
+def write_example_parts(out: str, n_parts: int, seed: int = 0) -> float:
+    """Write the example as one undated log of ``n_parts`` parts (``out/logs``) and ``out/model.npz``."""
+    table, model, truth = make_example(seed)
+    write_log(table.drop_columns(["date"]), posixpath.join(out, "logs"), n_parts=n_parts,
+              n_features=N_FEATURES, n_actions=N_ACTIONS)
+    model.save(posixpath.join(out, "model.npz"))
+    return truth
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="dr_scale/data/example")

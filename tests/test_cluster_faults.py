@@ -40,14 +40,10 @@ def slow_policy(X, row_id):
 @pytest.fixture(scope="module")
 def many_parts(tmp_path_factory):
     """The example's 14,000 rows in 80 parts, and its reward model."""
-    from dr_scale.example import N_ACTIONS, N_FEATURES, make_example
-    from dr_scale.logdata import write_log
+    from dr_scale.example import write_example_parts
 
-    table, model, _ = make_example(seed=5)
     root = tmp_path_factory.mktemp("many-parts")
-    write_log(table.drop_columns(["date"]), str(root / "logs"), n_parts=N_PARTS,
-              n_features=N_FEATURES, n_actions=N_ACTIONS)
-    model.save(str(root / "model.npz"))
+    write_example_parts(str(root), N_PARTS, seed=5)
     return root
 
 

@@ -21,7 +21,7 @@ from distributed.protocol.pickle import dumps
 
 from dr_scale.estimators import ESTIMATORS
 from dr_scale.evaluation import Evaluation, evaluate_log, log_states, reduce_states
-from dr_scale.example import N_ACTIONS, N_FEATURES, make_example
+from dr_scale.example import N_ACTIONS, N_FEATURES, make_example, write_example_parts
 from dr_scale.logdata import write_log
 from dr_scale.reward_models import LinearRewardModel
 
@@ -32,11 +32,8 @@ N_PARTS = 8
 @pytest.fixture(scope="module")
 def example_log(tmp_path_factory):
     """The example's 14,000 rows as an 8-part log plus its reward model, in a folder every worker reads."""
-    table, model, _ = make_example(seed=3)
     root = tmp_path_factory.mktemp("cluster-log")
-    write_log(table.drop_columns(["date"]), str(root / "logs"), n_parts=N_PARTS,
-              n_features=N_FEATURES, n_actions=N_ACTIONS)
-    model.save(str(root / "model.npz"))
+    write_example_parts(str(root), N_PARTS, seed=3)
     return root
 
 

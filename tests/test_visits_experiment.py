@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.linalg
-import scipy.sparse as sp
 from scipy.stats import norm
 
 from dr_scale.cli import main
