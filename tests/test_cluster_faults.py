@@ -109,7 +109,10 @@ def test_unreachable_scheduler_is_a_clear_error_not_a_hang(tmp_path):
 
 def interrupt_when_running(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
     """Run ``cmd``; once its progress bar shows, send SIGINT (Ctrl-C); return how it ended."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # A job started in the background of a non-interactive shell inherits SIGINT *ignored*, which
+    # Python then keeps: give the child the default disposition, as a terminal's Ctrl-C would find it.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     err = bytearray()
 
     def read_stderr():  # the only reader of the pipe: everything the process writes lands in ``err``
