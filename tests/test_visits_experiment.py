@@ -10,6 +10,7 @@ distributed LocalCluster; and through the command line.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from dr_scale.estimators import IPS, DoublyRobust
 from dr_scale.logdata import features_to_csr, write_parquet
 from dr_scale.visits.experiment import Settings, load_parts, run_experiment
 from dr_scale.visits.generate import generate_visits
+from dr_scale.visits.passes import Spilled, spill_folder
 from dr_scale.visits.sampler import logging_actions, memberships
 
 ROWS, FEATURES = 4000, 200
@@ -106,6 +108,20 @@ def test_identical_for_one_and_eight_parts(visits_sets, result_one):
     np.testing.assert_array_equal(eight.sampled, result_one.sampled)
     np.testing.assert_allclose(eight.ips, result_one.ips, rtol=1e-12)
     np.testing.assert_allclose(eight.dr, result_one.dr, rtol=1e-9)
+
+
+def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, tmp_path):
+    with spill_folder(str(tmp_path)) as folder:
+        parts = load_parts(visits_sets[1], spill=folder)
+        assert all(isinstance(p.compute(), Spilled) for p in parts.parts)  # handles, not arrays, in memory
+        spilled = run_experiment(parts, SETTINGS)
+        assert len(os.listdir(folder)) == 2 * 8  # each part's CSR and its sampled memberships' lifted CSR
+    assert os.listdir(tmp_path) == []  # the spill folder is removed
+    memory = run_experiment(load_parts(visits_sets[1]), SETTINGS)
+    np.testing.assert_array_equal(spilled.subsample_size, memory.subsample_size)
+    np.testing.assert_array_equal(spilled.ips, memory.ips)
+    np.testing.assert_array_equal(spilled.dr, memory.dr)
+    np.testing.assert_allclose(spilled.dr, result_one.dr, rtol=1e-9)
 
 
 def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):

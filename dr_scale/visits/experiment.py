@@ -37,7 +37,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.visits import ridge
-from dr_scale.visits.data import VisitsPart, binary_csr, compact_index, ones, read_visits_part, visits_parts
+from dr_scale.visits.data import (
+    VisitsPart,
+    binary_csr,
+    compact_index,
+    read_visits_part,
+    visits_parts,
+)
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
@@ -100,40 +106,16 @@ def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> t
 
 
 @dataclass
-class Prepared:
-    """A part with its propensities, memberships (i, k), draws a and lifted CSR of the sampled ones."""
+class Lifted:
+    """The lifted CSR L of one part's sampled memberships: the row of (i, k) holds x_i in column block k."""
 
-    part: VisitsPart
-    p: np.ndarray  # (n,) propensities
-    row: np.ndarray  # (M,) row positions of the memberships
-    fit: np.ndarray  # (M,) fit index k
-    a: np.ndarray  # (M,) logging draws
-    lifted_indptr: np.ndarray
-    lifted_indices: np.ndarray
-    n_fits: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    n_cols: int
 
     @property
-    def lifted(self) -> sp.csr_matrix:
-        return binary_csr(self.lifted_indptr, self.lifted_indices, self.n_fits * self.part.n_features)
-
-
-def prepare(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -> Prepared:
-    """Propensities, keyed memberships and logging draws of every fit, and the lifted CSR.
-
-    Memberships are sorted by fit k = f_index·R + r, then row, so each fit's lifted rows
-    are contiguous and touch one block of the (F, d) arrays (cache-friendly products).
-    """
-    p = propensity(part.X @ xbar, m, mbar, settings.kernel)
-    rows, fits, draws = [], [], []
-    for fi, f in enumerate(settings.fractions):
-        r, rep = memberships(part.row_id, f, settings.repetitions, settings.seed, fi)
-        rows.append(r)
-        fits.append(fi * settings.repetitions + rep)
-        draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
-    fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
-    row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
-    indptr, indices = lift(part.X, row[a], fit[a], settings.n_fits)
-    return Prepared(part, p, row, fit, a, indptr, indices, settings.n_fits)
+    def matrix(self) -> sp.csr_matrix:
+        return binary_csr(self.indptr, self.indices, self.n_cols)
 
 
 @dataclass
@@ -153,42 +135,71 @@ class FitSums:
     def __add__(self, other: "FitSums") -> "FitSums":
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
 
+    def __iadd__(self, other: "FitSums") -> "FitSums":
+        for k in self.__dataclass_fields__:
+            np.add(getattr(self, k), getattr(other, k), out=getattr(self, k))
+        return self
 
-def fit_sums(prep: Prepared) -> FitSums:
-    """The per-fit sums of one part.
 
-    c_k = Σ_{S_k, a=0} x_i + Σ_{S_k, a=1} (1 − 1/p_i) x_i: the first term is a sparse
-    product M₀X with M₀ the (F, n) indicator of the unsampled memberships (scipy's
-    sparse-sparse product, the costliest step, so it runs over the unsampled rows only),
-    the second a product with the lifted CSR L of the sampled ones, like Σ a x and Σ a v x.
+#: Memberships per block of the lifted product in :func:`fit_sums` (a block's CSR: ~4 B per active feature).
+SUM_BLOCK = 100_000
+
+
+def subsample_part(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -> tuple[FitSums, Lifted]:
+    """One part's propensities, keyed memberships (i, k) and draws a of every fit → its per-fit sums and L.
+
+    Memberships are sorted by fit k = f_index·R + r, then row, so each fit's lifted rows
+    are contiguous and touch one block of the (F, d) arrays (cache-friendly products).
+    Only L, the sampled memberships' lifted CSR, is kept for the ridge passes.
     """
-    part, F = prep.part, prep.n_fits
-    v, p = part.visits[prep.row], prep.p[prep.row]
-    a = prep.a.astype(np.float64)
-    n = part.row_id.shape[0]
+    p = propensity(part.X @ xbar, m, mbar, settings.kernel)
+    rows, fits, draws = [], [], []
+    for fi, f in enumerate(settings.fractions):
+        r, rep = memberships(part.row_id, f, settings.repetitions, settings.seed, fi)
+        rows.append(r)
+        fits.append(fi * settings.repetitions + rep)
+        draws.append(logging_actions(p[r], part.row_id[r], rep, settings.seed, fi))
+    fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
+    row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
+    F = settings.n_fits
+    return fit_sums(part, p, row, fit, a, F), Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features)
+
+
+def fit_sums(part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray, a: np.ndarray, n_fits: int) -> FitSums:
+    """The per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit.
+
+    The (F, d) sums c_k = Σ_{S_k} (1 − a_i/p_i) x_i, Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i
+    are one product Lᵀ W of the lifted CSR of *all* memberships with the (M, 3) weights
+    W = [1 − a/p, a, a v], taken over blocks of whole fits of about ``SUM_BLOCK``
+    memberships (a block's columns are its own fits' d-blocks, so it is built and summed
+    into its slice of the result without ever holding the whole lifted matrix).
+    """
+    v, pm = part.visits[row], p[row]
+    af = a.astype(np.float64)
+    W = np.column_stack([1.0 - af / pm, af, af * v])
+    d, bounds = part.n_features, fit_bounds(fit, n_fits)
+    out = np.zeros((3, n_fits * d))
+    k0 = 0
+    while k0 < n_fits:
+        k1 = min(n_fits, max(k0 + 1, int(np.searchsorted(bounds, bounds[k0] + SUM_BLOCK, side="right")) - 1))
+        lo, hi = bounds[k0], bounds[k1]
+        if hi > lo:
+            block = binary_csr(*lift(part.X, row[lo:hi], fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
+            out[:, k0 * d:k1 * d] += (block.T @ W[lo:hi]).T
+        k0 = k1
+    c, sx, xy = out.reshape(3, n_fits, d)
 
     def per_fit(weights):
-        return np.bincount(prep.fit, weights=weights, minlength=F).astype(np.float64)
+        return np.bincount(fit, weights=weights, minlength=n_fits).astype(np.float64)
 
-    d = part.n_features
-    L = prep.lifted
-    sx = (L.T @ ones(L.shape[0])).reshape(F, d)
-    xy = (L.T @ v[prep.a]).reshape(F, d)
-    unsampled = ~prep.a
-    M0 = binary_csr(*compact_index(fit_bounds(prep.fit[unsampled], F), prep.row[unsampled], n), n)
-    c = (M0 @ part.X).toarray() + (L.T @ (1.0 - 1.0 / p[prep.a])).reshape(F, d)
-    population = np.array([n, part.visits.sum(), (part.visits ** 2).sum(), prep.p.sum(), (prep.p * part.visits).sum()])
-    return FitSums(np.bincount(prep.fit, minlength=F).astype(np.float64), per_fit(a), per_fit(a * v),
-                   per_fit(a * v / p), per_fit(a / p), sx, xy, c, population)
+    population = np.array([len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()])
+    return FitSums(per_fit(None), per_fit(af), per_fit(af * v), per_fit(af * v / pm), per_fit(af / pm), sx, xy, c,
+                   population)
 
 
-def sampled_lifted(prep: Prepared) -> sp.csr_matrix:
-    """The lifted CSR L of the sampled memberships alone: all that the ridge passes need."""
-    return prep.lifted
-
-
-def lifted_gram(L: sp.csr_matrix, P: np.ndarray) -> np.ndarray:
+def lifted_gram(lifted: Lifted, P: np.ndarray) -> np.ndarray:
     """Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), as an (F, d) array."""
+    L = lifted.matrix
     return (L.T @ (L @ P.ravel())).reshape(P.shape)
 
 
@@ -244,10 +255,10 @@ def _stage(progress: bool, message: str) -> None:
 
 
 def load_parts(url: str, storage_options: dict | None = None, n_features: int | None = None, client=None,
-               progress: bool = False) -> PartSet:
-    """Read every part once into Dask memory (local process or cluster workers)."""
+               progress: bool = False, spill: str | None = None) -> PartSet:
+    """Read every part once into Dask memory (local process or cluster workers) or a local ``spill`` folder."""
     fs, paths, d = visits_parts(url, storage_options, n_features)
-    return PartSet.build(read_visits_part, [(fs, p, d) for p in paths], client, progress)
+    return PartSet.build(read_visits_part, [(fs, p, d) for p in paths], client, progress, spill)
 
 
 def fit_sampler(parts: PartSet, *, progress: bool = False):
@@ -272,10 +283,7 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     comp, m, mbar = fit_sampler(parts, progress=progress)
     lap("principal_component")
     _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
-    prepared = parts.derive(prepare, comp.vector, m, mbar, settings, progress=progress)
-    sums = prepared.sum(fit_sums)
-    lifted = prepared.derive(sampled_lifted)
-    del prepared  # frees the memberships, draws and propensities: ~50 bytes per row
+    sums, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress)
     lap("subsamples")
     stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
     fitted = ridge.fit(lambda P: lifted.sum(lifted_gram, P), stats, settings.lam, rtol=settings.rtol,

@@ -16,13 +16,19 @@ import time
 
 from dr_scale.commands.common import storage_options
 from dr_scale.visits import generate as gen
-from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
+from dr_scale.visits.experiment import (
+    PAPER_FRACTIONS,
+    Settings,
+    load_parts,
+    run_experiment,
+)
 from dr_scale.visits.outputs import write_outputs
+from dr_scale.visits.passes import spill_folder
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,
     "fractions": list(PAPER_FRACTIONS), "repetitions": 100, "lam": Settings.lam, "kernel": Settings.kernel,
-    "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {},
+    "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {}, "spill": "disk",
 }
 CACHE_ENV = "DR_SCALE_CACHE"
 
@@ -55,8 +61,9 @@ def run(config: dict, client=None, progress: bool = False) -> int:
                                          progress)
     options = c["storage_options"] or storage_options()  # credentials: job file, else the environment
     start = time.perf_counter()
-    parts = load_parts(data, options or None, client=client, progress=progress)
-    result = run_experiment(parts, settings, progress=progress)
+    with spill_folder(str(c["spill"]), client) as spill:
+        parts = load_parts(data, options or None, client=client, progress=progress, spill=spill)
+        result = run_experiment(parts, settings, progress=progress)
     result.timings["total"] = round(time.perf_counter() - start, 3)
     written = write_outputs(result, c["out"], data=data, storage_options=options or None)
     print_summary(result)

@@ -22,7 +22,7 @@ from dr_scale.atomic import url_to_fs
 from dr_scale.compute import compute
 from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
 from dr_scale.visits.data import VisitsPart
-from dr_scale.visits.passes import PartSet
+from dr_scale.visits.passes import PartSet, load_part
 from dr_scale.visits.sampler import propensity
 
 
@@ -43,7 +43,8 @@ def full_data_sums(part: VisitsPart, xbar, m, mbar, coef, intercept, seed: int =
     return np.array([len(part), np.sum(w * part.visits), np.sum(rho + w * (part.visits - rho))])
 
 
-def _write_logged_part(part: VisitsPart, xbar, m, mbar, seed, repetition, kernel, url, storage_options, index):
+def _write_logged_part(part, xbar, m, mbar, seed, repetition, kernel, url, storage_options, index):
+    part = load_part(part)
     p, a = logging_draw(part, xbar, m, mbar, seed, repetition, kernel)
     table = pa.table({
         "row_id": pa.array(part.row_id),

@@ -1,16 +1,31 @@
-"""Map-reduce passes over the parts of a data set, kept in Dask memory between passes.
+"""Map-reduce passes over the parts of a data set, kept between passes.
 
 The iterative steps (Lanczos for the principal component, conjugate gradients for
 ridge) each need one pass over all rows per iteration. A :class:`PartSet` holds the
-parts as persisted Dask objects — in the local process for the threaded scheduler, on
-the workers of a cluster — so a pass costs the arithmetic, not a re-read; a pass maps a
-function over the parts and tree-reduces the results with ``+``.
+parts as persisted Dask objects, so a pass costs the arithmetic, not a Parquet decode;
+a pass maps a function over the parts and tree-reduces the results with ``+``.
+
+Where the parts are kept:
+
+* on a cluster, in the workers' memory — Dask's own memory manager spills them to the
+  workers' local disk beyond their ``--memory-limit``;
+* with the local threaded scheduler, in the process's memory, or — given a ``spill``
+  folder — as ``.npy`` files there (:func:`spill`): a persisted part is then a small
+  :class:`Spilled` handle and every pass reads the arrays back (from the page cache, at
+  memory speed), so the resident memory does not grow with the number of rows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import operator
+import os
+import tempfile
+import uuid
 
 import dask
+import numpy as np
 
 from dr_scale.compute import compute, persist
 
@@ -23,6 +38,13 @@ def _add(a, b):
     if isinstance(a, tuple):
         return tuple(_add(x, y) for x, y in zip(a, b))
     return a + b
+
+
+def _add_into(total, value):
+    """``total + value``, in place where ``total`` allows it (numpy arrays, objects with ``+=``)."""
+    if isinstance(total, tuple):
+        return tuple(_add_into(x, y) for x, y in zip(total, value))
+    return operator.iadd(total, value)
 
 
 def _sum(*values):
@@ -39,40 +61,117 @@ def tree_sum(items: list, split_every: int = SPLIT_EVERY):
     return items[0]
 
 
-class PartSet:
-    """Persisted per-part objects and the passes over them."""
+# -- spilling to local files ----------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Spilled:
+    """A dataclass instance whose array fields wait in ``<folder>/<field>.npy``."""
 
-    def __init__(self, parts: list, client=None):
-        self.parts, self.client = parts, client
+    cls: type
+    folder: str
+    scalars: dict
+    arrays: tuple
+
+    def load(self):
+        return self.cls(**self.scalars, **{k: np.load(os.path.join(self.folder, k + ".npy")) for k in self.arrays})
+
+
+def spill(obj, root: str) -> Spilled:
+    """Write the array fields of the dataclass instance ``obj`` to a new folder under ``root``."""
+    folder = os.path.join(root, uuid.uuid4().hex)
+    os.makedirs(folder)
+    values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    arrays = tuple(k for k, v in values.items() if isinstance(v, np.ndarray))
+    for k in arrays:
+        np.save(os.path.join(folder, k + ".npy"), values[k])
+    return Spilled(type(obj), folder, {k: v for k, v in values.items() if k not in arrays}, arrays)
+
+
+@contextlib.contextmanager
+def spill_folder(setting: str, client=None):
+    """The spill folder for a local run: ``"memory"`` → None (keep parts in memory); ``"disk"`` → a
+    temporary folder in the system's temporary directory; any other value → a temporary folder
+    inside that directory. Removed on exit. On a cluster (``client`` given) always None."""
+    if client is not None or setting == "memory":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="dr-scale-spill-", dir=None if setting == "disk" else setting) as folder:
+        yield folder
+
+
+def load_part(part):
+    """A persisted part itself: read back if it was spilled."""
+    return part.load() if isinstance(part, Spilled) else part
+
+
+def _made(make, spill_root, *args):
+    obj = make(*args)
+    return obj if spill_root is None else spill(obj, spill_root)
+
+
+class PartSet:
+    """Persisted per-part objects and the passes over them.
+
+    Functions mapped over the parts (``fn(part, *args)``) must return new objects: the
+    summing passes add the results of a task's parts into the first one in place.
+    """
+
+    def __init__(self, parts: list, client=None, spill: str | None = None):
+        self.parts, self.client, self.spill = parts, client, spill
 
     @classmethod
-    def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False) -> "PartSet":
-        """Persist ``make(*args)`` for each part's arguments."""
-        return cls(persist(*[dask.delayed(make, pure=True)(*a) for a in args_per_part], client=client,
-                           progress=progress), client)
+    def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False,
+              spill: str | None = None) -> "PartSet":
+        """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
+        if spill is not None and client is not None:
+            raise ValueError("spill folders serve the local scheduler; a cluster's workers spill by themselves")
+        return cls(persist(*[dask.delayed(_made, pure=True)(make, spill, *a) for a in args_per_part],
+                           client=client, progress=progress), client, spill)
 
     def map(self, fn, *args) -> list:
         """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
         shared = _share(args)
-        return [dask.delayed(fn, pure=True)(p, *shared) for p in self.parts]
+        return [dask.delayed(_apply, pure=True)(fn, shared, p) for p in self.parts]
 
     def sum(self, fn, *args, progress: bool = False):
         """Σ over parts of ``fn(part, *args)``.
 
-        Each task sums a group of about len(parts)/TASKS parts one after the other, and the
-        group sums are tree-reduced pairwise, so only a few per-part results (up to
-        (600, 5000) float64 blocks here) are alive at once, whatever the part count.
+        Each task sums a group of about len(parts)/TASKS parts one after the other, in
+        place, and the group sums are tree-reduced pairwise, so only a few per-part
+        results (up to (600, 5000) float64 blocks here) are alive at once, whatever the
+        part count.
         """
-        per_task = -(-len(self.parts) // TASKS)
-        shared = _share(args)
-        groups = [dask.delayed(_sum_group, pure=True)(fn, shared, *self.parts[i:i + per_task])
-                  for i in range(0, len(self.parts), per_task)]
-        (total,) = compute(tree_sum(groups, split_every=2), client=self.client, progress=progress)
+        (total,) = compute(tree_sum(self._groups(_sum_group, fn, args), split_every=2), client=self.client,
+                           progress=progress)
         return total
 
+    def sum_and_derive(self, fn, *args, progress: bool = False) -> tuple[object, "PartSet"]:
+        """For ``fn(part, *args) = (summand, derived)``: Σ summands, and a new PartSet of the derived objects.
+
+        One pass: the summands are added up as in :meth:`sum` while the derived objects
+        are persisted (or spilled) — what a step needs when its per-part sums are large
+        and what it leaves behind must be kept for later passes.
+        """
+        groups = self._groups(_sum_derive_group, fn, args, self.spill)
+        sizes = [len(self.parts[i:i + self._per_task()]) for i in range(0, len(self.parts), self._per_task())]
+        derived = [g[1][j] for g, n in zip(groups, sizes) for j in range(n)]
+        total = tree_sum([g[0] for g in groups], split_every=2)
+        *derived, total = persist(*derived, total, client=self.client, progress=progress)
+        (total,) = compute(total, client=self.client)
+        return total, PartSet(derived, self.client, self.spill)
+
     def derive(self, fn, *args, progress: bool = False) -> "PartSet":
-        """A new persisted PartSet of ``fn(part, *args)``."""
-        return PartSet(persist(*self.map(fn, *args), client=self.client, progress=progress), self.client)
+        """A new persisted PartSet of ``fn(part, *args)`` (spilled like this one)."""
+        shared = _share(args)
+        return PartSet(persist(*[dask.delayed(_apply_made, pure=True)(fn, shared, self.spill, p) for p in self.parts],
+                               client=self.client, progress=progress), self.client, self.spill)
+
+    def _per_task(self) -> int:
+        return -(-len(self.parts) // TASKS)
+
+    def _groups(self, group_fn, fn, args, *lead) -> list:
+        per_task, shared = self._per_task(), _share(args)
+        return [dask.delayed(group_fn, pure=True)(fn, shared, *lead, *self.parts[i:i + per_task])
+                for i in range(0, len(self.parts), per_task)]
 
 
 def _share(args) -> list:
@@ -80,11 +179,28 @@ def _share(args) -> list:
     return [dask.delayed(a) if _is_large(a) else a for a in args]
 
 
+def _apply(fn, args, part):
+    return fn(load_part(part), *args)
+
+
+def _apply_made(fn, args, spill_root, part):
+    return _made(fn, spill_root, load_part(part), *args)
+
+
 def _sum_group(fn, args, *parts):
-    total = fn(parts[0], *args)
+    total = fn(load_part(parts[0]), *args)
     for part in parts[1:]:
-        total = _add(total, fn(part, *args))
+        total = _add_into(total, fn(load_part(part), *args))
     return total
+
+
+def _sum_derive_group(fn, args, spill_root, *parts):
+    total, derived = None, []
+    for part in parts:
+        summand, made = fn(load_part(part), *args)
+        total = summand if total is None else _add_into(total, summand)
+        derived.append(made if spill_root is None else spill(made, spill_root))
+    return total, derived
 
 
 def _is_large(a) -> bool:
