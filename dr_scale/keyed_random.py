@@ -25,10 +25,13 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 def _mix(z: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser, vectorised over uint64 (wrapping arithmetic)."""
-    z = (z + _GOLDEN).astype(np.uint64)
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    z = (z + _GOLDEN).astype(np.uint64)  # a new array: the steps below run in place on it
+    shifted = np.empty_like(z)
+    for shift, multiplier in ((30, _M1), (27, _M2)):
+        z ^= np.right_shift(z, np.uint64(shift), out=shifted)
+        z *= multiplier
+    z ^= np.right_shift(z, np.uint64(31), out=shifted)
+    return z
 
 
 def _purpose_word(purpose: str) -> np.uint64:

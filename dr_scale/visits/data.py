@@ -17,16 +17,17 @@ import scipy.sparse as sp
 from dr_scale.logdata import LogDataError, list_parts, log_metadata, read_table
 
 COLUMNS = ["row_id", "features", "visits"]
-_ONES = np.ones(0)
+_ONES: dict = {}
 
 
-def ones(n: int) -> np.ndarray:
-    """A read-only view of ``n`` ones (shared, grown on demand)."""
-    global _ONES
-    if _ONES.shape[0] < n:
-        _ONES = np.ones(max(n, 2 * _ONES.shape[0]))
-        _ONES.setflags(write=False)
-    return _ONES[:n]
+def ones(n: int, dtype=np.float64) -> np.ndarray:
+    """A read-only view of ``n`` ones of ``dtype`` (shared, grown on demand)."""
+    shared = _ONES.get(np.dtype(dtype))
+    if shared is None or shared.shape[0] < n:
+        shared = np.ones(max(n, 2 * (0 if shared is None else shared.shape[0])), dtype=dtype)
+        shared.setflags(write=False)
+        _ONES[np.dtype(dtype)] = shared
+    return shared[:n]
 
 
 def compact_index(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -35,9 +36,10 @@ def compact_index(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple
     return indptr.astype(dtype, copy=False), indices.astype(dtype, copy=False)
 
 
-def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> sp.csr_matrix:
-    """A CSR matrix with all stored values 1, sharing ``indptr`` and ``indices``."""
-    return sp.csr_matrix((ones(indices.shape[0]), indices, indptr), shape=(indptr.shape[0] - 1, n_cols), copy=False)
+def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int, dtype=np.float64) -> sp.csr_matrix:
+    """A CSR matrix with all stored values 1 (of ``dtype``), sharing ``indptr`` and ``indices``."""
+    return sp.csr_matrix((ones(indices.shape[0], dtype), indices, indptr), shape=(indptr.shape[0] - 1, n_cols),
+                         copy=False)
 
 
 @dataclass

@@ -92,11 +92,12 @@ def fit_bounds(fits: np.ndarray, n_fits: int) -> np.ndarray:
 def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR arrays of the memberships (rows[q], fits[q]), ``fits`` sorted: row q holds x_{rows[q]} in column block fits[q].
 
-    The rows are gathered by scipy's row indexing (X[rows]); then the column indices of
-    fit k's memberships, one contiguous run, are shifted by k·d.
+    The rows are gathered by scipy's row indexing of X's pattern with int8 values (the
+    values are dropped: half the memory traffic of gathering float64 ones); then the
+    column indices of fit k's memberships, one contiguous run, are shifted by k·d.
     """
     d = X.shape[1]
-    gathered = X[rows]
+    gathered = binary_csr(X.indptr, X.indices, d, np.int8)[rows]
     # one index type for indptr and indices, so scipy does not cast them on every product
     indptr, indices = compact_index(gathered.indptr, gathered.indices, n_fits * d)
     starts = indptr[fit_bounds(fits, n_fits)]
