@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
 
 from dr_scale.moments import Moments
 
@@ -87,7 +87,7 @@ class Estimate:
 
     def ci(self, alpha: float = 0.05) -> tuple[float, float]:
         """Normal (Wald) interval value ± z_{1−α/2} · stderr."""
-        z = norm.ppf(1 - alpha / 2)
+        z = ndtri(1 - alpha / 2)
         return (self.value - z * self.stderr, self.value + z * self.stderr)
 
 

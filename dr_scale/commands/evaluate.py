@@ -10,7 +10,6 @@ from dr_scale.commands.common import add_compute_options, add_storage_option, st
 from dr_scale.compute import dask_session
 from dr_scale.estimators import ESTIMATORS, make_estimators
 from dr_scale.evaluation import Evaluation, evaluate_log
-from dr_scale.example import example_paths
 from dr_scale.reward_models import LinearRewardModel
 
 
@@ -39,6 +38,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     logs, model_path, policy = args.logs, args.reward_model, args.policy
     if logs is None:
+        from dr_scale.example import example_paths  # imports scikit-learn: only when needed
+
         logs, example_model = example_paths()
         model_path = model_path or example_model
     opts = storage_options(args.storage_options)

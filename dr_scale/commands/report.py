@@ -6,7 +6,6 @@ import datetime
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.compute import dask_session
-from dr_scale.report.make import make_report
 
 
 def add_parser(sub) -> None:
@@ -33,6 +32,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
+
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers) as client:
         _, status = make_report(args.logs, args.policies, args.out, window=args.window, until=args.until,

@@ -11,20 +11,17 @@ the sampled rows of S_k (:mod:`dr_scale.visits.ridge`):
     c_k   = Σ_{S_k} (1 − a_i/p_i) x_i ∈ R^d,
 
 so both estimates come from per-part sums that merge with ``+``: no pass is needed
-after the fits. The passes over the parts (held in Dask memory, :mod:`.passes`):
+after the fits. The passes over the parts (kept between passes, :mod:`.passes`):
 
 1. column sums, then one pass per Lanczos step for the principal component x̄;
 2. the projections t_i = x_i·x̄: min, mean (the sampler's m and m̄);
-3. per part: p_i, the memberships (i, k) and draws a_i of all fits, kept in memory
-   together with a "lifted" CSR of the sampled memberships whose row for (i, k) holds
-   x_i in the column block k (columns k·d … k·d + d − 1);
-4. the sums above, per fit: |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p and the (F, d)
-   matrices Σ a x, Σ a v x (products with the lifted CSR L) and
-   c_k = Σ_{S_k, a=0} x_i + Σ_{S_k, a=1} (1 − 1/p_i) x_i (a sparse product M₀X with
-   M₀ the (F, n) indicator of the unsampled memberships, plus a product with L);
-5. one pass per CG iteration for all F fits at once: Lᵀ(L P) with L the lifted CSR
-   (after step 4 only L is kept in memory: the memberships are freed);
-6. the ridge fits' R² on all rows (first repetition of each fraction).
+3. one pass, per part (:func:`subsample_part`): p_i, the memberships (i, k) and draws
+   a_i of all fits, and from them the per-fit sums |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p
+   and the (F, d) matrices Σ a x, Σ a v x and c_k (:func:`fit_sums`); the part leaves
+   behind only the "lifted" CSR L of its sampled memberships, whose row for (i, k)
+   holds x_i in the column block k (columns k·d … k·d + d − 1);
+4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`lifted_gram`);
+5. the ridge fits' R² on all rows (first repetition of each fraction).
 """
 
 from __future__ import annotations
