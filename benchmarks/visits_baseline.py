@@ -29,6 +29,7 @@ from sklearn.linear_model import Ridge
 from dr_scale.logdata import features_to_csr, list_parts
 from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
 from dr_scale.visits.job import embedded_dataset
+from dr_scale.visits.passes import spill_folder
 from dr_scale.visits.pca import orient
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
@@ -68,18 +69,20 @@ def main() -> None:
     ap.add_argument("--data", help="visits set URL (default: the embedded 385,000-row set, generated if needed)")
     ap.add_argument("--repetitions", type=int, default=100)
     ap.add_argument("--lam", type=float, default=Settings.lam)
+    ap.add_argument("--spill", default="disk", help="the pipeline's spill setting (as in pipelines/visits.toml)")
     args = ap.parse_args()
     url = args.data or embedded_dataset(385_000, 5000, 0)
     s = Settings(fractions=PAPER_FRACTIONS, repetitions=args.repetitions, lam=args.lam, rtol=1e-10)
     start = time.perf_counter()
-    res = run_experiment(load_parts(url), s)
+    with spill_folder(args.spill) as folder:
+        res = run_experiment(load_parts(url, spill=folder), s)
     pipeline = time.perf_counter() - start
     start = time.perf_counter()
     ips, dr = baseline(url, s)
     base = time.perf_counter() - start
     diff = max(np.nanmax(np.abs(res.ips - ips) / np.abs(ips)), np.nanmax(np.abs(res.dr - dr) / np.abs(dr)))
     print(f"data {url}: {res.n_rows:,} rows, {len(s.fractions)} fractions × {s.repetitions} repetitions")
-    print(f"pipeline (dr_scale.visits, threaded Dask) {pipeline:8.1f} s   stages {res.timings}")
+    print(f"pipeline (dr_scale.visits, threaded Dask, spill {args.spill}) {pipeline:8.1f} s   stages {res.timings}")
     print(f"baseline (in memory, sklearn Ridge)        {base:8.1f} s")
     print(f"speed-up {base / pipeline:.1f}x; largest relative difference of the estimates {diff:.2e}")
 
