@@ -61,7 +61,7 @@ def run(config: dict, client=None, progress: bool = False) -> int:
                                          progress)
     options = c["storage_options"] or storage_options()  # credentials: job file, else the environment
     start = time.perf_counter()
-    with spill_folder(str(c["spill"]), client) as spill:
+    with spill_folder(str(c["spill"]), client, disk=os.path.join(cache_root(c["cache"]), "spill")) as spill:
         parts = load_parts(data, options or None, client=client, progress=progress, spill=spill)
         result = run_experiment(parts, settings, progress=progress)
     result.timings["total"] = round(time.perf_counter() - start, 3)

@@ -90,14 +90,20 @@ def spill(obj, root: str) -> Spilled:
 
 
 @contextlib.contextmanager
-def spill_folder(setting: str, client=None):
-    """The spill folder for a local run: ``"memory"`` → None (keep parts in memory); ``"disk"`` → a
-    temporary folder in the system's temporary directory; any other value → a temporary folder
-    inside that directory. Removed on exit. On a cluster (``client`` given) always None."""
+def spill_folder(setting: str, client=None, disk: str | None = None):
+    """The spill folder for a local run, removed on exit; None (keep parts in memory) on a cluster.
+
+    ``setting``: ``"memory"`` → None; ``"disk"`` → a temporary folder inside ``disk`` (the
+    system's temporary directory if None — which may be a RAM-backed tmpfs, hence the
+    job's default of its cache folder); any other value → a temporary folder inside it.
+    """
     if client is not None or setting == "memory":
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="dr-scale-spill-", dir=None if setting == "disk" else setting) as folder:
+    root = disk if setting == "disk" else setting
+    if root is not None:
+        os.makedirs(root, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dr-scale-spill-", dir=root) as folder:
         yield folder
 
 
