@@ -21,12 +21,17 @@ _ONES: dict = {}
 
 
 def ones(n: int, dtype=np.float64) -> np.ndarray:
-    """A read-only view of ``n`` ones of ``dtype`` (shared, grown on demand)."""
-    shared = _ONES.get(np.dtype(dtype))
-    if shared is None or shared.shape[0] < n:
-        shared = np.ones(max(n, 2 * (0 if shared is None else shared.shape[0])), dtype=dtype)
+    """A read-only view of ``n`` ones of ``dtype``, shared.
+
+    The views come from shared arrays of 2^⌈log₂ n⌉ elements, so a view is never less
+    than half its base: scipy's sparse constructors copy such smaller views (``prune``).
+    """
+    size = 1 << max(0, int(n - 1).bit_length())
+    shared = _ONES.get((np.dtype(dtype), size))
+    if shared is None:
+        shared = np.ones(size, dtype=dtype)
         shared.setflags(write=False)
-        _ONES[np.dtype(dtype)] = shared
+        _ONES[np.dtype(dtype), size] = shared
     return shared[:n]
 
 
