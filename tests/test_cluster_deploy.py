@@ -115,7 +115,7 @@ def test_dockerfile_image_entry_point_user_and_targets():
     entry = dict(stages["cli"])["ENTRYPOINT"]
     assert ast.literal_eval(entry) == ["dr-scale"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["dr-scale"] == "dr_scale.cli:main"
+    assert scripts["dr-scale"] == "dr_scale.cli:console"
 
 
 def test_operator_manifests_run_valid_commands():
