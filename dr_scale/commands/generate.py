@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -33,9 +34,9 @@ def add_parser(sub) -> None:
 
 
 def run_visits(args) -> int:
-    from dr_scale.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
-    from dr_scale.visits.generate import TARGETS, generate_visits
-    from dr_scale.visits.logged import write_logged_view
+    from dr_scale.visits.generate import generate_visits
+    from dr_scale.visits.job import cache_root
+    from dr_scale.visits.passes import spill_folder
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers) as client:
@@ -47,16 +48,26 @@ def run_visits(args) -> int:
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         if args.no_calibration and not args.logged_view:
             return 0
-        parts = load_parts(args.out, opts or None, client=client, progress=not args.no_progress)
-        if args.logged_view:
-            comp, m, mbar = fit_sampler(parts, progress=not args.no_progress)
-            n = write_logged_view(parts, args.logged_view, comp.vector, m, mbar, seed=args.seed,
-                                  storage_options=opts, progress=not args.no_progress)
-            print(f"wrote the logged view ({n:,} rows) to {args.logged_view}", file=sys.stderr)
-        if args.no_calibration:
-            return 0
-        res = run_experiment(parts, Settings(fractions=(0.05,), repetitions=1, seed=args.seed),
-                             progress=not args.no_progress)
+        with spill_folder("disk", client, disk=os.path.join(cache_root(), "spill")) as spill:
+            return _view_and_calibration(args, opts, client, spill)
+
+
+def _view_and_calibration(args, opts, client, spill) -> int:
+    """The logged view and the calibration figures, from the set's parts read once (spilled when local)."""
+    from dr_scale.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
+    from dr_scale.visits.generate import TARGETS
+    from dr_scale.visits.logged import write_logged_view
+
+    progress = not args.no_progress
+    parts = load_parts(args.out, opts or None, client=client, progress=progress, spill=spill)
+    if args.logged_view:
+        comp, m, mbar = fit_sampler(parts, progress=progress)
+        n = write_logged_view(parts, args.logged_view, comp.vector, m, mbar, seed=args.seed,
+                              storage_options=opts, progress=progress)
+        print(f"wrote the logged view ({n:,} rows) to {args.logged_view}", file=sys.stderr)
+    if args.no_calibration:
+        return 0
+    res = run_experiment(parts, Settings(fractions=(0.05,), repetitions=1, seed=args.seed), progress=progress)
     cal = res.calibration
     print(f"true mean visits      {cal['true_mean']:8.3f}   (paper {TARGETS['true_mean']})")
     print(f"visits sd             {cal['visits_sd']:8.3f}")
