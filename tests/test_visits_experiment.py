@@ -131,7 +131,8 @@ def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
     np.testing.assert_allclose(res.dr, result_one.dr, rtol=1e-9)
 
 
-def test_command_line_run_and_generate(tmp_path, capsys):
+def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DR_SCALE_CACHE", str(tmp_path / "cache"))  # generate's spill folder goes there
     out = tmp_path / "out"
     assert main(["run", str(PIPELINE), "--no-progress", "--set", "rows=3000", "--set", f"features={FEATURES}",
                  "--set", "repetitions=3", "--set", f"cache={tmp_path / 'cache'}", "--set", f"out={out}"]) == 0
