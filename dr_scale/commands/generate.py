@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -35,7 +34,7 @@ def add_parser(sub) -> None:
 
 def run_visits(args) -> int:
     from dr_scale.visits.generate import generate_visits
-    from dr_scale.visits.job import cache_root
+    from dr_scale.visits.job import spill_root
     from dr_scale.visits.passes import spill_folder
 
     opts = storage_options(args.storage_options)
@@ -48,7 +47,7 @@ def run_visits(args) -> int:
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         if args.no_calibration and not args.logged_view:
             return 0
-        with spill_folder("disk", client, disk=os.path.join(cache_root(), "spill")) as spill:
+        with spill_folder("disk", client, disk=spill_root()) as spill:
             return _view_and_calibration(args, opts, client, spill)
 
 

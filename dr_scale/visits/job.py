@@ -37,6 +37,12 @@ def cache_root(configured: str = "") -> str:
     return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dr-scale")
 
 
+def spill_root(configured_cache: str = "") -> str:
+    """Where ``spill = "disk"`` puts its temporary folders: ``<cache>/spill`` (the system's temporary
+    directory may be a RAM-backed tmpfs)."""
+    return os.path.join(cache_root(configured_cache), "spill")
+
+
 def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", client=None, progress: bool = False) -> str:
     """The cached embedded set's folder, generated (in parallel, through Dask) on first use."""
     url = posixpath.join(cache_root(cache), f"visits-{rows}x{features}-seed{seed}-v{gen.GENERATOR_VERSION}")
@@ -61,7 +67,7 @@ def run(config: dict, client=None, progress: bool = False) -> int:
                                          progress)
     options = c["storage_options"] or storage_options()  # credentials: job file, else the environment
     start = time.perf_counter()
-    with spill_folder(str(c["spill"]), client, disk=os.path.join(cache_root(c["cache"]), "spill")) as spill:
+    with spill_folder(str(c["spill"]), client, disk=spill_root(c["cache"])) as spill:
         parts = load_parts(data, options or None, client=client, progress=progress, spill=spill)
         result = run_experiment(parts, settings, progress=progress)
     result.timings["total"] = round(time.perf_counter() - start, 3)

@@ -160,9 +160,9 @@ class PartSet:
         are persisted (or spilled) — what a step needs when its per-part sums are large
         and what it leaves behind must be kept for later passes.
         """
+        batches = self._batches()
         groups = self._groups(_sum_derive_group, fn, args, self.spill)
-        sizes = [len(self.parts[i:i + self._per_task()]) for i in range(0, len(self.parts), self._per_task())]
-        derived = [g[1][j] for g, n in zip(groups, sizes) for j in range(n)]
+        derived = [g[1][j] for g, batch in zip(groups, batches) for j in range(len(batch))]
         total = tree_sum([g[0] for g in groups], split_every=2)
         *derived, total = persist(*derived, total, client=self.client, progress=progress)
         (total,) = compute(total, client=self.client)
@@ -174,13 +174,14 @@ class PartSet:
         return PartSet(persist(*[dask.delayed(_apply_made, pure=True)(fn, shared, self.spill, p) for p in self.parts],
                                client=self.client, progress=progress), self.client, self.spill)
 
-    def _per_task(self) -> int:
-        return -(-len(self.parts) // TASKS)
+    def _batches(self) -> list[list]:
+        """The parts in TASKS consecutive batches (fewer if there are fewer parts): one task each per pass."""
+        per_task = -(-len(self.parts) // TASKS)
+        return [self.parts[i:i + per_task] for i in range(0, len(self.parts), per_task)]
 
     def _groups(self, group_fn, fn, args, *lead) -> list:
-        per_task, shared = self._per_task(), _share(args)
-        return [dask.delayed(group_fn, pure=True)(fn, shared, *lead, *self.parts[i:i + per_task])
-                for i in range(0, len(self.parts), per_task)]
+        shared = _share(args)
+        return [dask.delayed(group_fn, pure=True)(fn, shared, *lead, *batch) for batch in self._batches()]
 
 
 def _share(args) -> list:
