@@ -38,6 +38,7 @@ from dr_scale.visits.data import (
     VisitsPart,
     binary_csr,
     compact_index,
+    ones,
     read_visits_part,
     visits_parts,
 )
@@ -139,7 +140,7 @@ class FitSums:
         return self
 
 
-#: Memberships per block of the lifted product in :func:`fit_sums` (a block's CSR: ~4 B per active feature).
+#: Memberships per block of the lifted column counts in :func:`fit_sums` (a block's CSR: ~4 B per active feature).
 SUM_BLOCK = 100_000
 
 
@@ -160,39 +161,45 @@ def subsample_part(part: VisitsPart, xbar, m: float, mbar: float, settings: Sett
     fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
     row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
     F = settings.n_fits
-    return fit_sums(part, p, row, fit, a, F), Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features)
+    lifted = Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features)
+    return fit_sums(part, p, row, fit, a, lifted), lifted
 
 
-def fit_sums(part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray, a: np.ndarray, n_fits: int) -> FitSums:
+def fit_sums(part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray, a: np.ndarray,
+             lifted: Lifted) -> FitSums:
     """The per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit.
 
-    The (F, d) sums c_k = Σ_{S_k} (1 − a_i/p_i) x_i, Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i
-    are one product Lᵀ W of the lifted CSR of *all* memberships with the (M, 3) weights
-    W = [1 − a/p, a, a v], taken over blocks of whole fits of about ``SUM_BLOCK``
-    memberships (a block's columns are its own fits' d-blocks, so it is built and summed
-    into its slice of the result without ever holding the whole lifted matrix).
+    Σ_{S_k} a_i x_i / p_i, Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i involve the sampled
+    memberships only: the products Lᵀ(1/p), Lᵀ1 and Lᵀv with their lifted CSR L. The count
+    Σ_{S_k} x_i runs over all memberships: Lₐₗₗᵀ 1 with the lifted CSR of all of them,
+    built over blocks of whole fits of about ``SUM_BLOCK`` memberships (a block's columns
+    are its own fits' d-blocks, so the whole Lₐₗₗ is never held). Then
+    c_k = Σ_{S_k} x_i − Σ_{S_k} a_i x_i / p_i.
     """
-    v, pm = part.visits[row], p[row]
-    af = a.astype(np.float64)
-    W = np.column_stack([1.0 - af / pm, af, af * v])
-    d, bounds = part.n_features, fit_bounds(fit, n_fits)
-    out = np.zeros((3, n_fits * d))
+    d, n_fits = part.n_features, lifted.n_cols // part.n_features
+    sampled, LT = row[a], lifted.matrix.T
+    weighted, sx, xy = ((LT @ w).reshape(n_fits, d) for w in (1.0 / p[sampled], ones(sampled.shape[0]),
+                                                               part.visits[sampled]))
+    count = np.zeros(n_fits * d)
+    bounds = fit_bounds(fit, n_fits)
     k0 = 0
     while k0 < n_fits:
         k1 = min(n_fits, max(k0 + 1, int(np.searchsorted(bounds, bounds[k0] + SUM_BLOCK, side="right")) - 1))
         lo, hi = bounds[k0], bounds[k1]
         if hi > lo:
             block = binary_csr(*lift(part.X, row[lo:hi], fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
-            out[:, k0 * d:k1 * d] += (block.T @ W[lo:hi]).T
+            count[k0 * d:k1 * d] = block.T @ ones(hi - lo)
         k0 = k1
-    c, sx, xy = out.reshape(3, n_fits, d)
+    c = count.reshape(n_fits, d)
+    c -= weighted
+    af, v, pm = a.astype(np.float64), part.visits[row], p[row]
 
     def per_fit(weights):
         return np.bincount(fit, weights=weights, minlength=n_fits).astype(np.float64)
 
     population = np.array([len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()])
-    return FitSums(per_fit(None), per_fit(af), per_fit(af * v), per_fit(af * v / pm), per_fit(af / pm), sx, xy, c,
-                   population)
+    return FitSums(per_fit(None), per_fit(af), per_fit(af * v), per_fit(af * v / pm), per_fit(af / pm),
+                   sx, xy, c, population)
 
 
 def lifted_gram(lifted: Lifted, P: np.ndarray) -> np.ndarray:
