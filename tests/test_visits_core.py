@@ -12,7 +12,7 @@ from dr_scale import keyed_random
 from dr_scale.visits import ridge
 from dr_scale.visits.data import part_from_arrays
 from dr_scale.visits.passes import PartSet
-from dr_scale.visits.pca import first_component
+from dr_scale.visits.pca import RowSample, first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
 
@@ -97,6 +97,19 @@ def test_first_component_matches_eigh_of_the_dense_covariance():
     np.testing.assert_allclose(comp.vector, expected, atol=1e-8)
     assert comp.vector.sum() > 0 and np.linalg.norm(comp.vector) == pytest.approx(1.0)
 
+
+
+def test_the_lanczos_start_sample_is_the_same_for_any_partitioning():
+    X = random_binary(3000, 60, 0.08, seed=2)
+    row_id = np.random.default_rng(3).permutation(10**6)[:3000]
+    keys = keyed_random.uniform(row_id, 0, "principal-component-start")
+    whole = RowSample.smallest(400, keys, X)
+    merged = sum((RowSample.smallest(400, keys[i:i + 700], X[i:i + 700]) for i in range(700, 3000, 700)),
+                 RowSample.smallest(400, keys[:700], X[:700]))
+    expected = np.argsort(keys)[:400]  # the 400 rows with the smallest keys, in key order
+    for sample in (whole, merged):
+        np.testing.assert_array_equal(sample.keys, keys[expected])
+        assert (sample.X != X[expected]).nnz == 0
 
 # -- ridge ------------------------------------------------------------------------------------
 def normal_equations(X, y, lam):
