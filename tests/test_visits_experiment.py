@@ -14,6 +14,7 @@ import os
 import posixpath
 from pathlib import Path
 
+import dask
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -154,7 +155,7 @@ def test_logged_view_is_a_valid_log_matching_the_full_data_pass(visits_sets, tmp
     from dr_scale.estimators import IPS
     from dr_scale.logdata import read_log
     from dr_scale.visits.experiment import fit_sampler
-    from dr_scale.visits.logged import full_data_sums, write_logged_view
+    from dr_scale.visits.logged import full_data_sums, logging_draw, write_logged_view
 
     parts = load_parts(visits_sets[1])
     comp, m, mbar = fit_sampler(parts)
@@ -171,5 +172,14 @@ def test_logged_view_is_a_valid_log_matching_the_full_data_pass(visits_sets, tmp
     sums = parts.sum(full_data_sums, comp.vector, m, mbar, np.zeros(FEATURES), 0.0, 3)
     assert sums[1] / sums[0] == pytest.approx(est.value, rel=1e-12)
     assert sums[2] == pytest.approx(sums[1], rel=1e-12)
+    # and with a ρ̂, DR's sum is Σ ρ̂ + a (v − ρ̂)/p computed directly from dense rows
+    coef = np.random.default_rng(4).normal(0.0, 2.0, FEATURES)
+    direct = 0.0
+    for part in dask.compute(*parts.parts):
+        p, a = logging_draw(part, comp.vector, m, mbar, 3)
+        rho = part.X.toarray() @ coef + 5.0
+        direct += np.sum(rho + a * (part.visits - rho) / p)
+    dr = parts.sum(full_data_sums, comp.vector, m, mbar, coef, 5.0, 3)[2]
+    assert dr == pytest.approx(direct, rel=1e-12) and dr != pytest.approx(sums[2], rel=1e-3)
     assert main(["evaluate", out, "--policy", "constant:1", "--no-progress"]) == 0
     assert "IPS" in capsys.readouterr().out

@@ -50,11 +50,14 @@ def propensity(t: np.ndarray, m: float, mbar: float, kernel: str = "density") ->
     centre, scale = sampler_parameters(m, mbar)
     if not scale > 0:
         raise ValueError(f"the projections have no spread (min {m}, mean {mbar}); cannot define the sampler")
-    z = (np.asarray(t, dtype=np.float64) - centre) / scale
-    k = np.exp(-0.5 * z * z)
-    if kernel == "density":
-        k = k / (scale * np.sqrt(2.0 * np.pi))
-    return np.clip(k, MIN_PROPENSITY, 1.0)
+    log_height = -np.log(scale * np.sqrt(2.0 * np.pi)) if kernel == "density" else 0.0
+    k = np.subtract(t, centre, dtype=np.float64)  # then, in place: log k = log height − z²/2, z = (t − c)/s
+    k *= 1.0 / scale
+    k *= k
+    k *= -0.5
+    k += log_height
+    np.exp(k, out=k)
+    return np.clip(k, MIN_PROPENSITY, 1.0, out=k)
 
 
 def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int, fraction_index: int):
