@@ -69,10 +69,11 @@ def main() -> None:
     ap.add_argument("--data", help="visits set URL (default: the embedded 385,000-row set, generated if needed)")
     ap.add_argument("--repetitions", type=int, default=100)
     ap.add_argument("--lam", type=float, default=Settings.lam)
+    ap.add_argument("--rtol", type=float, default=Settings.rtol, help="the pipeline's CG tolerance (the job's default)")
     ap.add_argument("--spill", default="disk", help="the pipeline's spill setting (as in pipelines/visits.toml)")
     args = ap.parse_args()
     url = args.data or embedded_dataset(385_000, 5000, 0)
-    s = Settings(fractions=PAPER_FRACTIONS, repetitions=args.repetitions, lam=args.lam, rtol=1e-10)
+    s = Settings(fractions=PAPER_FRACTIONS, repetitions=args.repetitions, lam=args.lam, rtol=args.rtol)
     start = time.perf_counter()
     with spill_folder(args.spill) as folder:
         res = run_experiment(load_parts(url, spill=folder), s)

@@ -10,7 +10,8 @@ from scipy.stats import norm
 
 from dr_scale import keyed_random
 from dr_scale.visits import ridge
-from dr_scale.visits.data import part_from_arrays
+from dr_scale.visits import data as visits_data
+from dr_scale.visits.data import add_transposed_product, binary_csr, part_from_arrays
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import RowSample, first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
@@ -84,6 +85,24 @@ def test_logging_draws_are_bernoulli_p_and_keyed_by_repetition():
         np.testing.assert_array_equal(a[reps == r], keyed_random.bernoulli(p[reps == r], row_id[reps == r], 1,
                                                                            "logging", 0, r))
 
+
+
+@pytest.mark.parametrize("kernel", ["scipy's in-place kernel", "public product"])
+def test_add_transposed_product_adds_the_transposed_product_in_place(kernel, monkeypatch):
+    if kernel == "public product":
+        monkeypatch.setattr(visits_data, "_csc_matvec", None)
+    else:
+        assert visits_data._csc_matvec is not None  # the scipy this suite runs on has it
+    A = random_binary(300, 40, 0.1, seed=5)
+    A = binary_csr(A.indptr.astype(np.int32), A.indices.astype(np.int32), A.shape[1])
+    y = np.random.default_rng(6).normal(size=300)
+    out = np.random.default_rng(7).normal(size=40)
+    expected = out + A.toarray().T @ y
+    assert add_transposed_product(out, A, y) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+    block = out[10:30]  # a contiguous slice of a larger sum, as the per-fit blocks are
+    add_transposed_product(block, A[:, :20], y)
+    np.testing.assert_allclose(out[10:30], expected[10:30] + A[:, :20].toarray().T @ y, rtol=1e-12)
 
 # -- principal component -------------------------------------------------------------------------
 def test_first_component_matches_eigh_of_the_dense_covariance():

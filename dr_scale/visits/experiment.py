@@ -17,10 +17,10 @@ after the fits. The passes over the parts (kept between passes, :mod:`.passes`):
 2. the projections t_i = x_i·x̄: min, mean (the sampler's m and m̄);
 3. one pass, per part (:func:`subsample_part`): p_i, the memberships (i, k) and draws
    a_i of all fits, and from them the per-fit sums |S_k|, Σ a, Σ a v, Σ a v/p, Σ a/p
-   and the (F, d) matrices Σ a x, Σ a v x and c_k (:func:`fit_sums`); the part leaves
+   and the (F, d) matrices Σ a x, Σ a v x and c_k (:func:`add_fit_sums`); the part leaves
    behind only the "lifted" CSR L of its sampled memberships, whose row for (i, k)
    holds x_i in the column block k (columns k·d … k·d + d − 1);
-4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`lifted_gram`);
+4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`add_lifted_gram`);
 5. the ridge fits' R² on all rows (first repetition of each fraction).
 """
 
@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from dr_scale.visits import ridge
 from dr_scale.visits.data import (
     VisitsPart,
+    add_transposed_product,
     binary_csr,
     compact_index,
     ones,
@@ -131,21 +132,22 @@ class FitSums:
     c: np.ndarray  # (F, d) Σ (1 − a/p) x
     population: np.ndarray  # [N, Σ v, Σ v², Σ p, Σ p v]
 
+    @classmethod
+    def zeros(cls, n_fits: int, d: int) -> "FitSums":
+        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), np.zeros(5))
+
     def __add__(self, other: "FitSums") -> "FitSums":
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
 
-    def __iadd__(self, other: "FitSums") -> "FitSums":
-        for k in self.__dataclass_fields__:
-            np.add(getattr(self, k), getattr(other, k), out=getattr(self, k))
-        return self
 
-
-#: Memberships per block of the lifted column counts in :func:`fit_sums` (a block's CSR: ~4 B per active feature).
+#: Memberships per block of the lifted column counts in :func:`add_fit_sums` (a block's CSR: ~4 B per active feature).
 SUM_BLOCK = 100_000
 
 
-def subsample_part(part: VisitsPart, xbar, m: float, mbar: float, settings: Settings) -> tuple[FitSums, Lifted]:
-    """One part's propensities, keyed memberships (i, k) and draws a of every fit → its per-fit sums and L.
+def subsample_part(total: FitSums | None, part: VisitsPart, xbar, m: float, mbar: float,
+                   settings: Settings) -> tuple[FitSums, Lifted]:
+    """One part's propensities, keyed memberships (i, k) and draws a of every fit → its per-fit sums
+    (added into ``total``, or into new zero sums if None) and L.
 
     Memberships are sorted by fit k = f_index·R + r, then row, so each fit's lifted rows
     are contiguous and touch one block of the (F, d) arrays (cache-friendly products).
@@ -162,25 +164,29 @@ def subsample_part(part: VisitsPart, xbar, m: float, mbar: float, settings: Sett
     row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
     F = settings.n_fits
     lifted = Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features)
-    return fit_sums(part, p, row, fit, a, lifted), lifted
+    if total is None:
+        total = FitSums.zeros(F, part.n_features)
+    return add_fit_sums(total, part, p, row, fit, a, lifted), lifted
 
 
-def fit_sums(part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray, a: np.ndarray,
-             lifted: Lifted) -> FitSums:
-    """The per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit.
+def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray,
+                 a: np.ndarray, lifted: Lifted) -> FitSums:
+    """Add the per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit, into ``total``.
 
-    Σ_{S_k} a_i x_i / p_i, Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i involve the sampled
-    memberships only: the products Lᵀ(1/p), Lᵀ1 and Lᵀv with their lifted CSR L. The count
-    Σ_{S_k} x_i runs over all memberships: Lₐₗₗᵀ 1 with the lifted CSR of all of them,
+    Σ_{S_k} a_i x_i, Σ_{S_k} a_i v_i x_i and Σ_{S_k} a_i x_i / p_i involve the sampled
+    memberships only: the products Lᵀ1, Lᵀv and Lᵀ(1/p) with their lifted CSR L. The count
+    Σ_{S_k} x_i runs over all memberships: Lₐₗₗᵀ1 with the lifted CSR of all of them,
     built over blocks of whole fits of about ``SUM_BLOCK`` memberships (a block's columns
-    are its own fits' d-blocks, so the whole Lₐₗₗ is never held). Then
-    c_k = Σ_{S_k} x_i − Σ_{S_k} a_i x_i / p_i.
+    are its own fits' d-blocks, so the whole Lₐₗₗ is never held). So
+    c_k = Σ_{S_k} x_i − Σ_{S_k} a_i x_i / p_i takes Lₐₗₗᵀ1 + Lᵀ(−1/p). Every product adds
+    into ``total``'s arrays in place (:func:`~dr_scale.visits.data.add_transposed_product`).
     """
     d, n_fits = part.n_features, lifted.n_cols // part.n_features
-    sampled, LT = row[a], lifted.matrix.T
-    weighted, sx, xy = ((LT @ w).reshape(n_fits, d) for w in (1.0 / p[sampled], ones(sampled.shape[0]),
-                                                               part.visits[sampled]))
-    count = np.zeros(n_fits * d)
+    sampled, L = row[a], lifted.matrix
+    c = total.c.reshape(-1)  # views: the products add into the (F, d) sums in place
+    add_transposed_product(c, L, -1.0 / p[sampled])
+    add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))
+    add_transposed_product(total.xy.reshape(-1), L, part.visits[sampled])
     bounds = fit_bounds(fit, n_fits)
     k0 = 0
     while k0 < n_fits:
@@ -188,24 +194,19 @@ def fit_sums(part: VisitsPart, p: np.ndarray, row: np.ndarray, fit: np.ndarray, 
         lo, hi = bounds[k0], bounds[k1]
         if hi > lo:
             block = binary_csr(*lift(part.X, row[lo:hi], fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
-            count[k0 * d:k1 * d] = block.T @ ones(hi - lo)
+            add_transposed_product(c[k0 * d:k1 * d], block, ones(hi - lo))
         k0 = k1
-    c = count.reshape(n_fits, d)
-    c -= weighted
     af, v, pm = a.astype(np.float64), part.visits[row], p[row]
-
-    def per_fit(weights):
-        return np.bincount(fit, weights=weights, minlength=n_fits).astype(np.float64)
-
-    population = np.array([len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()])
-    return FitSums(per_fit(None), per_fit(af), per_fit(af * v), per_fit(af * v / pm), per_fit(af / pm),
-                   sx, xy, c, population)
+    for name, weights in (("n", None), ("n_a", af), ("sy", af * v), ("ips", af * v / pm), ("sap", af / pm)):
+        getattr(total, name)[:] += np.bincount(fit, weights=weights, minlength=n_fits)
+    total.population += [len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()]
+    return total
 
 
-def lifted_gram(lifted: Lifted, P: np.ndarray) -> np.ndarray:
-    """Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), as an (F, d) array."""
-    L = lifted.matrix
-    return (L.T @ (L @ P.ravel())).reshape(P.shape)
+def add_lifted_gram(total: np.ndarray | None, lifted: Lifted, P: np.ndarray) -> np.ndarray:
+    """total += Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), in place (F·d,)."""
+    L, p = lifted.matrix, P.ravel()
+    return add_transposed_product(np.zeros(p.shape[0]) if total is None else total, L, L @ p)
 
 
 def _r2_sums(part: VisitsPart, coef: np.ndarray, intercept: np.ndarray):
@@ -291,8 +292,8 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     sums, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress)
     lap("subsamples")
     stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
-    fitted = ridge.fit(lambda P: lifted.sum(lifted_gram, P), stats, settings.lam, rtol=settings.rtol,
-                       max_iter=settings.max_iter, progress=progress)
+    fitted = ridge.fit(lambda P: lifted.accumulate(add_lifted_gram, P).reshape(P.shape), stats, settings.lam,
+                       rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
     lap("ridge")
     size = sums.n
     with np.errstate(invalid="ignore", divide="ignore"):

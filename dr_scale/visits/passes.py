@@ -153,12 +153,24 @@ class PartSet:
                            progress=progress)
         return total
 
-    def sum_and_derive(self, fn, *args, progress: bool = False) -> tuple[object, "PartSet"]:
-        """For ``fn(part, *args) = (summand, derived)``: Σ summands, and a new PartSet of the derived objects.
+    def accumulate(self, fn, *args, progress: bool = False):
+        """Σ over parts, added in place: ``fn(total, part, *args)`` adds the part's term into
+        ``total`` and returns it (``total`` is None for a task's first part: fn makes it).
 
-        One pass: the summands are added up as in :meth:`sum` while the derived objects
-        are persisted (or spilled) — what a step needs when its per-part sums are large
-        and what it leaves behind must be kept for later passes.
+        For terms that are large arrays, this saves each part a fresh result array and
+        its addition into the task's sum (see :func:`dr_scale.visits.data.add_transposed_product`).
+        """
+        (total,) = compute(tree_sum(self._groups(_accumulate_group, fn, args), split_every=2), client=self.client,
+                           progress=progress)
+        return total
+
+    def sum_and_derive(self, fn, *args, progress: bool = False) -> tuple[object, "PartSet"]:
+        """For ``fn(total, part, *args) = (total with the part's term added, derived)``: the sum over
+        parts, and a new PartSet of the derived objects.
+
+        One pass: the terms are added up in place as in :meth:`accumulate` while the
+        derived objects are persisted (or spilled) — what a step needs when its per-part
+        sums are large and what it leaves behind must be kept for later passes.
         """
         batches = self._batches()
         groups = self._groups(_sum_derive_group, fn, args, self.spill)
@@ -197,18 +209,26 @@ def _apply_made(fn, args, spill_root, part):
     return _made(fn, spill_root, load_part(part), *args)
 
 
-def _sum_group(fn, args, *parts):
-    total = fn(load_part(parts[0]), *args)
-    for part in parts[1:]:
-        total = _add_into(total, fn(load_part(part), *args))
+def _accumulate_group(fn, args, *parts):
+    total = None
+    for part in parts:
+        total = fn(total, load_part(part), *args)
     return total
+
+
+def _add_term(total, part, fn, *args):
+    term = fn(part, *args)
+    return term if total is None else _add_into(total, term)
+
+
+def _sum_group(fn, args, *parts):
+    return _accumulate_group(_add_term, (fn, *args), *parts)
 
 
 def _sum_derive_group(fn, args, spill_root, *parts):
     total, derived = None, []
     for part in parts:
-        summand, made = fn(load_part(part), *args)
-        total = summand if total is None else _add_into(total, summand)
+        total, made = fn(total, load_part(part), *args)
         derived.append(made if spill_root is None else spill(made, spill_root))
     return total, derived
 
