@@ -87,7 +87,10 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
         reps.append(position)
         k += 1
     rows, reps = np.concatenate(rows), np.concatenate(reps)
-    order = np.argsort(reps * row_id.shape[0] + rows)  # unique keys in (r, row) order: faster than lexsort
+    # (r, row) order by two stable sorts: rows (a merge of the rounds' sorted runs), then r in its smallest
+    # unsigned type (a radix sort): half the time of one sort of the keys r·n + row
+    order = np.argsort(rows, kind="stable")
+    order = order[np.argsort(reps[order].astype(np.min_scalar_type(repetitions)), kind="stable")]
     return rows[order], reps[order]
 
 
