@@ -20,7 +20,7 @@ after the fits. The passes over the parts (kept between passes, :mod:`.passes`):
    and the (F, d) matrices Σ a x, Σ a v x and c_k (:func:`add_fit_sums`); the part leaves
    behind only the "lifted" CSR L of its sampled memberships, whose row for (i, k)
    holds x_i in the column block k (columns k·d … k·d + d − 1);
-4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`add_lifted_gram`);
+4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`lifted_gram`);
 5. the ridge fits' R² on all rows (first repetition of each fraction).
 """
 
@@ -107,15 +107,25 @@ def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> t
 
 @dataclass
 class Lifted:
-    """The lifted CSR L of one part's sampled memberships: the row of (i, k) holds x_i in column block k."""
+    """The lifted CSR L of one part's sampled memberships: the row of (i, k) holds x_i in column block k.
+
+    The rows are sorted by fit: fit k's are rows ``fit_rows[k]`` to ``fit_rows[k + 1]``.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
     n_cols: int
+    fit_rows: np.ndarray
 
     @property
     def matrix(self) -> sp.csr_matrix:
         return binary_csr(self.indptr, self.indices, self.n_cols)
+
+    def fits(self, first: int, stop: int) -> sp.csr_matrix:
+        """L's rows of fits ``first`` … ``stop − 1`` (all columns)."""
+        r0, r1 = self.fit_rows[first], self.fit_rows[stop]
+        return binary_csr(self.indptr[r0:r1 + 1] - self.indptr[r0], self.indices[self.indptr[r0]:self.indptr[r1]],
+                          self.n_cols)
 
 
 @dataclass
@@ -163,7 +173,7 @@ def subsample_part(total: FitSums | None, part: VisitsPart, xbar, m: float, mbar
     fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
     row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
     F = settings.n_fits
-    lifted = Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features)
+    lifted = Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features, fit_bounds(fit[a], F))
     if total is None:
         total = FitSums.zeros(F, part.n_features)
     return add_fit_sums(total, part, p, row, fit, a, lifted), lifted
@@ -203,10 +213,24 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     return total
 
 
-def add_lifted_gram(total: np.ndarray | None, lifted: Lifted, P: np.ndarray) -> np.ndarray:
-    """total += Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), in place (F·d,)."""
-    L, p = lifted.matrix, P.ravel()
+def add_lifted_gram(total: np.ndarray | None, lifted: Lifted, P: np.ndarray, first: int, stop: int) -> np.ndarray:
+    """total += Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), in place (F·d,).
+
+    Only the rows of fits ``first`` … ``stop − 1`` are visited: the caller passes the range
+    of the fits whose P_k is not zero (the others' terms are zero).
+    """
+    L, p = lifted.fits(first, stop), P.ravel()
     return add_transposed_product(np.zeros(p.shape[0]) if total is None else total, L, L @ p)
+
+
+def lifted_gram(lifted: PartSet, P: np.ndarray) -> np.ndarray:
+    """Σ over parts of Lᵀ(L vec P) as an (F, d) array: one pass, over the rows of the fits from the first
+    to the last with a non-zero P_k (conjugate gradients zero the directions of converged fits, and the
+    largest fits, ~75% of L's rows, converge two iterations before the last)."""
+    active = np.flatnonzero(P.any(axis=1))
+    if active.size == 0:
+        return np.zeros_like(P)
+    return lifted.accumulate(add_lifted_gram, P, int(active[0]), int(active[-1]) + 1).reshape(P.shape)
 
 
 def _r2_sums(part: VisitsPart, coef: np.ndarray, intercept: np.ndarray):
@@ -292,8 +316,8 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     sums, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress)
     lap("subsamples")
     stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
-    fitted = ridge.fit(lambda P: lifted.accumulate(add_lifted_gram, P).reshape(P.shape), stats, settings.lam,
-                       rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+    fitted = ridge.fit(lambda P: lifted_gram(lifted, P), stats, settings.lam, rtol=settings.rtol,
+                       max_iter=settings.max_iter, progress=progress)
     lap("ridge")
     size = sums.n
     with np.errstate(invalid="ignore", divide="ignore"):
