@@ -69,7 +69,9 @@ def run(config: dict, client=None, progress: bool = False) -> int:
     start = time.perf_counter()
     with spill_folder(str(c["spill"]), client, disk=spill_root(c["cache"])) as spill:
         parts = load_parts(data, options or None, client=client, progress=progress, spill=spill)
+        read = time.perf_counter() - start
         result = run_experiment(parts, settings, progress=progress)
+    result.timings = {"read": round(read, 3), **result.timings}
     result.timings["total"] = round(time.perf_counter() - start, 3)
     written = write_outputs(result, c["out"], data=data, storage_options=options or None)
     print_summary(result)
