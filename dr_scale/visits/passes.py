@@ -10,7 +10,7 @@ Where the parts are kept:
 * on a cluster, in the workers' memory — Dask's own memory manager spills them to the
   workers' local disk beyond their ``--memory-limit``;
 * with the local threaded scheduler, in the process's memory, or — given a ``spill``
-  folder — as ``.npy`` files there (:func:`spill`): a persisted part is then a small
+  folder — as files there (:func:`spill`): a persisted part is then a small
   :class:`Spilled` handle and every pass maps the arrays back read-only (from the page
   cache: ~1 ms per 100,000-row part and pass more than in memory), so the resident
   memory does not grow with the number of rows.
@@ -58,24 +58,35 @@ def _sum(*values):
 def tree_sum(items: list, split_every: int = SPLIT_EVERY):
     """A Dask tree reduction with ``+`` (tuples add element-wise)."""
     while len(items) > 1:
-        items = [dask.delayed(_sum, pure=True)(*items[i:i + split_every]) for i in range(0, len(items), split_every)]
+        items = [dask.delayed(_sum)(*items[i:i + split_every]) for i in range(0, len(items), split_every)]
     return items[0]
 
 
 # -- spilling to local files ----------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Spilled:
-    """A dataclass instance whose array fields wait in ``<folder>/<field>.npy``."""
+    """A dataclass instance whose array fields wait in ``<folder>/<field>`` as raw bytes.
+
+    ``arrays`` maps each array field to its (dtype, shape), so loading maps the files
+    without reading or parsing a header (~0.25 ms per part and pass, against ~0.8 ms for
+    ``np.load(mmap_mode="r")`` of ``.npy`` files).
+    """
 
     cls: type
     folder: str
     scalars: dict
-    arrays: tuple
+    arrays: dict
 
     def load(self):
         """The instance, its arrays memory-mapped read-only (pages come from the page cache; no copy)."""
-        return self.cls(**self.scalars, **{k: np.load(os.path.join(self.folder, k + ".npy"), mmap_mode="r")
-                                           for k in self.arrays})
+        return self.cls(**self.scalars, **{k: _mapped(os.path.join(self.folder, k), *spec)
+                                           for k, spec in self.arrays.items()})
+
+
+def _mapped(path: str, dtype: str, shape: tuple) -> np.ndarray:
+    if 0 in shape:  # an empty file cannot be memory-mapped
+        return np.empty(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
 def spill(obj, root: str) -> Spilled:
@@ -83,10 +94,11 @@ def spill(obj, root: str) -> Spilled:
     folder = os.path.join(root, uuid.uuid4().hex)
     os.makedirs(folder)
     values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    arrays = tuple(k for k, v in values.items() if isinstance(v, np.ndarray))
-    for k in arrays:
-        np.save(os.path.join(folder, k + ".npy"), values[k])
-    return Spilled(type(obj), folder, {k: v for k, v in values.items() if k not in arrays}, arrays)
+    arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
+    for k, v in arrays.items():
+        np.ascontiguousarray(v).tofile(os.path.join(folder, k))
+    return Spilled(type(obj), folder, {k: v for k, v in values.items() if k not in arrays},
+                   {k: (v.dtype.str, v.shape) for k, v in arrays.items()})
 
 
 @contextlib.contextmanager
@@ -133,13 +145,13 @@ class PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
         if spill is not None and client is not None:
             raise ValueError("spill folders serve the local scheduler; a cluster's workers spill by themselves")
-        return cls(persist(*[dask.delayed(_made, pure=True)(make, spill, *a) for a in args_per_part],
+        return cls(persist(*[dask.delayed(_made)(make, spill, *a) for a in args_per_part],
                            client=client, progress=progress), client, spill)
 
     def map(self, fn, *args) -> list:
         """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
         shared = _share(args)
-        return [dask.delayed(_apply, pure=True)(fn, shared, p) for p in self.parts]
+        return [dask.delayed(_apply)(fn, shared, p) for p in self.parts]
 
     def sum(self, fn, *args, progress: bool = False):
         """Σ over parts of ``fn(part, *args)``.
@@ -183,7 +195,7 @@ class PartSet:
     def derive(self, fn, *args, progress: bool = False) -> "PartSet":
         """A new persisted PartSet of ``fn(part, *args)`` (spilled like this one)."""
         shared = _share(args)
-        return PartSet(persist(*[dask.delayed(_apply_made, pure=True)(fn, shared, self.spill, p) for p in self.parts],
+        return PartSet(persist(*[dask.delayed(_apply_made)(fn, shared, self.spill, p) for p in self.parts],
                                client=self.client, progress=progress), self.client, self.spill)
 
     def _batches(self) -> list[list]:
@@ -193,7 +205,7 @@ class PartSet:
 
     def _groups(self, group_fn, fn, args, *lead) -> list:
         shared = _share(args)
-        return [dask.delayed(group_fn, pure=True)(fn, shared, *lead, *batch) for batch in self._batches()]
+        return [dask.delayed(group_fn)(fn, shared, *lead, *batch) for batch in self._batches()]
 
 
 def _share(args) -> list:
