@@ -104,6 +104,32 @@ def test_add_transposed_product_adds_the_transposed_product_in_place(kernel, mon
     add_transposed_product(block, A[:, :20], y)
     np.testing.assert_allclose(out[10:30], expected[10:30] + A[:, :20].toarray().T @ y, rtol=1e-12)
 
+
+@pytest.mark.parametrize("column, values, reason, row", [
+    ("visits", [1.0, -2.0, 3.0], "visits must be finite and non-negative", 11),
+    ("visits", [1.0, None, 3.0], "null values", 11),
+    ("row_id", [10, None, 12], "null values", None),
+    ("features", [[0, 1], [2, 7], [3]], "feature index out of range [0, 5)", 11),
+    ("features", [[0, 1], None, [3]], "null feature lists", 11),
+])
+def test_a_bad_part_is_an_error_naming_file_column_and_row(tmp_path, column, values, reason, row):
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dr_scale.logdata import LogDataError
+    from dr_scale.visits.data import read_visits_part
+
+    data = {"row_id": [10, 11, 12], "features": [[0, 1], [2], [3]], "visits": [1.0, 2.0, 3.0], column: values}
+    path = str(tmp_path / "part-00000.parquet")
+    pq.write_table(pa.table({"row_id": pa.array(data["row_id"], pa.int64()),
+                             "features": pa.array(data["features"], pa.list_(pa.int32())),
+                             "visits": pa.array(data["visits"], pa.float64())}), path)
+    with pytest.raises(LogDataError) as err:
+        read_visits_part(fsspec.filesystem("file"), path, 5)
+    assert (err.value.source, err.value.column, err.value.reason, err.value.row_id) == (path, column, reason, row)
+    assert path in str(err.value) and f"column '{column}'" in str(err.value)
+
 # -- principal component -------------------------------------------------------------------------
 def test_first_component_matches_eigh_of_the_dense_covariance():
     X = random_binary(3000, 60, 0.08, seed=1)
