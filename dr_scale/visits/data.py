@@ -131,8 +131,8 @@ def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
         raise LogDataError(path, "features", "null feature lists", int(row_id[_first_null(features)]))
     offsets = _values(features.offsets, path, "features")
     indices = _values(pc.list_flatten(features), path, "features").astype(np.int32, copy=False)
-    out = (indices < 0) | (indices >= n_features)
-    if out.any():
+    if indices.size and (indices.min() < 0 or indices.max() >= n_features):  # two reductions, no temporaries
+        out = (indices < 0) | (indices >= n_features)
         row = np.searchsorted(offsets - offsets[0], np.flatnonzero(out)[0], side="right") - 1
         raise LogDataError(path, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
     return VisitsPart(path, row_id, *compact_index(offsets - offsets[0], indices, n_features), visits, n_features)
