@@ -12,7 +12,7 @@ Where the parts are kept:
 * with the local threaded scheduler, in the process's memory, or — given a ``spill``
   folder — as files there (:func:`spill`): a persisted part is then a small
   :class:`Spilled` handle and every pass maps the arrays back read-only (from the page
-  cache: ~1 ms per 100,000-row part and pass more than in memory), so the resident
+  cache: ~0.25 ms per 100,000-row part and pass more than in memory), so the resident
   memory does not grow with the number of rows.
 """
 
