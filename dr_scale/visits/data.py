@@ -11,11 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from dr_scale.logdata import LogDataError, list_parts, log_metadata, read_table
+from dr_scale.logdata import (
+    LogDataError,
+    check_feature_indices,
+    first_null,
+    list_parts,
+    log_metadata,
+    numeric_values,
+    read_table,
+)
 
 try:  # the compiled kernel behind scipy's ``A.T @ y``; it adds into the output array it is given
     from scipy.sparse._sparsetools import csc_matvec as _csc_matvec
@@ -97,44 +104,20 @@ def part_from_arrays(row_id, X: sp.csr_matrix, visits, source: str = "<memory>")
                       np.asarray(visits, dtype=np.float64), X.shape[1])
 
 
-def _first_null(array) -> int:
-    return int(pc.index(pc.is_null(array), True).as_py())
-
-
-def _values(array, path: str, column: str, row_id=None) -> np.ndarray:
-    """A numeric Arrow array (or column) without nulls as a NumPy view of its data buffer.
-
-    pyarrow's ``to_numpy`` imports pandas on first use (~0.65 s at a job's start, with
-    both reading threads waiting); reading the buffer does not. A null is an error
-    naming the row (when ``row_id`` is given).
-    """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
-        raise LogDataError(path, column, f"expected numbers, found {array.type}")
-    if array.null_count:
-        raise LogDataError(path, column, "null values", None if row_id is None else int(row_id[_first_null(array)]))
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
-
-
 def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
     """Read and validate one part file (columns row_id, features, visits)."""
     table = read_table(fs, path, COLUMNS)
-    row_id = _values(table.column("row_id"), path, "row_id").astype(np.int64, copy=False)
-    visits = _values(table.column("visits"), path, "visits", row_id).astype(np.float64)
+    row_id = numeric_values(table.column("row_id"), path, "row_id").astype(np.int64, copy=False)
+    visits = numeric_values(table.column("visits"), path, "visits", row_id).astype(np.float64)
     bad = np.flatnonzero(~(np.isfinite(visits) & (visits >= 0)))
     if bad.size:
         raise LogDataError(path, "visits", "visits must be finite and non-negative", int(row_id[bad[0]]))
     features = table.column("features").combine_chunks()
     if features.null_count:
-        raise LogDataError(path, "features", "null feature lists", int(row_id[_first_null(features)]))
-    offsets = _values(features.offsets, path, "features")
-    indices = _values(pc.list_flatten(features), path, "features").astype(np.int32, copy=False)
-    if indices.size and (indices.min() < 0 or indices.max() >= n_features):  # two reductions, no temporaries
-        out = (indices < 0) | (indices >= n_features)
-        row = np.searchsorted(offsets - offsets[0], np.flatnonzero(out)[0], side="right") - 1
-        raise LogDataError(path, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
+        raise LogDataError(path, "features", "null feature lists", int(row_id[first_null(features)]))
+    offsets = numeric_values(features.offsets, path, "features")
+    indices = numeric_values(pc.list_flatten(features), path, "features").astype(np.int32, copy=False)
+    check_feature_indices(path, indices, offsets, n_features, row_id)
     return VisitsPart(path, row_id, *compact_index(offsets - offsets[0], indices, n_features), visits, n_features)
 
 

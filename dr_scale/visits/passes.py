@@ -148,11 +148,6 @@ class PartSet:
         return cls(persist(*[dask.delayed(_made)(make, spill, *a) for a in args_per_part],
                            client=client, progress=progress), client, spill)
 
-    def map(self, fn, *args) -> list:
-        """Delayed ``fn(part, *args)`` per part; large arguments are shipped once per pass."""
-        shared = _share(args)
-        return [dask.delayed(_apply)(fn, shared, p) for p in self.parts]
-
     def sum(self, fn, *args, progress: bool = False):
         """Σ over parts of ``fn(part, *args)``.
 
@@ -192,12 +187,6 @@ class PartSet:
         (total,) = compute(total, client=self.client)
         return total, PartSet(derived, self.client, self.spill)
 
-    def derive(self, fn, *args, progress: bool = False) -> "PartSet":
-        """A new persisted PartSet of ``fn(part, *args)`` (spilled like this one)."""
-        shared = _share(args)
-        return PartSet(persist(*[dask.delayed(_apply_made)(fn, shared, self.spill, p) for p in self.parts],
-                               client=self.client, progress=progress), self.client, self.spill)
-
     def _batches(self) -> list[list]:
         """The parts in TASKS consecutive batches (fewer if there are fewer parts): one task each per pass."""
         per_task = -(-len(self.parts) // TASKS)
@@ -211,14 +200,6 @@ class PartSet:
 def _share(args) -> list:
     """Large arrays become one graph key each (not hashed: a fresh key per pass), small ones stay literal."""
     return [dask.delayed(a) if _is_large(a) else a for a in args]
-
-
-def _apply(fn, args, part):
-    return fn(load_part(part), *args)
-
-
-def _apply_made(fn, args, spill_root, part):
-    return _made(fn, spill_root, load_part(part), *args)
 
 
 def _accumulate_group(fn, args, *parts):
