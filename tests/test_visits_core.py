@@ -13,7 +13,7 @@ from dr_scale.visits import ridge
 from dr_scale.visits import data as visits_data
 from dr_scale.visits.data import add_transposed_product, binary_csr, part_from_arrays
 from dr_scale.visits.passes import PartSet
-from dr_scale.visits.pca import RowSample, first_component
+from dr_scale.visits.pca import RowSample, first_component, leading_eigenpair
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
 
@@ -142,6 +142,19 @@ def test_first_component_matches_eigh_of_the_dense_covariance():
     np.testing.assert_allclose(comp.vector, expected, atol=1e-8)
     assert comp.vector.sum() > 0 and np.linalg.norm(comp.vector) == pytest.approx(1.0)
 
+
+@pytest.mark.parametrize("spread", [1.0, 0.01])  # well separated, or a top eigenvalue 1% above the next
+def test_lanczos_finds_the_leading_eigenpair(spread):
+    rng = np.random.default_rng(4)
+    Q, _ = np.linalg.qr(rng.normal(size=(80, 80)))
+    values = np.r_[np.linspace(0.0, 1.0, 79), 1.0 + spread]
+    A = (Q * values) @ Q.T
+    products = []
+    theta, v = leading_eigenpair(lambda x: products.append(1) or A @ x, rng.normal(size=80), tol=1e-12)
+    assert theta == pytest.approx(values[-1], rel=1e-12)
+    assert np.linalg.norm(A @ v - theta * v) <= 1e-12 * theta * 10
+    assert abs(v @ Q[:, -1]) == pytest.approx(1.0, abs=1e-10)
+    assert len(products) <= (25 if spread == 1.0 else 70)  # it stops once the Ritz residual is small (19, 63 here)
 
 
 def test_the_lanczos_start_sample_is_the_same_for_any_partitioning():
