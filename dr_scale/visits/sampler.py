@@ -61,36 +61,41 @@ def propensity(t: np.ndarray, m: float, mbar: float, kernel: str = "density") ->
 
 
 def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int, fraction_index: int):
-    """(row positions, repetitions) of the (row, r) memberships with r < ``repetitions``, sorted by (r, row).
+    """(row positions, repetitions) of the (row, r) memberships with r < ``repetitions``, grouped by r.
 
     Geometric gaps of a Bernoulli(f) process over r, keyed by (seed, "subsample",
     fraction_index, k, row_id); see the module docstring. Draw k is made for the rows
-    still below ``repetitions`` after k gaps only, one vectorised call per k.
+    still below ``repetitions`` after k gaps only, one vectorised call per k. Within a
+    repetition the memberships come in the order of (k, row): a deterministic order that
+    one radix sort of r gives (ordering by row too would take a second sort).
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fractions must lie in (0, 1], got {fraction}")
-    alive = np.arange(row_id.shape[0])
+    alive = np.arange(row_id.shape[0], dtype=np.int32 if row_id.shape[0] < 2**31 else np.int64)
     ids = row_id
-    position = np.full(alive.shape[0], -1, dtype=np.int64)
+    position = np.full(alive.shape[0], -1, dtype=np.int32)
     log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
     rows, reps = [], []
     k = 0
     while alive.size:
-        if fraction < 1:
-            gap = np.floor(np.log1p(-keyed_random.uniform(ids, seed, "subsample", fraction_index, k)) / log_q) + 1
-            position = position + np.minimum(gap, repetitions + 1).astype(np.int64)
-        else:
-            position = position + 1
+        step = 1
+        if fraction < 1:  # step = min(⌊log(1 − U)/log(1 − f)⌋, R) + 1, computed in place
+            gap = keyed_random.uniform(ids, seed, "subsample", fraction_index, k)
+            np.negative(gap, out=gap)
+            np.log1p(gap, out=gap)
+            np.divide(gap, log_q, out=gap)
+            np.floor(gap, out=gap)
+            np.minimum(gap, repetitions, out=gap)
+            step = gap.astype(np.int32)
+            step += 1
+        position = position + step  # a new array: the previous one was kept in ``reps``
         keep = position < repetitions
         alive, ids, position = alive[keep], ids[keep], position[keep]
         rows.append(alive)
         reps.append(position)
         k += 1
     rows, reps = np.concatenate(rows), np.concatenate(reps)
-    # (r, row) order by two stable sorts: rows (a merge of the rounds' sorted runs), then r in its smallest
-    # unsigned type (a radix sort): half the time of one sort of the keys r·n + row
-    order = np.argsort(rows, kind="stable")
-    order = order[np.argsort(reps[order].astype(np.min_scalar_type(repetitions)), kind="stable")]
+    order = np.argsort(reps.astype(np.min_scalar_type(repetitions)), kind="stable")  # a radix sort
     return rows[order], reps[order]
 
 
