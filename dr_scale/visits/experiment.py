@@ -183,21 +183,19 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
                  a: np.ndarray, lifted: Lifted) -> FitSums:
     """Add the per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit, into ``total``.
 
-    Σ_{S_k} a_i x_i, Σ_{S_k} a_i v_i x_i and Σ_{S_k} a_i x_i / p_i involve the sampled
-    memberships only: the products Lᵀ1, Lᵀv and Lᵀ(1/p) with their lifted CSR L. The count
-    Σ_{S_k} x_i runs over all memberships: Lₐₗₗᵀ1 with the lifted CSR of all of them,
-    built over blocks of whole fits of about ``SUM_BLOCK`` memberships (a block's columns
-    are its own fits' d-blocks, so the whole Lₐₗₗ is never held). So
-    c_k = Σ_{S_k} x_i − Σ_{S_k} a_i x_i / p_i takes Lₐₗₗᵀ1 + Lᵀ(−1/p). Every product adds
-    into ``total``'s arrays in place (:func:`~dr_scale.visits.data.add_transposed_product`).
+    Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i involve the sampled memberships only: the
+    products Lᵀ1 and Lᵀv with their lifted CSR L. c_k = Σ_{S_k} (1 − a_i/p_i) x_i runs over
+    all memberships: Lₐₗₗᵀ(1 − a/p) with the lifted CSR of all of them, built over blocks
+    of whole fits of about ``SUM_BLOCK`` memberships (a block's columns are its own fits'
+    d-blocks, so the whole Lₐₗₗ is never held). Every product adds into ``total``'s
+    arrays in place (:func:`~dr_scale.visits.data.add_transposed_product`).
     """
     d, n_fits = part.n_features, lifted.n_cols // part.n_features
     sampled, L = row[a], lifted.matrix
-    c = total.c.reshape(-1)  # views: the products add into the (F, d) sums in place
     v, w = part.visits[sampled], 1.0 / p[sampled]
-    add_transposed_product(c, L, -w)
-    add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))
+    add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))  # views: (F, d) sums added in place
     add_transposed_product(total.xy.reshape(-1), L, v)
+    c, weight = total.c.reshape(-1), 1.0 - a / p[row]
     bounds = fit_bounds(fit, n_fits)
     k0 = 0
     while k0 < n_fits:
@@ -205,7 +203,7 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
         lo, hi = bounds[k0], bounds[k1]
         if hi > lo:
             block = binary_csr(*lift(part.X, row[lo:hi], fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
-            add_transposed_product(c[k0 * d:k1 * d], block, ones(hi - lo))
+            add_transposed_product(c[k0 * d:k1 * d], block, weight[lo:hi])
         k0 = k1
     total.n[:] += np.bincount(fit, minlength=n_fits)
     for name, weights in (("n_a", None), ("sy", v), ("ips", v * w), ("sap", w)):  # sums over sampled memberships
