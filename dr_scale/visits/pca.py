@@ -61,7 +61,8 @@ class RowSample:
 
     @classmethod
     def smallest(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> "RowSample":
-        rows = np.argsort(keys, kind="stable")[:size]
+        rows = np.arange(keys.shape[0]) if keys.shape[0] <= size else np.argpartition(keys, size - 1)[:size]
+        rows = rows[np.argsort(keys[rows], kind="stable")]  # only the kept rows are sorted
         X = X[rows]
         return cls(size, keys[rows], X.indptr, X.indices, X.shape[1])
 
