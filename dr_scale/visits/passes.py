@@ -31,8 +31,10 @@ import numpy as np
 from dr_scale.compute import compute, persist
 
 SPLIT_EVERY = 8
-#: Parts per task of a summing pass (each task sums its parts in sequence into one sum).
+#: Parts per task of a summing pass (each task sums its parts in sequence into one sum) …
 PARTS_PER_TASK = 20
+#: … and at most this many tasks, whose sums may all be waiting at once for the tree reduction.
+MAX_TASKS = 8
 
 
 def _add(a, b):
@@ -189,15 +191,17 @@ class PartSet:
 
     def _batches(self) -> list[list]:
         """The parts in consecutive batches of about ``PARTS_PER_TASK`` (at least two batches from two
-        parts up): one summing task each per pass.
+        parts up, at most ``MAX_TASKS``): one summing task each per pass.
 
         A task's fixed costs — a fresh (F, d) sum to zero and one more addition in the tree —
         are then spread over ~20 parts: at the paper's size, a ridge pass over 2 batches
-        takes ~0.08 s less than over 8 (docs/visits.md). The batches depend on the parts
-        alone, never on the number of workers or threads, so the order of the additions,
-        and with it every bit of the sums, is the same on a laptop and on any cluster.
+        takes ~0.08 s less than over 8 (docs/visits.md). The cap bounds the task sums alive
+        at once (Dask may finish every batch before the tree adds them), so memory does
+        not grow with the number of parts. The batches depend on the parts alone, never on
+        the number of workers or threads, so the order of the additions, and with it every
+        bit of the sums, is the same on a laptop and on any cluster.
         """
-        n_tasks = max(min(2, len(self.parts)), -(-len(self.parts) // PARTS_PER_TASK))
+        n_tasks = min(MAX_TASKS, max(min(2, len(self.parts)), -(-len(self.parts) // PARTS_PER_TASK)))
         per_task = -(-len(self.parts) // n_tasks)
         return [self.parts[i:i + per_task] for i in range(0, len(self.parts), per_task)]
 
