@@ -7,7 +7,7 @@ The flow, one module per step:
   as Parquet parts in parallel, one Dask task per part keyed by (seed, part);
 * :mod:`~dr_scale.visits.data` — reading the parts as binary CSR blocks;
 * :mod:`~dr_scale.visits.pca` — the first principal component x̄ of the centred
-  features by Lanczos (ARPACK) on map-reduce matrix-vector products;
+  features by a Lanczos iteration on map-reduce matrix-vector products;
 * :mod:`~dr_scale.visits.sampler` — the paper's propensities p_i = min{N(x_i·x̄), 1},
   keyed subsample membership and logging draws;
 * :mod:`~dr_scale.visits.ridge` — ridge regression ρ̂ with an unpenalized intercept
