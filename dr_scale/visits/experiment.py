@@ -159,7 +159,7 @@ def subsample_part(total: FitSums | None, part: VisitsPart, xbar, m: float, mbar
     """One part's propensities, keyed memberships (i, k) and draws a of every fit → its per-fit sums
     (added into ``total``, or into new zero sums if None) and L.
 
-    Memberships are sorted by fit k = f_index·R + r, then row, so each fit's lifted rows
+    Memberships are grouped by fit k = f_index·R + r (:func:`memberships`), so each fit's lifted rows
     are contiguous and touch one block of the (F, d) arrays (cache-friendly products).
     Only L, the sampled memberships' lifted CSR, is kept for the ridge passes.
     """

@@ -73,7 +73,8 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
         raise ValueError(f"fractions must lie in (0, 1], got {fraction}")
     alive = np.arange(row_id.shape[0], dtype=np.int32 if row_id.shape[0] < 2**31 else np.int64)
     ids = row_id
-    position = np.full(alive.shape[0], -1, dtype=np.int32)
+    position_type = np.int32 if repetitions < 2**30 else np.int64  # holds position + R + 1
+    position = np.full(alive.shape[0], -1, dtype=position_type)
     log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
     rows, reps = [], []
     k = 0
@@ -86,7 +87,7 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
             np.divide(gap, log_q, out=gap)
             np.floor(gap, out=gap)
             np.minimum(gap, repetitions, out=gap)
-            step = gap.astype(np.int32)
+            step = gap.astype(position_type)
             step += 1
         position = position + step  # a new array: the previous one was kept in ``reps``
         keep = position < repetitions
