@@ -184,30 +184,33 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     """Add the per-fit sums of one part's memberships (row[q], fit[q]) with draws a[q], sorted by fit, into ``total``.
 
     Σ_{S_k} a_i x_i and Σ_{S_k} a_i v_i x_i involve the sampled memberships only: the
-    products Lᵀ1 and Lᵀv with their lifted CSR L. c_k = Σ_{S_k} (1 − a_i/p_i) x_i runs over
-    all memberships: Lₐₗₗᵀ(1 − a/p) with the lifted CSR of all of them, built over blocks
-    of whole fits of about ``SUM_BLOCK`` memberships (a block's columns are its own fits'
-    d-blocks, so the whole Lₐₗₗ is never held). Every product adds into ``total``'s
-    arrays in place (:func:`~dr_scale.visits.data.add_transposed_product`).
+    products Lᵀ1 and Lᵀv with their lifted CSR L. c_k = Σ_{S_k} (1 − a_i/p_i) x_i is
+    Lᵀ(1 − 1/p) over the sampled memberships plus L₀ᵀ1 over the others, L₀ their lifted
+    CSR, built over blocks of whole fits of about ``SUM_BLOCK`` memberships (a block's
+    columns are its own fits' d-blocks, so the whole L₀ is never held, and no row is
+    gathered twice). Every product adds into ``total``'s arrays in place
+    (:func:`~dr_scale.visits.data.add_transposed_product`).
     """
     d, n_fits = part.n_features, lifted.n_cols // part.n_features
-    sampled, L = row[a], lifted.matrix
+    sampled, sampled_fit, L = row[a], fit[a], lifted.matrix
     v, w = part.visits[sampled], 1.0 / p[sampled]
-    add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))  # views: (F, d) sums added in place
+    c = total.c.reshape(-1)  # views: the products add into the (F, d) sums in place
+    add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))
     add_transposed_product(total.xy.reshape(-1), L, v)
-    c, weight = total.c.reshape(-1), 1.0 - a / p[row]
-    bounds = fit_bounds(fit, n_fits)
+    add_transposed_product(c, L, 1.0 - w)
+    unsampled, unsampled_fit = row[~a], fit[~a]
+    bounds = fit_bounds(unsampled_fit, n_fits)
     k0 = 0
     while k0 < n_fits:
         k1 = min(n_fits, max(k0 + 1, int(np.searchsorted(bounds, bounds[k0] + SUM_BLOCK, side="right")) - 1))
         lo, hi = bounds[k0], bounds[k1]
         if hi > lo:
-            block = binary_csr(*lift(part.X, row[lo:hi], fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
-            add_transposed_product(c[k0 * d:k1 * d], block, weight[lo:hi])
+            block = binary_csr(*lift(part.X, unsampled[lo:hi], unsampled_fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
+            add_transposed_product(c[k0 * d:k1 * d], block, ones(hi - lo))
         k0 = k1
     total.n[:] += np.bincount(fit, minlength=n_fits)
     for name, weights in (("n_a", None), ("sy", v), ("ips", v * w), ("sap", w)):  # sums over sampled memberships
-        getattr(total, name)[:] += np.bincount(fit[a], weights=weights, minlength=n_fits)
+        getattr(total, name)[:] += np.bincount(sampled_fit, weights=weights, minlength=n_fits)
     total.population += [len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()]
     return total
 
