@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--repetitions", type=int, default=100)
     ap.add_argument("--lam", type=float, default=Settings.lam)
     ap.add_argument("--rtol", type=float, default=Settings.rtol, help="the pipeline's CG tolerance (the job's default)")
-    ap.add_argument("--rounds", type=int, default=2, help="pipeline-then-baseline rounds; the best of each is compared")
+    ap.add_argument("--rounds", type=int, default=3, help="pipeline-then-baseline rounds; the best of each is compared")
     ap.add_argument("--spill", default="disk", help="the pipeline's spill setting (as in pipelines/visits.toml)")
     args = ap.parse_args()
     url = args.data or embedded_dataset(385_000, 5000, 0)
