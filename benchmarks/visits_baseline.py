@@ -95,5 +95,6 @@ def main() -> None:
     print(f"baseline (in memory, sklearn Ridge)        {base:8.1f} s")
     print(f"speed-up {base / pipeline:.2f}x; largest relative difference of the estimates {diff:.2e}")
 
+
 if __name__ == "__main__":
     main()

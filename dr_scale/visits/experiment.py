@@ -88,18 +88,19 @@ def fit_bounds(fits: np.ndarray, n_fits: int) -> np.ndarray:
     return np.searchsorted(fits, np.arange(n_fits + 1))
 
 
-def lift(X: sp.csr_matrix, rows: np.ndarray, fits: np.ndarray, n_fits: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR arrays of the memberships (rows[q], fits[q]), ``fits`` sorted: row q holds x_{rows[q]} in column block fits[q].
+def lift(X: sp.csr_matrix, rows: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR arrays of memberships grouped by fit — fit k's are rows[bounds[k]:bounds[k + 1]]
+    (:func:`fit_bounds`) —: the row of membership q of fit k holds x_{rows[q]} in column block k.
 
     The rows are gathered by scipy's row indexing of X's pattern with int8 values (the
     values are dropped: half the memory traffic of gathering float64 ones); then the
     column indices of fit k's memberships, one contiguous run, are shifted by k·d.
     """
-    d = X.shape[1]
+    d, n_fits = X.shape[1], bounds.shape[0] - 1
     gathered = binary_csr(X.indptr, X.indices, d, np.int8)[rows]
     # one index type for indptr and indices, so scipy does not cast them on every product
     indptr, indices = compact_index(gathered.indptr, gathered.indices, n_fits * d)
-    starts = indptr[fit_bounds(fits, n_fits)]
+    starts = indptr[bounds]
     for k in range(1, n_fits):
         indices[starts[k]:starts[k + 1]] += k * d
     return indptr, indices
@@ -173,7 +174,8 @@ def subsample_part(total: FitSums | None, part: VisitsPart, xbar, m: float, mbar
     fit_type = np.int16 if settings.n_fits <= np.iinfo(np.int16).max else np.int32
     row, fit, a = np.concatenate(rows).astype(np.int32), np.concatenate(fits).astype(fit_type), np.concatenate(draws)
     F = settings.n_fits
-    lifted = Lifted(*lift(part.X, row[a], fit[a], F), F * part.n_features, fit_bounds(fit[a], F))
+    bounds = fit_bounds(fit[a], F)
+    lifted = Lifted(*lift(part.X, row[a], bounds), F * part.n_features, bounds)
     if total is None:
         total = FitSums.zeros(F, part.n_features)
     return add_fit_sums(total, part, p, row, fit, a, lifted), lifted
@@ -198,14 +200,14 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     add_transposed_product(total.sx.reshape(-1), L, ones(sampled.shape[0]))
     add_transposed_product(total.xy.reshape(-1), L, v)
     add_transposed_product(c, L, 1.0 - w)
-    unsampled, unsampled_fit = row[~a], fit[~a]
-    bounds = fit_bounds(unsampled_fit, n_fits)
+    unsampled = row[~a]
+    bounds = fit_bounds(fit[~a], n_fits)
     k0 = 0
     while k0 < n_fits:
         k1 = min(n_fits, max(k0 + 1, int(np.searchsorted(bounds, bounds[k0] + SUM_BLOCK, side="right")) - 1))
         lo, hi = bounds[k0], bounds[k1]
         if hi > lo:
-            block = binary_csr(*lift(part.X, unsampled[lo:hi], unsampled_fit[lo:hi] - k0, k1 - k0), (k1 - k0) * d)
+            block = binary_csr(*lift(part.X, unsampled[lo:hi], bounds[k0:k1 + 1] - lo), (k1 - k0) * d)
             add_transposed_product(c[k0 * d:k1 * d], block, ones(hi - lo))
         k0 = k1
     total.n[:] += np.bincount(fit, minlength=n_fits)

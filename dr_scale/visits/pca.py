@@ -126,9 +126,13 @@ def leading_eigenpair(matvec, v0: np.ndarray, tol: float, max_steps: int = 300) 
     raise RuntimeError(f"Lanczos did not reach tolerance {tol} in {max_steps} steps")
 
 
-def _covariance_matvec(X, mu: np.ndarray, n: int):
-    """v ↦ C v = (1/n) Xᵀ(X v) − μ(μ·v)."""
-    return lambda v: X.T @ (X @ np.ravel(v)) / n - mu * (mu @ np.ravel(v))
+def _covariance_matvec(gram, mu: np.ndarray, n: int):
+    """v ↦ C v = (1/n) Xᵀ(X v) − μ(μ·v), with ``gram(v)`` = Xᵀ(X v) in memory or as a pass over the parts."""
+
+    def matvec(v):
+        v = np.asarray(v, dtype=np.float64).ravel()
+        return gram(v) / n - mu * (mu @ v)
+    return matvec
 
 
 def first_component(parts: PartSet, *, tol: float = 1e-11, progress: bool = False) -> Component:
@@ -137,19 +141,19 @@ def first_component(parts: PartSet, *, tol: float = 1e-11, progress: bool = Fals
     mu = sums / n
     d = mu.shape[0]
     Xs = sample.X
-    _, start = leading_eigenpair(_covariance_matvec(Xs, np.asarray(Xs.mean(axis=0)).ravel(), Xs.shape[0]),
+    sample_mu = np.asarray(Xs.mean(axis=0)).ravel()
+    _, start = leading_eigenpair(_covariance_matvec(lambda v: _gram_matvec(sample, v), sample_mu, Xs.shape[0]),
                                  np.full(d, 1.0 / np.sqrt(d)), tol)
     count = 0
 
-    def matvec(v):
+    def gram(v):
         nonlocal count
         count += 1
         if progress:
             print(f"\rprincipal component: Lanczos pass {count}", end="", file=sys.stderr, flush=True)
-        v = np.asarray(v, dtype=np.float64).ravel()
-        return parts.sum(_gram_matvec, v) / n - mu * (mu @ v)
+        return parts.sum(_gram_matvec, v)
 
-    value, vector = leading_eigenpair(matvec, start, tol)
+    value, vector = leading_eigenpair(_covariance_matvec(gram, mu, n), start, tol)
     if progress:
         print(file=sys.stderr)
     return Component(orient(vector), value, mu, int(n), count + 1)
