@@ -101,19 +101,68 @@ def log_metadata(fs, path: str) -> dict[str, int]:
 
 
 # -- sparse features -----------------------------------------------------------
+_ONES: dict = {}
+
+
+def combined(array: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One Arrow array of a column: its only chunk as is (``combine_chunks`` would copy it)."""
+    if not isinstance(array, pa.ChunkedArray):
+        return array
+    return array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
+
+
+def ones(n: int, dtype=np.float64) -> np.ndarray:
+    """A read-only view of ``n`` ones of ``dtype``, shared.
+
+    The views come from shared arrays of 2^⌈log₂ n⌉ elements, so a view is never less
+    than half its base: scipy's sparse constructors copy such smaller views (``prune``).
+    """
+    size = 1 << max(0, int(n - 1).bit_length())
+    shared = _ONES.get((np.dtype(dtype), size))
+    if shared is None:
+        shared = np.ones(size, dtype=dtype)
+        shared.setflags(write=False)
+        _ONES[np.dtype(dtype), size] = shared
+    return shared[:n]
+
+
+def compact_index(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """``indptr`` and ``indices`` in one index type (int32 when it fits), as scipy wants them uncast."""
+    dtype = np.int32 if max(n_cols, int(indptr[-1]) if indptr.size else 0) < np.iinfo(np.int32).max else np.int64
+    return indptr.astype(dtype, copy=False), indices.astype(dtype, copy=False)
+
+
+def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int, dtype=np.float64) -> sp.csr_matrix:
+    """A CSR matrix with all stored values 1 (of ``dtype``), sharing ``indptr`` and ``indices``.
+
+    Its ``data`` is a read-only view of shared ones (:func:`ones`): binary features cost
+    no value array per partition.
+    """
+    return sp.csr_matrix((ones(indices.shape[0], dtype), indices, indptr), shape=(indptr.shape[0] - 1, n_cols),
+                         copy=False)
+
+
+def feature_arrays(features: pa.Array, source: str = "<features>") -> tuple[np.ndarray, np.ndarray]:
+    """(offsets from 0, flat indices) of a list<int> array: views of its buffers, no pandas."""
+    offsets = numeric_values(features.offsets, source, "features")
+    return offsets - offsets[0], numeric_values(pc.list_flatten(features), source, "features")
+
+
 def features_to_csr(features: pa.ChunkedArray | pa.Array, n_features: int, values=None) -> sp.csr_matrix:
-    """CSR matrix from a list<int> column (and optional list<float> values), no row loop."""
-    features = features.combine_chunks() if isinstance(features, pa.ChunkedArray) else features
-    offsets = features.offsets.to_numpy()
-    indptr = (offsets - offsets[0]).astype(np.int64)
-    indices = pc.list_flatten(features).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    """CSR matrix from a list<int> column (and optional list<float> values), no row loop.
+
+    Without ``values`` the features are binary and the matrix's data is shared ones
+    (:func:`binary_csr`, read-only).
+    """
+    return _csr(*feature_arrays(combined(features)), n_features, values)
+
+
+def _csr(indptr, indices, n_features, values) -> sp.csr_matrix:
+    indptr, indices = compact_index(indptr, indices.astype(np.int32, copy=False), n_features)
     if values is None:
-        data = np.ones(indices.shape[0], dtype=np.float64)
-    else:
-        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        data = pc.list_flatten(values).to_numpy(zero_copy_only=False).astype(np.float64)
-    n = len(features)
-    return sp.csr_matrix((data, indices, indptr), shape=(n, n_features))
+        return binary_csr(indptr, indices, n_features)
+    data = pc.list_flatten(combined(values)).to_numpy(zero_copy_only=False).astype(np.float64)
+    return sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, n_features))
 
 
 def csr_to_features(X: sp.csr_matrix) -> pa.Array:
@@ -152,8 +201,7 @@ def numeric_values(array, source: str, column: str, row_id=None) -> np.ndarray:
     the reading threads waiting); reading the buffer does not. A null is an error naming
     the row (when ``row_id`` is given).
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = combined(array)
     if not _is_number(array.type):
         raise LogDataError(source, column, f"expected numbers, found {array.type}")
     if array.null_count:
@@ -196,15 +244,16 @@ def partition_from_table(
     _check_type(table, source, "action", pa.types.is_integer, "an integer type")
     _check_type(table, source, "reward", _is_number, "a numeric type")
     _check_type(table, source, "propensity", pa.types.is_floating, "a floating type")
-    row_id = table.column("row_id").to_numpy().astype(np.int64, copy=False)
-    action = table.column("action").to_numpy().astype(np.int64, copy=False)
-    reward = table.column("reward").to_numpy().astype(np.float64, copy=False)
-    propensity = table.column("propensity").to_numpy().astype(np.float64, copy=False)
+    row_id = numeric_values(table.column("row_id"), source, "row_id").astype(np.int64, copy=False)
+    action = numeric_values(table.column("action"), source, "action").astype(np.int64, copy=False)
+    reward = numeric_values(table.column("reward"), source, "reward").astype(np.float64, copy=False)
+    propensity = numeric_values(table.column("propensity"), source, "propensity").astype(np.float64, copy=False)
 
-    ordered = np.sort(row_id)
-    dup = np.flatnonzero(ordered[1:] == ordered[:-1])
-    if dup.size:
-        raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
+    if row_id.size > 1 and not (row_id[1:] > row_id[:-1]).all():  # ids in increasing order need no sort
+        ordered = np.sort(row_id)
+        dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if dup.size:
+            raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
     bad = _first_bad(~((propensity > 0) & (propensity <= 1)), row_id)
     if bad is not None:
         raise LogDataError(source, "propensity", "propensity outside (0, 1]", bad)
@@ -218,20 +267,20 @@ def partition_from_table(
     X = None
     if with_features:
         _check_type(table, source, "features", _is_int_list, "list<int32>")
-        features = table.column("features").combine_chunks()
-        flat = pc.list_flatten(features).to_numpy(zero_copy_only=False)
-        check_feature_indices(source, flat, features.offsets.to_numpy(), n_features, row_id,
+        features = combined(table.column("features"))
+        indptr, flat = feature_arrays(features, source)
+        check_feature_indices(source, flat, indptr, n_features, row_id,
                               n_features if n_features is not None else np.iinfo(np.int32).max)
         values = None
         if "values" in table.column_names:
             _check_type(table, source, "values", _is_float_list, "list<float32>")
-            values = table.column("values").combine_chunks()
+            values = combined(table.column("values"))
             lengths_differ = pc.not_equal(pc.list_value_length(values), pc.list_value_length(features))
             mismatch = lengths_differ.to_numpy(zero_copy_only=False)
             if mismatch.any():
                 raise LogDataError(source, "values", "list length differs from 'features'", _first_bad(mismatch, row_id))
         d = n_features if n_features is not None else (int(flat.max()) + 1 if flat.size else 0)
-        X = features_to_csr(features, d, values)
+        X = _csr(indptr, flat, d, values)
     return Partition(source, row_id, X, action, reward, propensity, table)
 
 

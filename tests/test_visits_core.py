@@ -9,9 +9,10 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dr_scale import keyed_random
-from dr_scale.visits import ridge
+from dr_scale.logdata import binary_csr
 from dr_scale.visits import data as visits_data
-from dr_scale.visits.data import add_transposed_product, binary_csr, part_from_arrays
+from dr_scale.visits import ridge
+from dr_scale.visits.data import add_transposed_product, part_from_arrays
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import RowSample, first_component, leading_eigenpair
 from dr_scale.visits.sampler import logging_actions, memberships, propensity

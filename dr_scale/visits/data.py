@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from dr_scale.logdata import (
     LogDataError,
+    binary_csr,
     check_feature_indices,
+    combined,
+    compact_index,
+    feature_arrays,
     first_null,
     list_parts,
     log_metadata,
@@ -30,34 +33,6 @@ except ImportError:  # private to scipy: should a release move it, the public pr
     _csc_matvec = None
 
 COLUMNS = ["row_id", "features", "visits"]
-_ONES: dict = {}
-
-
-def ones(n: int, dtype=np.float64) -> np.ndarray:
-    """A read-only view of ``n`` ones of ``dtype``, shared.
-
-    The views come from shared arrays of 2^⌈log₂ n⌉ elements, so a view is never less
-    than half its base: scipy's sparse constructors copy such smaller views (``prune``).
-    """
-    size = 1 << max(0, int(n - 1).bit_length())
-    shared = _ONES.get((np.dtype(dtype), size))
-    if shared is None:
-        shared = np.ones(size, dtype=dtype)
-        shared.setflags(write=False)
-        _ONES[np.dtype(dtype), size] = shared
-    return shared[:n]
-
-
-def compact_index(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """``indptr`` and ``indices`` in one index type (int32 when it fits), as scipy wants them uncast."""
-    dtype = np.int32 if max(n_cols, int(indptr[-1]) if indptr.size else 0) < np.iinfo(np.int32).max else np.int64
-    return indptr.astype(dtype, copy=False), indices.astype(dtype, copy=False)
-
-
-def binary_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int, dtype=np.float64) -> sp.csr_matrix:
-    """A CSR matrix with all stored values 1 (of ``dtype``), sharing ``indptr`` and ``indices``."""
-    return sp.csr_matrix((ones(indices.shape[0], dtype), indices, indptr), shape=(indptr.shape[0] - 1, n_cols),
-                         copy=False)
 
 
 def add_transposed_product(out: np.ndarray, A: sp.csr_matrix, y: np.ndarray) -> np.ndarray:
@@ -112,13 +87,13 @@ def read_visits_part(fs, path: str, n_features: int) -> VisitsPart:
     bad = np.flatnonzero(~(np.isfinite(visits) & (visits >= 0)))
     if bad.size:
         raise LogDataError(path, "visits", "visits must be finite and non-negative", int(row_id[bad[0]]))
-    features = table.column("features").combine_chunks()
+    features = combined(table.column("features"))
     if features.null_count:
         raise LogDataError(path, "features", "null feature lists", int(row_id[first_null(features)]))
-    offsets = numeric_values(features.offsets, path, "features")
-    indices = numeric_values(pc.list_flatten(features), path, "features").astype(np.int32, copy=False)
-    check_feature_indices(path, indices, offsets, n_features, row_id)
-    return VisitsPart(path, row_id, *compact_index(offsets - offsets[0], indices, n_features), visits, n_features)
+    indptr, indices = feature_arrays(features, path)
+    check_feature_indices(path, indices, indptr, n_features, row_id)
+    return VisitsPart(path, row_id, *compact_index(indptr, indices.astype(np.int32, copy=False), n_features), visits,
+                      n_features)
 
 
 def visits_parts(url: str, storage_options: dict | None = None, n_features: int | None = None):

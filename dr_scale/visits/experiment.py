@@ -33,16 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from dr_scale.logdata import binary_csr, compact_index, ones
 from dr_scale.visits import ridge
-from dr_scale.visits.data import (
-    VisitsPart,
-    add_transposed_product,
-    binary_csr,
-    compact_index,
-    ones,
-    read_visits_part,
-    visits_parts,
-)
+from dr_scale.visits.data import VisitsPart, add_transposed_product, read_visits_part, visits_parts
 from dr_scale.visits.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.linalg import eigh_tridiagonal
 
 from dr_scale import keyed_random
-from dr_scale.visits.data import binary_csr
+from dr_scale.logdata import binary_csr
 from dr_scale.visits.passes import PartSet
 
 #: Rows of the keyed sample whose principal component starts the Lanczos iteration.
