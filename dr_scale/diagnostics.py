@@ -18,6 +18,19 @@ WEIGHT_EDGES = np.concatenate([[0.0], np.logspace(-3, 6, 9 * 40 + 1)])
 TINY_PROPENSITY = 0.01
 
 
+def _weight_histogram(weight: np.ndarray) -> np.ndarray:
+    """Counts of the weights in the bins [WEIGHT_EDGES[j], WEIGHT_EDGES[j + 1]) (the last bin open).
+
+    Zero weights — the rows where π does not take the logged action, most rows for a
+    deterministic π — fall in bin 0 without a search; only the positive ones are searched.
+    """
+    positive = weight[weight > 0]
+    bins = np.minimum(np.searchsorted(WEIGHT_EDGES, positive, side="right") - 1, WEIGHT_EDGES.size - 1)
+    counts = np.bincount(bins, minlength=WEIGHT_EDGES.size).astype(np.int64)
+    counts[0] += weight.size - positive.size
+    return counts
+
+
 @dataclass(frozen=True)
 class WeightStats:
     n: int
@@ -36,7 +49,6 @@ class WeightStats:
     def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> "WeightStats":
         if weight.size == 0:
             return cls.empty()
-        bins = np.clip(np.searchsorted(WEIGHT_EDGES, weight, side="right") - 1, 0, WEIGHT_EDGES.size - 1)
         return cls(
             int(weight.size),
             float(weight.sum()),
@@ -44,7 +56,7 @@ class WeightStats:
             float(weight.max()),
             int((propensity < TINY_PROPENSITY).sum()),
             float(reward.sum()),
-            np.bincount(bins, minlength=WEIGHT_EDGES.size).astype(np.int64),
+            _weight_histogram(weight),
         )
 
     def __add__(self, other: "WeightStats") -> "WeightStats":

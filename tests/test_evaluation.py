@@ -7,6 +7,7 @@ import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
 import pytest
+import scipy.sparse as sp
 
 from dr_scale import keyed_random
 from dr_scale.cli import main
@@ -106,10 +107,55 @@ def test_policy_kinds_agree(tmp_path):
     assert ips("column:target_action") == ips("probs:target_probs")
     assert ips("column:target_action") == ips("callable:dr_scale.example:candidate_policy")
     assert ips("constant:2") == ips("column:always_two")
+
+    # With a reward model: the deterministic policies' path (ρ̂ at π's actions only) and the
+    # probabilities' path (ρ̂ for the actions π takes, zeros for the others) agree on every
+    # estimator, and with a model that can only predict all k columns at once.
+    rng = np.random.default_rng(8)
+    model = LinearRewardModel(rng.normal(size=(N_FEATURES, N_ACTIONS)), rng.normal(size=N_ACTIONS))
+
+    class AllColumns:  # a reward model without the ``actions`` argument
+        def predict(self, X):
+            return model.predict(X)
+
+    def every(policy, rho=model):
+        return evaluate_log(url, Evaluation(policy, make_estimators(ALL, clip=10.0, tau=5.0), reward_model=rho))
+
+    assert_same(every("column:target_action"), every("probs:target_probs"))
+    assert_same(every("column:target_action"), every("callable:dr_scale.example:candidate_policy"))
+    assert_same(every("constant:2"), every("column:always_two"))
+    assert_same(every("constant:2"), every("column:always_two", AllColumns()))
+    assert_same(every("probs:target_probs"), every("probs:target_probs", AllColumns()))
+    assert every("constant:2").estimates["DR"].value != pytest.approx(every("constant:1").estimates["DR"].value)
     with pytest.raises(LogDataError, match="column 'nope': missing column"):
         ips("column:nope")
     with pytest.raises(ValueError, match="bad policy"):
         ips("sometimes")
+
+
+def test_linear_model_predicts_chosen_actions():
+    """predict(X, actions) is the dense x·w_a + b_a for those columns, for few (one product each) and many."""
+    rng = np.random.default_rng(2)
+    X = sp.random(40, 30, density=0.2, format="csr", random_state=3)
+    for k, actions in ((3, [2]), (3, [0, 2]), (6, [0, 1, 3, 5]), (6, None)):
+        model = LinearRewardModel(rng.normal(size=(30, k)), rng.normal(size=k))
+        dense = X.toarray() @ model.coef + model.intercept
+        expected = dense if actions is None else dense[:, actions]
+        got = model.predict(X) if actions is None else model.predict(X, actions=np.array(actions))
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_weight_histogram_counts_as_a_search_of_the_edges():
+    """Zero weights go to bin 0 unsearched; every other weight to the last edge ≤ w, edges themselves included."""
+    from dr_scale.diagnostics import WEIGHT_EDGES, WeightStats
+
+    edges = WEIGHT_EDGES[1:]
+    weight = np.concatenate([np.zeros(50), edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf),
+                             [1e-9, 1e7, 1e30], np.random.default_rng(0).lognormal(0, 3, 1000)])
+    bins = np.clip(np.searchsorted(WEIGHT_EDGES, weight, side="right") - 1, 0, WEIGHT_EDGES.size - 1)
+    hist = WeightStats.of(weight, np.ones_like(weight), np.zeros_like(weight)).histogram
+    np.testing.assert_array_equal(hist, np.bincount(bins, minlength=WEIGHT_EDGES.size))
+    assert hist[0] == np.count_nonzero(weight < 1e-3) and hist[-1] == np.count_nonzero(weight >= 1e6)
 
 
 def test_dm_without_reward_model_is_an_error():
