@@ -3,7 +3,10 @@
 Baseline (what one would write first): load every part into one in-memory CSR matrix,
 first principal component by scikit-learn's PCA (ARPACK, implicit centring), the
 paper's propensities, then for each (fraction, repetition) a scikit-learn ``Ridge``
-on the sampled rows of the subsample and the IPS / DR means in numpy. The subsamples
+on the sampled rows of the subsample and the IPS / DR means in numpy. Both solve the
+ridge problems by conjugate gradients to the same stopping rule, ‖r‖ ≤ rtol ‖rhs‖ on the
+centred normal equations (``--rtol``, the job's default: scikit-learn's ``sparse_cg``
+``tol`` is that rule), so neither side does more precise work than the other. The subsamples
 and logging draws are the pipeline's keyed ones (dr_scale.visits.sampler), so both
 compute the same estimates; the script runs both ``--rounds`` times, alternating, and
 prints every timing, the ratio of the best times and the largest relative difference of
@@ -36,6 +39,7 @@ from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
 
 def baseline(url: str, s: Settings, n_features: int = 5000):
+    """The F IPS and DR estimates, in memory; each ridge fit to scikit-learn's ``tol`` = the pipeline's rtol."""
     fs, paths = list_parts(url)
     tables = [pq.read_table(fs.open(p, "rb")) for p in paths]
     X = sp.vstack([features_to_csr(t.column("features"), n_features) for t in tables]).tocsr()
@@ -55,7 +59,7 @@ def baseline(url: str, s: Settings, n_features: int = 5000):
                 continue
             sampled = S[aS]
             if sampled.size:
-                model = Ridge(alpha=s.lam, solver="sparse_cg", tol=1e-12).fit(X[sampled], v[sampled])
+                model = Ridge(alpha=s.lam, solver="sparse_cg", tol=s.rtol).fit(X[sampled], v[sampled])
                 rho = model.predict(X[S])
             else:
                 rho = np.zeros(S.size)
@@ -70,7 +74,8 @@ def main() -> None:
     ap.add_argument("--data", help="visits set URL (default: the embedded 385,000-row set, generated if needed)")
     ap.add_argument("--repetitions", type=int, default=100)
     ap.add_argument("--lam", type=float, default=Settings.lam)
-    ap.add_argument("--rtol", type=float, default=Settings.rtol, help="the pipeline's CG tolerance (the job's default)")
+    ap.add_argument("--rtol", type=float, default=Settings.rtol,
+                    help="both sides' CG tolerance (default: the job's)")
     ap.add_argument("--rounds", type=int, default=3, help="pipeline-then-baseline rounds; the best of each is compared")
     ap.add_argument("--spill", default="disk", help="the pipeline's spill setting (as in pipelines/visits.toml)")
     args = ap.parse_args()

@@ -37,7 +37,7 @@ class LinearRewardModel:
 
         Up to three columns are one sparse mat-vec each: scipy's multi-vector kernel
         (``csr_matvecs``) takes ~15.5 ms for two columns of a 100,000 × 5000 CSR with 40
-        stored values per row where two products take ~9 ms (docs/estimators.md).
+        stored values per row where two products take ~9 ms (docs/data-contract.md).
         """
         coef, intercept = (self.coef, self.intercept) if actions is None else (self.coef[:, actions],
                                                                                 self.intercept[actions])
