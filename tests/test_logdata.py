@@ -41,7 +41,8 @@ def test_features_round_trip_to_csr_without_row_loops():
     np.testing.assert_array_equal(binary.toarray(), (X.toarray() != 0).astype(float))
     # binary features: int32 indices as scipy's kernels take them, and shared read-only ones as data
     assert binary.indptr.dtype == binary.indices.dtype == np.int32
-    assert not binary.data.flags.writeable and binary.data.base is features_to_csr(table.column("features"), 20).data.base
+    again = features_to_csr(table.column("features"), 20)
+    assert not binary.data.flags.writeable and binary.data.base is again.data.base
     # A sliced (offset) list array converts too.
     sliced = table.slice(10, 7).column("features")
     np.testing.assert_array_equal(features_to_csr(sliced, 20).toarray(), binary[10:17].toarray())
