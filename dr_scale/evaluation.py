@@ -114,10 +114,12 @@ class Evaluation:
         if target.ndim == 1:  # deterministic π: its actions
             reward_hat = None
             if model is not None:
-                taken = np.flatnonzero(np.bincount(target, minlength=k))
+                present = np.bincount(target, minlength=k) > 0
+                taken = np.flatnonzero(present)
                 columns = predict_columns(model, part.X, taken)
+                slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
                 reward_hat = (columns[:, 0] if taken.size == 1 else
-                              columns.take(np.arange(n) * taken.size + np.searchsorted(taken, target)))
+                              columns.take(np.arange(n) * taken.size + slot[target]))
             return RowInputs.from_actions(part.reward, part.action, part.propensity, target, reward_hat)
         reward_hat = None
         if model is not None:
