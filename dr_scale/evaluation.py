@@ -110,23 +110,28 @@ class Evaluation:
         """
         k = self.n_actions or int(max(part.action.max(initial=0), getattr(self.policy, "action", 0)) + 1)
         target = self.policy.decisions(part, k)
-        model, n = self.reward_model, len(part)
-        if target.ndim == 1:  # deterministic π: its actions
-            reward_hat = None
-            if model is not None:
-                present = np.bincount(target, minlength=k) > 0
-                taken = np.flatnonzero(present)
-                columns = predict_columns(model, part.X, taken)
-                slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
-                reward_hat = (columns[:, 0] if taken.size == 1 else
-                              columns.take(np.arange(n) * taken.size + slot[target]))
+        if target.ndim == 1:  # a deterministic π: its actions
+            reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
             return RowInputs.from_actions(part.reward, part.action, part.propensity, target, reward_hat)
-        reward_hat = None
-        if model is not None:
-            taken = np.flatnonzero(np.ones(n) @ target > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
-            reward_hat = np.zeros((n, k))
-            reward_hat[:, taken] = predict_columns(model, part.X, taken)
+        reward_hat = None if self.reward_model is None else self._where_taken(part, target)
         return RowInputs.from_arrays(part.reward, part.action, part.propensity, target, reward_hat)
+
+    def _at_actions(self, part: Partition, target: np.ndarray, k: int) -> np.ndarray:
+        """ρ̂_{π(x_i)}(x_i), (n,), from the model's columns of the actions in ``target`` only."""
+        present = np.bincount(target, minlength=k) > 0
+        taken = np.flatnonzero(present)
+        columns = predict_columns(self.reward_model, part.X, taken)
+        if taken.size == 1:
+            return columns[:, 0]
+        slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
+        return columns.take(np.arange(len(part)) * taken.size + slot[target])
+
+    def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
+        """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
+        reward_hat = np.zeros(probs.shape)
+        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken)
+        return reward_hat
 
     def state(self, part: Partition) -> PolicyState:
         rows = self.rows(part)
