@@ -158,6 +158,7 @@ def features_to_csr(features: pa.ChunkedArray | pa.Array, n_features: int, value
 
 
 def _csr(indptr, indices, n_features, values) -> sp.csr_matrix:
+    """CSR from ``indptr`` (from 0) and flat ``indices``; data from the list<float> ``values``, or shared ones."""
     indptr, indices = compact_index(indptr, indices.astype(np.int32, copy=False), n_features)
     if values is None:
         return binary_csr(indptr, indices, n_features)
