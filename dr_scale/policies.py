@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from dr_scale.logdata import LogDataError, Partition, numeric_values
+from dr_scale.logdata import LogDataError, Partition, combined, numeric_values
 
 
 def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
@@ -92,7 +92,7 @@ class ProbsColumnPolicy(Policy):
         self.columns = (self.column,)
 
     def decisions(self, part, k):
-        col = part.table.column(self.column).combine_chunks()
+        col = combined(part.table.column(self.column))
         lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != k)
         if bad.size:
