@@ -40,7 +40,7 @@ def model_digest(model) -> str | None:
     if model is None:
         return None
     h = hashlib.sha256()
-    for array in (model.coef, model.intercept):
+    for array in model.parameters() if hasattr(model, "parameters") else (model.coef, model.intercept):
         a = np.ascontiguousarray(array, dtype=np.float64)
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
