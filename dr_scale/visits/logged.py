@@ -22,7 +22,7 @@ from dr_scale.atomic import url_to_fs
 from dr_scale.compute import compute
 from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
 from dr_scale.visits.data import VisitsPart
-from dr_scale.visits.passes import PartSet, load_part
+from dr_scale.outofcore.passes import PartSet, load_part
 from dr_scale.visits.sampler import propensity
 
 
