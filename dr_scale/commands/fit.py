@@ -72,7 +72,7 @@ def run(args) -> int:
     from dr_scale.fitting import summary
 
     opts = storage_options(args.storage_options)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, args.logs, client, opts)
     model.save(args.out, opts or None)
     print(summary(model))
