@@ -21,7 +21,7 @@ import pyarrow as pa
 from dr_scale.compute import compute
 from dr_scale.diagnostics import WeightStats
 from dr_scale.estimators import Estimate, Estimator, RowInputs, make_estimators
-from dr_scale.logdata import Partition, list_parts, log_metadata, partition_from_table, read_partition
+from dr_scale.logdata import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.moments import Moments
 from dr_scale.policies import Policy, parse_policy
 from dr_scale.reward_models import predict_columns
@@ -169,6 +169,10 @@ def reduce_states(bag: db.Bag, split_every: int = 8):
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
     """Fill n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
+    policy_k = evaluation.policy.n_actions
+    if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
+        raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
+                                                 f"{evaluation.policy} has {policy_k}")
     if evaluation.n_features is None:
         evaluation.n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
     if evaluation.n_actions is None:

@@ -28,7 +28,7 @@ from dr_scale.estimators import IPS, DoublyRobust
 from dr_scale.logdata import features_to_csr, write_parquet
 from dr_scale.visits.experiment import Settings, load_parts, run_experiment
 from dr_scale.visits.generate import generate_visits
-from dr_scale.visits.passes import Spilled, spill_folder
+from dr_scale.outofcore.passes import Spilled, spill_folder
 from dr_scale.visits.sampler import logging_actions, memberships
 
 ROWS, FEATURES = 4000, 200

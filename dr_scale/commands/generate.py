@@ -35,10 +35,10 @@ def add_parser(sub) -> None:
 def run_visits(args) -> int:
     from dr_scale.visits.generate import generate_visits
     from dr_scale.visits.job import spill_root
-    from dr_scale.visits.passes import spill_folder
+    from dr_scale.outofcore.passes import spill_folder
 
     opts = storage_options(args.storage_options)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_visits(args.out, rows=args.rows, features=args.features, seed=args.seed,
                                    rows_per_part=args.rows_per_part, storage_options=opts, client=client,

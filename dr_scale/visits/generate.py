@@ -178,8 +178,7 @@ def part_bounds(n_rows: int, rows_per_part: int) -> np.ndarray:
     return np.linspace(0, n_rows, n_parts + 1).astype(np.int64)
 
 
-def _write_part(url: str, storage_options, seed, part, first, n, gm) -> int:
-    fs, root = url_to_fs(url, storage_options)
+def _write_part(fs, root: str, seed, part, first, n, gm) -> int:
     write_parquet(generate_part(seed, part, first, n, gm), posixpath.join(root, f"part-{part:05d}.parquet"), fs=fs)
     return n
 
@@ -193,14 +192,14 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     gm = global_model(seed, features)
     bounds = part_bounds(rows, rows_per_part)
     gm_key = dask.delayed(gm, pure=True)
-    tasks = [dask.delayed(_write_part, pure=True)(url, storage_options, seed, j, int(bounds[j]),
+    fs, root = url_to_fs(url, storage_options)  # pickles without secrets (dr_scale.storage)
+    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, j, int(bounds[j]),
                                                   int(bounds[j + 1] - bounds[j]), gm_key)
              for j in range(len(bounds) - 1)]
     written = compute(*tasks, client=client, progress=progress)
     manifest = {"generator": "dr_scale.visits.generate", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}
-    fs, root = url_to_fs(url, storage_options)
     atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
     return manifest
 

@@ -23,7 +23,7 @@ from dr_scale.visits.experiment import (
     run_experiment,
 )
 from dr_scale.visits.outputs import write_outputs
-from dr_scale.visits.passes import spill_folder
+from dr_scale.outofcore.passes import spill_folder
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,

@@ -12,10 +12,11 @@ is the solution of the centred normal equations (μ = s_x/n, ȳ = s_y/n)
 solved here by conjugate gradients with the Jacobi preconditioner
 diag(X_SᵀX_S) − n μ² + λ, for F independent fits at once (one row of each (F, d)
 array per fit). Each iteration needs one G(P) for all fits together, which the caller
-computes as a map-reduce pass over the data (:mod:`dr_scale.visits.experiment`) or in
+computes as a map-reduce pass over the data (:mod:`dr_scale.outofcore.passes`) or in
 memory; the centring is applied to G's result, so X is never densified. CG rather than
-forming X_SᵀX_S: a 5000 × 5000 Gram per fit is ~91% dense, slow to form and to factor,
-and there are 600 fits (see docs/visits.md for the measurements).
+forming X_SᵀX_S: in the visits experiment a 5000 × 5000 Gram per fit is ~91% dense,
+slow to form and to factor, and there are 600 fits (see docs/visits.md for the
+measurements).
 
 A fit with n = 0 rows has no data: w = 0, b = 0 (ρ̂ ≡ 0, so DR reduces to IPS there);
 with n = 1, w = 0 and b = y. λ > 0 keeps every fit well-posed, however small.
