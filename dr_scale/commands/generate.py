@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
                          description="Write row_id, features (list<int32>), visits (int32) as Parquet parts and "
                                      "print the calibration figures (true mean, mean propensity, naive sampled "
                                      "mean, ridge R²) under the paper's sampler.")
-    v.add_argument("--rows", type=int, default=385_000, help="number of users (paper: 3854689; default 385000)")
+    v.add_argument("--rows", type=int, default=3_854_689, help="number of users (default: the paper's 3854689)")
     v.add_argument("--features", type=int, default=5000, help="number of binary features (default 5000)")
     v.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL)")
     v.add_argument("--seed", type=int, default=0)

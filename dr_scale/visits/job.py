@@ -1,8 +1,8 @@
 """``dr-scale run pipelines/visits.toml``: the paper's Fig. cv experiment, end to end.
 
 With ``data`` empty (the default) the job uses the embedded set: ``rows`` rows
-(385,000, a tenth of the paper, by default; 3,854,689 is the paper's size) generated
-on first use into the cache folder ``<cache>/visits-<rows>x<features>-seed<seed>-v<version>``,
+(by default the paper's 3,854,689, so that each fraction's subsamples have the paper's
+sizes) generated on first use into the cache folder ``<cache>/visits-<rows>x<features>-seed<seed>-v<version>``,
 ``cache`` defaulting to ``$DR_SCALE_CACHE`` or ``~/.cache/dr-scale``. Later runs reuse
 the cached set (complete sets carry a ``_manifest.json``).
 """
