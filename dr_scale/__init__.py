@@ -15,9 +15,11 @@ from dr_scale.estimators import (
     SwitchDR,
 )
 from dr_scale.evaluation import Evaluation, evaluate_dataframe, evaluate_log
+from dr_scale.fitting import fit_reward_model
+from dr_scale.reward_models import LinearRewardModel, RewardModel
 
 __version__ = "0.1.0"
 __all__ = [
     "DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "Estimate",
-    "Evaluation", "evaluate_log", "evaluate_dataframe",
+    "Evaluation", "evaluate_log", "evaluate_dataframe", "fit_reward_model", "LinearRewardModel", "RewardModel",
 ]
