@@ -7,8 +7,7 @@ import os
 
 from dr_scale.config import PositiveInt, option
 from dr_scale.errors import UserError
-
-STORAGE_OPTIONS_ENV = "DR_SCALE_STORAGE_OPTIONS"
+from dr_scale.storage import STORAGE_OPTIONS_ENV
 
 
 def add_compute_options(parser) -> None:

@@ -11,6 +11,10 @@ TOML (or YAML, same keys)::
     [[policy]]
     name = "candidate"
     spec = "column:target_action"          # any spelling of dr_scale.policies.parse_policy
+
+    [[policy]]
+    name = "learned"
+    spec = "linear:models/policy.npz"      # a learned policy file (dr-scale learn); relative to this file
 """
 
 from __future__ import annotations
@@ -63,6 +67,17 @@ def _resolve(path: str, base: str) -> str:
     return f"{protocol}{sep}{joined}"
 
 
+def _resolve_spec(spec: str, base: str) -> str:
+    """A linear / softmax policy's file relative to the policies file (``linear:PATH``, ``softmax:PATH:T``)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "linear" and arg:
+        return f"linear:{_resolve(arg, base)}"
+    if kind == "softmax" and ":" in arg:
+        path, _, temperature = arg.rpartition(":")
+        return f"softmax:{_resolve(path, base)}:{temperature}"
+    return spec
+
+
 class PolicyEntry(Model):
     name: Annotated[str, Field(min_length=1)] | None = None
     spec: Annotated[str, Field(min_length=1)]
@@ -91,15 +106,16 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
         raise ConfigError("no [[policy]] entries (each needs name = … and spec = …)", source)
     policies, seen = [], set()
     for i, entry in enumerate(entries):
+        spec = _resolve_spec(entry.spec, source)
         try:
-            parse_policy(entry.spec)
+            parse_policy(spec)
         except UserError as exc:
             raise ConfigError(f"policy #{i + 1}: {exc}", source) from None
-        name = entry.name or entry.spec
+        name = entry.name or spec
         if name in seen:
             raise ConfigError(f"two policies are named {name!r}", source)
         seen.add(name)
-        policies.append(CandidatePolicy(name, entry.spec))
+        policies.append(CandidatePolicy(name, spec))
     reward_model = _resolve(model.reward_model, source) if model.reward_model else None
     names = list(model.estimators or (DEFAULT_ESTIMATORS if reward_model else MODEL_FREE_ESTIMATORS))
     for name in names:
