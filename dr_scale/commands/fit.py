@@ -7,6 +7,7 @@ import warnings
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.compute import dask_session
+from dr_scale.config import PositiveFinite, PositiveInt, option
 
 
 def add_parser(sub) -> None:
@@ -18,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
     add_model_options(p)
-    p.add_argument("--n-actions", type=int, help="number of actions k (default: the log's metadata, else the data)")
+    p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"), help="number of actions k (default: the log's metadata, else the data)")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -38,9 +39,9 @@ def add_model_options(p) -> None:
                    help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
                         "model j, fitted on the other folds, predicts the rows of fold j")
     p.add_argument("--seed", type=int, default=0, help="key of the folds and the held-out rows (default 0)")
-    p.add_argument("--rtol", type=float, default=1e-10,
+    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=1e-10,
                    help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
-    p.add_argument("--n-features", type=int, help="number of features d (default: the log's metadata, else the data)")
+    p.add_argument("--n-features", type=option(PositiveInt, "positive integer"), help="number of features d (default: the log's metadata, else the data)")
 
 
 def parse_lambda(text: str):
