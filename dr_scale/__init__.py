@@ -15,9 +15,10 @@ from dr_scale.estimators import (
     SwitchDR,
 )
 from dr_scale.evaluation import Evaluation, evaluate_dataframe, evaluate_log
+from dr_scale.learning.reduction import learn_policy
 
 __version__ = "0.1.0"
 __all__ = [
     "DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "Estimate",
-    "Evaluation", "evaluate_log", "evaluate_dataframe",
+    "Evaluation", "evaluate_log", "evaluate_dataframe", "learn_policy",
 ]

@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale import keyed_random
-from dr_scale.learning.dlm import first_argmax
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logdata import binary_csr, compact_index, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
@@ -154,6 +153,8 @@ def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: n
     Returns (Σ_i (e_{a1} − e_{a2}) x_iᵀ (k, d), Σ_i (e_{a1} − e_{a2}) (k,), Σ_i Γ_{a2(i)}(x_i), n)
     with a1 = argmax_a x·w_a + b_a + ε Γ_a, a2 = argmax_a x·w_a + b_a (:mod:`.dlm`).
     """
+    from dr_scale.learning.dlm import first_argmax  # dlm imports scikit-learn: only for this learner
+
     X = part.X
     gamma = imputation.rewards(part, X)
     scores = (np.asarray(X @ weights.T) + bias).T[None]  # (1, k, n)
@@ -233,10 +234,14 @@ def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *,
 
 # -- the entry point --------------------------------------------------------------------
 def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
-    """(d, k): given, else from the log's metadata, else from the reward model; a clear error otherwise."""
+    """(d, k): from the log's metadata, else as given, else from the reward model; a clear error otherwise."""
     meta = log_metadata(fs, paths[0])
-    d = n_features or meta.get("n_features") or getattr(reward_model, "n_features", None)
-    k = n_actions or meta.get("n_actions") or getattr(reward_model, "n_actions", None)
+    for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
+        if given is not None and meta.get(key, given) != given:
+            raise ValueError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
+                             f"given {given}")
+    d = meta.get("n_features") or n_features or getattr(reward_model, "n_features", None)
+    k = meta.get("n_actions") or n_actions or getattr(reward_model, "n_actions", None)
     if d is None or k is None:
         missing = "n_features (d)" if d is None else "n_actions (k)"
         raise ValueError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
@@ -307,9 +312,11 @@ def _moments(part: LogPart):
     return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
 
 
-def fit_reward_model_for(logs: str, folds: int, **kwargs):
-    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds (the ``dr-scale fit`` job)."""
-    raise ValueError("DR and DM need a reward model: pass --reward-model MODEL.npz (from dr-scale fit --folds K)")
+def fit_reward_model_for(logs: str, folds: int, *, spill: str | None, **kwargs):
+    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`)."""
+    from dr_scale.fitting import fit_reward_model
+
+    return fit_reward_model(logs, lam="auto", folds=folds, spill=spill or "memory", **kwargs)
 
 
 def _stage(progress: bool, message: str) -> None:
