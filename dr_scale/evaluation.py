@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask.bag as db
 import numpy as np
@@ -167,30 +167,34 @@ def reduce_states(bag: db.Bag, split_every: int = 8):
 
 
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
-    """Fill n_features / n_actions from the log's schema metadata where not given."""
+    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
     policy_k = evaluation.policy.n_actions
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
-    if evaluation.n_features is None:
-        evaluation.n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
-    if evaluation.n_actions is None:
-        evaluation.n_actions = meta.get("n_actions")
-    return evaluation
+    n_features = evaluation.n_features
+    if n_features is None:
+        n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
+    n_actions = evaluation.n_actions if evaluation.n_actions is not None else meta.get("n_actions")
+    return replace(evaluation, n_features=n_features, n_actions=n_actions)
 
 
 def log_states(url: str, evaluation: Evaluation, storage_options: dict | None = None) -> db.Bag:
     """A bag with one :class:`PolicyState` per Parquet part of the log at ``url``."""
     fs, paths = list_parts(url, storage_options)
-    with_log_defaults(evaluation, fs, paths[0])
+    evaluation = with_log_defaults(evaluation, fs, paths[0])
     return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
 
 def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_options: dict | None = None,
                  progress: bool = False) -> EvaluationResult:
-    """Evaluate on a Parquet file, folder or URL of partitions, one task per part."""
-    (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part.
+
+    ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+    """
+    states = log_states(url, evaluation, storage_options)
+    (state,) = compute(reduce_states(states), client=client, progress=progress)
     return evaluation.result(state)
 
 

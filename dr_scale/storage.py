@@ -134,6 +134,18 @@ class PortableFileSystem:
         return f"PortableFileSystem({type(self._fs).__name__ if self._spec is None else self._spec[0].__name__})"
 
 
+def storage_options(path: str | None = None) -> dict:
+    """fsspec storage options from a JSON file, else from ``$DR_SCALE_STORAGE_OPTIONS`` (JSON), else none.
+
+    Credentials never travel on the command line; the file or variable holds them.
+    """
+    if path:
+        with open(path) as f:
+            return json.load(f)
+    raw = os.environ.get(STORAGE_OPTIONS_ENV)
+    return json.loads(raw) if raw else {}
+
+
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[PortableFileSystem, str]:
     """(filesystem, path) for any fsspec URL or local path; the filesystem pickles without secrets."""
     fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))

@@ -16,7 +16,6 @@ import datetime
 import posixpath
 import sys
 
-from dr_scale.commands.common import storage_options
 from dr_scale.estimators import make_estimators
 from dr_scale.evaluation import Evaluation
 from dr_scale.report.build import ReportStates, build_states
@@ -25,6 +24,7 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward_models import LinearRewardModel
+from dr_scale.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"

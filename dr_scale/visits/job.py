@@ -14,7 +14,6 @@ import posixpath
 import sys
 import time
 
-from dr_scale.commands.common import storage_options
 from dr_scale.visits import generate as gen
 from dr_scale.visits.experiment import (
     PAPER_FRACTIONS,
@@ -24,6 +23,7 @@ from dr_scale.visits.experiment import (
 )
 from dr_scale.visits.outputs import write_outputs
 from dr_scale.outofcore.passes import spill_folder
+from dr_scale.storage import storage_options
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,
