@@ -104,6 +104,9 @@ class Evaluation:
     def rows(self, part: Partition) -> RowInputs:
         """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of a partition.
 
+        The reward model gets the rows' ids, so a cross-fitted model predicts each row
+        with a fold model that did not see it.
+
         ρ̂ is computed only for the actions π takes in the partition (every estimator
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
@@ -120,7 +123,7 @@ class Evaluation:
         """ρ̂_{π(x_i)}(x_i), (n,), from the model's columns of the actions in ``target`` only."""
         present = np.bincount(target, minlength=k) > 0
         taken = np.flatnonzero(present)
-        columns = predict_columns(self.reward_model, part.X, taken)
+        columns = predict_columns(self.reward_model, part.X, taken, part.row_id)
         if taken.size == 1:
             return columns[:, 0]
         slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
@@ -130,7 +133,7 @@ class Evaluation:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
         taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
         reward_hat = np.zeros(probs.shape)
-        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken)
+        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
 
     def state(self, part: Partition) -> PolicyState:

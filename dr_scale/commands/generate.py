@@ -33,9 +33,9 @@ def add_parser(sub) -> None:
 
 
 def run_visits(args) -> int:
-    from dr_scale.visits.generate import generate_visits
-    from dr_scale.visits.job import spill_root
+    from dr_scale.cache import spill_root
     from dr_scale.outofcore.passes import spill_folder
+    from dr_scale.visits.generate import generate_visits
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:

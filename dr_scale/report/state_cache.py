@@ -37,7 +37,10 @@ def _digest(obj) -> str:
 
 def model_digest(model) -> str | None:
     """sha256 of a reward model's parameters (None without a model)."""
-    return None if model is None else parameters_digest(model.coef, model.intercept)
+    if model is None:
+        return None
+    arrays = model.parameters() if hasattr(model, "parameters") else (model.coef, model.intercept)
+    return parameters_digest(*arrays)
 
 
 def fingerprint(evaluation: Evaluation) -> str:

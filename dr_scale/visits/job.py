@@ -9,11 +9,11 @@ the cached set (complete sets carry a ``_manifest.json``).
 
 from __future__ import annotations
 
-import os
 import posixpath
 import sys
 import time
 
+from dr_scale.cache import cache_root, spill_root
 from dr_scale.visits import generate as gen
 from dr_scale.visits.experiment import (
     PAPER_FRACTIONS,
@@ -30,19 +30,6 @@ DEFAULTS = {
     "fractions": list(PAPER_FRACTIONS), "repetitions": 100, "lam": Settings.lam, "kernel": Settings.kernel,
     "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {}, "spill": "disk",
 }
-CACHE_ENV = "DR_SCALE_CACHE"
-
-
-def cache_root(configured: str = "") -> str:
-    return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dr-scale")
-
-
-def spill_root(configured_cache: str = "") -> str:
-    """Where ``spill = "disk"`` puts its temporary folders: ``<cache>/spill`` (the system's temporary
-    directory may be a RAM-backed tmpfs)."""
-    return os.path.join(cache_root(configured_cache), "spill")
-
-
 def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", client=None, progress: bool = False) -> str:
     """The cached embedded set's folder, generated (in parallel, through Dask) on first use."""
     url = posixpath.join(cache_root(cache), f"visits-{rows}x{features}-seed{seed}-v{gen.GENERATOR_VERSION}")
