@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dr_scale.config import PositiveInt, option
 from dr_scale.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 
@@ -10,8 +11,8 @@ def add_compute_options(parser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
                             "else the local threaded scheduler)")
-    group.add_argument("--local-workers", type=int, metavar="N",
-                       help="start a LocalCluster of N worker processes for this run")
+    group.add_argument("--local-workers", type=option(PositiveInt, "positive integer"), metavar="N",
+                       help="start a LocalCluster of N (≥ 1) worker processes for this run")
     group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
 
 

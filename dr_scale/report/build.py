@@ -70,7 +70,7 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
         check_dimensions(part, first.n_features, first.n_actions)
         states = {n: e.state(part) for n, e in zip(names, chosen)}
     except LogDataError as exc:
-        return PartitionOutcome(info.path, error=str(exc))
+        return PartitionOutcome(info.path, error=str(first.explain(exc)))
     if cache is not None:
         for name, state in states.items():
             cache.store(fingerprints[name], info.identity, state)
