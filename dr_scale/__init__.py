@@ -20,6 +20,7 @@ from dr_scale.estimators import (
     make_estimators,
 )
 from dr_scale.evaluation import Evaluation, EvaluationResult, evaluate_dataframe, evaluate_log, evaluate_partitions
+from dr_scale.fitting import fit_reward_model
 from dr_scale.logdata import LogDataError, Partition, read_log, write_log
 from dr_scale.policies import (
     ActionColumnPolicy,
@@ -31,7 +32,7 @@ from dr_scale.policies import (
     SoftmaxPolicy,
     parse_policy,
 )
-from dr_scale.reward_models import LinearRewardModel
+from dr_scale.reward_models import LinearRewardModel, RewardModel
 
 __version__ = "0.1.0"
 __all__ = [
@@ -40,9 +41,11 @@ __all__ = [
     "make_estimators",
     # evaluating a policy on a log
     "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
-    # target policies and the reward model ρ̂
+    # target policies
     "Policy", "ConstantPolicy", "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy",
-    "SoftmaxPolicy", "parse_policy", "LinearRewardModel",
+    "SoftmaxPolicy", "parse_policy",
+    # the reward model ρ̂
+    "RewardModel", "LinearRewardModel", "fit_reward_model",
     # the logged-data contract
     "read_log", "write_log", "Partition", "LogDataError",
 ]
