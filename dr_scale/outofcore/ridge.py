@@ -54,11 +54,18 @@ class RidgeFit:
     converged: np.ndarray  # (F,) bool
 
 
-def fit(gram: callable, stats: RidgeStats, lam: float, *, rtol: float = 1e-10, max_iter: int = 1000,
+def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter: int = 1000,
         progress: bool = False) -> RidgeFit:
-    """Solve the F ridge problems; ``gram(P)`` returns X_SᵀX_S P row-wise for P of shape (F, d)."""
-    if not lam > 0:
+    """Solve the F ridge problems; ``gram(P)`` returns X_SᵀX_S P row-wise for P of shape (F, d).
+
+    ``lam``: one λ for every fit, or an (F,) array of one λ per fit (a grid of penalties
+    fitted in the same passes).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    if not np.all(lam > 0):
         raise ValueError(f"the ridge penalty λ must be positive, got {lam}")
+    if lam.ndim:
+        lam = lam[:, None]
     n = np.asarray(stats.n, dtype=np.float64)
     safe_n = np.where(n > 0, n, 1.0)[:, None]
     mu = stats.sx / safe_n

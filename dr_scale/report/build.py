@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 
@@ -70,17 +70,17 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
         check_dimensions(part, first.n_features, first.n_actions)
         states = {n: e.state(part) for n, e in zip(names, chosen)}
     except LogDataError as exc:
-        return PartitionOutcome(info.path, error=str(exc))
+        return PartitionOutcome(info.path, error=str(first.explain(exc)))
     if cache is not None:
         for name, state in states.items():
             cache.store(fingerprints[name], info.identity, state)
     return PartitionOutcome(info.path, states)
 
 
-def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> None:
-    """k and d for every evaluation: as given, else from the first partition whose metadata reads."""
+def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> dict[str, Evaluation]:
+    """Copies of the evaluations with k and d: as given, else from the first partition whose metadata reads."""
     if all(e.n_actions is not None and e.n_features is not None for e in evaluations.values()):
-        return
+        return dict(evaluations)
     meta = {}
     for p in parts:
         try:
@@ -88,12 +88,13 @@ def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[Partitio
             break
         except LogDataError:
             continue  # that partition is reported as bad by its own task
-    for e in evaluations.values():
-        e.n_actions = e.n_actions if e.n_actions is not None else meta.get("n_actions")
-        e.n_features = e.n_features if e.n_features is not None else meta.get("n_features")
-    if any(e.n_actions is None for e in evaluations.values()):
+    filled = {name: replace(e, n_actions=e.n_actions if e.n_actions is not None else meta.get("n_actions"),
+                            n_features=e.n_features if e.n_features is not None else meta.get("n_features"))
+              for name, e in evaluations.items()}
+    if any(e.n_actions is None for e in filled.values()):
         raise ValueError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
                          "or write the log with dr_scale.n_actions metadata")
+    return filled
 
 
 def merge_in_order(states: list[PolicyState]) -> PolicyState | None:
@@ -105,7 +106,7 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
                  client=None, progress: bool = False) -> ReportStates:
     """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
     parts = sorted(parts, key=lambda p: p.path)
-    fill_dimensions(evaluations, fs, parts)
+    evaluations = fill_dimensions(evaluations, fs, parts)
     fps = {name: fingerprint(e) for name, e in evaluations.items()}
     cached, rejected = cache.load([(fp, p.identity) for p in parts for fp in fps.values()]) if cache else ({}, {})
     shared = dask.delayed(evaluations, pure=True)
