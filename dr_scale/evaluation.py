@@ -97,7 +97,7 @@ class Evaluation:
         if needs and self.reward_model is None:
             raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
         model_k = getattr(self.reward_model, "n_actions", None)
-        self.k_source = "--n-actions" if self.n_actions is not None else None
+        self.k_source = "n_actions as given (--n-actions or the policies file)" if self.n_actions is not None else None
         if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")

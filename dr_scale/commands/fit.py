@@ -30,7 +30,7 @@ def add_model_options(p, default_lambda: float, grid, holdout: float) -> None:
     """--lam, --folds, --seed, --rtol, --n-features, --n-actions (shared with ``evaluate --fit-reward-model``)."""
     p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto': chosen from {', '.join(f'{g:g}' for g in grid)} by the "
-                        f"squared error on {holdout:.0%} held-out rows keyed by row_id (default {default_lambda:g})")
+                        f"squared error on {100 * holdout:.0f}%% held-out rows keyed by row_id (default {default_lambda:g})")
     p.add_argument("--folds", type=int, metavar="K",
                    help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
                         "model j, fitted on the other folds, predicts the rows of fold j")
