@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask.bag as db
 import numpy as np
@@ -88,6 +88,7 @@ class Evaluation:
     n_actions: int | None = None
     n_features: int | None = None
     model_source: str | None = None  # where the reward model came from, for messages
+    k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -97,7 +98,8 @@ class Evaluation:
         if needs and self.reward_model is None:
             raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
         model_k = getattr(self.reward_model, "n_actions", None)
-        self.k_source = "n_actions as given (--n-actions or the policies file)" if self.n_actions is not None else None
+        if self.n_actions is not None and self.k_source is None:
+            self.k_source = "n_actions as given (--n-actions or the policies file)"
         if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")
@@ -211,7 +213,7 @@ def reduce_states(bag: db.Bag, split_every: int = 8):
 
 
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
-    """Fill n_features / n_actions from the log's schema metadata where not given."""
+    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
     model = evaluation.reward_model
     for what, letter in (("n_actions", "k"), ("n_features", "d")):
@@ -223,24 +225,29 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
-    if evaluation.n_features is None:
-        evaluation.n_features = meta.get("n_features", getattr(model, "n_features", None))
-    if evaluation.n_actions is None:
-        evaluation.n_actions = meta.get("n_actions")
-        evaluation.k_source = f"the log's metadata ({first_path})" if evaluation.n_actions else None
-    return evaluation
+    n_features = evaluation.n_features
+    if n_features is None:
+        n_features = meta.get("n_features", getattr(model, "n_features", None))
+    n_actions = evaluation.n_actions if evaluation.n_actions is not None else meta.get("n_actions")
+    filled = replace(evaluation, n_features=n_features, n_actions=n_actions)
+    filled.k_source = (evaluation.k_source if evaluation.n_actions is not None
+                       else f"the log's metadata ({first_path})" if n_actions else None)
+    return filled
 
 
 def log_states(url: str, evaluation: Evaluation, storage_options: dict | None = None) -> db.Bag:
     """A bag with one :class:`PolicyState` per Parquet part of the log at ``url``."""
     fs, paths = list_parts(url, storage_options)
-    with_log_defaults(evaluation, fs, paths[0])
+    evaluation = with_log_defaults(evaluation, fs, paths[0])
     return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
 
 def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_options: dict | None = None,
                  progress: bool = False) -> EvaluationResult:
-    """Evaluate on a Parquet file, folder or URL of partitions, one task per part."""
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part.
+
+    ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+    """
     (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
     if state.weights.n == 0:
         raise LogDataError(url, None, "the log has no rows; nothing to evaluate")

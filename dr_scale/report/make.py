@@ -20,7 +20,6 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from dr_scale.atomic import url_to_fs
-from dr_scale.commands.common import storage_options
 from dr_scale.config import ConfigError, Model, validate
 from dr_scale.errors import UserError, check_output_folder
 from dr_scale.estimators import make_estimators
@@ -31,6 +30,7 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward_models import LinearRewardModel
+from dr_scale.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"
@@ -58,7 +58,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = evaluations_of(pf, storage_options)
     try:
-        fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
+        evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
     except UserError as exc:
         raise ConfigError(str(exc), pf.source) from None
     states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache, storage_options) if cache else None,
