@@ -1,4 +1,4 @@
-"""The visits experiment's pieces: sampler formula, keyed memberships, principal component, part reading."""
+"""The visits experiment's pieces: generator, sampler formula, keyed memberships, principal component, part reading."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dr_scale import keyed_random
-from dr_scale.logdata import binary_csr
+from dr_scale.logdata import binary_csr, features_to_csr
 from dr_scale.outofcore.passes import PartSet
+from dr_scale.visits import generate
 from dr_scale.visits.data import part_from_arrays
 from dr_scale.visits.pca import RowSample, first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
@@ -21,6 +22,31 @@ def _identity(x):
     return x
 
 
+
+
+# -- generator ----------------------------------------------------------------------------
+@pytest.mark.parametrize("cdf", [generate.global_model(0, 5000).cdf,
+                                 np.array([[1e-7, 2e-7, 3e-7, 0.5, 1.0], [0.2, 0.4, 0.6, 0.8, 1.0]])])
+def test_feature_draws_are_the_inverse_cdf(cdf):
+    gm = generate.GlobalModel(cdf, np.zeros(cdf.shape[1]))
+    u = np.r_[np.random.default_rng(0).random(200_000), 0.0, cdf.ravel(), np.nextafter(cdf.ravel(), 0),
+              np.nextafter(1.0, 0)]
+    for g in range(cdf.shape[0]):
+        np.testing.assert_array_equal(gm.draw_features(g, u),
+                                      np.minimum(np.searchsorted(cdf[g], u, side="right"), cdf.shape[1] - 1))
+
+
+def test_generated_parts_hold_distinct_sorted_features_and_depend_on_seed_and_part_only():
+    gm = generate.global_model(3, 200)
+    table = generate.generate_part(3, 2, 1000, 500, gm)
+    assert table.column("row_id").to_pylist() == list(range(1000, 1500))
+    assert table.schema.metadata[b"dr_scale.n_features"] == b"200"
+    X = features_to_csr(table.column("features"), 200)
+    keys = np.repeat(np.arange(500), np.diff(X.indptr)) * 200 + X.indices
+    assert np.all(np.diff(keys) > 0)  # each row's features distinct and in increasing order
+    assert X.nnz > 500 * 20
+    assert table.equals(generate.generate_part(3, 2, 1000, 500, generate.global_model(3, 200)))
+    assert not table.column("visits").equals(generate.generate_part(3, 1, 1000, 500, gm).column("visits"))
 
 
 # -- sampler ------------------------------------------------------------------------------

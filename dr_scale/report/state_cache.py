@@ -24,6 +24,7 @@ import posixpath
 
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.evaluation import Evaluation, PolicyState
+from dr_scale import strict_json
 from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
@@ -37,7 +38,10 @@ def _digest(obj) -> str:
 
 def model_digest(model) -> str | None:
     """sha256 of a reward model's parameters (None without a model)."""
-    return None if model is None else parameters_digest(model.coef, model.intercept)
+    if model is None:
+        return None
+    arrays = model.parameters() if hasattr(model, "parameters") else (model.coef, model.intercept)
+    return parameters_digest(*arrays)
 
 
 def fingerprint(evaluation: Evaluation) -> str:
@@ -65,7 +69,7 @@ class StateCache:
     def store(self, fp: str, ident: dict, state: PolicyState) -> None:
         body = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": fp, "identity": ident,
                 "state": state.to_dict()}
-        atomic_write(self.fs, self.entry_path(fp, ident["path"]), json.dumps({**body, "sha256": _digest(body)}))
+        atomic_write(self.fs, self.entry_path(fp, ident["path"]), strict_json.dumps({**body, "sha256": _digest(body)}))
 
     @staticmethod
     def verify(raw: bytes, fp: str, ident: dict) -> PolicyState | str:
