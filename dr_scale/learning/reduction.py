@@ -38,7 +38,8 @@ import scipy.sparse as sp
 
 from dr_scale import keyed_random
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.logdata import binary_csr, compact_index, list_parts, log_metadata, read_partition
+from dr_scale.fitting import LogPart, read_log_part
+from dr_scale.logdata import list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.policies import LinearPolicy
@@ -51,52 +52,17 @@ VALIDATION_PURPOSE = "learn validation"
 
 
 @dataclass
-class LogPart:
-    """One part of a log as kept between passes: ids, features (CSR arrays; ``data`` None when binary),
-    logged actions, rewards, propensities."""
-
-    source: str
-    row_id: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray | None
-    action: np.ndarray
-    reward: np.ndarray
-    propensity: np.ndarray
-    n_features: int
-
-    def __len__(self) -> int:
-        return self.row_id.shape[0]
-
-    @property
-    def X(self) -> sp.csr_matrix:
-        if self.data is None:
-            return binary_csr(self.indptr, self.indices, self.n_features)
-        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self.row_id), self.n_features),
-                             copy=False)
-
-
-def read_log_part(fs, path: str, n_features: int, n_actions: int) -> LogPart:
-    """Read and validate one part file (:func:`dr_scale.logdata.read_partition`)."""
-    part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
-    X = part.X
-    binary = not X.data.flags.writeable  # binary features come as shared read-only ones
-    indptr, indices = compact_index(X.indptr, X.indices, n_features)
-    return LogPart(path, part.row_id, indptr, indices, None if binary else X.data, part.action, part.reward,
-                   part.propensity, n_features)
-
-
-@dataclass
 class Imputation:
-    """How Γ is formed on a part: the method, the number of actions and ρ̂ (None for IPS)."""
+    """How Γ is formed on a part: the method, the log's shape (d, k) and ρ̂ (None for IPS)."""
 
     method: str
+    n_features: int
     n_actions: int
     reward_model: object | None = None
 
     def rewards(self, part: LogPart, X=None) -> np.ndarray:
         """Γ (n, k) of the part's rows; ρ̂ gets the row ids, so a cross-fitted model predicts out of fold."""
-        X = part.X if X is None else X
+        X = part.matrix(self.n_features) if X is None else X
         reward_hat = None
         if self.reward_model is not None:
             reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
@@ -111,21 +77,18 @@ class Rows:
     share: float = 0.2
     seed: int = 0
 
-    def of(self, part: LogPart) -> LogPart:
+    def of(self, part: LogPart, n_features: int) -> LogPart:
         if self.which == "all":
             return part
         in_validation = keyed_random.uniform(part.row_id, self.seed, VALIDATION_PURPOSE) < self.share
-        keep = in_validation if self.which == "validation" else ~in_validation
-        X = part.X[keep]
-        return LogPart(part.source, part.row_id[keep], X.indptr, X.indices, None if part.data is None else X.data,
-                       part.action[keep], part.reward[keep], part.propensity[keep], part.n_features)
+        return part.rows(in_validation if self.which == "validation" else ~in_validation, n_features)
 
 
 # -- passes (functions of one part; their results are summed over the parts) --------------
 def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
     """(n, Σ_i x_i, Σ_i x_i², Σ_i Γ_i, XᵀΓ (k, d)) over the part's rows: every right-hand side in one pass."""
-    part = rows.of(part)
-    X = part.X
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
     gamma = imputation.rewards(part, X)
     return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel(),
             gamma.sum(axis=0), np.ascontiguousarray(np.asarray(X.T @ gamma).T))
@@ -133,14 +96,14 @@ def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
 
 def gram_product(part: LogPart, P: np.ndarray, rows: Rows) -> np.ndarray:
     """(XᵀX Pᵀ)ᵀ over the part's rows, (F, d): one product for all F fits, which share X."""
-    X = rows.of(part).X
+    X = rows.of(part, P.shape[1]).matrix(P.shape[1])
     return np.ascontiguousarray(np.asarray(X.T @ (X @ P.T)).T)
 
 
 def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray, rows: Rows):
     """(Σ_i Γ_{π_g(x_i)}(x_i) for every candidate policy g, row count): coef (G, d, k), intercept (G, k)."""
-    part = rows.of(part)
-    X = part.X
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
     gamma = imputation.rewards(part, X)
     index = np.arange(len(part))
     totals = np.array([gamma[index, np.argmax(np.asarray(X @ c) + b, axis=1)].sum() for c, b in zip(coef, intercept)])
@@ -155,7 +118,7 @@ def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: n
     """
     from dr_scale.learning.dlm import first_argmax  # dlm imports scikit-learn: only for this learner
 
-    X = part.X
+    X = part.matrix(imputation.n_features)
     gamma = imputation.rewards(part, X)
     scores = (np.asarray(X @ weights.T) + bias).T[None]  # (1, k, n)
     a1 = first_argmax(scores, -epsilon * gamma.T)[0]
@@ -277,7 +240,7 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
     if method != "ips" and reward_model is None:
         reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
                                             spill=spill, progress=progress)
-    imputation = Imputation(method, k, reward_model if method != "ips" else None)
+    imputation = Imputation(method, d, k, reward_model if method != "ips" else None)
     _stage(progress, f"reading {len(paths)} part(s) …")
     parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
@@ -293,7 +256,7 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
         coef, intercept = coef[0], intercept[0]
         meta.update(lam=float(lam), rows=int(n[0]))
     else:
-        n, sx, sxx = parts.sum(_moments)
+        n, sx, sxx = parts.sum(_moments, d)
         var = sxx / n[0] - (sx / n[0]) ** 2
         scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
         _stage(progress, f"DLM on the {method.upper()}-imputed rewards …")
@@ -307,8 +270,8 @@ def _rows_and_active_features(part: LogPart):
     return np.array([float(len(part))]), np.array([float(part.indices.size)])
 
 
-def _moments(part: LogPart):
-    X = part.X
+def _moments(part: LogPart, n_features: int):
+    X = part.matrix(n_features)
     return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
 
 
