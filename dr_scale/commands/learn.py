@@ -6,20 +6,12 @@ import sys
 
 from dr_scale.cache import spill_root
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.fit import parse_lambda
 from dr_scale.compute import dask_session
+from dr_scale.config import PositiveInt, option
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.reduction import LEARNERS, learn_policy
 from dr_scale.outofcore.passes import spill_folder
-
-
-def _lam(text: str):
-    if text == "auto":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--lam must be a positive number or 'auto', got {text!r}") from None
-    return value
 
 
 def add_parser(sub) -> None:
@@ -32,14 +24,16 @@ def add_parser(sub) -> None:
     p.add_argument("--method", choices=METHODS, default="dr", help="reward imputation (default: dr)")
     p.add_argument("--learner", choices=LEARNERS, default="ridge",
                    help="ridge: one ridge score per action (default); dlm: direct loss minimization")
-    p.add_argument("--lam", type=str, default="auto", metavar="λ|auto",
+    p.add_argument("--lam", type=parse_lambda, default="auto", metavar="λ|auto",
                    help="ridge penalty of the scores (default: auto, chosen on a validation fold)")
     p.add_argument("--folds", type=int, default=2, metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
-    p.add_argument("--n-features", type=int, help="number of features d (default: from the log's metadata)")
-    p.add_argument("--n-actions", type=int, help="number of actions k (default: from the log's metadata)")
-    p.add_argument("--max-iter", type=int, default=500, help="passes at most: CG iterations (ridge) or updates (dlm)")
+    p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
+                   help="number of features d (default: from the log's metadata)")
+    p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
+                   help="number of actions k (default: from the log's metadata)")
+    p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=500, help="passes at most: CG iterations (ridge) or updates (dlm)")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
     add_compute_options(p)
@@ -51,9 +45,9 @@ def run(args) -> int:
     opts = storage_options(args.storage_options)
     if args.folds < 2:
         raise ValueError(f"--folds must be at least 2, got {args.folds}")
-    with dask_session(args.scheduler, args.local_workers) as client, \
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill:
-        policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=_lam(args.lam),
+        policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
                               folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
                               n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
                               max_iter=args.max_iter, progress=not args.no_progress)
