@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (one line already printed)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+    except Exception as exc:  # noqa: BLE001 - e.g. a help text that does not format
+        print(f"dr-scale: error: {describe(exc)}", file=sys.stderr)
+        return EXIT_ERROR
     prog = f"dr-scale {args.command}"
     try:
         return int(args.func(args) or 0)

@@ -88,6 +88,7 @@ class Evaluation:
     n_actions: int | None = None
     n_features: int | None = None
     model_source: str | None = None  # where the reward model came from, for messages
+    k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -97,7 +98,8 @@ class Evaluation:
         if needs and self.reward_model is None:
             raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
         model_k = getattr(self.reward_model, "n_actions", None)
-        self.k_source = "--n-actions" if self.n_actions is not None else None
+        if self.n_actions is not None and self.k_source is None:
+            self.k_source = "n_actions as given (--n-actions or the policies file)"
         if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")

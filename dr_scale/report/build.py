@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import dask
 
 from dr_scale.compute import compute
+from dr_scale.errors import UserError
 from dr_scale.evaluation import Evaluation, PolicyState
 from dr_scale.logdata import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.report.partitions import PartitionInfo
@@ -78,23 +79,36 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
 
 
 def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> dict[str, Evaluation]:
-    """Copies of the evaluations with k and d: as given, else from the first partition whose metadata reads."""
-    if all(e.n_actions is not None and e.n_features is not None for e in evaluations.values()):
-        return dict(evaluations)
-    meta = {}
-    for p in parts:
-        try:
-            meta = log_metadata(fs, p.path)
-            break
-        except LogDataError:
-            continue  # that partition is reported as bad by its own task
+    """Copies of the evaluations with k and d: as given, else from the first partition whose metadata reads.
+
+    Given k or d (from the reward model or the policies file) that disagree with both the oldest
+    and the newest partition's metadata are a configuration error, not every partition's drift.
+    """
+    meta, newest = _first_metadata(fs, parts), _first_metadata(fs, parts[::-1])
+    for e in evaluations.values():
+        for what in ("n_actions", "n_features"):
+            given = getattr(e, what)
+            if given is not None and what in meta and what in newest and given != meta[what] and given != newest[what]:
+                source = (e.k_source if what == "n_actions" else None) or "the reward model or the policies file"
+                raise UserError(f"{what} = {given} (from {source}) but the log's metadata says {meta[what]} "
+                                f"(oldest partition) and {newest[what]} (newest); use a model and settings for this log")
     filled = {name: replace(e, n_actions=e.n_actions if e.n_actions is not None else meta.get("n_actions"),
                             n_features=e.n_features if e.n_features is not None else meta.get("n_features"))
               for name, e in evaluations.items()}
     if any(e.n_actions is None for e in filled.values()):
-        raise ValueError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
-                         "or write the log with dr_scale.n_actions metadata")
+        raise UserError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
+                        "or write the log with dr_scale.n_actions metadata")
     return filled
+
+
+def _first_metadata(fs, parts: list[PartitionInfo]) -> dict:
+    """The schema metadata of the first partition in ``parts`` whose footer reads ({} if none)."""
+    for p in parts:
+        try:
+            return log_metadata(fs, p.path)
+        except LogDataError:
+            continue  # that partition is reported as bad by its own task
+    return {}
 
 
 def merge_in_order(states: list[PolicyState]) -> PolicyState | None:

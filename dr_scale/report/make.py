@@ -20,11 +20,11 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from dr_scale.atomic import url_to_fs
-from dr_scale.config import Model, validate
+from dr_scale.config import ConfigError, Model, validate
 from dr_scale.errors import UserError, check_output_folder
 from dr_scale.estimators import make_estimators
 from dr_scale.evaluation import Evaluation
-from dr_scale.report.build import ReportStates, build_states
+from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import redact, report_dict, write_report
@@ -38,7 +38,10 @@ CACHE_FOLDER = "state-cache"
 
 def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dict[str, Evaluation]:
     """One :class:`Evaluation` per candidate policy, sharing the reward model."""
-    model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+    try:
+        model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+    except UserError as exc:
+        raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
                                model_source=pf.reward_model)
@@ -54,6 +57,10 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = evaluations_of(pf, storage_options)
+    try:
+        evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
+    except UserError as exc:
+        raise ConfigError(str(exc), pf.source) from None
     states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache, storage_options) if cache else None,
                                         client=client, progress=progress)
     for path, why in sorted(states.cache_rejected.items()):
