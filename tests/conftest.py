@@ -147,6 +147,17 @@ def command_line_cluster(root: Path, env: dict | None = None, security=None):
         _stop(scheduler)
 
 
+#: Fixtures of real external components; a test that uses one is marked ``slow``.
+SLOW_FIXTURES = {"dask_cluster", "tls_dask_cluster", "s3_endpoint", "s3_bucket"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the tests on a real cluster, TLS or S3 server ``slow``: ``-m "not slow"`` is the quick loop."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def evaluation(model, policy: str = "column:target_action"):
     """An Evaluation of ``policy`` by every estimator (ClippedDR at weight 10, SwitchDR at τ = 5);
     ``model``: a LinearRewardModel or the path of its file."""

@@ -25,6 +25,8 @@ from conftest import evaluation
 
 from dr_scale.evaluation import evaluate_log, log_states, reduce_states
 
+pytestmark = pytest.mark.slow  # worker processes killed, a scheduler that never answers, Ctrl-C: seconds each
+
 DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
 N_PARTS = 80
 SLEEP = 0.04  # seconds per partition: >= 1.6 s of work for two single-threaded workers

@@ -201,6 +201,7 @@ def test_bias_theorem(name):
     assert abs(bias) > 5 * mc_se
 
 
+@pytest.mark.slow
 def test_normal_ci_coverage():
     """95% intervals of DR cover the true value 95% ± 2% of the time (2000 fixed-seed runs)."""
     rho, p, _, rho_hat, pi = bandit_world()

@@ -190,6 +190,7 @@ def test_evaluate_command_reports_bad_data(tmp_path, capsys):
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.slow
 def test_command_line_entry_point_runs(tmp_path):
     import subprocess
 

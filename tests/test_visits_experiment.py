@@ -141,6 +141,7 @@ def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, t
     np.testing.assert_allclose(spilled.dr, result_one.dr, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
     with dask_session(local_workers=2, quiet=True) as client:
         res = run_experiment(load_parts(visits_sets[1], client=client), SETTINGS)
