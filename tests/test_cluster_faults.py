@@ -143,7 +143,7 @@ def test_ctrl_c_leaves_no_partial_output(where, many_parts, tmp_path, tests_env,
         cmd += ["--scheduler", cluster.address]
     done = interrupt_when_running(cmd, tests_env)
     assert done.returncode == 130, done.stderr
-    assert "dr-scale evaluate: interrupted; no partial output was written" in done.stderr
+    assert "dr-scale evaluate: interrupted; nothing was half-written" in done.stderr
     assert done.stdout == ""
     assert not out.exists() or not list(out.iterdir())
     if where == "cluster":
