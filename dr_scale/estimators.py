@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
 
+from dr_scale.errors import UserError
 from dr_scale.moments import Moments
 
 
@@ -264,12 +265,28 @@ ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, 
 ESTIMATORS.update({"SwitchDR": SwitchDR, "ClippedDR": ClippedDR})
 
 
+def parse_estimator_list(text: str, where: str = "estimators") -> list[str]:
+    """Estimator names from a comma-separated string (``"DR,IPS"``), each known and none twice."""
+    names = [name.strip() for name in str(text).split(",")]
+    if not all(names):
+        raise UserError(f"{where} {text!r}: an empty name; give comma-separated names from {', '.join(ESTIMATORS)}")
+    return names
+
+
 def make_estimators(names, *, clip: float = float("inf"), tau: float = float("inf")) -> dict[str, Estimator]:
     """Estimators by name (``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``)."""
+    if isinstance(names, str):
+        raise UserError(f"estimators {names!r}: give a list of names, e.g. [\"DR\", \"IPS\"]")
+    if not (clip > 0):
+        raise UserError(f"clip M = {clip}: must be > 0 (inf for none)")
+    if not (tau >= 0):
+        raise UserError(f"switch threshold τ = {tau}: must be ≥ 0 (inf for none)")
     out = {}
     for name in names:
         if name not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
+            raise UserError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
+        if name in out:
+            raise UserError(f"estimator {name!r} is named twice")
         if name == "ClippedDR":
             out[name] = ClippedDR(max_weight=clip)
         elif name == "SwitchDR":
