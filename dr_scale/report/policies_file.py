@@ -3,8 +3,11 @@
 TOML (or YAML, same keys)::
 
     reward_model = "models/rho.npz"        # optional; relative to this file, or any fsspec URL
-    estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model)
+    estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model);
+                                           # with parameters: "ClippedDR(max_weight=50)" or
+                                           # {name = "SwitchDR", tau = 20}
     alpha = 0.05                           # 1 − confidence level of the intervals
+    interval = "normal"                    # or "el" (empirical likelihood, for heavy-tailed weights)
     min_ess_ratio = 0.1                    # "poor overlap" when ESS / n is below this
     # n_actions = 3, n_features = 50       # optional; default from the reward model or the log's metadata
 
@@ -19,7 +22,7 @@ import posixpath
 from dataclasses import dataclass
 
 from dr_scale.atomic import url_to_fs
-from dr_scale.estimators import ESTIMATORS
+from dr_scale.estimators import INTERVAL_METHODS, parse_estimator
 from dr_scale.policies import parse_policy
 from dr_scale.tomlcompat import tomllib
 
@@ -41,9 +44,10 @@ class PoliciesFile:
     """What a report evaluates, as read from the policies file."""
 
     policies: list[CandidatePolicy]
-    estimators: list[str]
+    estimators: list[str]  # estimator specs (labels): "DR", "ClippedDR(max_weight=50.0)", …
     reward_model: str | None = None
     alpha: float = 0.05
+    interval: str = "normal"
     min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO
     n_actions: int | None = None
     n_features: int | None = None
@@ -61,7 +65,8 @@ def _resolve(path: str, base: str) -> str:
 
 def parse_policies(data: dict, source: str) -> PoliciesFile:
     """Validate the parsed file; errors name the file and the offending entry."""
-    known = {"policy", "policies", "reward_model", "estimators", "alpha", "min_ess_ratio", "n_actions", "n_features"}
+    known = {"policy", "policies", "reward_model", "estimators", "alpha", "interval", "min_ess_ratio", "n_actions",
+             "n_features"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -84,17 +89,26 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
         policies.append(CandidatePolicy(name, spec))
     model = data.get("reward_model")
     model = _resolve(str(model), source) if model else None
-    names = list(data.get("estimators") or (DEFAULT_ESTIMATORS if model else MODEL_FREE_ESTIMATORS))
-    for name in names:
-        if name not in ESTIMATORS:
-            raise ValueError(f"{source}: unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
-        if ESTIMATORS[name].needs_model and not model:
-            raise ValueError(f"{source}: estimator {name} needs a reward model; set reward_model = \"FILE.npz\"")
+    names = []
+    for spec in data.get("estimators") or (DEFAULT_ESTIMATORS if model else MODEL_FREE_ESTIMATORS):
+        try:
+            label, estimator = parse_estimator(spec)
+        except ValueError as exc:
+            raise ValueError(f"{source}: estimators: {exc}") from exc
+        if estimator.needs_model and not model:
+            raise ValueError(f"{source}: estimator {label} needs a reward model; set reward_model = \"FILE.npz\"")
+        if label in names:
+            raise ValueError(f"{source}: estimator {label} is listed twice")
+        names.append(label)
     alpha = float(data.get("alpha", 0.05))
     if not 0 < alpha < 1:
         raise ValueError(f"{source}: alpha = {alpha} must lie in (0, 1)")
-    return PoliciesFile(policies, names, model, alpha, float(data.get("min_ess_ratio", DEFAULT_MIN_ESS_RATIO)),
-                        data.get("n_actions"), data.get("n_features"), source)
+    interval = data.get("interval", "normal")
+    if interval not in INTERVAL_METHODS:
+        raise ValueError(f"{source}: interval = {interval!r}; choose from {', '.join(INTERVAL_METHODS)}")
+    return PoliciesFile(policies, names, model, alpha, interval,
+                        float(data.get("min_ess_ratio", DEFAULT_MIN_ESS_RATIO)), data.get("n_actions"),
+                        data.get("n_features"), source)
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:

@@ -3,12 +3,12 @@
 One JSON file per (evaluation, partition)::
 
     <cache>/<evaluation fingerprint>/<sha256(partition path)>.json
-    {"format": "dr-scale/state-cache", "version": 1, "fingerprint": …, "identity": {…},
+    {"format": "dr-scale/state-cache", "version": 2, "fingerprint": …, "identity": {…},
      "state": PolicyState.to_dict(), "sha256": <sha256 of the canonical JSON of the rest>}
 
 The **fingerprint** hashes everything a state depends on besides the data: the policy
-spelling, the estimators (with their parameters), the reward model's coefficients,
-k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
+and baseline spellings, the estimators (names and ``repr``, which carries their
+parameters), the reward model's coefficients, k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
 matches, and its fingerprint and partition identity equal the current ones; anything
 else (truncated, corrupt, stale) is recomputed and overwritten, never trusted.
 Python's ``json`` writes floats with ``repr``, which round-trips float64 exactly, so
@@ -27,7 +27,7 @@ from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.evaluation import Evaluation, PolicyState
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 1
+STATE_VERSION = 2
 FORMAT = "dr-scale/state-cache"
 
 
@@ -52,7 +52,8 @@ def fingerprint(evaluation: Evaluation) -> str:
     return _digest({
         "version": STATE_VERSION,
         "policy": str(evaluation.policy),
-        "estimators": [repr(e) for e in evaluation.estimators.values()],
+        "baseline": None if evaluation.baseline is None else str(evaluation.baseline),
+        "estimators": [[name, repr(e)] for name, e in evaluation.estimators.items()],
         "reward_model": model_digest(evaluation.reward_model),
         "n_actions": evaluation.n_actions,
         "n_features": evaluation.n_features,
