@@ -16,7 +16,7 @@ import numpy as np
 
 from dr_scale.classification.bandit import losses_from_labels
 from dr_scale.classification.datasets import load_dataset
-from dr_scale.classification.dlm import DirectLossMinimization
+from dr_scale.learning.dlm import DirectLossMinimization
 
 
 def main() -> None:
@@ -28,16 +28,16 @@ def main() -> None:
     args = parser.parse_args()
     data = load_dataset(args.dataset, args.data_dir)
     half = np.arange(len(data)) % 2 == 0
-    X, L = data.X[half], losses_from_labels(data.y[half], data.n_classes)
+    X, R = data.X[half], -losses_from_labels(data.y[half], data.n_classes)
     fixed = {"max_iter": args.iterations, "n_iter_no_change": args.iterations + 1, "tol": 0.0}
 
     start = time.perf_counter()
-    DirectLossMinimization(n_restarts=args.restarts, random_state=0, **fixed).fit(X, L)
+    DirectLossMinimization(n_restarts=args.restarts, random_state=0, **fixed).fit(X, R)
     stacked = time.perf_counter() - start
 
     start = time.perf_counter()
     for r in range(args.restarts):
-        DirectLossMinimization(n_restarts=1, random_state=r, **fixed).fit(X, L)
+        DirectLossMinimization(n_restarts=1, random_state=r, **fixed).fit(X, R)
     separate = time.perf_counter() - start
 
     print(f"{args.dataset}: n={X.shape[0]} d={X.shape[1]} k={data.n_classes}, {args.restarts} restarts x "

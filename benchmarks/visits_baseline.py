@@ -33,8 +33,8 @@ from sklearn.linear_model import Ridge
 from dr_scale.logdata import features_to_csr, list_parts
 from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
 from dr_scale.visits.job import embedded_dataset
-from dr_scale.visits.passes import spill_folder
-from dr_scale.visits.pca import orient
+from dr_scale.outofcore.passes import spill_folder
+from dr_scale.outofcore.lanczos import orient
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
 

@@ -47,7 +47,7 @@ from dr_scale.visits.data import read_visits_part, visits_parts
 from dr_scale.visits.experiment import fit_sampler, load_parts
 from dr_scale.visits.job import embedded_dataset
 from dr_scale.visits.logged import full_data_sums, write_logged_view
-from dr_scale.visits.passes import tree_sum
+from dr_scale.outofcore.passes import tree_sum
 from dr_scale.visits.sampler import propensity
 
 

@@ -11,12 +11,7 @@ import contextlib
 import posixpath
 import uuid
 
-import fsspec
-
-
-def url_to_fs(url: str, storage_options: dict | None = None):
-    """(filesystem, path) for any fsspec URL or local path."""
-    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+from dr_scale.storage import url_to_fs  # noqa: F401 - the writers' filesystems, which pickle without secrets
 
 
 def temporary_name(path: str) -> str:

@@ -10,7 +10,7 @@ import sys
 from dr_scale.logdata import LogDataError
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
-COMMANDS = ("evaluate", "run", "report", "generate")
+COMMANDS = ("evaluate", "fit", "run", "report", "generate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,8 @@ from dask.system import CPU_COUNT
 from dask.utils import parse_timedelta
 from threadpoolctl import threadpool_limits
 
+from dr_scale.storage import worker_environment
+
 #: Dask config key of the scheduler connect timeout, and its default.
 CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
 DEFAULT_CONNECT_TIMEOUT = "15s"
@@ -64,11 +66,14 @@ def connect(scheduler: str):
 
 
 @contextlib.contextmanager
-def dask_session(scheduler: str | None = None, local_workers: int | None = None, client=None, quiet: bool = False):
+def dask_session(scheduler: str | None = None, local_workers: int | None = None, client=None, quiet: bool = False,
+                 storage_options: dict | None = None):
     """Yield a ``distributed.Client`` (or None for the local threaded scheduler) for the block.
 
     ``client`` wins; then ``scheduler`` (else Dask's ``scheduler-address`` config);
     then ``local_workers``. Giving both a scheduler and local workers is an error.
+    The secrets of ``storage_options`` reach a ``LocalCluster``'s workers through their
+    environment (:func:`dr_scale.storage.worker_environment`), never through task graphs.
     Inside the block the client is also the *current* one (``Client.as_current``), so
     Dask and distributed helpers that look for a default client (``distributed.progress``,
     a bare ``dask.compute``) use it — without making it the process-wide default.
@@ -89,8 +94,8 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
 
         if local_workers < 1:
             raise ValueError(f"--local-workers must be at least 1, got {local_workers}")
-        with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
-                          dashboard_address=":0") as cluster, Client(cluster, set_as_default=False) as c, \
+        with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                          env=worker_environment(storage_options)) as cluster, Client(cluster, set_as_default=False) as c, \
                 c.as_current():
             _announce(c, quiet)
             yield c

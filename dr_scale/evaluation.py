@@ -24,7 +24,7 @@ import pyarrow as pa
 from dr_scale.compute import compute
 from dr_scale.diagnostics import WeightStats
 from dr_scale.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
-from dr_scale.logdata import Partition, list_parts, log_metadata, partition_from_table, read_partition
+from dr_scale.logdata import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.moments import Moments
 from dr_scale.policies import Policy, parse_policy
 from dr_scale.reward_models import predict_columns
@@ -161,6 +161,9 @@ class Evaluation:
     def rows(self, part: Partition, policy: Policy | None = None) -> RowInputs:
         """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of a partition.
 
+        The reward model gets the rows' ids, so a cross-fitted model predicts each row
+        with a fold model that did not see it.
+
         ρ̂ is computed only for the actions π takes in the partition (every estimator
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
@@ -178,7 +181,7 @@ class Evaluation:
         """ρ̂_{π(x_i)}(x_i), (n,), from the model's columns of the actions in ``target`` only."""
         present = np.bincount(target, minlength=k) > 0
         taken = np.flatnonzero(present)
-        columns = predict_columns(self.reward_model, part.X, taken)
+        columns = predict_columns(self.reward_model, part.X, taken, part.row_id)
         if taken.size == 1:
             return columns[:, 0]
         slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
@@ -188,7 +191,7 @@ class Evaluation:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
         taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
         reward_hat = np.zeros(probs.shape)
-        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken)
+        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
 
     def state(self, part: Partition) -> PolicyState:
@@ -234,6 +237,10 @@ def reduce_states(bag: db.Bag, split_every: int = 8):
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
     """Fill n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
+    policy_k = evaluation.policy.n_actions
+    if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
+        raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
+                                                 f"{evaluation.policy} has {policy_k}")
     if evaluation.n_features is None:
         evaluation.n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
     if evaluation.n_actions is None:

@@ -79,3 +79,14 @@ def categorical(probs: np.ndarray, row_id: np.ndarray, seed: int, purpose: str, 
     cdf = np.cumsum(probs, axis=1)
     cdf[:, -1] = np.inf  # guard against rounding: every row picks some action
     return (u[:, None] >= cdf).sum(axis=1)
+
+
+def row_hash(*columns: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's values across equal-length columns (integers, or float64 by their bits)."""
+    h = np.zeros(np.asarray(columns[0]).shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in columns:
+            column = np.ascontiguousarray(column)
+            words = column.view(np.uint64) if column.dtype == np.float64 else column.astype(np.uint64)
+            h = _mix(h ^ words)
+    return h

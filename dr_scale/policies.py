@@ -3,24 +3,48 @@
 A policy gives its decisions on a :class:`~dr_scale.logdata.Partition` (``decisions``):
 the (n,) actions of a deterministic policy, or the (n, k) action probabilities of a
 stochastic one; ``probs`` gives the (n, k) matrix either way (one-hot rows for a
-deterministic policy). Four kinds:
+deterministic policy). Six kinds:
 
 * ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1);
 * ``column:NAME`` — the target action stored per row in an integer column;
 * ``probs:NAME`` — the target probabilities stored per row in a list<float> column;
 * ``callable:module:function`` — ``function(X, row_id)`` with X the partition's CSR
-  features, returning (n,) actions or (n, k) probabilities.
+  features, returning (n,) actions or (n, k) probabilities;
+* ``linear:POLICY.npz`` — a learned linear policy π(x) = argmax_a x·coef[:, a] + intercept[a]
+  (ties to the lowest action), from the ``.npz`` file ``dr-scale learn`` writes (keys
+  ``coef`` (d, k), ``intercept`` (k,) and ``metadata``, a JSON string);
+* ``softmax:POLICY.npz:T`` — the same scores as a stochastic policy with temperature
+  T > 0: π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T).
+
+The file of a linear or softmax policy may be any fsspec URL (credentials from the
+environment); it is read when the spec is parsed, so a missing or malformed file is
+an error before any log is read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
-from dataclasses import dataclass
+import io
+import json
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow.compute as pc
+import scipy.sparse as sp
 
+from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.logdata import LogDataError, Partition, combined, numeric_values
+
+
+def parameters_digest(*arrays: np.ndarray) -> str:
+    """sha256 of arrays' shapes and float64 bytes: what a fitted model or policy computes with."""
+    h = hashlib.sha256()
+    for array in arrays:
+        a = np.ascontiguousarray(array, dtype=np.float64)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
@@ -137,6 +161,112 @@ class CallablePolicy(Policy):
         return f"callable:{self.target}"
 
 
+@dataclass(eq=False)
+class LinearPolicy(Policy):
+    """π(x) = argmax_a x·coef[:, a] + intercept[a], the first (lowest) action on ties; coef is (d, k)."""
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    metadata: dict = field(default_factory=dict)
+    source: str = "<in memory>"
+    needs_features = True
+
+    def __post_init__(self):
+        self.coef = np.asarray(self.coef, dtype=np.float64)
+        self.intercept = np.asarray(self.intercept, dtype=np.float64)
+        if self.coef.ndim != 2 or self.intercept.shape != (self.coef.shape[1],):
+            raise ValueError(f"{self.source}: a linear policy needs coef (d, k) and intercept (k,), "
+                             f"got {self.coef.shape} and {self.intercept.shape}")
+        if not (np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.intercept))):
+            raise ValueError(f"{self.source}: the policy's coef / intercept contain NaN or infinite values")
+        self.n_actions = self.coef.shape[1]
+        self.digest = parameters_digest(self.coef, self.intercept)
+
+    @property
+    def n_features(self) -> int:
+        return self.coef.shape[0]
+
+    def scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
+        """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0)."""
+        d = self.n_features
+        if X.shape[1] > d:
+            X = sp.csr_matrix(X)
+            bad = np.flatnonzero(X.indices >= d)
+            if bad.size:
+                row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+                raise LogDataError(source, "features", f"feature index beyond the policy's {d} features ({self.source})",
+                                   int(row_id[row]) if row_id is not None else row)
+            X = X[:, :d]
+        coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
+        return np.asarray(X @ coef) + self.intercept
+
+    def predict(self, X) -> np.ndarray:
+        """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax)."""
+        return np.argmax(self.scores(X), axis=1)
+
+    def decisions(self, part, k):
+        self._check_k(k, part)
+        return np.argmax(self.scores(part.X, part.source, part.row_id), axis=1)
+
+    def _check_k(self, k: int, part) -> None:
+        if k != self.n_actions:
+            raise LogDataError(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
+                               f"{self.n_actions}")
+
+    def save(self, url: str, storage_options: dict | None = None) -> None:
+        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically."""
+        buf = io.BytesIO()
+        np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)))
+        fs, path = url_to_fs(url, storage_options)
+        atomic_write(fs, path, buf.getvalue())
+
+    @classmethod
+    def load(cls, url: str, storage_options: dict | None = None) -> "LinearPolicy":
+        fs, path = url_to_fs(url, storage_options)
+        if not fs.exists(path):
+            raise FileNotFoundError(f"{url}: no such policy file")
+        with fs.open(path, "rb") as f:
+            raw = f.read()
+        try:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+                arrays = {key: z[key] for key in z.files}
+            meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
+        except (OSError, EOFError, ValueError) as exc:  # not a zip of arrays, a pickle, bad JSON metadata
+            raise ValueError(f"{url}: not a readable .npz policy file ({type(exc).__name__})") from exc
+        missing = [key for key in ("coef", "intercept") if key not in arrays]
+        if missing:
+            raise ValueError(f"{url}: not a linear policy file (no {' / '.join(missing)}; keys: {', '.join(arrays)})")
+        return cls(arrays["coef"], arrays["intercept"], meta, url)
+
+    def __str__(self):
+        """The spec and the parameters' digest: a re-learned file is another policy (report caches key on this)."""
+        return f"linear:{self.source} (sha256 {self.digest[:12]})"
+
+
+@dataclass(eq=False)
+class SoftmaxPolicy(Policy):
+    """π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T) over a linear policy's scores s, temperature T > 0."""
+
+    linear: LinearPolicy
+    temperature: float
+    needs_features = True
+
+    def __post_init__(self):
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"softmax temperature must be a positive number, got {self.temperature}")
+        self.n_actions = self.linear.n_actions
+
+    def decisions(self, part, k):
+        self.linear._check_k(k, part)
+        logits = self.linear.scores(part.X, part.source, part.row_id) / self.temperature
+        logits -= logits.max(axis=1, keepdims=True)
+        probs = np.exp(logits)
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    def __str__(self):
+        return f"softmax:{self.linear.source}:{self.temperature!r} (sha256 {self.linear.digest[:12]})"
+
+
 def parse_policy(spec: str | Policy) -> Policy:
     """A policy from its command-line spelling (see the module docstring)."""
     if isinstance(spec, Policy):
@@ -150,6 +280,16 @@ def parse_policy(spec: str | Policy) -> Policy:
         return ProbsColumnPolicy(arg or "target_probs")
     if kind == "callable" and arg:
         return CallablePolicy(arg)
+    if kind == "linear" and arg:
+        return LinearPolicy.load(arg)
+    if kind == "softmax" and ":" in arg:
+        path, _, temperature = arg.rpartition(":")
+        try:
+            temperature = float(temperature)
+        except ValueError:
+            raise ValueError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number") from None
+        return SoftmaxPolicy(LinearPolicy.load(path), temperature)
     raise ValueError(
-        f"bad policy {spec!r}: use constant:A, column:NAME, probs:NAME or callable:module:function"
+        f"bad policy {spec!r}: use constant:A, column:NAME, probs:NAME, callable:module:function, "
+        "linear:POLICY.npz or softmax:POLICY.npz:T"
     )

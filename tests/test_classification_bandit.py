@@ -1,11 +1,11 @@
-"""Full-information → bandit conversion and IPS/DR loss imputation."""
+"""Full-information → bandit conversion."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dr_scale.classification.bandit import impute_losses, log_actions, losses_from_labels, to_bandit
+from dr_scale.classification.bandit import log_actions, losses_from_labels, to_bandit
 from dr_scale.classification.loss_models import PerActionRidge
 from dr_scale.logdata import partition_from_table, write_log, read_log
 
@@ -28,9 +28,7 @@ def test_uniform_conversion_reveals_exactly_one_loss_with_p_one_over_k():
     np.testing.assert_array_equal(data.propensity, np.full(n, 1 / k))
     np.testing.assert_array_equal(data.loss, L[np.arange(n), data.action])
     assert data.action.min() >= 0 and data.action.max() < k
-    revealed = impute_losses(to_bandit(X, np.ones_like(L), 7, 1), "ips")  # all losses 1: revealed entry = 1/p
-    np.testing.assert_array_equal((revealed != 0).sum(axis=1), np.ones(n))
-    np.testing.assert_array_equal(revealed[np.arange(n), data.action], np.full(n, k))
+    np.testing.assert_array_equal(to_bandit(X, np.ones_like(L), 7, 1).action, data.action)  # draws ignore losses
 
 
 def test_conversion_is_keyed_by_row_id_not_order():
@@ -62,41 +60,6 @@ def test_logging_policy_given_as_probabilities():
     assert np.all(np.abs(freq - probs[0]) < 4 * se)
     with pytest.raises(ValueError, match="sum to 1"):
         log_actions(np.arange(2), 3, 0, probs=np.ones((2, 3)))
-
-
-@pytest.mark.parametrize("method", ["ips", "dr"])
-def test_imputed_losses_are_unbiased(method):
-    """Mean over R conversions of every imputed entry is within 4.5 standard errors of l_a(x_i).
-
-    Var[l̂_a] for uniform logging: IPS  l_a² (k − 1);  DR  (l_a − ŵ_a·x)² (k − 1).
-    """
-    rng = np.random.default_rng(3)
-    n, k, R = 40, 4, 3000
-    X = rng.standard_normal((n, 2))
-    L = rng.random((n, k))  # losses in [0, 1], not only 0/1
-    loss_hat = L + rng.normal(0, 0.2, (n, k)) if method == "dr" else None
-    total = np.zeros((n, k))
-    for rep in range(R):
-        total += impute_losses(to_bandit(X, L, 99, rep), method, loss_hat)
-    residual = L if method == "ips" else L - loss_hat
-    se = np.abs(residual) * np.sqrt((k - 1) / R)
-    z = (total / R - L) / se
-    assert np.max(np.abs(z)) < 4.5  # 160 entries: P(max |z| > 4.5) ≈ 1e-3
-    assert np.std(z) == pytest.approx(1.0, abs=0.2)  # the tolerance is the real spread, not a loose bound
-
-
-def test_dr_imputation_formula():
-    X, y, L = _problem(n=5, k=3)
-    data = to_bandit(X, L, 1, 0)
-    loss_hat = np.arange(15, dtype=float).reshape(5, 3) / 10
-    got = impute_losses(data, "dr", loss_hat)
-    for i in range(5):
-        for a in range(3):
-            hit = data.action[i] == a
-            expected = loss_hat[i, a] + (data.loss[i] - loss_hat[i, data.action[i]]) * hit * 3
-            assert got[i, a] == pytest.approx(expected)
-    with pytest.raises(ValueError):
-        impute_losses(data, "dr")
 
 
 def test_bandit_table_meets_the_logged_data_contract(tmp_path):

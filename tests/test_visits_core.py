@@ -1,4 +1,4 @@
-"""The visits experiment's pieces: sampler formula, keyed memberships, principal component, ridge."""
+"""The visits experiment's pieces: generator, sampler formula, keyed memberships, principal component, part reading."""
 
 from __future__ import annotations
 
@@ -9,25 +9,44 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from dr_scale import keyed_random
-from dr_scale.logdata import binary_csr
-from dr_scale.visits import data as visits_data
-from dr_scale.visits import ridge
-from dr_scale.visits.data import add_transposed_product, part_from_arrays
-from dr_scale.visits.passes import PartSet
-from dr_scale.visits.pca import RowSample, first_component, leading_eigenpair
+from dr_scale.logdata import binary_csr, features_to_csr
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.visits import generate
+from dr_scale.visits.data import part_from_arrays
+from dr_scale.visits.pca import RowSample, first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
+from test_outofcore import random_binary
 
 
 def _identity(x):
     return x
 
 
-def random_binary(n, d, density, seed):
-    rng = np.random.default_rng(seed)
-    # correlated columns: a latent factor raises the odds of the first half of the features
-    z = rng.random(n) < 0.4
-    probs = np.where(z[:, None], np.r_[np.full(d // 2, 3 * density), np.full(d - d // 2, density)], density)
-    return sp.csr_matrix((rng.random((n, d)) < probs).astype(np.float64))
+
+
+# -- generator ----------------------------------------------------------------------------
+@pytest.mark.parametrize("cdf", [generate.global_model(0, 5000).cdf,
+                                 np.array([[1e-7, 2e-7, 3e-7, 0.5, 1.0], [0.2, 0.4, 0.6, 0.8, 1.0]])])
+def test_feature_draws_are_the_inverse_cdf(cdf):
+    gm = generate.GlobalModel(cdf, np.zeros(cdf.shape[1]))
+    u = np.r_[np.random.default_rng(0).random(200_000), 0.0, cdf.ravel(), np.nextafter(cdf.ravel(), 0),
+              np.nextafter(1.0, 0)]
+    for g in range(cdf.shape[0]):
+        np.testing.assert_array_equal(gm.draw_features(g, u),
+                                      np.minimum(np.searchsorted(cdf[g], u, side="right"), cdf.shape[1] - 1))
+
+
+def test_generated_parts_hold_distinct_sorted_features_and_depend_on_seed_and_part_only():
+    gm = generate.global_model(3, 200)
+    table = generate.generate_part(3, 2, 1000, 500, gm)
+    assert table.column("row_id").to_pylist() == list(range(1000, 1500))
+    assert table.schema.metadata[b"dr_scale.n_features"] == b"200"
+    X = features_to_csr(table.column("features"), 200)
+    keys = np.repeat(np.arange(500), np.diff(X.indptr)) * 200 + X.indices
+    assert np.all(np.diff(keys) > 0)  # each row's features distinct and in increasing order
+    assert X.nnz > 500 * 20
+    assert table.equals(generate.generate_part(3, 2, 1000, 500, generate.global_model(3, 200)))
+    assert not table.column("visits").equals(generate.generate_part(3, 1, 1000, 500, gm).column("visits"))
 
 
 # -- sampler ------------------------------------------------------------------------------
@@ -89,24 +108,6 @@ def test_logging_draws_are_bernoulli_p_and_keyed_by_repetition():
 
 
 
-@pytest.mark.parametrize("kernel", ["scipy's in-place kernel", "public product"])
-def test_add_transposed_product_adds_the_transposed_product_in_place(kernel, monkeypatch):
-    if kernel == "public product":
-        monkeypatch.setattr(visits_data, "_csc_matvec", None)
-    else:
-        assert visits_data._csc_matvec is not None  # the scipy this suite runs on has it
-    A = random_binary(300, 40, 0.1, seed=5)
-    A = binary_csr(A.indptr.astype(np.int32), A.indices.astype(np.int32), A.shape[1])
-    y = np.random.default_rng(6).normal(size=300)
-    out = np.random.default_rng(7).normal(size=40)
-    expected = out + A.toarray().T @ y
-    assert add_transposed_product(out, A, y) is out
-    np.testing.assert_allclose(out, expected, rtol=1e-12)
-    block = out[10:30]  # a contiguous slice of a larger sum, as the per-fit blocks are
-    add_transposed_product(block, A[:, :20], y)
-    np.testing.assert_allclose(out[10:30], expected[10:30] + A[:, :20].toarray().T @ y, rtol=1e-12)
-
-
 @pytest.mark.parametrize("column, values, reason, row", [
     ("visits", [1.0, -2.0, 3.0], "visits must be finite and non-negative", 11),
     ("visits", [1.0, None, 3.0], "null values", 11),
@@ -145,20 +146,6 @@ def test_first_component_matches_eigh_of_the_dense_covariance():
     assert comp.vector.sum() > 0 and np.linalg.norm(comp.vector) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("spread", [1.0, 0.01])  # well separated, or a top eigenvalue 1% above the next
-def test_lanczos_finds_the_leading_eigenpair(spread):
-    rng = np.random.default_rng(4)
-    Q, _ = np.linalg.qr(rng.normal(size=(80, 80)))
-    values = np.r_[np.linspace(0.0, 1.0, 79), 1.0 + spread]
-    A = (Q * values) @ Q.T
-    products = []
-    theta, v = leading_eigenpair(lambda x: products.append(1) or A @ x, rng.normal(size=80), tol=1e-12)
-    assert theta == pytest.approx(values[-1], rel=1e-12)
-    assert np.linalg.norm(A @ v - theta * v) <= 1e-12 * theta * 10
-    assert abs(v @ Q[:, -1]) == pytest.approx(1.0, abs=1e-10)
-    assert len(products) <= (25 if spread == 1.0 else 70)  # it stops once the Ritz residual is small (19, 63 here)
-
-
 def test_the_lanczos_start_sample_is_the_same_for_any_partitioning():
     X = random_binary(3000, 60, 0.08, seed=2)
     row_id = np.random.default_rng(3).permutation(10**6)[:3000]
@@ -170,46 +157,3 @@ def test_the_lanczos_start_sample_is_the_same_for_any_partitioning():
     for sample in (whole, merged):
         np.testing.assert_array_equal(sample.keys, keys[expected])
         assert (sample.X != X[expected]).nnz == 0
-
-# -- ridge ------------------------------------------------------------------------------------
-def normal_equations(X, y, lam):
-    """[b, w] from scipy.linalg.solve of the normal equations with an unpenalized intercept."""
-    A = np.column_stack([np.ones(X.shape[0]), X])
-    G = A.T @ A + lam * np.diag(np.r_[0.0, np.ones(X.shape[1])])
-    return scipy.linalg.solve(G, A.T @ y, assume_a="pos")
-
-
-@pytest.mark.parametrize("n", [5, 40, 2000])
-def test_ridge_matches_the_normal_equations(n):
-    X = random_binary(n, 80, 0.1, seed=n)
-    y = np.random.default_rng(n).poisson(20, n) + 5.0 * X[:, :5].sum(axis=1).A1
-    fitted = ridge.fit_in_memory(X, y, lam=2.0, rtol=1e-13)
-    expected = normal_equations(X.toarray(), y, 2.0)
-    assert fitted.converged.all()
-    got = np.r_[fitted.intercept, fitted.coef[0]]
-    assert np.linalg.norm(got - expected) <= 1e-8 * np.linalg.norm(expected)
-
-
-def test_blocked_fits_equal_separate_fits_and_handle_empty_and_single_rows():
-    X = random_binary(600, 50, 0.1, seed=5)
-    y = np.random.default_rng(5).gamma(2.0, 10.0, 600)
-    subsets = [np.arange(0, 300), np.arange(200, 600, 2), np.array([], dtype=int), np.array([7])]
-    F, d = len(subsets), X.shape[1]
-    stats = ridge.RidgeStats(np.array([s.size for s in subsets], float),
-                             np.array([X[s].sum(axis=0).A1 for s in subsets]),
-                             np.array([X[s].multiply(X[s]).sum(axis=0).A1 for s in subsets]),
-                             np.array([y[s].sum() for s in subsets]),
-                             np.array([X[s].T @ y[s] for s in subsets]))
-
-    def gram(P):
-        return np.array([X[s].T @ (X[s] @ P[k]) for k, s in enumerate(subsets)])
-
-    fitted = ridge.fit(gram, stats, lam=1.5, rtol=1e-13)
-    for k in (0, 1):
-        expected = normal_equations(X[subsets[k]].toarray(), y[subsets[k]], 1.5)
-        np.testing.assert_allclose(np.r_[fitted.intercept[k], fitted.coef[k]], expected, rtol=1e-8, atol=1e-10)
-    assert fitted.intercept[2] == 0 and not fitted.coef[2].any()  # no rows: ρ̂ ≡ 0
-    assert fitted.intercept[3] == pytest.approx(y[7]) and not fitted.coef[3].any()  # one row: ρ̂ ≡ y
-    assert fitted.coef.shape == (F, d)
-    with pytest.raises(ValueError, match="positive"):
-        ridge.fit(gram, stats, lam=0.0)

@@ -28,7 +28,7 @@ from dr_scale.estimators import IPS, DoublyRobust
 from dr_scale.logdata import features_to_csr, write_parquet
 from dr_scale.visits.experiment import Settings, load_parts, run_experiment
 from dr_scale.visits.generate import generate_visits
-from dr_scale.visits.passes import Spilled, spill_folder
+from dr_scale.outofcore.passes import Spilled, spill_folder
 from dr_scale.visits.sampler import logging_actions, memberships
 
 ROWS, FEATURES = 4000, 200
@@ -143,7 +143,13 @@ def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
     for name in ("results.csv", "rmse.png", "bias.png", "summary.md"):
         assert (out / name).stat().st_size > 0
     assert (out / "rmse.png").read_bytes()[:4] == b"\x89PNG"
-    assert "13.6%" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    better = sum(r["dr_rmse"] < r["ips_rmse"] for r in res["per_fraction"])
+    assert f"at {better} of 6 fractions" in summary
+    assert f"{100 * res['mean_dr_rmse_reduction']:.1f}% on average" in summary
+    assert f"({3000 / 3854689:.3g} × the paper's N = 3,854,689" in summary
+    for r in res["per_fraction"]:
+        assert f"| {r['fraction']:g} | {r['mean_subsample']:.1f} | {r['mean_sampled']:.1f} |" in summary
     assert "DR's mean rmse reduction" in capsys.readouterr().out
     assert main(["generate", "visits", "--rows", "2000", "--features", "120", "--out", str(tmp_path / "gen"),
                  "--no-progress"]) == 0

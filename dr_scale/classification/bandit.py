@@ -1,4 +1,4 @@
-"""Full-information → bandit conversion (paper, Sec. 5.1.1) and loss imputation.
+"""Full-information → bandit conversion (paper, Sec. 5.1.1).
 
 A k-class example (x, c) becomes the cost-sensitive example (x, l_1, …, l_k) with
 l_a = 1{a ≠ c}. A logging policy with probabilities p(·|x) draws a ~ p(·|x) and only
@@ -7,12 +7,8 @@ p ≡ 1/k. Draws are keyed by (seed, purpose, keys…, row_id) through
 :mod:`dr_scale.keyed_random`, so a conversion does not depend on row order or on
 how the work is split.
 
-The revealed losses impute every action's loss for cost-sensitive learners (Sec. 5.1.3):
-
-* IPS:  l̂_a(x_i) = l_{a_i} 1{a = a_i} / p_i,
-* DR:   l̂_a(x_i) = ŵ_a·x_i + (l_{a_i} − ŵ_{a_i}·x_i) 1{a = a_i} / p_i,
-
-both unbiased for l_a(x_i) when p_i is the true logging probability (eq. 1 per action).
+The learners (:mod:`dr_scale.learning`) take rewards: r_a = −l_a, imputed for every
+action by :func:`dr_scale.learning.impute.impute_rewards`.
 """
 
 from __future__ import annotations
@@ -87,22 +83,3 @@ def to_bandit(X, losses, seed: int, *keys: int, row_id=None, probs=None) -> Band
     row_id = np.arange(n, dtype=np.int64) if row_id is None else np.asarray(row_id, dtype=np.int64)
     action, propensity = log_actions(row_id, k, seed, *keys, probs=probs)
     return BanditData(row_id, np.asarray(X), action, losses[np.arange(n), action], propensity, k)
-
-
-def impute_losses(data: BanditData, method: str, loss_hat: np.ndarray | None = None) -> np.ndarray:
-    """Every action's imputed loss, (n, k), by ``"ips"`` or ``"dr"`` (module docstring).
-
-    ``loss_hat`` is the loss model's prediction ŵ_a·x_i, shape (n, k), needed by DR.
-    """
-    n, k = data.X.shape[0], data.n_actions
-    revealed = np.zeros((n, k))
-    revealed[np.arange(n), data.action] = data.loss / data.propensity
-    if method == "ips":
-        return revealed
-    if method != "dr":
-        raise ValueError(f"unknown imputation {method!r}; choose 'ips' or 'dr'")
-    if loss_hat is None or loss_hat.shape != (n, k):
-        raise ValueError(f"DR imputation needs loss_hat of shape ({n}, {k})")
-    correction = np.zeros((n, k))
-    correction[np.arange(n), data.action] = loss_hat[np.arange(n), data.action] / data.propensity
-    return loss_hat + revealed - correction

@@ -34,10 +34,10 @@ import numpy as np
 import pandas as pd
 
 from dr_scale.classification.bandit import log_actions, losses_from_labels
-from dr_scale.classification.dlm import DirectLossMinimization
 from dr_scale.classification.loss_models import PerActionRidge
 from dr_scale.classification.protocol import cached_dataset, dataset_key, seed_for, split_rows
 from dr_scale.estimators import DirectMethod, DoublyRobust, IPS
+from dr_scale.learning.dlm import DirectLossMinimization
 
 ESTIMATORS = {"DM": DirectMethod(), "IPS": IPS(), "DR": DoublyRobust()}
 
@@ -70,13 +70,13 @@ def prepare(name: str, options: dict) -> Prepared:
     train, test = split_rows(len(data), options.get("train_fraction", 0.5), seed, key)
     losses = losses_from_labels(data.y, data.n_classes)
     policy = DirectLossMinimization(**options.get("dlm", {}), random_state=seed_for(seed, "dlm", key))
-    policy.fit(data.X[train], losses[train])
+    policy.fit(data.X[train], -losses[train])  # rewards r_a = −l_a
     action = policy.predict(data.X[test])
     target_probs = np.eye(data.n_classes)[action]
     test_losses = losses[test]
     loss_model = PerActionRidge(alpha=options.get("ridge_alpha", 1.0)).fit(data.X[train], losses[train])
     return Prepared(name, test, test_losses, target_probs, loss_model.predict(data.X[test]),
-                    float(np.mean(test_losses[np.arange(len(test)), action])), policy.training_loss_)
+                    float(np.mean(test_losses[np.arange(len(test)), action])), -policy.training_reward_)
 
 
 def run_repetitions(prepared: Prepared, repetitions, options: dict) -> list[dict]:

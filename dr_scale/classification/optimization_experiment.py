@@ -4,10 +4,11 @@ One repetition of one data set (:func:`run_repetition`):
 
 1. split the rows at random, 70% training / 30% test;
 2. convert the training part to bandit data (uniform logging, p = 1/k);
-3. impute every action's loss by IPS and by DR (:func:`~.bandit.impute_losses`; DR's
-   ridge model w_a is fitted on the training rows whose logged action is a);
+3. impute every action's reward r_a = −l_a by IPS and by DR
+   (:func:`dr_scale.learning.impute.impute_rewards`; DR's ridge model w_a is fitted on
+   the training rows whose logged action is a);
 4. train DLM and the Filter Tree on each imputation, and the Offset Tree on the
-   bandit data itself;
+   bandit data itself (rewards 1 − l_a in [0, 1], its offset 1/2);
 5. the classification error of each learned policy on the fully labelled test part.
 
 The paper averages 30 repetitions (:func:`summarize`).
@@ -18,12 +19,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dr_scale.classification.bandit import impute_losses, losses_from_labels, to_bandit
-from dr_scale.classification.dlm import DirectLossMinimization
-from dr_scale.classification.filter_tree import FilterTree
+from dr_scale.classification.bandit import losses_from_labels, to_bandit
 from dr_scale.classification.loss_models import PerActionRidge
-from dr_scale.classification.offset_tree import OffsetTree
 from dr_scale.classification.protocol import cached_dataset, dataset_key, seed_for, split_rows
+from dr_scale.learning.dlm import DirectLossMinimization
+from dr_scale.learning.filter_tree import FilterTree
+from dr_scale.learning.impute import impute_rewards
+from dr_scale.learning.offset_tree import OffsetTree
 
 METHODS = ("IPS (DLM)", "DR (DLM)", "IPS (FT)", "DR (FT)", "Offset Tree")
 
@@ -38,16 +40,17 @@ def run_repetition(name: str, repetition: int, options: dict) -> dict:
     bandit = to_bandit(X_train, losses_from_labels(data.y[train], k), seed, key, rep, row_id=train)
     loss_hat = PerActionRidge(alpha=options.get("ridge_alpha", 1.0)).fit_bandit(
         X_train, bandit.action, bandit.loss, k).predict(X_train)
-    costs = {"IPS": impute_losses(bandit, "ips"), "DR": impute_losses(bandit, "dr", loss_hat)}
+    imputed = {method.upper(): impute_rewards(bandit.action, -bandit.loss, bandit.propensity, k, method, -loss_hat)
+               for method in ("ips", "dr")}
     tree_params = options.get("tree")
     record = {"dataset": name, "repetition": rep}
-    for imputation, cost in costs.items():
+    for imputation, rewards in imputed.items():
         dlm = DirectLossMinimization(**options.get("dlm", {}), random_state=seed_for(seed, "dlm", key, rep))
-        record[f"{imputation} (DLM)"] = _error(dlm.fit(X_train, cost), X_test, y_test)
+        record[f"{imputation} (DLM)"] = _error(dlm.fit(X_train, rewards), X_test, y_test)
         tree = FilterTree(tree_params=tree_params, random_state=seed_for(seed, "filter-tree", key, rep))
-        record[f"{imputation} (FT)"] = _error(tree.fit(X_train, cost), X_test, y_test)
+        record[f"{imputation} (FT)"] = _error(tree.fit(X_train, rewards), X_test, y_test)
     offset = OffsetTree(k, tree_params=tree_params, random_state=seed_for(seed, "offset-tree", key, rep))
-    record["Offset Tree"] = _error(offset.fit(X_train, bandit.action, bandit.loss, bandit.propensity), X_test, y_test)
+    record["Offset Tree"] = _error(offset.fit(X_train, bandit.action, 1 - bandit.loss, bandit.propensity), X_test, y_test)
     return record
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-STORAGE_OPTIONS_ENV = "DR_SCALE_STORAGE_OPTIONS"
+from dr_scale.storage import STORAGE_OPTIONS_ENV
 
 
 def add_compute_options(parser) -> None:

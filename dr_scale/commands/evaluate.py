@@ -57,7 +57,7 @@ def run(args) -> int:
         list(ESTIMATORS) if model is not None else ["IPS", "SNIPS"])
     evaluation = Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
                             reward_model=model, n_actions=args.n_actions, baseline=args.baseline)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
     print(f"policy {result.policy} on {logs}")
     print(result.table(args.alpha, args.interval))

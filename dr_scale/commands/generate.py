@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
                          description="Write row_id, features (list<int32>), visits (int32) as Parquet parts and "
                                      "print the calibration figures (true mean, mean propensity, naive sampled "
                                      "mean, ridge R²) under the paper's sampler.")
-    v.add_argument("--rows", type=int, default=385_000, help="number of users (paper: 3854689; default 385000)")
+    v.add_argument("--rows", type=int, default=3_854_689, help="number of users (default: the paper's 3854689)")
     v.add_argument("--features", type=int, default=5000, help="number of binary features (default 5000)")
     v.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL)")
     v.add_argument("--seed", type=int, default=0)
@@ -33,12 +33,12 @@ def add_parser(sub) -> None:
 
 
 def run_visits(args) -> int:
+    from dr_scale.cache import spill_root
+    from dr_scale.outofcore.passes import spill_folder
     from dr_scale.visits.generate import generate_visits
-    from dr_scale.visits.job import spill_root
-    from dr_scale.visits.passes import spill_folder
 
     opts = storage_options(args.storage_options)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_visits(args.out, rows=args.rows, features=args.features, seed=args.seed,
                                    rows_per_part=args.rows_per_part, storage_options=opts, client=client,

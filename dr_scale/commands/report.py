@@ -35,7 +35,7 @@ def run(args) -> int:
     from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
 
     opts = storage_options(args.storage_options)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         _, status = make_report(args.logs, args.policies, args.out, window=args.window, until=args.until,
                                 cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
                                 client=client, progress=not args.no_progress)

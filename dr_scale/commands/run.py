@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 
-from dr_scale.commands.common import add_compute_options
+from dr_scale.commands.common import add_compute_options, storage_options
 from dr_scale.compute import dask_session
 from dr_scale.tomlcompat import tomllib
 
@@ -54,5 +54,7 @@ def run(args) -> int:
     config = load_job(args.job, args.set)
     module, _, function = JOBS[config["job"]].partition(":")
     job = getattr(importlib.import_module(module), function)
-    with dask_session(args.scheduler, args.local_workers) as client:
+    options = config.get("storage_options")  # a job's options, or the name of their JSON file
+    options = storage_options(options) if isinstance(options, str) else options
+    with dask_session(args.scheduler, args.local_workers, storage_options=options) as client:
         return int(job(config, client=client, progress=not args.no_progress) or 0)

@@ -14,6 +14,10 @@ TOML (or YAML, same keys)::
     [[policy]]
     name = "candidate"
     spec = "column:target_action"          # any spelling of dr_scale.policies.parse_policy
+
+    [[policy]]
+    name = "learned"
+    spec = "linear:models/policy.npz"      # a learned policy file (dr-scale learn); relative to this file
 """
 
 from __future__ import annotations
@@ -63,6 +67,17 @@ def _resolve(path: str, base: str) -> str:
     return f"{protocol}{sep}{joined}"
 
 
+def _resolve_spec(spec: str, base: str) -> str:
+    """A linear / softmax policy's file relative to the policies file (``linear:PATH``, ``softmax:PATH:T``)."""
+    kind, _, arg = spec.partition(":")
+    if kind == "linear" and arg:
+        return f"linear:{_resolve(arg, base)}"
+    if kind == "softmax" and ":" in arg:
+        path, _, temperature = arg.rpartition(":")
+        return f"softmax:{_resolve(path, base)}:{temperature}"
+    return spec
+
+
 def parse_policies(data: dict, source: str) -> PoliciesFile:
     """Validate the parsed file; errors name the file and the offending entry."""
     known = {"policy", "policies", "reward_model", "estimators", "alpha", "interval", "min_ess_ratio", "n_actions",
@@ -77,7 +92,7 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or "spec" not in entry:
             raise ValueError(f"{source}: policy #{i + 1} needs a 'spec' (e.g. spec = \"column:target_action\")")
-        spec = str(entry["spec"])
+        spec = _resolve_spec(str(entry["spec"]), source)
         try:
             parse_policy(spec)
         except ValueError as exc:

@@ -7,8 +7,10 @@ One JSON file per (evaluation, partition)::
      "state": PolicyState.to_dict(), "sha256": <sha256 of the canonical JSON of the rest>}
 
 The **fingerprint** hashes everything a state depends on besides the data: the policy
-and baseline spellings, the estimators (names and ``repr``, which carries their
-parameters), the reward model's coefficients, k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
+and baseline spellings (for a linear or softmax policy the spelling carries the digest
+of the file's coefficients, so a re-learned policy file is a new policy), the estimators
+(names and ``repr``, which carries their parameters), the reward model's coefficients,
+k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
 matches, and its fingerprint and partition identity equal the current ones; anything
 else (truncated, corrupt, stale) is recomputed and overwritten, never trusted.
 Python's ``json`` writes floats with ``repr``, which round-trips float64 exactly, so
@@ -21,10 +23,9 @@ import hashlib
 import json
 import posixpath
 
-import numpy as np
-
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.evaluation import Evaluation, PolicyState
+from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
 STATE_VERSION = 2
@@ -39,12 +40,8 @@ def model_digest(model) -> str | None:
     """sha256 of a reward model's parameters (None without a model)."""
     if model is None:
         return None
-    h = hashlib.sha256()
-    for array in (model.coef, model.intercept):
-        a = np.ascontiguousarray(array, dtype=np.float64)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
+    arrays = model.parameters() if hasattr(model, "parameters") else (model.coef, model.intercept)
+    return parameters_digest(*arrays)
 
 
 def fingerprint(evaluation: Evaluation) -> str:

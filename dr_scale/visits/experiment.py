@@ -3,7 +3,7 @@
 For each fraction f and repetition r (a *fit* k = f_index·R + r), with S_k the keyed
 subsample, a_i the keyed logging draw and p_i the sampler's propensity
 (:mod:`dr_scale.visits.sampler`), π ≡ 1 and ρ̂_k(x) = b_k + w_k·x the ridge fit on
-the sampled rows of S_k (:mod:`dr_scale.visits.ridge`):
+the sampled rows of S_k (:mod:`dr_scale.outofcore.ridge`):
 
     IPS_k = (1/|S_k|) Σ_{S_k} a_i v_i / p_i
     DR_k  = (1/|S_k|) Σ_{S_k} [ρ̂_k(x_i) + a_i (v_i − ρ̂_k(x_i)) / p_i]        (paper, eq. 1)
@@ -11,7 +11,7 @@ the sampled rows of S_k (:mod:`dr_scale.visits.ridge`):
     c_k   = Σ_{S_k} (1 − a_i/p_i) x_i ∈ R^d,
 
 so both estimates come from per-part sums that merge with ``+``: no pass is needed
-after the fits. The passes over the parts (kept between passes, :mod:`.passes`):
+after the fits. The passes over the parts (kept between passes, :mod:`dr_scale.outofcore.passes`):
 
 1. column sums, then one pass per Lanczos step for the principal component x̄;
 2. the projections t_i = x_i·x̄: min, mean (the sampler's m and m̄);
@@ -34,9 +34,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.logdata import binary_csr, compact_index, ones
-from dr_scale.visits import ridge
-from dr_scale.visits.data import VisitsPart, add_transposed_product, read_visits_part, visits_parts
-from dr_scale.visits.passes import PartSet
+from dr_scale.outofcore import ridge
+from dr_scale.outofcore.products import add_transposed_product
+from dr_scale.visits.data import VisitsPart, read_visits_part, visits_parts
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
@@ -184,7 +185,7 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     CSR, built over blocks of whole fits of about ``SUM_BLOCK`` memberships (a block's
     columns are its own fits' d-blocks, so the whole L₀ is never held, and no row is
     gathered twice). Every product adds into ``total``'s arrays in place
-    (:func:`~dr_scale.visits.data.add_transposed_product`).
+    (:func:`~dr_scale.outofcore.products.add_transposed_product`).
     """
     d, n_fits = part.n_features, lifted.n_cols // part.n_features
     sampled, sampled_fit, L = row[a], fit[a], lifted.matrix

@@ -41,19 +41,19 @@ from dataclasses import asdict, dataclass, field
 import dask
 import numpy as np
 import pyarrow as pa
-import scipy.sparse as sp
 
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.compute import compute
-from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
+from dr_scale.logdata import with_log_metadata, write_parquet
 
 #: Bump when the generator's output changes, so cached sets are regenerated.
 GENERATOR_VERSION = 3
 PAPER_ROWS = 3_854_689
-DEFAULT_ROWS = 385_000
+DEFAULT_ROWS = PAPER_ROWS
 DEFAULT_FEATURES = 5000
 DEFAULT_ROWS_PER_PART = 100_000
 MANIFEST = "_manifest.json"
+GUIDE = 1 << 16  # buckets of the feature draws' guide tables (a power of 2: u·GUIDE is exact)
 
 #: What the paper (and its draft note) report for the real set.
 TARGETS = {"true_mean": 23.8, "mean_propensity": 0.25, "naive_sampled_mean": 29.5}
@@ -100,6 +100,20 @@ class GlobalModel:
     omega: np.ndarray  # (d,)
     model: VisitsModel = field(default_factory=VisitsModel)
 
+    def __post_init__(self):
+        # guide[g, b] = #{j : cdf[g, j] ≤ b / GUIDE}: where the search for u ∈ [b/GUIDE, (b+1)/GUIDE) starts
+        self.guide = np.stack([np.searchsorted(c, np.arange(GUIDE + 1) / GUIDE, side="right") for c in self.cdf])
+        self.guide_steps = int(np.diff(self.guide, axis=1).max(initial=0))
+
+    def draw_features(self, group: int, u: np.ndarray) -> np.ndarray:
+        """Features of draws ``u`` ~ U[0, 1) from group's profile: ``min(searchsorted(cdf, u, "right"), d − 1)``,
+        by a guide table (Chen & Asau 1974): a look-up, then ``guide_steps`` compares (1 with the defaults)."""
+        cdf = np.append(self.cdf[group], np.inf)
+        found = self.guide[group][(u * GUIDE).astype(np.int64)]
+        for _ in range(self.guide_steps):
+            found += cdf[found] <= u
+        return np.minimum(found, cdf.shape[0] - 2)
+
 
 def _zipf(n: int, exponent: float) -> np.ndarray:
     w = (np.arange(n) + 1.0) ** -exponent
@@ -135,24 +149,25 @@ def generate_part(seed: int, part: int, first_row: int, n_rows: int, gm: GlobalM
     group = rng.choice(len(m.groups), size=n_rows, p=shares / shares.sum())
     breadth = m.breadth * rng.lognormal(-0.5 * m.breadth_sigma ** 2, m.breadth_sigma, n_rows)
     draws = np.minimum(1 + rng.poisson(breadth), m.max_draws)
-    row = np.repeat(np.arange(n_rows, dtype=np.int64), draws)
+    row = np.repeat(np.arange(n_rows, dtype=np.int32 if n_rows * d < 2 ** 31 else np.int64), draws)
     u = rng.random(row.shape[0])
-    feature = np.empty(row.shape[0], dtype=np.int64)
+    feature = np.empty(row.shape[0], dtype=row.dtype)
     draw_group = group[row]
     for k in range(len(m.groups)):
         sel = draw_group == k
-        feature[sel] = np.minimum(np.searchsorted(gm.cdf[k], u[sel], side="right"), d - 1)
-    keys = np.unique(row * d + feature)  # distinct features per row, sorted by (row, feature)
+        feature[sel] = gm.draw_features(k, u[sel])
+    keys = np.sort(row * d + feature)
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]  # distinct features per row, sorted by (row, feature)
     rows, cols = np.divmod(keys, d)
-    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-    X = sp.csr_matrix((np.ones(cols.shape[0]), cols.astype(np.int32), indptr), shape=(n_rows, d))
-    log_mu = (m.alpha + np.array([grp.visits for grp in m.groups])[group] + X @ gm.omega
+    log_mu = (m.alpha + np.array([grp.visits for grp in m.groups])[group]
+              + np.bincount(rows, weights=gm.omega[cols], minlength=n_rows)  # X ω
               + rng.normal(0.0, m.noise_sd, n_rows))
     visits = rng.poisson(np.exp(log_mu))
     table = pa.table({
         "row_id": pa.array(np.arange(first_row, first_row + n_rows, dtype=np.int64)),
-        "features": csr_to_features(X),
+        "features": pa.ListArray.from_arrays(pa.array(indptr), pa.array(cols.astype(np.int32, copy=False))),
         "visits": pa.array(visits.astype(np.int32)),
     })
     return with_log_metadata(table, d, None)
@@ -163,8 +178,7 @@ def part_bounds(n_rows: int, rows_per_part: int) -> np.ndarray:
     return np.linspace(0, n_rows, n_parts + 1).astype(np.int64)
 
 
-def _write_part(url: str, storage_options, seed, part, first, n, gm) -> int:
-    fs, root = url_to_fs(url, storage_options)
+def _write_part(fs, root: str, seed, part, first, n, gm) -> int:
     write_parquet(generate_part(seed, part, first, n, gm), posixpath.join(root, f"part-{part:05d}.parquet"), fs=fs)
     return n
 
@@ -178,14 +192,14 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     gm = global_model(seed, features)
     bounds = part_bounds(rows, rows_per_part)
     gm_key = dask.delayed(gm, pure=True)
-    tasks = [dask.delayed(_write_part, pure=True)(url, storage_options, seed, j, int(bounds[j]),
+    fs, root = url_to_fs(url, storage_options)  # pickles without secrets (dr_scale.storage)
+    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, j, int(bounds[j]),
                                                   int(bounds[j + 1] - bounds[j]), gm_key)
              for j in range(len(bounds) - 1)]
     written = compute(*tasks, client=client, progress=progress)
     manifest = {"generator": "dr_scale.visits.generate", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}
-    fs, root = url_to_fs(url, storage_options)
     atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
     return manifest
 

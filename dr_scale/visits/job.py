@@ -1,19 +1,19 @@
 """``dr-scale run pipelines/visits.toml``: the paper's Fig. cv experiment, end to end.
 
 With ``data`` empty (the default) the job uses the embedded set: ``rows`` rows
-(385,000, a tenth of the paper, by default; 3,854,689 is the paper's size) generated
-on first use into the cache folder ``<cache>/visits-<rows>x<features>-seed<seed>-v<version>``,
+(by default the paper's 3,854,689, so that each fraction's subsamples have the paper's
+sizes) generated on first use into the cache folder ``<cache>/visits-<rows>x<features>-seed<seed>-v<version>``,
 ``cache`` defaulting to ``$DR_SCALE_CACHE`` or ``~/.cache/dr-scale``. Later runs reuse
 the cached set (complete sets carry a ``_manifest.json``).
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import sys
 import time
 
+from dr_scale.cache import cache_root, spill_root
 from dr_scale.commands.common import storage_options
 from dr_scale.visits import generate as gen
 from dr_scale.visits.experiment import (
@@ -23,26 +23,13 @@ from dr_scale.visits.experiment import (
     run_experiment,
 )
 from dr_scale.visits.outputs import write_outputs
-from dr_scale.visits.passes import spill_folder
+from dr_scale.outofcore.passes import spill_folder
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,
     "fractions": list(PAPER_FRACTIONS), "repetitions": 100, "lam": Settings.lam, "kernel": Settings.kernel,
     "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {}, "spill": "disk",
 }
-CACHE_ENV = "DR_SCALE_CACHE"
-
-
-def cache_root(configured: str = "") -> str:
-    return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dr-scale")
-
-
-def spill_root(configured_cache: str = "") -> str:
-    """Where ``spill = "disk"`` puts its temporary folders: ``<cache>/spill`` (the system's temporary
-    directory may be a RAM-backed tmpfs)."""
-    return os.path.join(cache_root(configured_cache), "spill")
-
-
 def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", client=None, progress: bool = False) -> str:
     """The cached embedded set's folder, generated (in parallel, through Dask) on first use."""
     url = posixpath.join(cache_root(cache), f"visits-{rows}x{features}-seed{seed}-v{gen.GENERATOR_VERSION}")

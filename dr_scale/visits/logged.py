@@ -22,7 +22,7 @@ from dr_scale.atomic import url_to_fs
 from dr_scale.compute import compute
 from dr_scale.logdata import csr_to_features, with_log_metadata, write_parquet
 from dr_scale.visits.data import VisitsPart
-from dr_scale.visits.passes import PartSet, load_part
+from dr_scale.outofcore.passes import PartSet, load_part
 from dr_scale.visits.sampler import propensity
 
 
@@ -44,7 +44,7 @@ def full_data_sums(part: VisitsPart, xbar, m, mbar, coef, intercept, seed: int =
     return np.array([len(part), ips, rho.sum() + ips - w @ rho])  # Σ ρ̂ + a (v − ρ̂)/p
 
 
-def _write_logged_part(part, xbar, m, mbar, seed, repetition, kernel, url, storage_options, index):
+def _write_logged_part(part, xbar, m, mbar, seed, repetition, kernel, fs, root, index):
     part = load_part(part)
     p, a = logging_draw(part, xbar, m, mbar, seed, repetition, kernel)
     table = pa.table({
@@ -54,7 +54,6 @@ def _write_logged_part(part, xbar, m, mbar, seed, repetition, kernel, url, stora
         "reward": pa.array(np.where(a, part.visits, 0.0)),
         "propensity": pa.array(np.where(a, p, 1.0 - p)),
     })
-    fs, root = url_to_fs(url, storage_options)
     write_parquet(with_log_metadata(table, part.n_features, 2), posixpath.join(root, f"part-{index:05d}.parquet"),
                   fs=fs)
     return len(part)
@@ -66,7 +65,7 @@ def write_logged_view(parts: PartSet, url: str, xbar, m: float, mbar: float, *, 
     """Write the logged view, one part file per part, atomically; return the row count."""
     import dask
 
-    tasks = [dask.delayed(_write_logged_part, pure=True)(part, xbar, m, mbar, seed, repetition, kernel, url,
-                                                         storage_options, i)
+    fs, root = url_to_fs(url, storage_options)  # pickles without secrets (dr_scale.storage)
+    tasks = [dask.delayed(_write_logged_part, pure=True)(part, xbar, m, mbar, seed, repetition, kernel, fs, root, i)
              for i, part in enumerate(parts.parts)]
     return int(sum(compute(*tasks, client=parts.client, progress=progress)))

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dr_scale.atomic import atomic_write_all, url_to_fs  # noqa: E402
-from dr_scale.visits.generate import TARGETS  # noqa: E402
+from dr_scale.visits.generate import PAPER_ROWS, TARGETS  # noqa: E402
 
 PAPER = {"mean_rmse_reduction": 0.136, "reduction_range": (0.10, 0.20)}
 CSV_COLUMNS = ("fraction", "repetitions", "mean_subsample", "mean_sampled", "ridge_r2", "ips_bias", "ips_std",
@@ -69,13 +69,21 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def size_note(n_rows: int) -> str:
+    """Whether the subsamples f·N have the paper's sizes (N = 3,854,689)."""
+    if n_rows == PAPER_ROWS:
+        return "the paper's N, so each fraction's subsamples have the paper's sizes"
+    return (f"{n_rows / PAPER_ROWS:.3g} × the paper's N = {PAPER_ROWS:,}: each fraction's subsamples are "
+            f"{n_rows / PAPER_ROWS:.3g} × the paper's sizes")
+
+
 def summary_markdown(res: dict) -> str:
     rows, cal = res["per_fraction"], res["calibration"]
     better = sum(r["dr_rmse"] < r["ips_rmse"] for r in rows)
     lines = [
         "# Average user visits: IPS vs DR (paper Sec. 5.2, Fig. cv)", "",
         f"Data: {res['data'] or 'in memory'} — {res['rows']:,} rows × {res['features']} features in "
-        f"{res['parts']} parts; {res['settings']['repetitions']} repetitions per fraction, seed "
+        f"{res['parts']} parts ({size_note(res['rows'])}); {res['settings']['repetitions']} repetitions per fraction, seed "
         f"{res['settings']['seed']}, ridge λ = {res['settings']['lam']}, sampler kernel "
         f"'{res['settings']['kernel']}'.", "",
         "| | paper | measured |", "|---|---|---|",

@@ -4,7 +4,7 @@ x̄ is the leading eigenvector of the covariance of the rows x_i,
 
     C = (1/N) Σ_i (x_i − μ)(x_i − μ)ᵀ = (1/N) XᵀX − μ μᵀ,    μ = (1/N) Σ_i x_i,
 
-found by the Lanczos iteration (:func:`leading_eigenpair`) whose matrix-vector product
+found by the Lanczos iteration (:func:`dr_scale.outofcore.lanczos.leading_eigenpair`) whose matrix-vector product
 is one map-reduce pass, Σ_parts X_pᵀ (X_p v); the centring is applied to the summed
 product (−μ(μ·v)), so the N × d centred matrix is never formed and XᵀX (about 91% dense
 per part, and slow to form) never is either.
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import eigh_tridiagonal
 
 from dr_scale import keyed_random
 from dr_scale.logdata import binary_csr
-from dr_scale.visits.passes import PartSet
+from dr_scale.outofcore.lanczos import leading_eigenpair, orient
+from dr_scale.outofcore.passes import PartSet
 
 #: Rows of the keyed sample whose principal component starts the Lanczos iteration.
 START_ROWS = 20_000
@@ -85,45 +85,6 @@ def _first_pass(part, sample_size: int):
 def _gram_matvec(part, v):
     X = part.X
     return X.T @ (X @ v)
-
-
-def orient(v: np.ndarray) -> np.ndarray:
-    """Unit vector with a positive sum (first non-zero entry positive if the sum is 0)."""
-    v = v / np.linalg.norm(v)
-    s = v.sum()
-    if s == 0:
-        s = v[np.flatnonzero(v)[0]]
-    return v if s > 0 else -v
-
-
-def leading_eigenpair(matvec, v0: np.ndarray, tol: float, max_steps: int = 300) -> tuple[float, np.ndarray]:
-    """(θ, v): the largest eigenvalue of a symmetric operator and its unit eigenvector, by Lanczos.
-
-    Step j extends the orthonormal basis V = [v_1 … v_j] of the Krylov space
-    span{v0, A v0, …} (three-term recurrence, then full re-orthogonalisation against V:
-    d = 5000 and a few dozen vectors at most) and the tridiagonal T_j = Vᵀ A V. The Ritz
-    pair (θ, V s) of T_j's largest eigenvalue has residual ‖A V s − θ V s‖ = β_j |s_j|;
-    the iteration stops when that is ≤ tol·|θ| (ARPACK's criterion). Unlike ARPACK, which
-    first builds ``ncv`` vectors and then restarts, this checks after every product. A
-    product is a pass over the data: at the paper's size 11 products, against ARPACK's 13
-    (ncv = 8) for the same x̄ to 7e-13 (docs/visits.md).
-    """
-    V = [v0 / np.linalg.norm(v0)]
-    alphas, betas = [], []
-    for _ in range(max_steps):
-        w = np.asarray(matvec(V[-1]), dtype=np.float64).ravel()
-        alphas.append(float(V[-1] @ w))
-        basis = np.array(V)
-        for _ in range(2):  # the recurrence's two terms and the re-orthogonalisation at once; twice is enough
-            w -= basis.T @ (basis @ w)
-        beta = float(np.linalg.norm(w))
-        thetas, S = eigh_tridiagonal(np.array(alphas), np.array(betas))
-        theta, s = thetas[-1], S[:, -1]
-        if beta * abs(s[-1]) <= tol * abs(theta) or beta == 0.0:
-            return float(theta), basis.T @ s
-        betas.append(beta)
-        V.append(w / beta)
-    raise RuntimeError(f"Lanczos did not reach tolerance {tol} in {max_steps} steps")
 
 
 def _covariance_matvec(gram, mu: np.ndarray, n: int):

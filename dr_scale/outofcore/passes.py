@@ -167,7 +167,7 @@ class PartSet:
         ``total`` and returns it (``total`` is None for a task's first part: fn makes it).
 
         For terms that are large arrays, this saves each part a fresh result array and
-        its addition into the task's sum (see :func:`dr_scale.visits.data.add_transposed_product`).
+        its addition into the task's sum (see :func:`dr_scale.outofcore.products.add_transposed_product`).
         """
         (total,) = compute(tree_sum(self._groups(_accumulate_group, fn, args), split_every=2), client=self.client,
                            progress=progress)

@@ -1,32 +1,35 @@
 """The Filter Tree reduction from cost-sensitive to binary classification (paper, Appendix B).
 
-Beygelzimer, Langford & Ravikumar (2008). The k actions are the leaves of a complete
+Beygelzimer, Langford & Ravikumar (2008), here on rewards r_a (losses l_a = −r_a). The k actions are the leaves of a complete
 binary tree (heap layout: node u has children 2u and 2u+1; leaves K … K+k−1 with
 K = 2^⌈log₂ k⌉; leaves past k are empty). Every internal node holds a binary
 classifier that picks the left or the right subtree's winner. Training proceeds
 bottom-up: at node u each example's two candidates are the winners ℓ(x), r(x) that the
 already trained children pick for x, and the node learns
 
-    y = 1{l_r(x) < l_ℓ(x)}   with importance weight   |l_ℓ(x) − l_r(x)|
+    y = 1{r_r(x) > r_ℓ(x)}   with importance weight   |r_ℓ(x) − r_r(x)|
 
-(examples with equal losses carry no information and are dropped). Prediction plays
+(examples with equal rewards carry no information and are dropped). Prediction plays
 the tournament with the trained nodes; walking root-to-leaf gives the same action.
 
 The node classifier is scikit-learn's :class:`~sklearn.tree.DecisionTreeClassifier`,
 standing in for the paper's Weka J48 (C4.5) trees; ``tree_params`` are its options.
+X may be dense or scipy sparse (the trees take CSR).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator
 from sklearn.tree import DecisionTreeClassifier
-from sklearn.utils import check_random_state
+from sklearn.utils import check_array, check_random_state
+
+from dr_scale.learning.base import PolicyLearnerMixin, check_rewards
 
 DEFAULT_TREE_PARAMS = {"min_samples_leaf": 2, "ccp_alpha": 0.001}  # J48: >= 2 per leaf, pruned
 
 
-class TournamentTree(ClassifierMixin, BaseEstimator):
+class TournamentTree(PolicyLearnerMixin, BaseEstimator):
     """A single-elimination tournament over k actions with a decision tree at every match.
 
     Subclasses define ``_node_problem(left, right) -> (rows, go_right, weight)``: the
@@ -39,7 +42,7 @@ class TournamentTree(ClassifierMixin, BaseEstimator):
 
     def _play(self, X: np.ndarray, node_problem=None) -> np.ndarray:
         """Winners of the tournament for every row of X; trains the nodes when ``node_problem`` is given."""
-        n, k = X.shape[0], self.n_classes_
+        n, k = X.shape[0], self.n_actions_
         K = self.n_leaves_
         winners: dict[int, np.ndarray | None] = {K + c: (np.full(n, c) if c < k else None) for c in range(K)}
         for node in range(K - 1, 0, -1):
@@ -69,31 +72,29 @@ class TournamentTree(ClassifierMixin, BaseEstimator):
             return np.full(X.shape[0], classifier)
         return classifier.predict(X).astype(bool)
 
-    def _start(self, n_classes: int) -> None:
-        self.n_classes_ = int(n_classes)
-        self.n_leaves_ = 1 << max(1, int(np.ceil(np.log2(max(n_classes, 2)))))
+    def _start(self, n_actions: int) -> None:
+        self.n_actions_ = int(n_actions)
+        self.n_leaves_ = 1 << max(1, int(np.ceil(np.log2(max(n_actions, 2)))))
         self.nodes_ = {}
         self._rng = check_random_state(self.random_state)
 
     def predict(self, X) -> np.ndarray:
         """The tournament's winning action for every row."""
-        return self._play(np.asarray(X, dtype=np.float64))
+        return self._play(check_array(X, accept_sparse="csr", dtype=np.float64))
 
 
 class FilterTree(TournamentTree):
-    """Filter Tree on full (or imputed) cost vectors: ``fit(X, costs)`` with costs (n, k)."""
+    """Filter Tree on full (or imputed) reward vectors: ``fit(X, rewards)`` with rewards (n, k)."""
 
-    def fit(self, X, costs):
-        X = np.asarray(X, dtype=np.float64)
-        costs = np.asarray(costs, dtype=np.float64)
-        if costs.ndim != 2 or costs.shape[0] != X.shape[0]:
-            raise ValueError(f"costs must have shape (n, k) with n={X.shape[0]}, got {costs.shape}")
-        self._start(costs.shape[1])
+    def fit(self, X, rewards):
+        X = check_array(X, accept_sparse="csr", dtype=np.float64)
+        rewards = check_rewards(rewards, X.shape[0])
+        self._start(rewards.shape[1])
         rows = np.arange(X.shape[0])
 
         def node_problem(left, right):
-            cost_left, cost_right = costs[rows, left], costs[rows, right]
-            return rows, cost_right < cost_left, np.abs(cost_left - cost_right)
+            reward_left, reward_right = rewards[rows, left], rewards[rows, right]
+            return rows, reward_right > reward_left, np.abs(reward_left - reward_right)
 
         self._play(X, node_problem)
         return self

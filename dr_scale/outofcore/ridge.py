@@ -12,10 +12,11 @@ is the solution of the centred normal equations (μ = s_x/n, ȳ = s_y/n)
 solved here by conjugate gradients with the Jacobi preconditioner
 diag(X_SᵀX_S) − n μ² + λ, for F independent fits at once (one row of each (F, d)
 array per fit). Each iteration needs one G(P) for all fits together, which the caller
-computes as a map-reduce pass over the data (:mod:`dr_scale.visits.experiment`) or in
+computes as a map-reduce pass over the data (:mod:`dr_scale.outofcore.passes`) or in
 memory; the centring is applied to G's result, so X is never densified. CG rather than
-forming X_SᵀX_S: a 5000 × 5000 Gram per fit is ~91% dense, slow to form and to factor,
-and there are 600 fits (see docs/visits.md for the measurements).
+forming X_SᵀX_S: in the visits experiment a 5000 × 5000 Gram per fit is ~91% dense,
+slow to form and to factor, and there are 600 fits (see docs/visits.md for the
+measurements).
 
 A fit with n = 0 rows has no data: w = 0, b = 0 (ρ̂ ≡ 0, so DR reduces to IPS there);
 with n = 1, w = 0 and b = y. λ > 0 keeps every fit well-posed, however small.
@@ -53,11 +54,18 @@ class RidgeFit:
     converged: np.ndarray  # (F,) bool
 
 
-def fit(gram: callable, stats: RidgeStats, lam: float, *, rtol: float = 1e-10, max_iter: int = 1000,
+def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter: int = 1000,
         progress: bool = False) -> RidgeFit:
-    """Solve the F ridge problems; ``gram(P)`` returns X_SᵀX_S P row-wise for P of shape (F, d)."""
-    if not lam > 0:
+    """Solve the F ridge problems; ``gram(P)`` returns X_SᵀX_S P row-wise for P of shape (F, d).
+
+    ``lam``: one λ for every fit, or an (F,) array of one λ per fit (a grid of penalties
+    fitted in the same passes).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    if not np.all(lam > 0):
         raise ValueError(f"the ridge penalty λ must be positive, got {lam}")
+    if lam.ndim:
+        lam = lam[:, None]
     n = np.asarray(stats.n, dtype=np.float64)
     safe_n = np.where(n > 0, n, 1.0)[:, None]
     mu = stats.sx / safe_n

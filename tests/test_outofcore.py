@@ -1,0 +1,99 @@
+"""The out-of-core core: sparse products into running sums, Lanczos, the many-fits ridge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+
+from dr_scale.logdata import binary_csr
+from dr_scale.outofcore import products, ridge
+from dr_scale.outofcore.lanczos import leading_eigenpair
+from dr_scale.outofcore.products import add_transposed_product
+
+
+def random_binary(n, d, density, seed):
+    rng = np.random.default_rng(seed)
+    # correlated columns: a latent factor raises the odds of the first half of the features
+    z = rng.random(n) < 0.4
+    probs = np.where(z[:, None], np.r_[np.full(d // 2, 3 * density), np.full(d - d // 2, density)], density)
+    return sp.csr_matrix((rng.random((n, d)) < probs).astype(np.float64))
+
+
+# -- products -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["scipy's in-place kernel", "public product"])
+def test_add_transposed_product_adds_the_transposed_product_in_place(kernel, monkeypatch):
+    if kernel == "public product":
+        monkeypatch.setattr(products, "_csc_matvec", None)
+    else:
+        assert products._csc_matvec is not None  # the scipy this suite runs on has it
+    A = random_binary(300, 40, 0.1, seed=5)
+    A = binary_csr(A.indptr.astype(np.int32), A.indices.astype(np.int32), A.shape[1])
+    y = np.random.default_rng(6).normal(size=300)
+    out = np.random.default_rng(7).normal(size=40)
+    expected = out + A.toarray().T @ y
+    assert add_transposed_product(out, A, y) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+    block = out[10:30]  # a contiguous slice of a larger sum, as the per-fit blocks are
+    add_transposed_product(block, A[:, :20], y)
+    np.testing.assert_allclose(out[10:30], expected[10:30] + A[:, :20].toarray().T @ y, rtol=1e-12)
+
+
+# -- Lanczos --------------------------------------------------------------------------------
+@pytest.mark.parametrize("spread", [1.0, 0.01])  # well separated, or a top eigenvalue 1% above the next
+def test_lanczos_finds_the_leading_eigenpair(spread):
+    rng = np.random.default_rng(4)
+    Q, _ = np.linalg.qr(rng.normal(size=(80, 80)))
+    values = np.r_[np.linspace(0.0, 1.0, 79), 1.0 + spread]
+    A = (Q * values) @ Q.T
+    products = []
+    theta, v = leading_eigenpair(lambda x: products.append(1) or A @ x, rng.normal(size=80), tol=1e-12)
+    assert theta == pytest.approx(values[-1], rel=1e-12)
+    assert np.linalg.norm(A @ v - theta * v) <= 1e-12 * theta * 10
+    assert abs(v @ Q[:, -1]) == pytest.approx(1.0, abs=1e-10)
+    assert len(products) <= (25 if spread == 1.0 else 70)  # it stops once the Ritz residual is small (19, 63 here)
+
+
+# -- ridge ------------------------------------------------------------------------------------
+def normal_equations(X, y, lam):
+    """[b, w] from scipy.linalg.solve of the normal equations with an unpenalized intercept."""
+    A = np.column_stack([np.ones(X.shape[0]), X])
+    G = A.T @ A + lam * np.diag(np.r_[0.0, np.ones(X.shape[1])])
+    return scipy.linalg.solve(G, A.T @ y, assume_a="pos")
+
+
+@pytest.mark.parametrize("n", [5, 40, 2000])
+def test_ridge_matches_the_normal_equations(n):
+    X = random_binary(n, 80, 0.1, seed=n)
+    y = np.random.default_rng(n).poisson(20, n) + 5.0 * X[:, :5].sum(axis=1).A1
+    fitted = ridge.fit_in_memory(X, y, lam=2.0, rtol=1e-13)
+    expected = normal_equations(X.toarray(), y, 2.0)
+    assert fitted.converged.all()
+    got = np.r_[fitted.intercept, fitted.coef[0]]
+    assert np.linalg.norm(got - expected) <= 1e-8 * np.linalg.norm(expected)
+
+
+def test_blocked_fits_equal_separate_fits_and_handle_empty_and_single_rows():
+    X = random_binary(600, 50, 0.1, seed=5)
+    y = np.random.default_rng(5).gamma(2.0, 10.0, 600)
+    subsets = [np.arange(0, 300), np.arange(200, 600, 2), np.array([], dtype=int), np.array([7])]
+    F, d = len(subsets), X.shape[1]
+    stats = ridge.RidgeStats(np.array([s.size for s in subsets], float),
+                             np.array([X[s].sum(axis=0).A1 for s in subsets]),
+                             np.array([X[s].multiply(X[s]).sum(axis=0).A1 for s in subsets]),
+                             np.array([y[s].sum() for s in subsets]),
+                             np.array([X[s].T @ y[s] for s in subsets]))
+
+    def gram(P):
+        return np.array([X[s].T @ (X[s] @ P[k]) for k, s in enumerate(subsets)])
+
+    fitted = ridge.fit(gram, stats, lam=1.5, rtol=1e-13)
+    for k in (0, 1):
+        expected = normal_equations(X[subsets[k]].toarray(), y[subsets[k]], 1.5)
+        np.testing.assert_allclose(np.r_[fitted.intercept[k], fitted.coef[k]], expected, rtol=1e-8, atol=1e-10)
+    assert fitted.intercept[2] == 0 and not fitted.coef[2].any()  # no rows: ρ̂ ≡ 0
+    assert fitted.intercept[3] == pytest.approx(y[7]) and not fitted.coef[3].any()  # one row: ρ̂ ≡ y
+    assert fitted.coef.shape == (F, d)
+    with pytest.raises(ValueError, match="positive"):
+        ridge.fit(gram, stats, lam=0.0)

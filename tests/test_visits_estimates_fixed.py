@@ -1,0 +1,45 @@
+"""The visits job's per-fit estimates are pinned bit for bit.
+
+``tests/fixtures/visits_estimates.json`` holds the IPS and DR estimates of every fit
+(3 fractions × 4 repetitions) of the job's own code (default λ, kernel and CG
+tolerance) on a small generated set. Any change to the out-of-core machinery
+(:mod:`dr_scale.outofcore`) or to the experiment that moves a single bit of them fails
+here. Re-record deliberately with ``python tests/test_visits_estimates_fixed.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+from dr_scale.visits.generate import generate_visits
+
+FIXTURE = Path(__file__).parent / "fixtures" / "visits_estimates.json"
+ROWS, FEATURES, PARTS = 12_000, 300, 3
+SETTINGS = Settings(fractions=(0.01, 0.05, 0.3), repetitions=4, seed=5)
+
+
+def estimates(root: Path) -> dict:
+    url = str(root / "visits")
+    generate_visits(url, rows=ROWS, features=FEATURES, seed=3, rows_per_part=ROWS // PARTS)
+    result = run_experiment(load_parts(url), SETTINGS)
+    return {"ips": result.ips.tolist(), "dr": result.dr.tolist(), "ridge_iterations": result.ridge_iterations}
+
+
+def test_per_fit_estimates_are_bit_identical_to_the_recorded_ones(tmp_path):
+    recorded = json.loads(FIXTURE.read_text())
+    got = estimates(tmp_path)
+    assert got["ridge_iterations"] == recorded["ridge_iterations"]
+    np.testing.assert_array_equal(np.array(got["ips"]), np.array(recorded["ips"]))
+    np.testing.assert_array_equal(np.array(got["dr"]), np.array(recorded["dr"]))
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        FIXTURE.write_text(json.dumps(estimates(Path(folder)), indent=1) + "\n")
+    print(f"wrote {FIXTURE}")
