@@ -17,7 +17,7 @@ def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
     """``name[i] = value`` for the first index where ``bad`` holds."""
     i = np.unravel_index(int(np.argmax(bad)), bad.shape)
     index = ", ".join(str(int(j)) for j in i)
-    return f"{name}[{index}] = {values[i]!r}"
+    return f"{name}[{index}] = {values[i].item()!r}"
 
 
 def vector(name: str, values, n: int | None = None) -> np.ndarray:
@@ -44,7 +44,7 @@ def actions(name: str, values, n: int, k: int | None) -> np.ndarray:
     if a.ndim != 1 or a.size != n:
         raise ValueError(f"{name} must be a 1-d array of {n} rows (as reward), got shape {a.shape}")
     if not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"{name} must hold integer action ids, got dtype {a.dtype} (e.g. {name}[0] = {a[0]!r})")
+        raise ValueError(f"{name} must hold integer action ids, got dtype {a.dtype} (e.g. {name}[0] = {a[0].item()!r})")
     a = a.astype(np.int64, copy=False)
     bad = (a < 0) if k is None else ((a < 0) | (a >= k))
     if bad.any():
@@ -74,7 +74,7 @@ def probabilities(name: str, values, n: int) -> np.ndarray:
     off = np.abs(sums - 1) > ROW_SUM_TOLERANCE
     if off.any():
         i = int(np.argmax(off))
-        raise ValueError(f"{name} rows must sum to 1: row {i} sums to {sums[i]!r}")
+        raise ValueError(f"{name} rows must sum to 1: row {i} sums to {sums[i].item()!r}")
     return p
 
 

@@ -129,12 +129,14 @@ class Estimator:
 
     Subclasses define ``name``, ``needs_model``, ``terms(rows) -> list[array]`` and,
     for ratio estimators, ``value_of(means)`` and ``gradient(means)``; ``el_map`` maps
-    the terms to (y, w) for the empirical-likelihood interval (one row: a plain mean).
+    the terms to (y, w) for the empirical-likelihood interval (one row: a plain mean),
+    and ``model_term`` is the index of the term ρ̂_π, if any.
     """
 
     name: ClassVar[str] = "estimator"
     needs_model: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0,),)
+    model_term: ClassVar[int | None] = None
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         raise NotImplementedError
@@ -153,11 +155,17 @@ class Estimator:
         """(value, gradient of the value in the means, chosen parameters) at a state."""
         return self.value_of(state.mean), self.gradient(state.mean), {}
 
-    def el_ranges(self, low: np.ndarray, high: np.ndarray) -> tuple:
+    def el_ranges(self, state: Moments) -> tuple:
         """The largest weight W seen, and the ranges of y at an unobserved row of weight 0, of y at
-        one of weight W, and of the value; ``low``/``high`` are the ranges of ``bounded``."""
-        top = high[1]
-        return top, (0.0, 0.0), (top * low[0], top * high[0]), (low[0], high[0])
+        one of weight W, and of the value (that of r).
+
+        The unobserved row's reward r_f is anywhere in [min r, max r]; its model prediction is
+        the mean one, c̄ = mean ρ̂_π (0 without a model), so y_f = c̄ + w_f (r_f − c̄)
+        (IPS: y_f = w_f r_f).
+        """
+        r_lo, r_hi, top = state.low[0], state.high[0], state.high[1]
+        c = 0.0 if self.model_term is None else float(state.mean[self.model_term])
+        return top, (c, c), (c + top * (r_lo - c), c + top * (r_hi - c)), (r_lo, r_hi)
 
     # -- statistics ---------------------------------------------------------
     def state(self, rows: RowInputs) -> Moments:
@@ -178,7 +186,7 @@ class Estimator:
         """The (y, w) moments and ranges of :mod:`dr_scale.intervals` from a state."""
         a = np.asarray(self.el_map, dtype=np.float64) if len(self.el_map[0]) == state.m else grad[None, :]
         return summary_of(state.n, a @ state.mean, a @ state.comoment @ a.T / state.n,
-                          *self.el_ranges(state.low, state.high), weighted=a.shape[0] == 2)
+                          *self.el_ranges(state), weighted=a.shape[0] == 2)
 
     # -- numpy API ----------------------------------------------------------
     def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
@@ -280,8 +288,8 @@ class DoublyRobust(Estimator):
 
         V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + w_i (r_i − ρ̂_{a_i}(x_i)) ]
 
-    The state holds the moments of (the bracket, w); the empirical-likelihood interval
-    treats the bracket as IPS treats w r (docs/estimators.md).
+    The state holds the moments of (the bracket, w, ρ̂_π); the empirical-likelihood
+    interval treats the bracket as IPS treats w r (docs/estimators.md).
 
     Examples
     --------
@@ -295,19 +303,12 @@ class DoublyRobust(Estimator):
     """
 
     name: ClassVar[str] = "DR"
-    el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
+    el_map: ClassVar[tuple] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    model_term: ClassVar[int | None] = 2
 
     def terms(self, rows):
-        return [rows.reward_hat_pi + rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight]
-
-    def bounded(self, rows):
-        residual = np.where(rows.weight > 0, rows.reward - rows.reward_hat_logged, 0.0)
-        return rows.reward, rows.weight, rows.reward_hat_pi, residual
-
-    def el_ranges(self, low, high):
-        """y at weight 0 is ρ̂_π; at weight W it is ρ̂_π + W (r − ρ̂_a), residuals as seen (and 0)."""
-        top = high[1]
-        return top, (low[2], high[2]), (low[2] + top * low[3], high[2] + top * high[3]), (low[0], high[0])
+        return [rows.reward_hat_pi + rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight,
+                rows.reward_hat_pi]
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,7 @@ class SNDR(DoublyRobust):
 
     name: ClassVar[str] = "SNDR"
     el_map: ClassVar[tuple] = ((1.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    model_term: ClassVar[int | None] = 0
 
     def terms(self, rows):
         return [rows.reward_hat_pi, rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight]
