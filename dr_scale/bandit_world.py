@@ -59,10 +59,14 @@ class BanditWorld:
     def max_weight(self) -> float:
         return float(np.max(self.target / self.logging))
 
+    def contexts(self, n: int, seed: int) -> np.ndarray:
+        """The contexts of the rows ``sample(n, seed)`` logs (for another policy's probabilities on them)."""
+        return np.random.default_rng(seed).integers(0, self.rho.shape[0], size=n)
+
     def sample(self, n: int, seed: int) -> dict:
         """n logged rows as the estimators' arrays (``reward``, ``action``, ``propensity``, …)."""
         rng = np.random.default_rng(seed)
-        x = rng.integers(0, self.rho.shape[0], size=n)
+        x = rng.integers(0, self.rho.shape[0], size=n)  # = contexts(n, seed)
         cdf = np.cumsum(self.logging[x], axis=1)
         action = (rng.random(n)[:, None] >= cdf).sum(axis=1).clip(max=self.rho.shape[1] - 1)
         reward = (rng.random(n) < self.rho[x, action]).astype(np.float64)

