@@ -358,6 +358,7 @@ class _Thresholded(Estimator):
     """
 
     parameter: ClassVar[str] = ""
+    clips: ClassVar[bool] = False  # a row above the threshold t keeps t (r − ρ̂_a) (clipping) or nothing (switch)
 
     def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
         raise NotImplementedError
@@ -370,6 +371,15 @@ class _Thresholded(Estimator):
     def terms(self, rows):
         return [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
 
+    def state(self, rows: RowInputs) -> Moments:
+        """With the threshold tuned, the state of the grid's terms from sums per weight bin (no (G, n) stack)."""
+        if getattr(self, self.parameter) is not None:
+            return super().state(rows)
+        if rows.reward_hat_pi is None:
+            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+        grid = np.array(self.thresholds)
+        return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size), self.bounded(rows))
+
     def linearize(self, state):
         if getattr(self, self.parameter) is not None:
             return super().linearize(state)
@@ -380,6 +390,52 @@ class _Thresholded(Estimator):
         mse = (np.abs(bias) + ndtri(1 - TUNING_DELTA / 2) * bias_se) ** 2 + np.diag(cov)
         best = state.m - 1 - int(np.argmin(mse[::-1]))  # ties: the largest threshold (∞: DR itself)
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
+
+
+def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) -> Moments:
+    """:class:`Moments` of t_j = ρ̂_π + a_j, j over the increasing thresholds ``grid`` (last ∞), in O(n + G²).
+
+    With d = r − ρ̂_a, a row whose weight w lies in bin b (the first threshold ≥ w) has
+    a_j = w d for b ≤ j and a_j = above_j · d for b > j (``above`` = grid: clipping at
+    the threshold; 0: switching the correction off). So every Σ a_j, Σ c a_j and Σ a_j a_k
+    (c = ρ̂_π − its mean) is a cumulative sum over the bins of seven per-bin sums:
+
+        Σ a_j a_k (j ≤ k) = Σ_{b≤j} (wd)² + above_j Σ_{j<b≤k} w d² + above_j above_k Σ_{b>k} d².
+
+    Equal to ``Moments.of`` of the G terms up to rounding; G = 11 terms cost ~7 bin
+    sums instead of an (11, n) stack and product.
+    """
+    c, w = rows.reward_hat_pi, rows.weight
+    n, size = c.size, grid.size
+    if n == 0:
+        return Moments.empty(size, len(bounded))
+    d = rows.reward - rows.reward_hat_logged
+    c_mean = c.mean()
+    cc = c - c_mean
+    wd = w * d
+    bins = np.searchsorted(grid, w, side="left")
+
+    def per_bin(x):
+        return np.bincount(bins, weights=x, minlength=size)
+
+    def scaled(factor, x):  # factor · x with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)
+        return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
+
+    head = {k: np.cumsum(per_bin(x)) for k, x in
+            (("wd", wd), ("d", d), ("wd2", wd * wd), ("wdd", wd * d), ("dd", d * d), ("cwd", cc * wd), ("cd", cc * d))}
+    tail = {k: head[k][-1] - head[k] for k in ("d", "dd", "cd")}  # Σ over the bins above j
+    sum_a = head["wd"] + scaled(above, tail["d"])
+    sum_ca = head["cwd"] + scaled(above, tail["cd"])
+    lo, hi = np.minimum.outer(np.arange(size), np.arange(size)), np.maximum.outer(np.arange(size), np.arange(size))
+    sum_aa = (head["wd2"][lo] + scaled(above[lo], head["wdd"][hi] - head["wdd"][lo])
+              + scaled(above[lo] * above[hi], tail["dd"][hi]))
+    mean_a = sum_a / n
+    sum_cc, sum_c = float(cc @ cc), float(cc.sum())
+    comoment = (sum_cc + sum_ca[:, None] + sum_ca[None, :] - sum_c * (mean_a[:, None] + mean_a[None, :])
+                + sum_aa - n * np.outer(mean_a, mean_a))
+    low = np.array([np.min(b) for b in bounded], dtype=np.float64)
+    high = np.array([np.max(b) for b in bounded], dtype=np.float64)
+    return Moments(n, c_mean + mean_a, comoment, low, high)
 
 
 @dataclass(frozen=True)
@@ -446,6 +502,7 @@ class ClippedDR(_Thresholded):
     max_weight: float | None = None
     name: ClassVar[str] = "ClippedDR"
     parameter: ClassVar[str] = "max_weight"
+    clips: ClassVar[bool] = True
 
     def __post_init__(self):
         if self.max_weight is not None:

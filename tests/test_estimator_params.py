@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from dr_scale.bandit_world import BanditWorld
-from dr_scale.estimators import ClippedDR, DoublyRobust, SwitchDR, make_estimators, parse_estimator
+from dr_scale.estimators import (
+    TUNING_GRID,
+    ClippedDR,
+    DoublyRobust,
+    RowInputs,
+    SwitchDR,
+    make_estimators,
+    parse_estimator,
+)
+from dr_scale.moments import Moments
 from dr_scale.evaluation import Evaluation
 from dr_scale.report.policies_file import parse_policies
 from dr_scale.report.state_cache import fingerprint
@@ -63,3 +72,15 @@ def test_tuned_thresholds_are_chosen_and_reported():
         assert chosen == np.inf or tuned.stderr < dr.stderr  # a threshold only where it saves variance
     clipped = ClippedDR().estimate(**log)
     assert clipped.chosen["max_weight"] < np.inf and clipped.value != dr.value  # not a copy of DR here
+
+
+@pytest.mark.parametrize("estimator", [SwitchDR(), ClippedDR()], ids=repr)
+def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator):
+    log = BanditWorld.make(epsilon=0.02).sample(5000, seed=1)
+    log["target_probs"] = 0.7 * log["target_probs"] + 0.3 / 5  # stochastic: weights in several bins
+    rows = RowInputs.from_arrays(**log)
+    binned, stacked = estimator.state(rows), Moments.of(*estimator.terms(rows), bounded=estimator.bounded(rows))
+    assert binned.n == stacked.n and len(set(np.searchsorted(TUNING_GRID, rows.weight))) >= 3
+    np.testing.assert_allclose(binned.mean, stacked.mean, rtol=1e-13)
+    np.testing.assert_allclose(binned.comoment, stacked.comoment, rtol=1e-12, atol=1e-12 * stacked.comoment.max())
+    np.testing.assert_array_equal(binned.low, stacked.low)
