@@ -409,9 +409,15 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) 
     n, size = c.size, grid.size
     if n == 0:
         return Moments.empty(size, len(bounded))
-    d = rows.reward - rows.reward_hat_logged
     c_mean = c.mean()
     cc = c - c_mean
+    sum_cc, sum_c = float(cc @ cc), float(cc.sum())
+    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j = 0 for every j (bin 0 is above no threshold)
+    if positive.size < n:
+        cc, w = cc[positive], w[positive]
+        d = rows.reward[positive] - rows.reward_hat_logged[positive]
+    else:
+        d = rows.reward - rows.reward_hat_logged
     wd = w * d
     bins = np.searchsorted(grid, w, side="left")
 
@@ -430,7 +436,6 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) 
     sum_aa = (head["wd2"][lo] + scaled(above[lo], head["wdd"][hi] - head["wdd"][lo])
               + scaled(above[lo] * above[hi], tail["dd"][hi]))
     mean_a = sum_a / n
-    sum_cc, sum_c = float(cc @ cc), float(cc.sum())
     comoment = (sum_cc + sum_ca[:, None] + sum_ca[None, :] - sum_c * (mean_a[:, None] + mean_a[None, :])
                 + sum_aa - n * np.outer(mean_a, mean_a))
     low = np.array([np.min(b) for b in bounded], dtype=np.float64)

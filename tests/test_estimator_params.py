@@ -74,13 +74,14 @@ def test_tuned_thresholds_are_chosen_and_reported():
     assert clipped.chosen["max_weight"] < np.inf and clipped.value != dr.value  # not a copy of DR here
 
 
+@pytest.mark.parametrize("mix", [0.0, 0.3], ids=["deterministic", "stochastic"])
 @pytest.mark.parametrize("estimator", [SwitchDR(), ClippedDR()], ids=repr)
-def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator):
+def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator, mix):
     log = BanditWorld.make(epsilon=0.02).sample(5000, seed=1)
-    log["target_probs"] = 0.7 * log["target_probs"] + 0.3 / 5  # stochastic: weights in several bins
+    log["target_probs"] = (1 - mix) * log["target_probs"] + mix / 5  # stochastic: weights in more bins
     rows = RowInputs.from_arrays(**log)
     binned, stacked = estimator.state(rows), Moments.of(*estimator.terms(rows), bounded=estimator.bounded(rows))
-    assert binned.n == stacked.n and len(set(np.searchsorted(TUNING_GRID, rows.weight))) >= 3
+    assert binned.n == stacked.n and len(set(np.searchsorted(TUNING_GRID, rows.weight))) >= 3 - (mix == 0)
     np.testing.assert_allclose(binned.mean, stacked.mean, rtol=1e-13)
     np.testing.assert_allclose(binned.comoment, stacked.comoment, rtol=1e-12, atol=1e-12 * stacked.comoment.max())
     np.testing.assert_array_equal(binned.low, stacked.low)
