@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import re
+import signal
+import threading
 import uuid
 
+from dr_scale.errors import UserError
 from dr_scale.storage import url_to_fs  # noqa: F401 - the writers' filesystems, which pickle without secrets
+
+
+def _refuse_folder(fs, path: str) -> None:
+    """A folder at the target would receive the file inside it (``mv`` into a folder): refuse."""
+    if fs.isdir(path):
+        raise UserError(f"{path}: is a folder; give a file name for this output")
 
 
 def temporary_name(path: str) -> str:
@@ -22,6 +32,7 @@ def temporary_name(path: str) -> str:
 @contextlib.contextmanager
 def atomic_open(fs, path: str, mode: str = "wb"):
     """Open ``path`` for writing such that it appears only once complete."""
+    _refuse_folder(fs, path)
     tmp = temporary_name(path)
     parent = posixpath.dirname(path)
     if parent:
@@ -49,10 +60,15 @@ def atomic_write_all(fs, files: dict[str, bytes | str]) -> None:
     Every file goes to a temporary name beside its target first; a failure while
     writing any of them removes the temporaries and leaves every target untouched.
     Only then are they renamed, in the order given, so put the file readers open
-    first (e.g. a manifest) last. The renames are separate operations, not one
-    transaction.
+    first (e.g. a manifest) last: it is the commit marker. The renames are separate
+    operations, not one transaction; an interrupt (Ctrl-C) that arrives during them takes
+    effect once all are done, as a ``KeyboardInterrupt`` saying so. A kill (SIGKILL)
+    between two renames leaves the earlier files new and the marker old, and temporary
+    files that :func:`remove_temporaries` clears.
     """
     staged: list[tuple[str, str]] = []
+    for path in files:
+        _refuse_folder(fs, path)
     try:
         for path, data in files.items():
             tmp = temporary_name(path)
@@ -68,5 +84,43 @@ def atomic_write_all(fs, files: dict[str, bytes | str]) -> None:
                 if fs.exists(tmp):
                     fs.rm(tmp)
         raise
-    for tmp, path in staged:
-        fs.mv(tmp, path)
+    with interrupts_deferred() as interrupted:
+        for tmp, path in staged:
+            fs.mv(tmp, path)
+    if interrupted:
+        raise KeyboardInterrupt(f"the interrupt came while publishing; all {len(staged)} files were written "
+                                "completely before it took effect")
+
+
+TEMPORARY = re.compile(r"^\..+\.tmp-[0-9a-f]{32}$")
+
+
+def remove_temporaries(fs, folder: str) -> list[str]:
+    """Remove the temporary files (:func:`temporary_name`) a killed writer left in ``folder``.
+
+    Only for folders with one writer at a time (a concurrent writer's temporaries would go too).
+    """
+    if not fs.isdir(folder):
+        return []
+    stale = [p for p in fs.ls(folder, detail=False) if TEMPORARY.match(posixpath.basename(p.rstrip("/")))]
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path)
+    return stale
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold Ctrl-C (SIGINT) for the block; yields a list that is non-empty if one arrived.
+
+    Only the main thread can set signal handlers; elsewhere the block runs unshielded.
+    """
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+    try:
+        yield arrived
+    finally:
+        signal.signal(signal.SIGINT, previous)

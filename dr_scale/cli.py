@@ -1,56 +1,98 @@
-"""The ``dr-scale`` command: one sub-command per module in :mod:`dr_scale.commands`."""
+"""The ``dr-scale`` command: one sub-command per module in :mod:`dr_scale.commands`.
+
+Exit statuses, for every sub-command: 0 success; 2 a user or environment error (bad
+option, file, data, model, unreachable store or scheduler) — one line on stderr naming
+what is wrong and what to do, no traceback unless ``--debug``; 3 bad partitions in
+``report``; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
+become a status and a message (:func:`dr_scale.errors.describe`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+import traceback
 
-from dr_scale.logdata import LogDataError
+from dr_scale.errors import describe
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
 COMMANDS = ("evaluate", "fit", "run", "report", "generate")
+EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage block), exit status 2, as every other error."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` on the parser and on every sub-command's parser, however deep."""
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="print the traceback of an error")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                _add_debug(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dr-scale",
         description="Doubly robust off-policy evaluation and learning, from a laptop to a Dask cluster.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"dr_scale.commands.{name}").add_parser(sub)
+    _add_debug(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command; return its exit status (never raises, except for a second interrupt)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad option (one line already printed)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+    except Exception as exc:  # noqa: BLE001 - e.g. a help text that does not format
+        print(f"dr-scale: error: {describe(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    prog = f"dr-scale {args.command}"
     try:
         return int(args.func(args) or 0)
-    except (LogDataError, FileNotFoundError, ValueError, ConnectionError) as exc:
-        print(f"dr-scale {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"dr-scale {args.command}: interrupted; no partial output was written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"{prog}: interrupted; {exc or 'nothing was half-written (each output is complete or absent)'}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the one place an error becomes a message and a status
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"{prog}: error: {describe(exc)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def console() -> None:
-    """The ``dr-scale`` entry point: exit with ``main``'s status.
+    """The ``dr-scale`` entry point: exit with ``main``'s status through ``os._exit``, for every status.
 
-    After an interrupt (status 130) the process leaves by ``os._exit``: local tasks run on
-    daemon threads that may still be inside C++ code (pyarrow, scipy), and a normal
-    interpreter shutdown unwinds such threads, which can abort the process (SIGABRT, seen
-    in about one Ctrl-C in four) instead of exiting with 130. Everything the command owns
-    (clients, clusters, temporary folders) was closed while the interrupt propagated.
+    Local tasks run on daemon threads that may still be inside C++ code when the command
+    returns — after an error in one Dask task, its siblings go on reading Parquet. A
+    normal interpreter shutdown then waits on pyarrow's thread pool or destroys it under
+    a running worker: the process hangs in ``exit()`` or aborts (status 134, "terminate
+    called without an active exception"), about one run in ten. ``os._exit`` leaves
+    without joining those threads or running C++ static destructors. It is safe because
+    everything the command owns is closed before ``main`` returns — clients, clusters,
+    spill folders and output files are context managers, every output is written to a
+    temporary name and renamed — so only the standard streams need flushing here.
     """
     status = main()
-    if status == 130:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # e.g. a closed pipe (``dr-scale … | head``)
+            stream.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from dask.system import CPU_COUNT
 from dask.utils import parse_timedelta
 from threadpoolctl import threadpool_limits
 
+from dr_scale.errors import UserError
 from dr_scale.storage import worker_environment
 
 #: Dask config key of the scheduler connect timeout, and its default.
@@ -35,7 +36,7 @@ CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
 DEFAULT_CONNECT_TIMEOUT = "15s"
 
 
-class SchedulerUnreachable(ConnectionError):
+class SchedulerUnreachable(UserError, ConnectionError):
     """The scheduler address did not answer within the timeout."""
 
 
@@ -55,6 +56,7 @@ def connect(scheduler: str):
             f"cannot connect to {scheduler}: no TLS configuration for clients (Dask config "
             f"distributed.comm.tls.ca-file / .client.cert / .client.key; see docs/deploy.md)"
         )
+    _check_address(scheduler)
     try:
         return Client(scheduler, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:
@@ -63,6 +65,21 @@ def connect(scheduler: str):
             f"({type(exc).__name__}: {exc}); check the address (--scheduler / DASK_SCHEDULER_ADDRESS) "
             f"and that the scheduler is running"
         ) from exc
+
+
+def _check_address(scheduler: str) -> None:
+    """A scheduler address distributed can parse, with a port in range; else a :class:`UserError`."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            _, port = parse_host_port(location)
+            if not 0 < port < 65536:
+                raise ValueError(f"port {port} out of range")
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"--scheduler {scheduler!r}: {exc}; give an address such as tcp://HOST:8786 "
+                        "(or set DASK_SCHEDULER_ADDRESS)") from None
 
 
 @contextlib.contextmanager
@@ -82,8 +99,10 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
         with client.as_current():
             yield client
         return
+    if local_workers is not None and local_workers < 1:
+        raise UserError(f"--local-workers must be at least 1, got {local_workers}")
     if scheduler and local_workers:
-        raise ValueError("give a scheduler address or a number of local workers, not both")
+        raise UserError("give a scheduler address or a number of local workers, not both")
     scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))
     if scheduler:
         with connect(scheduler) as c, c.as_current():
@@ -92,8 +111,6 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
     elif local_workers:
         from distributed import Client, LocalCluster
 
-        if local_workers < 1:
-            raise ValueError(f"--local-workers must be at least 1, got {local_workers}")
         with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                           env=worker_environment(storage_options)) as cluster, Client(cluster, set_as_default=False) as c, \
                 c.as_current():

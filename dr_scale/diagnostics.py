@@ -16,6 +16,10 @@ import numpy as np
 #: Histogram edges for weights: 0, then log-spaced from 1e-3 to 1e6 (quantiles to ~5%).
 WEIGHT_EDGES = np.concatenate([[0.0], np.logspace(-3, 6, 9 * 40 + 1)])
 TINY_PROPENSITY = 0.01
+#: Warn when more than this share of rows has a propensity below TINY_PROPENSITY.
+TINY_SHARE_WARNING = 0.01
+#: Overlap is "poor" when ESS / n is below this (the default of ``min_ess_ratio``).
+DEFAULT_MIN_ESS_RATIO = 0.1
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -72,7 +76,25 @@ class WeightStats:
 
     @property
     def ess(self) -> float:
-        return self.sum_w**2 / self.sum_w2 if self.sum_w2 > 0 else 0.0
+        return self.sum_w * (self.sum_w / self.sum_w2) if self.sum_w2 > 0 else 0.0  # no overflow of Σw squared
+
+    @property
+    def ess_ratio(self) -> float:
+        """ESS / n: the share of its rows the weighted sample is worth."""
+        return self.ess / self.n if self.n else float("nan")
+
+    def poor_overlap(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> bool:
+        return not self.ess_ratio >= min_ess_ratio
+
+    def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
+        """Poor overlap (ESS / n below ``min_ess_ratio``) and a large share of tiny propensities, in words."""
+        out = []
+        if self.poor_overlap(min_ess_ratio):
+            out.append(f"poor overlap: ESS/n = {self.ess_ratio:.3g} < {min_ess_ratio:g} (ESS {self.ess:.1f} of "
+                       f"{self.n} rows); IPS-type estimates and intervals are unreliable")
+        if self.n and self.tiny_share > TINY_SHARE_WARNING:
+            out.append(f"{self.tiny_share:.2%} of rows have a propensity below {TINY_PROPENSITY:g}")
+        return out
 
     @property
     def tiny_share(self) -> float:

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
 
 from dr_scale import array_checks as check
+from dr_scale.errors import UserError
 from dr_scale.intervals import Summary, el_interval, summary_of
 from dr_scale.moments import Moments
 
@@ -570,13 +571,22 @@ class Difference:
 
 ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR)}
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
+_LIST_COMMA = re.compile(r",\s*(?![^()]*\))")  # a comma outside parentheses
+
+
+def parse_estimator_list(text: str, where: str = "estimators") -> list[str]:
+    """Estimator specs from a comma-separated string (``"DR,IPS,ClippedDR(max_weight=50)"``)."""
+    specs = [spec.strip() for spec in _LIST_COMMA.split(str(text))]
+    if not all(specs):
+        raise UserError(f"{where} {text!r}: an empty name; give comma-separated names from {', '.join(ESTIMATORS)}")
+    return specs
 
 
 def _number(name: str, value) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+        raise UserError(f"{name} must be a number, got {value!r}") from None
 
 
 def parse_estimator(spec) -> tuple[str, Estimator]:
@@ -595,21 +605,21 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
     else:
         match = _SPEC.match(str(spec))
         if not match:
-            raise ValueError(f"cannot read estimator {spec!r}; write e.g. DR or ClippedDR(max_weight=50)")
+            raise UserError(f"cannot read estimator {spec!r}; write e.g. DR or ClippedDR(max_weight=50)")
         name, args = match.group(1), (match.group(2) or "").strip()
         params = {}
         for arg in filter(None, (a.strip() for a in args.split(","))):
             key, eq, value = arg.partition("=")
             if not eq:
-                raise ValueError(f"estimator {spec!r}: write parameters as name=value")
+                raise UserError(f"estimator {spec!r}: write parameters as name=value")
             params[key.strip()] = value.strip()
     if name not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
+        raise UserError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
     cls = ESTIMATORS[name]
     allowed = [f.name for f in fields(cls)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(f"estimator {name} has no parameter {', '.join(unknown)}"
+        raise UserError(f"estimator {name} has no parameter {', '.join(unknown)}"
                          + (f"; it takes {', '.join(allowed)}" if allowed else "; it takes none"))
     estimator = cls(**{k: None if str(v).lower() == "none" else _number(k, v) for k, v in params.items()})
     return (repr(estimator) if params else name), estimator
@@ -617,9 +627,13 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
 
 def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'."""
+    if isinstance(specs, str):
+        raise UserError(f"estimators {specs!r}: give a list of names, e.g. [\"DR\", \"IPS\"]")
     out = {}
     for spec in specs:
         label, estimator = parse_estimator(spec)
+        if label in out:
+            raise UserError(f"estimator {label!r} is named twice")
         if label == "ClippedDR" and clip is not None:
             estimator = ClippedDR(max_weight=clip)
         elif label == "SwitchDR" and tau is not None:

@@ -14,8 +14,9 @@ file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 from __future__ import annotations
 
 import functools
+import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask.bag as db
 import numpy as np
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from dr_scale.compute import compute
 from dr_scale.diagnostics import WeightStats
+from dr_scale.errors import UserError
 from dr_scale.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logdata import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.moments import Moments
@@ -57,9 +59,10 @@ class PolicyState:
 
 
 def estimate_dict(e: Estimate, alpha: float, interval: str) -> dict:
-    """value, stderr, interval (``ci``), n and, for a tuned estimator, the chosen parameters."""
+    """value, stderr, interval (``ci``), n and, for a tuned estimator, the chosen parameters (∞ as "inf")."""
     out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))), "n": e.n}
-    return {**out, "chosen": e.chosen} if e.chosen else out
+    chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
+    return {**out, "chosen": chosen} if chosen else out
 
 
 @dataclass
@@ -124,6 +127,8 @@ class Evaluation:
     reward_model: object | None = None
     n_actions: int | None = None
     n_features: int | None = None
+    model_source: str | None = None  # where the reward model came from, for messages
+    k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
     baseline: Policy | str | None = None
 
     def __post_init__(self):
@@ -134,9 +139,29 @@ class Evaluation:
             self.estimators = make_estimators(self.estimators)
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
-            raise ValueError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
+            raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
+        model_k = getattr(self.reward_model, "n_actions", None)
+        if self.n_actions is not None and self.k_source is None:
+            self.k_source = "n_actions as given (--n-actions or the policies file)"
+        if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
+            raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
+                            "use a model fitted for this log's actions")
         if self.n_actions is None:
-            self.n_actions = getattr(self.reward_model, "n_actions", None) or self.policy.n_actions
+            self.n_actions = model_k or self.policy.n_actions
+            self.k_source = self._model_name() if model_k else ("the policy" if self.n_actions else None)
+
+    def _model_name(self) -> str:
+        return f"the reward model {self.model_source}" if self.model_source else "the reward model"
+
+    def explain(self, exc: LogDataError) -> LogDataError:
+        """A data error with where k or d came from, when the data is out of their range."""
+        if exc.column == "action" and "out of range" in exc.reason and self.k_source:
+            return LogDataError(exc.source, exc.column, f"{exc.reason}; k = {self.n_actions} comes from "
+                                f"{self.k_source} — is it the right one for this log?", exc.row_id)
+        if exc.column == "features" and "out of range" in exc.reason and self.reward_model is not None:
+            return LogDataError(exc.source, exc.column, f"{exc.reason}; d = {self.n_features} comes from the log's "
+                                f"metadata or {self._model_name()} — is it the right one for this log?", exc.row_id)
+        return exc
 
     @property
     def needs_features(self) -> bool:
@@ -173,9 +198,17 @@ class Evaluation:
         target = policy.decisions(part, k)
         if target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
-            return RowInputs.from_actions(part.reward, part.action, part.propensity, target, reward_hat)
+            return RowInputs.from_actions(part.reward, part.action, part.propensity, target,
+                                          self._finite(reward_hat, part))
         reward_hat = None if self.reward_model is None else self._where_taken(part, target)
-        return RowInputs.from_arrays(part.reward, part.action, part.propensity, target, reward_hat)
+        return RowInputs.from_arrays(part.reward, part.action, part.propensity, target, self._finite(reward_hat, part))
+
+    def _finite(self, reward_hat, part: Partition):
+        if reward_hat is not None and not np.isfinite(reward_hat).all():
+            row = int(part.row_id[np.flatnonzero(~np.isfinite(reward_hat).reshape(len(part), -1).all(axis=1))[0]])
+            raise UserError(f"{self._model_name()} predicts a NaN or infinite reward on {part.source} "
+                            f"(e.g. row_id={row}): check its coefficients and the features' values")
+        return reward_hat
 
     def _at_actions(self, part: Partition, target: np.ndarray, k: int) -> np.ndarray:
         """ρ̂_{π(x_i)}(x_i), (n,), from the model's columns of the actions in ``target`` only."""
@@ -207,6 +240,11 @@ class Evaluation:
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
+        """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
+        for name, moments in state.estimators.items():
+            if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
+                raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
+                                "predictions are too large; rescale them")
         return EvaluationResult(
             {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
             state.weights,
@@ -217,12 +255,19 @@ class Evaluation:
 
     # -- sources -------------------------------------------------------------
     def file_state(self, fs, path: str) -> PolicyState:
-        part = read_partition(fs, path, n_features=self.n_features, n_actions=self.n_actions,
-                              with_features=self.needs_features, extra_columns=self.columns)
+        try:
+            part = read_partition(fs, path, n_features=self.n_features, n_actions=self.n_actions,
+                                  with_features=self.needs_features, extra_columns=self.columns)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
         return self.state(part)
 
     def table_state(self, table: pa.Table, source: str) -> PolicyState:
-        return self.state(partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features))
+        try:
+            part = partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
+        return self.state(part)
 
 
 def _merge_all(states) -> PolicyState:
@@ -235,30 +280,44 @@ def reduce_states(bag: db.Bag, split_every: int = 8):
 
 
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
-    """Fill n_features / n_actions from the log's schema metadata where not given."""
+    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
+    model = evaluation.reward_model
+    for what, letter in (("n_actions", "k"), ("n_features", "d")):
+        given = getattr(model, what, None)
+        if what in meta and given is not None and given != meta[what]:
+            raise UserError(f"{evaluation._model_name()} has {letter} = {given} {what[2:]}, but the log's metadata "
+                            f"({first_path}) says {letter} = {meta[what]}; use a model fitted for this log")
     policy_k = evaluation.policy.n_actions
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
-    if evaluation.n_features is None:
-        evaluation.n_features = meta.get("n_features", getattr(evaluation.reward_model, "n_features", None))
-    if evaluation.n_actions is None:
-        evaluation.n_actions = meta.get("n_actions")
-    return evaluation
+    n_features = evaluation.n_features
+    if n_features is None:
+        n_features = meta.get("n_features", getattr(model, "n_features", None))
+    n_actions = evaluation.n_actions if evaluation.n_actions is not None else meta.get("n_actions")
+    filled = replace(evaluation, n_features=n_features, n_actions=n_actions)
+    filled.k_source = (evaluation.k_source if evaluation.n_actions is not None
+                       else f"the log's metadata ({first_path})" if n_actions else None)
+    return filled
 
 
 def log_states(url: str, evaluation: Evaluation, storage_options: dict | None = None) -> db.Bag:
     """A bag with one :class:`PolicyState` per Parquet part of the log at ``url``."""
     fs, paths = list_parts(url, storage_options)
-    with_log_defaults(evaluation, fs, paths[0])
+    evaluation = with_log_defaults(evaluation, fs, paths[0])
     return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
 
 def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_options: dict | None = None,
                  progress: bool = False) -> EvaluationResult:
-    """Evaluate on a Parquet file, folder or URL of partitions, one task per part."""
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part.
+
+    ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+    """
     (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
+    if state.weights.n == 0:
+        raise LogDataError(url, None, "the log has no rows; nothing to evaluate")
     return evaluation.result(state)
 
 

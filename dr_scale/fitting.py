@@ -45,6 +45,7 @@ import scipy.sparse as sp
 
 from dr_scale import keyed_random
 from dr_scale.cache import spill_root
+from dr_scale.errors import UserError
 from dr_scale.logdata import binary_csr, compact_index, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet, spill_folder
@@ -292,12 +293,12 @@ def fit_reward_model(logs: str, *, lam: float | str = DEFAULT_LAMBDA, folds: int
     """
     auto = isinstance(lam, str)
     if auto and lam != "auto":
-        raise ValueError(f"λ must be a positive number or 'auto', got {lam!r}")
+        raise UserError(f"λ must be a positive number or 'auto', got {lam!r}")
     if not auto and not float(lam) > 0:
-        raise ValueError(f"λ must be positive, got {lam}")
+        raise UserError(f"λ must be positive, got {lam}")
     folds = int(folds or 0)
     if folds == 1 or folds < 0:
-        raise ValueError(f"folds must be at least 2 (or none), got {folds}")
+        raise UserError(f"--folds: the number of folds must be at least 2 (or none), got {folds}")
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = n_features or meta.get("n_features")
@@ -308,7 +309,7 @@ def fit_reward_model(logs: str, *, lam: float | str = DEFAULT_LAMBDA, folds: int
         raw = PartSet.build(read_log_part, [(fs, p, n_features, n_actions) for p in paths], client, progress, folder)
         extent = raw.sum(_extent)
         if extent.n == 0:
-            raise ValueError(f"{logs}: the log has no rows")
+            raise UserError(f"{logs}: the log has no rows; nothing to fit")
         d = int(n_features or extent.max_feature + 1)
         k = int(n_actions or extent.max_action + 1)
         sums, parts = raw.sum_and_derive(lift_and_sum, d, k, groups, folds, seed)

@@ -35,13 +35,17 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.atomic import atomic_open, url_to_fs
+from dr_scale.errors import UserError
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
+#: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
+#: billion decisions, no estimate rests on it, and squares of such weights overflow sums.
+MIN_PROPENSITY = 1e-9
 META_FEATURES = b"dr_scale.n_features"
 META_ACTIONS = b"dr_scale.n_actions"
 
 
-class LogDataError(ValueError):
+class LogDataError(UserError):
     """Bad logged data: the message names the file, the column, the reason and a row."""
 
     def __init__(self, source: str, column: str | None, reason: str, row_id=None):
@@ -221,6 +225,15 @@ def check_feature_indices(source: str, flat: np.ndarray, offsets: np.ndarray, n_
         raise LogDataError(source, "features", f"feature index out of range [0, {n_features})", int(row_id[row]))
 
 
+def _check_list_nulls(array: pa.Array, source: str, column: str, row_id: np.ndarray) -> None:
+    """A null inside a list (``[1, null]``) is an error naming the row (null lists are checked by type)."""
+    flat = pc.list_flatten(array)
+    if flat.null_count:
+        offsets = array.offsets.to_numpy() - array.offsets[0].as_py()
+        row = np.searchsorted(offsets, first_null(flat), side="right") - 1
+        raise LogDataError(source, column, "null inside a list", int(row_id[row]))
+
+
 def _is_int_list(t) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
 
@@ -258,6 +271,10 @@ def partition_from_table(
     bad = _first_bad(~((propensity > 0) & (propensity <= 1)), row_id)
     if bad is not None:
         raise LogDataError(source, "propensity", "propensity outside (0, 1]", bad)
+    bad = _first_bad(propensity < MIN_PROPENSITY, row_id)
+    if bad is not None:
+        raise LogDataError(source, "propensity", f"propensity below the floor {MIN_PROPENSITY:g} (a weight above "
+                                                 f"{1 / MIN_PROPENSITY:g}); fix the logging probabilities", bad)
     bad = _first_bad(~np.isfinite(reward), row_id)
     if bad is not None:
         raise LogDataError(source, "reward", "NaN or infinite reward", bad)
@@ -269,6 +286,7 @@ def partition_from_table(
     if with_features:
         _check_type(table, source, "features", _is_int_list, "list<int32>")
         features = combined(table.column("features"))
+        _check_list_nulls(features, source, "features", row_id)
         indptr, flat = feature_arrays(features, source)
         check_feature_indices(source, flat, indptr, n_features, row_id,
                               n_features if n_features is not None else np.iinfo(np.int32).max)
@@ -276,6 +294,12 @@ def partition_from_table(
         if "values" in table.column_names:
             _check_type(table, source, "values", _is_float_list, "list<float32>")
             values = combined(table.column("values"))
+            _check_list_nulls(values, source, "values", row_id)
+            flat_values = pc.list_flatten(values).to_numpy(zero_copy_only=False)
+            if not np.isfinite(flat_values).all():
+                offsets = values.offsets.to_numpy() - values.offsets[0].as_py()
+                row = np.searchsorted(offsets, np.flatnonzero(~np.isfinite(flat_values))[0], side="right") - 1
+                raise LogDataError(source, "values", "NaN or infinite feature value", int(row_id[row]))
             lengths_differ = pc.not_equal(pc.list_value_length(values), pc.list_value_length(features))
             mismatch = lengths_differ.to_numpy(zero_copy_only=False)
             if mismatch.any():
@@ -357,20 +381,46 @@ def write_log(
     n_actions: int | None = None,
     storage_options: dict | None = None,
 ) -> list[str]:
-    """Validate ``table`` and write it as a logged data set.
+    """Validate ``table`` against the whole contract and write it as a logged data set.
 
     ``url`` ending in ``.parquet`` gives one file; otherwise a folder of ``n_parts``
-    part files ``part-00000.parquet`` … of near-equal row counts. Every part is
-    validated before anything is written, and each is written atomically.
+    part files ``part-00000.parquet`` … of near-equal, non-zero row counts
+    (1 ≤ ``n_parts`` ≤ rows). Everything is validated before anything is written: the
+    required columns (``features`` included), the optional ``values``, and the target
+    policy columns ``target_action`` (integers in [0, k)) and ``target_probs`` (k
+    probabilities per row summing to 1) when present. Each part is written atomically;
+    docs/data-contract.md says what a crash part-way leaves.
     """
-    partition_from_table(table, url, n_features, n_actions, with_features="features" in table.column_names)
+    if table.num_rows == 0:
+        raise LogDataError(url, None, "no rows to write")
+    if isinstance(n_parts, bool) or not isinstance(n_parts, (int, np.integer)) or not 1 <= n_parts <= table.num_rows:
+        raise UserError(f"{url}: n_parts = {n_parts!r}: give an integer from 1 to the number of rows "
+                        f"({table.num_rows}), so that no part is empty")
+    for name, value in (("n_features", n_features), ("n_actions", n_actions)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            raise UserError(f"{url}: {name} = {value!r}: give a positive integer (or None)")
+    part = partition_from_table(table, url, n_features, n_actions, with_features=True)
+    check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
     fs, path = url_to_fs(url, storage_options)
     if path.endswith(".parquet"):
+        if n_parts != 1:
+            raise UserError(f"{url}: a .parquet file holds one part; give a folder for n_parts = {n_parts}")
         return [write_parquet(table, path, fs=fs)]
     bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(int)
     written = []
     for i in range(n_parts):
-        part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
-        written.append(write_parquet(part, posixpath.join(path, f"part-{i:05d}.parquet"), fs=fs))
+        piece = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+        written.append(write_parquet(piece, posixpath.join(path, f"part-{i:05d}.parquet"), fs=fs))
     return written
+
+
+def check_target_columns(part: Partition, n_actions: int | None) -> None:
+    """``target_action`` / ``target_probs``, where present: a target policy's valid decisions."""
+    from dr_scale.policies import ActionColumnPolicy, ProbsColumnPolicy
+
+    if "target_action" in part.table.column_names:
+        ActionColumnPolicy("target_action").decisions(part, n_actions or np.iinfo(np.int64).max)
+    if "target_probs" in part.table.column_names:
+        policy = ProbsColumnPolicy("target_probs")
+        policy.decisions(part, n_actions or policy.first_length(part))

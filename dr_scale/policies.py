@@ -30,11 +30,13 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from dr_scale.atomic import atomic_write, url_to_fs
-from dr_scale.logdata import LogDataError, Partition, combined, numeric_values
+from dr_scale.errors import UserError
+from dr_scale.logdata import LogDataError, Partition, combined, first_null, numeric_values
 
 
 def parameters_digest(*arrays: np.ndarray) -> str:
@@ -99,7 +101,11 @@ class ActionColumnPolicy(Policy):
         self.columns = (self.column,)
 
     def decisions(self, part, k):
-        actions = numeric_values(part.table.column(self.column), part.source, self.column, part.row_id)
+        column = part.table.column(self.column)
+        if not pa.types.is_integer(column.type):
+            raise LogDataError(part.source, self.column, f"wrong type {column.type}: column: policies read integer "
+                                                         "actions (use probs:NAME for a list of probabilities)")
+        actions = numeric_values(column, part.source, self.column, part.row_id)
         return self._check_actions(actions.astype(np.int64, copy=False), k, part, self.column)
 
     def __str__(self):
@@ -115,8 +121,26 @@ class ProbsColumnPolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def decisions(self, part, k):
+    def _column(self, part) -> pa.Array:
         col = combined(part.table.column(self.column))
+        if not ((pa.types.is_list(col.type) or pa.types.is_large_list(col.type))
+                and (pa.types.is_floating(col.type.value_type) or pa.types.is_integer(col.type.value_type))):
+            raise LogDataError(part.source, self.column, f"wrong type {col.type}: probs: policies read a list<float> "
+                                                         "of k probabilities per row")
+        flat = pc.list_flatten(col)
+        if col.null_count or flat.null_count:
+            row = first_null(col) if col.null_count else int(
+                np.searchsorted(col.offsets.to_numpy() - col.offsets[0].as_py(), first_null(flat), side="right") - 1)
+            raise LogDataError(part.source, self.column, "null values", int(part.row_id[row]))
+        return col
+
+    def first_length(self, part) -> int:
+        """The length of the first row's list (k, when nothing else tells it)."""
+        col = self._column(part)
+        return int(pc.list_value_length(col)[0].as_py()) if len(col) else 1
+
+    def decisions(self, part, k):
+        col = self._column(part)
         lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != k)
         if bad.size:
@@ -129,8 +153,8 @@ class ProbsColumnPolicy(Policy):
 
 
 def check_probs(probs: np.ndarray, part: Partition, column: str) -> np.ndarray:
-    """Rows must be probability vectors (non-negative, summing to 1 within 1e-6)."""
-    bad = np.flatnonzero(~np.all(probs >= 0, axis=1) | (np.abs(probs.sum(axis=1) - 1) > 1e-6))
+    """Rows must be probability vectors (finite, non-negative, summing to 1 within 1e-6)."""
+    bad = np.flatnonzero(~(np.all(probs >= 0, axis=1) & (np.abs(probs.sum(axis=1) - 1) <= 1e-6)))
     if bad.size:
         raise LogDataError(part.source, column, "target probabilities are not a distribution", int(part.row_id[bad[0]]))
     return probs
@@ -143,19 +167,47 @@ class CallablePolicy(Policy):
     target: str
     needs_features = True
 
+    def __post_init__(self):
+        self.function()  # a missing module or function is an error now, not in the first task
+
     def function(self):
         module, _, name = self.target.partition(":")
-        if not name:
-            raise ValueError(f"callable policy must be 'module:function', got {self.target!r}")
-        return getattr(importlib.import_module(module), name)
+        if not module or not name:
+            raise UserError(f"policy callable:{self.target}: give callable:module:function")
+        try:
+            function = getattr(importlib.import_module(module), name)
+        except ImportError as exc:
+            raise UserError(f"policy callable:{self.target}: cannot import module {module!r} ({exc}); "
+                            "is it installed or on PYTHONPATH?") from None
+        except AttributeError:
+            raise UserError(f"policy callable:{self.target}: module {module!r} has no {name!r}") from None
+        except Exception as exc:  # noqa: BLE001 - the module's own import-time failure
+            raise UserError(f"policy callable:{self.target}: importing {module!r} failed: "
+                            f"{type(exc).__name__}: {exc}") from None
+        if not callable(function):
+            raise UserError(f"policy callable:{self.target}: {name!r} is not a function")
+        return function
 
     def decisions(self, part, k):
-        out = np.asarray(self.function()(part.X, part.row_id))
+        where = f"<callable:{self.target}>"
+        try:
+            out = np.asarray(self.function()(part.X, part.row_id))
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - user code: its failure is the user's to fix, named
+            raise UserError(f"policy callable:{self.target} raised {type(exc).__name__}: {exc} "
+                            f"(on {part.source})") from None
+        if out.dtype.kind not in "biuf" or out.ndim not in (1, 2) or out.shape[0] != len(part):
+            raise UserError(f"policy callable:{self.target} returned {out.dtype} of shape {out.shape} on "
+                            f"{part.source}; expected ({len(part)},) actions or ({len(part)}, {k}) probabilities")
         if out.ndim == 1:
-            return self._check_actions(out.astype(np.int64), k, part, f"<{self.target}>")
+            if out.dtype.kind == "f" and not np.array_equal(out, np.floor(out)):
+                raise UserError(f"policy callable:{self.target} returned non-integer actions on {part.source}")
+            return self._check_actions(out.astype(np.int64), k, part, where)
         if out.shape != (len(part), k):
-            raise ValueError(f"{self.target} returned shape {out.shape}, expected ({len(part)}, {k})")
-        return check_probs(out.astype(np.float64), part, f"<{self.target}>")
+            raise UserError(f"policy callable:{self.target} returned shape {out.shape} on {part.source}, "
+                            f"expected ({len(part)}, {k})")
+        return check_probs(out.astype(np.float64), part, where)
 
     def __str__(self):
         return f"callable:{self.target}"
@@ -271,8 +323,10 @@ def parse_policy(spec: str | Policy) -> Policy:
     """A policy from its command-line spelling (see the module docstring)."""
     if isinstance(spec, Policy):
         return spec
+    if not isinstance(spec, str):
+        raise UserError(f"bad policy {spec!r}: give a string such as column:target_action")
     kind, _, arg = spec.partition(":")
-    if kind == "constant" and arg.lstrip("-").isdigit():
+    if kind == "constant" and arg.isdigit():
         return ConstantPolicy(int(arg))
     if kind == "column":
         return ActionColumnPolicy(arg or "target_action")
@@ -287,9 +341,9 @@ def parse_policy(spec: str | Policy) -> Policy:
         try:
             temperature = float(temperature)
         except ValueError:
-            raise ValueError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number") from None
+            raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number") from None
         return SoftmaxPolicy(LinearPolicy.load(path), temperature)
-    raise ValueError(
-        f"bad policy {spec!r}: use constant:A, column:NAME, probs:NAME, callable:module:function, "
+    raise UserError(
+        f"bad policy {spec!r}: use constant:A (A ≥ 0), column:NAME, probs:NAME, callable:module:function, "
         "linear:POLICY.npz or softmax:POLICY.npz:T"
     )

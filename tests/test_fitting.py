@@ -9,6 +9,7 @@ cluster; bad input through the command line.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import warnings
 
@@ -182,9 +183,8 @@ def test_the_command_writes_the_model_and_evaluate_uses_it(logs, tmp_path, capsy
 
 def test_bad_options_are_errors_and_nothing_is_written(logs, tmp_path, capsys):
     out = tmp_path / "model.npz"
-    with pytest.raises(SystemExit) as exit_:
-        main(["fit", logs[False, 1], "--out", str(out), "--lam", "0"])
-    assert exit_.value.code == 2 and "λ must be a positive number or 'auto'" in capsys.readouterr().err
+    assert main(["fit", logs[False, 1], "--out", str(out), "--lam", "0"]) == 2
+    assert "λ must be a positive number or 'auto'" in capsys.readouterr().err
     assert main(["fit", logs[False, 1], "--out", str(out), "--folds", "1", "--no-progress"]) == 2
     assert "folds must be at least 2" in capsys.readouterr().err
     assert not out.exists()
@@ -235,3 +235,46 @@ def test_warnings_are_quiet_for_a_clean_log(logs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_reward_model(logs[False, 1], lam=1.0)
+
+
+def test_evaluate_fits_then_evaluates_with_the_cross_fitted_model(logs, tmp_path, capsys):
+    from dr_scale.estimators import DoublyRobust
+
+    X, action, reward, row_id = logs[False]
+    one_step, two_step, model = (str(tmp_path / n) for n in ("one.json", "two.json", "model.npz"))
+    common = [logs[False, 6], "--policy", "constant:2", "--no-progress"]
+    assert main(["evaluate", *common, "--fit-reward-model", "--folds", "3", "--lam", "2", "--json", one_step]) == 0
+    assert main(["fit", logs[False, 6], "--out", model, "--folds", "3", "--lam", "2", "--no-progress"]) == 0
+    assert main(["evaluate", *common, "--reward-model", model, "--json", two_step]) == 0
+    first, second = (json.loads(open(f).read())["estimates"] for f in (one_step, two_step))
+    assert first == second
+    # DR with each row's ρ̂ from the fold model that did not see it
+    table = pq.read_table(logs[False, 1])
+    rho = LinearRewardModel.load(model).predict(X, row_id=row_id)
+    target = np.zeros((N, K))
+    target[:, 2] = 1.0
+    direct = DoublyRobust().estimate(reward=reward, action=action, propensity=table.column("propensity").to_numpy(),
+                                     target_probs=target, reward_hat=rho)
+    assert first["DR"]["value"] == pytest.approx(direct.value, rel=1e-12)
+    assert main(["evaluate", *common, "--fit-reward-model", "--reward-model", model]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["fit", "evaluate"])
+def test_help_shows_the_fitting_options(command, capsys):
+    assert main([command, "--help"]) == 0 and "--folds K" in capsys.readouterr().out
+
+
+def test_a_report_reads_a_cross_fitted_model_from_its_policies_file(logs, tmp_path):
+    model = tmp_path / "models" / "rho.npz"
+    assert main(["fit", logs[False, 6], "--out", str(model), "--folds", "3", "--no-progress"]) == 0
+    policies = tmp_path / "policies.toml"
+    policies.write_text('reward_model = "models/rho.npz"\nestimators = ["DR"]\n\n'
+                        '[[policy]]\nname = "always-1"\nspec = "constant:1"\n')
+    out, evaluated = tmp_path / "report", tmp_path / "evaluate.json"
+    assert main(["report", "--logs", logs[False, 6], "--policies", str(policies), "--out", str(out),
+                 "--no-progress"]) == 0
+    assert main(["evaluate", logs[False, 6], "--policy", "constant:1", "--reward-model", str(model),
+                 "--estimators", "DR", "--json", str(evaluated), "--no-progress"]) == 0
+    (reported,) = json.loads((out / "report.json").read_text())["policies"]
+    assert reported["estimates"]["DR"]["value"] == json.loads(evaluated.read_text())["estimates"]["DR"]["value"]

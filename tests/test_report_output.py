@@ -288,7 +288,7 @@ def test_yaml_policies_file_equals_toml(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('[[policy]]\nname = "x"\n', "needs a 'spec'"),
+    ('[[policy]]\nname = "x"\n', "policy.#1.spec: missing"),
     ('[[policy]]\nspec = "nonsense"\n', "bad policy"),
     ('estimators = ["DR"]\n[[policy]]\nspec = "constant:0"\n', "needs a reward model"),
     ('estimators = ["XX"]\n[[policy]]\nspec = "constant:0"\n', "unknown estimator"),

@@ -31,23 +31,82 @@ import posixpath
 import sys
 import time
 
-import dask
+from typing import Annotated, Literal
 
+import dask
+from pydantic import Field
+
+from dr_scale import strict_json
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.classification import evaluation_experiment, optimization_experiment, reports
 from dr_scale.classification.protocol import dataset_names
 from dr_scale.compute import compute
+from dr_scale.config import ConfigError, Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
 
 RESULT_KEYS = ("seed", "dlm", "tree", "ridge_alpha", "train_fraction")
 
 
+class DLMOptions(Model):
+    """Options of :class:`dr_scale.classification.dlm.DirectLossMinimization` (Appendix A)."""
+
+    epsilon: PositiveFinite = 0.1
+    n_restarts: PositiveInt = 20
+    max_iter: PositiveInt = 200
+    tol: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1e-4
+    n_iter_no_change: PositiveInt = 50
+    init_scale: PositiveFinite = 0.01
+
+
+class ClassificationJob(Model):
+    """The keys of pipelines/classification_{eval,opt}.toml (module docstring)."""
+
+    job: Literal["classification_eval", "classification_opt"]
+    output: Annotated[str, Field(min_length=1)] = ""
+    datasets: Literal["all"] | Annotated[list[str], Field(min_length=1)] = "all"
+    repetitions: PositiveInt = 1
+    seed: NonNegativeInt = 0
+    block: PositiveInt = 100
+    data_dir: str | None = None
+    ridge_alpha: PositiveFinite = 1.0
+    train_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    dlm: DLMOptions | None = None
+    tree: dict[str, int | float | str | bool | None] | None = None
+    storage_options: dict | None = None
+
+
 def _options(config: dict, defaults: dict) -> dict:
-    options = {**defaults, **{k: v for k, v in config.items() if k != "job"}}
-    options["datasets"] = dataset_names(options.get("datasets"))
-    options["repetitions"] = int(options["repetitions"])
-    if options["repetitions"] < 1:
-        raise ValueError("repetitions must be at least 1")
+    options = {**defaults, **validate(ClassificationJob, config).model_dump(exclude_unset=True)}
+    options.pop("job", None)
+    try:
+        options["datasets"] = dataset_names(options.get("datasets"))
+    except ValueError as exc:
+        raise ConfigError(f"datasets: {exc}") from None
+    if options.get("tree") is not None:
+        _check_tree(options["tree"])
     return options
+
+
+def _check_tree(params: dict) -> None:
+    """The decision-tree options as scikit-learn validates them."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    known = sorted(DecisionTreeClassifier().get_params())
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(f"tree: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    try:
+        DecisionTreeClassifier(**params)._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"tree: {' '.join(str(exc).split())}") from None
+
+
+def _output(options: dict):
+    """The output folder's filesystem and path, refused before any work if it cannot be one."""
+    from dr_scale.errors import check_output_folder
+
+    fs, root = url_to_fs(str(options["output"]), options.get("storage_options"))
+    check_output_folder(str(options["output"]), fs, root)
+    return fs, root
 
 
 def _task_folder(options: dict, kind: str) -> str:
@@ -59,12 +118,15 @@ def _task_folder(options: dict, kind: str) -> str:
 def _stored(fs, path: str):
     if fs.exists(path):
         with fs.open(path, "rb") as f:
-            return json.loads(f.read())
+            try:
+                return json.loads(f.read())
+            except ValueError:  # not a record this job wrote: compute it again
+                return None
     return None
 
 
 def _save(records, fs, path: str):
-    atomic_write(fs, path, json.dumps(records))
+    atomic_write(fs, path, strict_json.dumps(records))
     return records
 
 
@@ -88,7 +150,7 @@ def run_evaluation(config: dict, client=None, progress: bool = False) -> int:
     options = _options(config, {"output": "results/classification_eval", "datasets": "all", "repetitions": 500,
                                 "seed": 0, "block": 100, "train_fraction": 0.5})
     started = time.perf_counter()
-    fs, root = url_to_fs(str(options["output"]), options.get("storage_options"))
+    fs, root = _output(options)
     folder = _task_folder({**options, "output": root}, "evaluation")
     block = max(1, int(options["block"]))
     tasks, done = [], []
@@ -117,7 +179,7 @@ def run_optimization(config: dict, client=None, progress: bool = False) -> int:
     options = _options(config, {"output": "results/classification_opt", "datasets": "all", "repetitions": 30,
                                 "seed": 0, "train_fraction": 0.7})
     started = time.perf_counter()
-    fs, root = url_to_fs(str(options["output"]), options.get("storage_options"))
+    fs, root = _output(options)
     folder = _task_folder({**options, "output": root}, "optimization")
     tasks, done = [], []
     for name in options["datasets"]:
@@ -156,4 +218,4 @@ def _meta(options: dict, started: float, tasks_run: int, tasks_resumed: int, des
 
 def _announce(paths, checks, meta) -> None:
     print(f"done in {meta['wall_seconds']} s; wrote {', '.join(paths)}", file=sys.stderr)
-    print(json.dumps(checks, indent=2))
+    print(strict_json.dumps(checks, indent=2))

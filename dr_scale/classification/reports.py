@@ -8,7 +8,6 @@ against the source when it is available).
 from __future__ import annotations
 
 import io
-import json
 import posixpath
 
 import numpy as np
@@ -16,6 +15,7 @@ import pandas as pd
 
 from dr_scale.atomic import atomic_write_all, url_to_fs
 from dr_scale.classification.datasets import NAMES
+from dr_scale import strict_json
 
 _T2 = {
     "bias (IPS)": [0.004, 0.003, 0, 0, 0, 0, 0, 0, 0.006],
@@ -169,12 +169,12 @@ def write_report(folder: str, stem: str, summary: pd.DataFrame, table: pd.DataFr
         f"{stem}.csv": table.to_csv(index=False),
         f"{stem}_summary.csv": summary.to_csv(index=False),
         f"{stem}_repetitions.csv": pd.DataFrame(records).to_csv(index=False),
-        f"{stem}.json": json.dumps({"meta": meta, "checks": checks, "summary": summary.to_dict(orient="records"),
+        f"{stem}.json": strict_json.dumps({"meta": meta, "checks": checks, "summary": summary.to_dict(orient="records"),
                                     "table": table.replace({np.nan: None}).to_dict(orient="records")},
                                    indent=2, default=_jsonable),
         f"{stem}.md": (f"# {title}\n\nmeasured (paper) per data set; {meta.get('description', '')}\n\n"
                        + markdown(table) + "\n## Checks against the paper's conclusions\n\n```json\n"
-                       + json.dumps(checks, indent=2, default=_jsonable) + "\n```\n\n"
+                       + strict_json.dumps(checks, indent=2, default=_jsonable) + "\n```\n\n"
                        + f"![{stem}]({stem}.png)\n"),
         f"{stem}.png": bar_plot(table, plot_panels, title),
     }

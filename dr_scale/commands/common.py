@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-
-from dr_scale.storage import STORAGE_OPTIONS_ENV
+from dr_scale.config import PositiveInt, option
+from dr_scale.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 
 def add_compute_options(parser) -> None:
@@ -13,21 +11,9 @@ def add_compute_options(parser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
                             "else the local threaded scheduler)")
-    group.add_argument("--local-workers", type=int, metavar="N",
-                       help="start a LocalCluster of N worker processes for this run")
+    group.add_argument("--local-workers", type=option(PositiveInt, "positive integer"), metavar="N",
+                       help="start a LocalCluster of N (≥ 1) worker processes for this run")
     group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
-
-
-def storage_options(path: str | None = None) -> dict:
-    """fsspec storage options from a JSON file or the DR_SCALE_STORAGE_OPTIONS variable.
-
-    Credentials never travel on the command line; the file or variable holds them.
-    """
-    if path:
-        with open(path) as f:
-            return json.load(f)
-    raw = os.environ.get(STORAGE_OPTIONS_ENV)
-    return json.loads(raw) if raw else {}
 
 
 def add_storage_option(parser) -> None:

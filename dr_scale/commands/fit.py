@@ -7,11 +7,10 @@ import warnings
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.compute import dask_session
+from dr_scale.config import PositiveFinite, PositiveInt, option
 
 
 def add_parser(sub) -> None:
-    from dr_scale.fitting import DEFAULT_LAMBDA, HOLDOUT, LAMBDA_GRID
-
     p = sub.add_parser("fit", help="fit per-action ridge reward models ρ̂ on a logged data set",
                        description="For each action a, ridge regression with an unpenalised intercept on the rows "
                                    "that logged a: min Σ_{i: a_i=a} (r_i − b_a − x_i·w_a)² + λ‖w_a‖², out of core "
@@ -19,25 +18,30 @@ def add_parser(sub) -> None:
                                    "at once). Writes a LinearRewardModel .npz that evaluate and report read.")
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
-    add_model_options(p, DEFAULT_LAMBDA, LAMBDA_GRID, HOLDOUT)
-    p.add_argument("--n-actions", type=int, help="number of actions k (default: the log's metadata, else the data)")
+    add_model_options(p)
+    p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"), help="number of actions k (default: the log's metadata, else the data)")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
 
 
-def add_model_options(p, default_lambda: float, grid, holdout: float) -> None:
-    """--lam, --folds, --seed, --rtol, --n-features, --n-actions (shared with ``evaluate --fit-reward-model``)."""
+def add_model_options(p) -> None:
+    """--lam, --folds, --seed, --rtol, --n-features (shared with ``evaluate --fit-reward-model``)."""
+    from dr_scale.fitting import DEFAULT_LAMBDA as default_lambda
+    from dr_scale.fitting import HOLDOUT as holdout
+    from dr_scale.fitting import LAMBDA_GRID as grid
+
+    p = p.add_argument_group("fitting the reward model")
     p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto': chosen from {', '.join(f'{g:g}' for g in grid)} by the "
-                        f"squared error on {holdout:.0%} held-out rows keyed by row_id (default {default_lambda:g})")
+                        f"squared error on {100 * holdout:g}%% held-out rows keyed by row_id (default {default_lambda:g})")
     p.add_argument("--folds", type=int, metavar="K",
                    help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
                         "model j, fitted on the other folds, predicts the rows of fold j")
     p.add_argument("--seed", type=int, default=0, help="key of the folds and the held-out rows (default 0)")
-    p.add_argument("--rtol", type=float, default=1e-10,
+    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=1e-10,
                    help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
-    p.add_argument("--n-features", type=int, help="number of features d (default: the log's metadata, else the data)")
+    p.add_argument("--n-features", type=option(PositiveInt, "positive integer"), help="number of features d (default: the log's metadata, else the data)")
 
 
 def parse_lambda(text: str):

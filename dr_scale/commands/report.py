@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--policies", required=True, metavar="FILE", help="TOML/YAML file of candidate policies")
     p.add_argument("--out", required=True, metavar="URL", help="folder (any fsspec URL) for the report")
     p.add_argument("--window", default="all", help="Nd or Nw of date partitions ending at --until, or all (default)")
-    p.add_argument("--until", type=datetime.date.fromisoformat, metavar="YYYY-MM-DD",
+    p.add_argument("--until", type=_date, metavar="YYYY-MM-DD",
                    help="last day of the window (default: the newest date in the share)")
     p.add_argument("--cache", metavar="URL", help="folder for cached per-partition states (default: OUT/state-cache)")
     p.add_argument("--skip-bad-partitions", action="store_true",
@@ -29,6 +30,14 @@ def add_parser(sub) -> None:
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
+
+
+def _date(text: str) -> datetime.date:
+    """A YYYY-MM-DD date for ``--until``."""
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
 def run(args) -> int:

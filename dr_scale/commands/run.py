@@ -3,7 +3,9 @@
 A job file names its kind in ``job = "…"``; the rest of the file is that job's
 options, which command-line ``--set key=value`` pairs override. Each kind is a
 function ``run(config: dict, client, progress: bool) -> int`` in the module listed
-in :data:`JOBS`.
+in :data:`JOBS`, which checks ``config`` with :func:`dr_scale.config.validate` against
+its typed model; a :class:`~dr_scale.config.ConfigError` it raises is reported with the
+job file's name.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 
 from dr_scale.commands.common import add_compute_options, storage_options
 from dr_scale.compute import dask_session
-from dr_scale.tomlcompat import tomllib
+from dr_scale.config import ConfigError, read_config_file
 
 
 #: job kind -> "module:function"
@@ -35,18 +37,19 @@ def add_parser(sub) -> None:
 
 
 def load_job(path: str, overrides: list[str] = ()) -> dict:
-    with open(path, "rb") as f:
-        config = tomllib.load(f)
+    """The job file's table with the ``--set KEY=VALUE`` overrides (VALUE as JSON when it parses)."""
+    config = read_config_file(path)
     for item in overrides:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         try:
             config[key] = json.loads(value)
         except json.JSONDecodeError:
             config[key] = value
-    if config.get("job") not in JOBS:
-        raise ValueError(f"{path}: job = {config.get('job')!r}; known jobs: {', '.join(JOBS)}")
+    if not isinstance(config.get("job"), str) or config["job"] not in JOBS:
+        raise ConfigError(f"job = {config.get('job')!r}; known jobs: {', '.join(JOBS)}", path)
     return config
 
 
@@ -54,7 +57,10 @@ def run(args) -> int:
     config = load_job(args.job, args.set)
     module, _, function = JOBS[config["job"]].partition(":")
     job = getattr(importlib.import_module(module), function)
-    options = config.get("storage_options")  # a job's options, or the name of their JSON file
-    options = storage_options(options) if isinstance(options, str) else options
-    with dask_session(args.scheduler, args.local_workers, storage_options=options) as client:
-        return int(job(config, client=client, progress=not args.no_progress) or 0)
+    try:
+        options = config.get("storage_options")  # a job's options, or the name of their JSON file
+        options = storage_options(options) if isinstance(options, (str, dict)) else None
+        with dask_session(args.scheduler, args.local_workers, storage_options=options) as client:
+            return int(job(config, client=client, progress=not args.no_progress) or 0)
+    except ConfigError as exc:
+        raise exc.in_file(f"{args.job}{' (with --set)' if args.set else ''}") from None

@@ -15,16 +15,22 @@ from __future__ import annotations
 import datetime
 import posixpath
 import sys
+from typing import Annotated, Literal
 
-from dr_scale.commands.common import storage_options
+from pydantic import Field
+
+from dr_scale.atomic import url_to_fs
+from dr_scale.config import ConfigError, Model, validate
+from dr_scale.errors import UserError, check_output_folder
 from dr_scale.estimators import make_estimators
 from dr_scale.evaluation import LOGGING, Evaluation
-from dr_scale.report.build import ReportStates, build_states
+from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward_models import LinearRewardModel
+from dr_scale.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"
@@ -32,9 +38,13 @@ CACHE_FOLDER = "state-cache"
 
 def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dict[str, Evaluation]:
     """One :class:`Evaluation` per candidate policy, sharing the reward model, each with V − V(logging)."""
-    model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+    try:
+        model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+    except UserError as exc:
+        raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
-                               n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None))
+                               n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
+                               model_source=pf.reward_model)
             for c in pf.policies}
 
 
@@ -50,7 +60,7 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
         for b in names[i + 1:]:
             e = evaluations[a]
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
-                                             n_actions=e.n_actions, n_features=e.n_features,
+                                             n_actions=e.n_actions, n_features=e.n_features, model_source=e.model_source,
                                              baseline=evaluations[b].policy)
     return out
 
@@ -64,6 +74,10 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = evaluations_of(pf, storage_options)
+    try:
+        evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
+    except UserError as exc:
+        raise ConfigError(str(exc), pf.source) from None
     pairs = pair_evaluations(pf, evaluations)
     states: ReportStates = build_states(fs, parts, {**evaluations, **pairs},
                                         StateCache(cache, storage_options) if cache else None,
@@ -72,6 +86,8 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
     for path, error in sorted(states.bad.items()):
         print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
+    if not states.bad and not sum(states.rows.values()):
+        raise UserError(f"{logs}: the partitions in the window have no rows; nothing to report")
     return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad, pairs=pairs)
 
 
@@ -81,6 +97,10 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
                 log=None) -> tuple[dict, int]:
     """Write the report of ``logs`` under ``out`` (cache default ``OUT/state-cache``); return (report, exit status)."""
     log = log or sys.stderr
+    fs, root = url_to_fs(out, storage_options)
+    check_output_folder(out, fs, root)  # before the work, not after it
+    if cache:
+        check_output_folder(cache, *url_to_fs(cache, storage_options))
     report = compute_report(logs, policies, cache or posixpath.join(out, CACHE_FOLDER), window=window, until=until,
                             skip_bad=skip_bad, storage_options=storage_options, client=client, progress=progress,
                             log=log)
@@ -92,25 +112,27 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
     return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK
 
 
-JOB_KEYS = {"job", "logs", "policies", "out", "window", "until", "cache", "skip_bad_partitions", "storage_options"}
+class ReportJob(Model):
+    """The keys of pipelines/report.toml: the command's options."""
+
+    job: Literal["report"]
+    logs: Annotated[str, Field(min_length=1)]
+    policies: Annotated[str, Field(min_length=1)]
+    out: Annotated[str, Field(min_length=1)]
+    window: str = "all"
+    until: Annotated[datetime.date | None, Field(strict=False)] = None
+    cache: str | None = None
+    skip_bad_partitions: bool = False
+    storage_options: dict | str | None = None
 
 
 def run_job(config: dict, client=None, progress: bool = False) -> int:
     """``dr-scale run pipelines/report.toml``: the report as a job; keys as the command's options.
 
-    ``storage_options`` names a JSON file (default ``$DR_SCALE_STORAGE_OPTIONS``), as ``--storage-options``.
+    ``storage_options`` names a JSON file or is a table of options (default ``$DR_SCALE_STORAGE_OPTIONS``).
     """
-    unknown = sorted(set(config) - JOB_KEYS)
-    if unknown:
-        raise ValueError(f"report job: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(JOB_KEYS))}")
-    missing = [k for k in ("logs", "policies", "out") if not config.get(k)]
-    if missing:
-        raise ValueError(f"report job: missing {', '.join(missing)}")
-    until = config.get("until")
-    if isinstance(until, str):
-        until = datetime.date.fromisoformat(until)
-    _, status = make_report(config["logs"], config["policies"], config["out"], window=str(config.get("window", "all")),
-                            until=until, cache=config.get("cache"), skip_bad=bool(config.get("skip_bad_partitions")),
-                            storage_options=storage_options(config.get("storage_options")), client=client,
-                            progress=progress)
+    job = validate(ReportJob, config)
+    _, status = make_report(job.logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
+                            skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
+                            client=client, progress=progress)
     return status

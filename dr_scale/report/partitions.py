@@ -19,12 +19,14 @@ import re
 from dataclasses import dataclass
 
 from dr_scale.atomic import url_to_fs
+from dr_scale.errors import UserError
 from dr_scale.logdata import list_parts
 
 CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
 TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
 DATE_SEGMENT = re.compile(r"(?:^|/)(?:date|dt|day|ds)=(\d{4})-?(\d{2})-?(\d{2})(?:/|$)")
 WINDOW = re.compile(r"^(\d+)\s*([dw])$")
+MAX_WINDOW_DAYS = 36_525  # a century
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,20 @@ def parse_window(window: str | None) -> int | None:
         return None
     match = WINDOW.match(window.strip().lower())
     if not match or int(match.group(1)) < 1:
-        raise ValueError(f"--window {window!r}: use Nd (days), Nw (weeks) or all")
-    return int(match.group(1)) * (7 if match.group(2) == "w" else 1)
+        raise UserError(f"--window {window!r}: use Nd (days), Nw (weeks) or all")
+    days = int(match.group(1)) * (7 if match.group(2) == "w" else 1)
+    if days > MAX_WINDOW_DAYS:
+        raise UserError(f"--window {window!r}: at most {MAX_WINDOW_DAYS} days; use all for every partition")
+    return days
 
 
 def select_window(parts: list[PartitionInfo], days: int | None,
                   until: datetime.date | None = None) -> tuple[list[PartitionInfo], dict]:
     """The partitions inside the window, and the window's description for the report."""
     if days is None:
+        if until is not None:
+            raise UserError("until needs a window (--window Nd or Nw, window = \"Nd\" in a job); with the whole "
+                            "share (all) it would be ignored")
         dates = [p.date for p in parts if p.date]
         return parts, {"days": None, "first": min(dates).isoformat() if dates else None,
                        "last": max(dates).isoformat() if dates else None}
@@ -93,8 +101,11 @@ def select_window(parts: list[PartitionInfo], days: int | None,
         raise ValueError(f"--window needs date-partitioned logs (date=YYYY-MM-DD/…); "
                          f"{undated[0]} has no date in its path (use --window all)")
     last = until or max(p.date for p in parts)
-    first = last - datetime.timedelta(days=days - 1)
+    try:
+        first = last - datetime.timedelta(days=days - 1)
+    except OverflowError:
+        raise UserError(f"a {days}-day window ending {last} starts before year 1; use a shorter --window") from None
     chosen = [p for p in parts if first <= p.date <= last]
     if not chosen:
-        raise FileNotFoundError(f"no partitions dated {first} … {last}")
+        raise FileNotFoundError(f"no partitions dated {first} … {last}: check --window and --until")
     return chosen, {"days": days, "first": first.isoformat(), "last": last.isoformat()}

@@ -24,17 +24,21 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from dr_scale.atomic import url_to_fs
-from dr_scale.estimators import INTERVAL_METHODS, parse_estimator
+from dr_scale.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
+from dr_scale.diagnostics import DEFAULT_MIN_ESS_RATIO
+from dr_scale.errors import UserError
+from dr_scale.estimators import parse_estimator
 from dr_scale.policies import parse_policy
-from dr_scale.tomlcompat import tomllib
 
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).
 DEFAULT_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR")
 MODEL_FREE_ESTIMATORS = ("IPS", "SNIPS")
-DEFAULT_MIN_ESS_RATIO = 0.1
 
 
 @dataclass(frozen=True)
@@ -78,66 +82,64 @@ def _resolve_spec(spec: str, base: str) -> str:
     return spec
 
 
+class PolicyEntry(Model):
+    name: Annotated[str, Field(min_length=1)] | None = None
+    spec: Annotated[str, Field(min_length=1)]
+
+
+class PoliciesFileModel(Model):
+    """The keys of a policies file, typed (module docstring)."""
+
+    policy: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
+    policies: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
+    reward_model: Annotated[str, Field(min_length=1)] | None = None
+    estimators: Annotated[list[str | dict[str, str | float | None]], Field(min_length=1)] | None = None
+    alpha: Alpha = 0.05
+    interval: Literal["normal", "el"] = "normal"
+    min_ess_ratio: Share = DEFAULT_MIN_ESS_RATIO
+    n_actions: PositiveInt | None = None
+    n_features: PositiveInt | None = None
+
+
 def parse_policies(data: dict, source: str) -> PoliciesFile:
     """Validate the parsed file; errors name the file and the offending entry."""
-    known = {"policy", "policies", "reward_model", "estimators", "alpha", "interval", "min_ess_ratio", "n_actions",
-             "n_features"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    entries = data.get("policy", data.get("policies"))
-    if not entries or not isinstance(entries, list):
-        raise ValueError(f"{source}: no [[policy]] entries (each needs name = … and spec = …)")
+    model = validate(PoliciesFileModel, data, source)
+    if model.policy and model.policies:
+        raise ConfigError("give the candidates as [[policy]] or as policies = [...], not both", source)
+    entries = model.policy or model.policies
+    if not entries:
+        raise ConfigError("no [[policy]] entries (each needs name = … and spec = …)", source)
     policies, seen = [], set()
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "spec" not in entry:
-            raise ValueError(f"{source}: policy #{i + 1} needs a 'spec' (e.g. spec = \"column:target_action\")")
-        spec = _resolve_spec(str(entry["spec"]), source)
+        spec = _resolve_spec(entry.spec, source)
         try:
             parse_policy(spec)
-        except ValueError as exc:
-            raise ValueError(f"{source}: policy #{i + 1}: {exc}") from exc
-        name = str(entry.get("name", spec))
+        except UserError as exc:
+            raise ConfigError(f"policy #{i + 1}: {exc}", source) from None
+        name = entry.name or spec
         if name in seen:
-            raise ValueError(f"{source}: two policies are named {name!r}")
+            raise ConfigError(f"two policies are named {name!r}", source)
         seen.add(name)
         policies.append(CandidatePolicy(name, spec))
-    model = data.get("reward_model")
-    model = _resolve(str(model), source) if model else None
+    reward_model = _resolve(model.reward_model, source) if model.reward_model else None
     names = []
-    for spec in data.get("estimators") or (DEFAULT_ESTIMATORS if model else MODEL_FREE_ESTIMATORS):
+    for spec in model.estimators or (DEFAULT_ESTIMATORS if reward_model else MODEL_FREE_ESTIMATORS):
         try:
             label, estimator = parse_estimator(spec)
-        except ValueError as exc:
-            raise ValueError(f"{source}: estimators: {exc}") from exc
-        if estimator.needs_model and not model:
-            raise ValueError(f"{source}: estimator {label} needs a reward model; set reward_model = \"FILE.npz\"")
+        except UserError as exc:
+            raise ConfigError(f"estimators: {exc}", source) from None
+        if estimator.needs_model and not reward_model:
+            raise ConfigError(f"estimator {label} needs a reward model; set reward_model = \"FILE.npz\"", source)
         if label in names:
-            raise ValueError(f"{source}: estimator {label} is listed twice")
+            raise ConfigError(f"estimators: {label} appears twice", source)
         names.append(label)
-    alpha = float(data.get("alpha", 0.05))
-    if not 0 < alpha < 1:
-        raise ValueError(f"{source}: alpha = {alpha} must lie in (0, 1)")
-    interval = data.get("interval", "normal")
-    if interval not in INTERVAL_METHODS:
-        raise ValueError(f"{source}: interval = {interval!r}; choose from {', '.join(INTERVAL_METHODS)}")
-    return PoliciesFile(policies, names, model, alpha, interval,
-                        float(data.get("min_ess_ratio", DEFAULT_MIN_ESS_RATIO)), data.get("n_actions"),
-                        data.get("n_features"), source)
+    return PoliciesFile(policies, names, reward_model, model.alpha, model.interval, model.min_ess_ratio,
+                        model.n_actions, model.n_features, source)
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:
     """Read a ``.toml`` or ``.yaml``/``.yml`` policies file from any fsspec URL."""
+    data = read_config_file(url, storage_options)
     fs, path = url_to_fs(url, storage_options)
-    with fs.open(path, "rb") as f:
-        raw = f.read()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        data = yaml.safe_load(raw) or {}
-    else:
-        data = tomllib.loads(raw.decode())
-    if not isinstance(data, dict):
-        raise ValueError(f"{url}: expected a table of keys at the top level")
     base = url if "://" in url else path
     return parse_policies(data, base)

@@ -15,12 +15,17 @@ Overlap is **poor** when ESS / n < ``min_ess_ratio`` (default 0.1): the weighted
 sample is worth less than a tenth of its rows, so IPS-type estimates rest on few
 rows and their normal intervals are not to be trusted.
 
-Publishing is all-or-nothing for readers of a complete file: everything is rendered
-in memory first, then written with :func:`dr_scale.atomic.atomic_write_all`: the
-plots under content-addressed names (``plots/<kind>-<sha>.png``, so an old
-``report.md`` never points at a new plot), then ``report.md``, ``report.html`` and
-last ``report.json``, whose ``files`` map gives each file's sha256. A crash before
-the renames leaves the previous report untouched.
+Publishing is all-or-nothing for a reader who starts from ``report.json``, the commit
+marker: everything is rendered in memory first, then written with
+:func:`dr_scale.atomic.atomic_write_all` — every file to a temporary name, then renamed:
+the plots under content-addressed names (``plots/<kind>-<sha>.png``, so an old
+``report.md`` never points at a new plot), then ``report.md``, ``report.html`` and last
+``report.json``, whose ``files`` map gives each file's sha256. A failure or Ctrl-C before
+the renames leaves the previous report untouched and no temporary file; Ctrl-C during
+the renames takes effect after the last one (the new report is complete). Only a kill
+(SIGKILL, power loss) between two renames can leave a new ``report.md`` / ``report.html``
+beside the previous ``report.json`` — whose ``files`` checksums then tell them apart — and
+temporary files, which the next run removes.
 """
 
 from __future__ import annotations
@@ -29,20 +34,19 @@ import base64
 import datetime
 import hashlib
 import html
-import json
 import math
 import posixpath
 import re
 
-from dr_scale.atomic import atomic_write_all, url_to_fs
-from dr_scale.diagnostics import TINY_PROPENSITY, WEIGHT_EDGES
+from dr_scale.atomic import atomic_write_all, remove_temporaries, url_to_fs
+from dr_scale.diagnostics import WEIGHT_EDGES
 from dr_scale.evaluation import LOGGING, estimate_dict
 from dr_scale.report import plots
+from dr_scale import strict_json
+from dr_scale.strict_json import finite
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1
-#: Warn when more than this share of rows has a propensity below diagnostics.TINY_PROPENSITY.
-TINY_SHARE_WARNING = 0.01
 
 
 def redact(url: str | None) -> str | None:
@@ -52,29 +56,13 @@ def redact(url: str | None) -> str | None:
     return re.sub(r"(://)[^/@]*@", r"\1", url.split("?", 1)[0])
 
 
-def finite(obj):
-    """Replace NaN and ±inf by None, recursively (JSON has no such numbers)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
 def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal") -> dict:
     """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy."""
     result = evaluation.result(total).to_dict(alpha, interval)
     diag = result["diagnostics"]
-    diag["ess_ratio"] = diag["ess"] / diag["n"] if diag["n"] else float("nan")
-    diag["overlap"] = "poor" if not diag["ess_ratio"] >= min_ess_ratio else "ok"
-    warnings = []
-    if diag["overlap"] == "poor":
-        warnings.append(f"poor overlap: ESS/n = {diag['ess_ratio']:.3g} < {min_ess_ratio:g} "
-                        f"(ESS {diag['ess']:.1f} of {diag['n']} rows); IPS-type estimates and intervals are unreliable")
-    if diag["tiny_propensity_share"] and diag["tiny_propensity_share"] > TINY_SHARE_WARNING:
-        warnings.append(f"{diag['tiny_propensity_share']:.2%} of rows have a propensity below {TINY_PROPENSITY:g}")
+    diag["ess_ratio"] = total.weights.ess_ratio
+    diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
+    warnings = total.weights.warnings(min_ess_ratio)
     days = []
     for day, state in by_day.items():
         r = evaluation.result(state).to_dict(alpha, interval)
@@ -295,7 +283,7 @@ def render(report: dict) -> dict[str, bytes]:
     files["report.md"] = to_markdown(doc).encode()
     files["report.html"] = to_html(doc, {names[k]: v for k, v in pngs.items()}).encode()
     manifest = {**report, "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
-    files["report.json"] = json.dumps(manifest, indent=1, allow_nan=False).encode()
+    files["report.json"] = strict_json.dumps(manifest, indent=1).encode()
     return files
 
 
@@ -303,6 +291,8 @@ def write_report(out: str, report: dict, storage_options: dict | None = None) ->
     """Render and publish the report under ``out``; remove plots no current file refers to."""
     files = render(report)
     fs, root = url_to_fs(out, storage_options)
+    for folder in (root, posixpath.join(root, "plots")):
+        remove_temporaries(fs, folder)  # a killed run's
     atomic_write_all(fs, {posixpath.join(root, name): data for name, data in files.items()})
     plot_dir = posixpath.join(root, "plots")
     keep = {posixpath.join(root, name) for name in files}

@@ -25,6 +25,7 @@ import posixpath
 
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.evaluation import Evaluation, PolicyState
+from dr_scale import strict_json
 from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
@@ -70,7 +71,7 @@ class StateCache:
     def store(self, fp: str, ident: dict, state: PolicyState) -> None:
         body = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": fp, "identity": ident,
                 "state": state.to_dict()}
-        atomic_write(self.fs, self.entry_path(fp, ident["path"]), json.dumps({**body, "sha256": _digest(body)}))
+        atomic_write(self.fs, self.entry_path(fp, ident["path"]), strict_json.dumps({**body, "sha256": _digest(body)}))
 
     @staticmethod
     def verify(raw: bytes, fp: str, ident: dict) -> PolicyState | str:

@@ -45,6 +45,7 @@ import pyarrow as pa
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.compute import compute
 from dr_scale.logdata import with_log_metadata, write_parquet
+from dr_scale import strict_json
 
 #: Bump when the generator's output changes, so cached sets are regenerated.
 GENERATOR_VERSION = 3
@@ -200,7 +201,7 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     manifest = {"generator": "dr_scale.visits.generate", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}
-    atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
+    atomic_write(fs, posixpath.join(root, MANIFEST), strict_json.dumps(manifest, indent=2))
     return manifest
 
 

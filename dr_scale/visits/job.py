@@ -12,9 +12,14 @@ from __future__ import annotations
 import posixpath
 import sys
 import time
+from typing import Annotated, Literal
 
+from pydantic import Field
+
+from dr_scale.atomic import url_to_fs
 from dr_scale.cache import cache_root, spill_root
-from dr_scale.commands.common import storage_options
+from dr_scale.config import Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
+from dr_scale.errors import check_output_folder
 from dr_scale.visits import generate as gen
 from dr_scale.visits.experiment import (
     PAPER_FRACTIONS,
@@ -24,12 +29,34 @@ from dr_scale.visits.experiment import (
 )
 from dr_scale.visits.outputs import write_outputs
 from dr_scale.outofcore.passes import spill_folder
+from dr_scale.storage import storage_options
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,
     "fractions": list(PAPER_FRACTIONS), "repetitions": 100, "lam": Settings.lam, "kernel": Settings.kernel,
     "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {}, "spill": "disk",
 }
+
+
+class VisitsJob(Model):
+    """The keys of pipelines/visits.toml, typed (defaults: :data:`DEFAULTS`)."""
+
+    job: Literal["visits"]
+    data: str = DEFAULTS["data"]
+    rows: Annotated[int, Field(ge=2)] = DEFAULTS["rows"]
+    features: PositiveInt = DEFAULTS["features"]
+    seed: NonNegativeInt = DEFAULTS["seed"]
+    fractions: Annotated[list[Annotated[float, Field(gt=0, le=1)]], Field(min_length=1)] = DEFAULTS["fractions"]
+    repetitions: PositiveInt = DEFAULTS["repetitions"]
+    lam: PositiveFinite = DEFAULTS["lam"]
+    kernel: Literal["density", "gaussian"] = DEFAULTS["kernel"]
+    rtol: Annotated[float, Field(gt=0, lt=1)] = DEFAULTS["rtol"]
+    out: Annotated[str, Field(min_length=1)] = DEFAULTS["out"]
+    cache: str = DEFAULTS["cache"]
+    storage_options: dict | str = DEFAULTS["storage_options"]
+    spill: Annotated[str, Field(min_length=1)] = DEFAULTS["spill"]
+
+
 def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", client=None, progress: bool = False) -> str:
     """The cached embedded set's folder, generated (in parallel, through Dask) on first use."""
     url = posixpath.join(cache_root(cache), f"visits-{rows}x{features}-seed{seed}-v{gen.GENERATOR_VERSION}")
@@ -44,15 +71,13 @@ def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", clien
 
 
 def run(config: dict, client=None, progress: bool = False) -> int:
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"visits job: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(DEFAULTS))}")
-    c = {**DEFAULTS, **config}
-    settings = Settings(fractions=tuple(float(f) for f in c["fractions"]), repetitions=int(c["repetitions"]),
-                        seed=int(c["seed"]), lam=float(c["lam"]), kernel=str(c["kernel"]), rtol=float(c["rtol"]))
-    data = c["data"] or embedded_dataset(int(c["rows"]), int(c["features"]), int(c["seed"]), c["cache"], client,
-                                         progress)
-    options = c["storage_options"] or storage_options()  # credentials: job file, else the environment
+    c = validate(VisitsJob, config).model_dump()
+    settings = Settings(fractions=tuple(float(f) for f in c["fractions"]), repetitions=c["repetitions"],
+                        seed=c["seed"], lam=float(c["lam"]), kernel=c["kernel"], rtol=float(c["rtol"]))
+    options = storage_options(c["storage_options"] or None)  # credentials: job file, else the environment
+    out_fs, out_path = url_to_fs(c["out"], options or None)
+    check_output_folder(c["out"], out_fs, out_path)
+    data = c["data"] or embedded_dataset(c["rows"], c["features"], c["seed"], c["cache"], client, progress)
     start = time.perf_counter()
     with spill_folder(str(c["spill"]), client, disk=spill_root(c["cache"])) as spill:
         parts = load_parts(data, options or None, client=client, progress=progress, spill=spill)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import posixpath
 
 import matplotlib
@@ -18,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from dr_scale.atomic import atomic_write_all, url_to_fs  # noqa: E402
 from dr_scale.visits.generate import PAPER_ROWS, TARGETS  # noqa: E402
+from dr_scale import strict_json
 
 PAPER = {"mean_rmse_reduction": 0.136, "reduction_range": (0.10, 0.20)}
 CSV_COLUMNS = ("fraction", "repetitions", "mean_subsample", "mean_sampled", "ridge_r2", "ips_bias", "ips_std",
@@ -114,7 +114,7 @@ def write_outputs(result, out: str, *, data: str = "", storage_options: dict | N
     res = results_dict(result, data)
     fs, root = url_to_fs(out, storage_options)
     files = {
-        "results.json": json.dumps(res, indent=2),
+        "results.json": strict_json.dumps(res, indent=2),
         "results.csv": _csv(res["per_fraction"]),
         "rmse.png": _panel(res["per_fraction"], "rmse", result.truth),
         "bias.png": _panel(res["per_fraction"], "bias", result.truth),
