@@ -97,7 +97,7 @@ class EvaluationResult:
         lines = [head, "-" * len(head)]
         for name, e in self.estimates.items():
             lo, hi = e.ci(alpha, interval)
-            chosen = ", ".join(f"{k}={v:g}" for k, v in e.chosen.items())
+            chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞ (DR)" for k, v in e.chosen.items())
             lines.append(
                 f"{name:<{width}} {e.value:>12.6g} {e.stderr:>12.4g} {f'[{lo:.6g}, {hi:.6g}]':>27} {e.n:>10d} "
                 f"{self.weights.ess:>12.1f} {self.weights.max_w:>11.4g}" + (f"   ({chosen})" if chosen else "")
