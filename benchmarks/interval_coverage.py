@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from dr_scale.bandit_world import BanditWorld
+from dr_scale.bandit_world import BanditWorld, interval_coverage
 from dr_scale.estimators import IPS, SNDR, SNIPS, DoublyRobust
 
 ESTIMATORS = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}
@@ -40,26 +40,16 @@ def vw_interval(log) -> tuple[float, float]:
 
 def world_rows(epsilon: float, seed: int, reps: int, vw_reps: int) -> list[str]:
     world = BanditWorld.make(epsilon, seed=seed)
-    truth = world.value
-    covered = {(e, m): 0 for e in ESTIMATORS for m in ("normal", "el")}
-    width = {(e, m): 0.0 for e in ESTIMATORS for m in ("normal", "el")}
+    covered, width = interval_coverage(world, ESTIMATORS, reps, N)
     vw_cov, vw_width = 0, 0.0
-    for rep in range(reps):
-        log = world.sample(N, seed=1000 + rep)
-        for name, estimator in ESTIMATORS.items():
-            est = estimator.estimate(**log)
-            for method in ("normal", "el"):
-                lo, hi = est.ci(0.05, method=method)
-                covered[name, method] += lo <= truth <= hi
-                width[name, method] += hi - lo
-        if rep < vw_reps:
-            lo, hi = vw_interval(log)
-            vw_cov += lo <= truth <= hi
-            vw_width += hi - lo
+    for rep in range(vw_reps):
+        lo, hi = vw_interval(world.sample(N, seed=1000 + rep))
+        vw_cov += lo <= world.value <= hi
+        vw_width += hi - lo
     rows = []
     for name in ESTIMATORS:
-        n_cov, el_cov = covered[name, "normal"] / reps, covered[name, "el"] / reps
-        n_w, el_w = width[name, "normal"] / reps, width[name, "el"] / reps
+        n_cov, el_cov = covered[name, "normal"], covered[name, "el"]
+        n_w, el_w = width[name, "normal"], width[name, "el"]
         vw = f"{vw_cov / vw_reps:.3f} / {vw_width / vw_reps:.4f}" if vw_reps and name == "IPS" else ""
         rows.append(f"| ε = {epsilon:g}, seed {seed} (max w {world.max_weight:.0f}) | {name} | {n_cov:.3f} | "
                     f"{el_cov:.3f} | {n_w:.4f} | {el_w:.4f} | {el_w / n_w:.2f} | {vw} |")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dr_scale.bandit_world import BanditWorld
+from dr_scale.bandit_world import BanditWorld, interval_coverage
 from dr_scale.estimators import (
     IPS,
     SNDR,
@@ -99,20 +99,9 @@ def test_unknown_interval_method_and_differences_have_no_el():
         diff.result(diff.state(rows, rows)).ci(0.05, method="el")
 
 
-def coverage(epsilon, reps=1000, n=2000):
-    world = BanditWorld.make(epsilon)
+def coverage(epsilon, reps=1000):
     estimators = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}
-    covered = {(e, m): 0 for e in estimators for m in ("normal", "el")}
-    width = {(e, m): 0.0 for e in estimators for m in ("normal", "el")}
-    for rep in range(reps):
-        log = world.sample(n, seed=1000 + rep)
-        for name, estimator in estimators.items():
-            est = estimator.estimate(**log)
-            for method in ("normal", "el"):
-                lo, hi = est.ci(0.05, method=method)
-                covered[name, method] += lo <= world.value <= hi
-                width[name, method] += hi - lo
-    return ({k: v / reps for k, v in covered.items()}, {k: v / reps for k, v in width.items()})
+    return interval_coverage(BanditWorld.make(epsilon), estimators, reps)
 
 
 @pytest.mark.slow
