@@ -35,11 +35,11 @@ def add_parser(sub) -> None:
 
 
 def _add_bandit_parser(kinds) -> None:
-    b = kinds.add_parser("bandit", help="a logged contextual bandit with known E[r | x, a] (docs/bandit-world.md)",
+    b = kinds.add_parser("bandit", help="a logged contextual bandit with known E[r | x, a] (docs/generate-bandit.md)",
                          description="Write a logged data set in the core contract (row_id, features, action, "
                                      "reward, propensity) plus expected_reward (the true E[r | x, a] of every "
                                      "action), from a world with sparse contexts, a non-linear Bernoulli reward and "
-                                     "a softmax logging policy; print its calibration (docs/bandit-world.md).")
+                                     "a softmax logging policy; print its calibration (docs/generate-bandit.md).")
     b.add_argument("--rows", type=int, required=True, help="number of rows in all (split evenly over --days)")
     b.add_argument("--features", type=int, default=1 << 18, help="number of binary features d (default 2^18)")
     b.add_argument("--actions", type=int, default=10, help="number of actions k (default 10)")
@@ -55,7 +55,7 @@ def _add_bandit_parser(kinds) -> None:
 
 
 def run_bandit(args) -> int:
-    from dr_scale.bandit_world import calibration_lines, generate_bandit
+    from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
 
     with dask_session(args.scheduler, args.local_workers) as client:
         start = time.perf_counter()

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dr_scale import keyed_random
-from dr_scale.bandit_world import MANIFEST, generate_bandit, make_world, part_paths
+from dr_scale.synthetic.bandit import MANIFEST, generate_bandit, make_world, part_paths
 from dr_scale.cli import main
 from dr_scale.logdata import read_log
 
