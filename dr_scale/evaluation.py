@@ -65,17 +65,23 @@ class EvaluationResult:
         }
 
     def table(self, alpha: float = 0.05) -> str:
-        """The results as a fixed-width text table."""
+        """The results as a fixed-width text table; an undefined number (SNIPS when π never takes a
+        logged action, a standard error from one row) reads "—", never NaN."""
         level = f"{100 * (1 - alpha):g}% CI"
         head = f"{'estimator':<10} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} {'max weight':>11}"
         lines = [head, "-" * len(head)]
         for name, e in self.estimates.items():
             lo, hi = e.ci(alpha)
+            interval = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
             lines.append(
-                f"{name:<10} {e.value:>12.6g} {e.stderr:>12.4g} {f'[{lo:.6g}, {hi:.6g}]':>27} {e.n:>10d} "
-                f"{self.weights.ess:>12.1f} {self.weights.max_w:>11.4g}"
+                f"{name:<10} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {interval:>27} {e.n:>10d} "
+                f"{_num(self.weights.ess, '.1f'):>12} {_num(self.weights.max_w, '.4g'):>11}"
             )
         return "\n".join(lines)
+
+
+def _num(x: float, spec: str) -> str:
+    return format(x, spec) if np.isfinite(x) else "—"
 
 
 @dataclass
