@@ -19,7 +19,7 @@ import traceback
 from dr_scale.errors import describe
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
-COMMANDS = ("evaluate", "fit", "run", "report", "generate")
+COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate")
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 
 

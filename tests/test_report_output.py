@@ -138,6 +138,7 @@ def test_crash_while_rendering_leaves_the_old_report(old_report, monkeypatch):
     assert not [p for p in out.rglob(".*tmp-*")]
 
 
+@pytest.mark.slow
 def test_crash_half_way_through_writing_files_leaves_the_old_report(old_report, monkeypatch):
     out, before = old_report
     import fsspec.implementations.local as local
@@ -184,6 +185,7 @@ sys.exit(args.func(args))
 """
 
 
+@pytest.mark.slow
 def test_killed_mid_write_leaves_the_old_report(old_report):
     out, before = old_report
     proc = subprocess.run([sys.executable, "-c", KILL_DURING_WRITE, *report_args(LOGS, out, "--window", "7d")],
