@@ -71,10 +71,10 @@ def test_example_report_matches_dr_scale_evaluate(example_report):
 def test_example_report_files(example_report):
     out, report = example_report
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and 'src="plots/' not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 4 and 'src="plots/' not in html  # self-contained
     md = (out / "report.md").read_text()
     pngs = sorted(p.name for p in (out / "plots").iterdir())
-    assert len(pngs) == 3 and all(f"(plots/{name})" in md for name in pngs)
+    assert len(pngs) == 4 and all(f"(plots/{name})" in md for name in pngs)
     assert all((out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in pngs)
     assert "always-2" in md and "poor overlap" in md and "2026-11-07" in md
     import hashlib
