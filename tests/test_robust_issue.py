@@ -201,6 +201,15 @@ def test_a_log_without_rows_is_refused(tmp_path, capsys):
     assert code == 2 and "the log has no rows; nothing to evaluate" in error_line(err)
 
 
+def test_an_empty_part_among_others_adds_nothing(tmp_path, capsys, model):
+    """An empty part is not an error (it has no rows to be wrong); only a log with no rows at all is."""
+    for i, n in enumerate((30, 0, 30)):
+        write_raw(tmp_path / "log" / f"part-{i:05d}.parquet", columns(n, i, 1000 * i))
+    code, _, _ = cli(capsys, "evaluate", tmp_path / "log", "--reward-model", model, "--json", tmp_path / "r.json",
+                     "--no-progress")
+    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["diagnostics"]["n"] == 60
+
+
 def test_nan_in_a_reward_model_is_refused(tmp_path, capsys):
     coef = np.zeros((D, K))
     coef[2, 1] = np.nan
