@@ -14,7 +14,14 @@ import signal
 import threading
 import uuid
 
+from dr_scale.errors import UserError
 from dr_scale.storage import url_to_fs  # noqa: F401 - the writers' filesystems, which pickle without secrets
+
+
+def _refuse_folder(fs, path: str) -> None:
+    """A folder at the target would receive the file inside it (``mv`` into a folder): refuse."""
+    if fs.isdir(path):
+        raise UserError(f"{path}: is a folder; give a file name for this output")
 
 
 def temporary_name(path: str) -> str:
@@ -25,6 +32,7 @@ def temporary_name(path: str) -> str:
 @contextlib.contextmanager
 def atomic_open(fs, path: str, mode: str = "wb"):
     """Open ``path`` for writing such that it appears only once complete."""
+    _refuse_folder(fs, path)
     tmp = temporary_name(path)
     parent = posixpath.dirname(path)
     if parent:
@@ -59,6 +67,8 @@ def atomic_write_all(fs, files: dict[str, bytes | str]) -> None:
     files that :func:`remove_temporaries` clears.
     """
     staged: list[tuple[str, str]] = []
+    for path in files:
+        _refuse_folder(fs, path)
     try:
         for path, data in files.items():
             tmp = temporary_name(path)

@@ -32,6 +32,8 @@ import os
 import dask
 import fsspec
 
+from dr_scale.errors import UserError
+
 #: Substrings of an option's name (lower case) that make it secret.
 SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "connection_string")
 #: Where a worker finds the secrets it re-supplies: a Dask config key, then an environment variable (JSON).
@@ -134,7 +136,39 @@ class PortableFileSystem:
         return f"PortableFileSystem({type(self._fs).__name__ if self._spec is None else self._spec[0].__name__})"
 
 
+def storage_options(path: str | dict | None = None) -> dict:
+    """fsspec storage options: a dict as is, a JSON file's object, else the DR_SCALE_STORAGE_OPTIONS variable.
+
+    Credentials never travel on the command line; the file or variable holds them.
+    """
+    if isinstance(path, dict):
+        return path
+    if path:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as exc:
+            raise UserError(f"storage options file {path}: {exc.strerror or exc}") from None
+        return _options_object(text, f"storage options file {path}")
+    raw = os.environ.get(STORAGE_OPTIONS_ENV)
+    return _options_object(raw, f"${STORAGE_OPTIONS_ENV}") if raw and raw.strip() else {}
+
+
+def _options_object(text: str, where: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a JSON object of fsspec options, got {type(value).__name__}")
+    return value
+
+
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[PortableFileSystem, str]:
     """(filesystem, path) for any fsspec URL or local path; the filesystem pickles without secrets."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (TypeError, ValueError) as exc:  # an unknown protocol, an option the filesystem does not take
+        raise UserError(f"{url}: cannot open this location with the storage options given "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
     return PortableFileSystem(fs), path

@@ -22,9 +22,9 @@ from dr_scale.tomlcompat import tomllib
 import yaml
 
 from dr_scale.cli import COMMANDS, build_parser
-from dr_scale.commands.common import STORAGE_OPTIONS_ENV
 from dr_scale.commands.run import JOBS, load_job
 from dr_scale.compute import CONNECT_TIMEOUT_KEY
+from dr_scale.storage import STORAGE_OPTIONS_ENV
 
 ROOT = Path(__file__).parents[1]
 DEPLOY = ROOT / "deploy"

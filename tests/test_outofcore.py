@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from dr_scale.logdata import binary_csr
 from dr_scale.outofcore import products, ridge
 from dr_scale.outofcore.lanczos import leading_eigenpair
+from dr_scale.outofcore.passes import PartSet, tree_nodes
 from dr_scale.outofcore.products import add_transposed_product
 
 
@@ -97,3 +98,40 @@ def test_blocked_fits_equal_separate_fits_and_handle_empty_and_single_rows():
     assert fitted.coef.shape == (F, d)
     with pytest.raises(ValueError, match="positive"):
         ridge.fit(gram, stats, lam=0.0)
+
+
+# -- summing passes ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n_parts", [1, 2, 7, 13, 40])
+def test_tree_nodes_are_contiguous_runs_of_near_equal_size(n_parts):
+    for n_tasks in range(1, 50):
+        nodes = tree_nodes(n_parts, n_tasks)
+        assert len(nodes) == min(n_parts, n_tasks)
+        assert nodes[0][0] == 0 and nodes[-1][1] == n_parts
+        assert all(a[1] == b[0] for a, b in zip(nodes, nodes[1:]))
+        widths = [hi - lo for lo, hi in nodes]
+        assert min(widths) >= 1 and max(widths) <= 2 * -(-n_parts // len(nodes))
+
+
+def pairwise(terms):
+    """The summation tree's order written out: [lo, hi) = [lo, mid) + [mid, hi), mid = ⌊(lo + hi)/2⌋."""
+    if len(terms) == 1:
+        return terms[0]
+    mid = len(terms) // 2
+    return pairwise(terms[:mid]) + pairwise(terms[mid:])
+
+
+def test_a_sum_has_the_same_bits_for_any_number_of_tasks():
+    import dask
+
+    rng = np.random.default_rng(1)
+    terms = [rng.normal(size=500) * 10.0 ** rng.integers(-9, 9, size=500) for _ in range(13)]
+    parts = PartSet(terms)
+    expected = pairwise(terms)
+    assert not np.array_equal(expected, np.sum(terms, axis=0))  # the order shows in the bits
+    for n_tasks in range(1, 16):
+        with dask.config.set(num_workers=n_tasks):
+            np.testing.assert_array_equal(parts.sum(np.multiply, 1.0), expected)
+            np.testing.assert_array_equal(parts.accumulate(lambda total, part: part * 1.0), expected)
+            total, derived = parts.sum_and_derive(lambda total, part: (part * 1.0, part.shape[0]))
+            np.testing.assert_array_equal(total, expected)
+            assert [d.compute() for d in derived.parts] == [500] * 13

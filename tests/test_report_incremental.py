@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dr_scale.evaluation import Evaluation
 from dr_scale.example import example_paths
 from dr_scale.logdata import write_log
-from dr_scale.report.build import build_states
+from dr_scale.report.build import build_states, fill_dimensions
 from dr_scale.report.make import evaluations_of
 from dr_scale.report.partitions import list_partitions, parse_window, partition_date, select_window
 from dr_scale.report.policies_file import load_policies
@@ -184,3 +185,16 @@ def test_logs_without_dates_have_no_days(tmp_path):
     assert states.by_day == {"candidate": {}, "always-0": {}, "always-2": {}}
     assert states.totals["candidate"].weights.n == 3 * 2000
     assert merged(states)["totals"] == merged(build(f"{logs}/date=2026-11-0[1-3]/*.parquet", None))["totals"]
+
+
+def test_building_states_does_not_change_the_callers_evaluations():
+    logs, _ = example_paths()
+    fs, parts = list_partitions(logs)
+    evaluations = {"target": Evaluation("column:target_action", ["IPS", "SNIPS"])}
+    before = {"target": (None, None)}  # to be filled from the log's metadata
+    assert {name: (e.n_actions, e.n_features) for name, e in evaluations.items()} == before
+    filled = fill_dimensions(evaluations, fs, parts)
+    assert {name: (e.n_actions, e.n_features) for name, e in evaluations.items()} == before
+    assert all((e.n_actions, e.n_features) == (3, 50) for e in filled.values())
+    build_states(fs, parts, evaluations, None)
+    assert {name: (e.n_actions, e.n_features) for name, e in evaluations.items()} == before

@@ -84,13 +84,17 @@ def test_a_worker_re_supplies_its_own_secrets(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_evaluate_and_report_graphs_hold_no_secret(graphs, options_file, tmp_path, capsys):
+def test_evaluate_fit_and_report_graphs_hold_no_secret(graphs, options_file, tmp_path, capsys):
     from dr_scale.example import write_example
 
     write_example(str(tmp_path / "share"), seed=3)
     logs = str(tmp_path / "share" / "logs")
     assert main(["evaluate", logs, "--reward-model", str(tmp_path / "share" / "reward_model.npz"),
                  "--storage-options", options_file, "--json", str(tmp_path / "e.json"), "--no-progress"]) == 0
+    assert_no_secret(graphs)
+    graphs.clear()
+    assert main(["fit", logs, "--out", str(tmp_path / "fitted.npz"), "--folds", "2", "--storage-options",
+                 options_file, "--no-progress"]) == 0
     assert_no_secret(graphs)
     graphs.clear()
     policies = tmp_path / "policies.toml"

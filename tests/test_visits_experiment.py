@@ -28,7 +28,7 @@ from dr_scale.estimators import IPS, DoublyRobust
 from dr_scale.logdata import features_to_csr, write_parquet
 from dr_scale.visits.experiment import Settings, load_parts, run_experiment
 from dr_scale.visits.generate import generate_visits
-from dr_scale.outofcore.passes import Spilled, spill_folder
+from dr_scale.outofcore.passes import Spilled, spill_folder, task_count
 from dr_scale.visits.sampler import logging_actions, memberships
 
 ROWS, FEATURES = 4000, 200
@@ -111,12 +111,28 @@ def test_identical_for_one_and_eight_parts(visits_sets, result_one):
     np.testing.assert_allclose(eight.dr, result_one.dr, rtol=1e-9)
 
 
+def test_identical_bits_for_any_number_of_threads(visits_sets):
+    """Summing passes split into as many tasks as threads, the ridge into as many blocks of fits: same bits."""
+    import dask
+
+    runs = []
+    for n_threads in (1, 3, 8):
+        with dask.config.set(num_workers=n_threads):
+            runs.append(run_experiment(load_parts(visits_sets[1]), SETTINGS))
+    for other in runs[1:]:
+        for name in ("ips", "dr", "r2"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(runs[0], name))
+        assert other.ridge_iterations == runs[0].ridge_iterations
+        assert other.calibration == runs[0].calibration
+
+
 def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, tmp_path):
     with spill_folder(str(tmp_path)) as folder:
         parts = load_parts(visits_sets[1], spill=folder)
         assert all(isinstance(p.compute(), Spilled) for p in parts.parts)  # handles, not arrays, in memory
         spilled = run_experiment(parts, SETTINGS)
-        assert len(os.listdir(folder)) == 2 * 8  # each part's CSR and its sampled memberships' lifted CSR
+        # each part's CSR, its sampled memberships' lifted CSR, and that CSR's piece for each block of fits
+        assert len(os.listdir(folder)) == 8 * (2 + min(task_count(), SETTINGS.n_fits))
     assert os.listdir(tmp_path) == []  # the spill folder is removed
     memory = run_experiment(load_parts(visits_sets[1]), SETTINGS)
     np.testing.assert_array_equal(spilled.subsample_size, memory.subsample_size)
@@ -125,6 +141,7 @@ def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, t
     np.testing.assert_allclose(spilled.dr, result_one.dr, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
     with dask_session(local_workers=2, quiet=True) as client:
         res = run_experiment(load_parts(visits_sets[1], client=client), SETTINGS)
@@ -150,10 +167,11 @@ def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
     assert f"({3000 / 3854689:.3g} × the paper's N = 3,854,689" in summary
     for r in res["per_fraction"]:
         assert f"| {r['fraction']:g} | {r['mean_subsample']:.1f} | {r['mean_sampled']:.1f} |" in summary
-    assert "DR's mean rmse reduction" in capsys.readouterr().out
+    assert f"DR's mean rmse reduction {100 * res['mean_dr_rmse_reduction']:.1f}%" in capsys.readouterr().out
     assert main(["generate", "visits", "--rows", "2000", "--features", "120", "--out", str(tmp_path / "gen"),
                  "--no-progress"]) == 0
-    assert "mean propensity" in capsys.readouterr().out
+    visits = pq.read_table(tmp_path / "gen", columns=["visits"]).column("visits").to_numpy()
+    assert f"true mean visits      {visits.mean():8.3f}" in capsys.readouterr().out
     assert main(["run", str(PIPELINE), "--no-progress", "--set", "bogus=1"]) == 2
 
 

@@ -90,6 +90,10 @@ def _check_tree(params: dict) -> None:
     """The decision-tree options as scikit-learn validates them."""
     from sklearn.tree import DecisionTreeClassifier
 
+    known = sorted(DecisionTreeClassifier().get_params())
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(f"tree: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
     try:
         DecisionTreeClassifier(**params)._validate_params()
     except (TypeError, ValueError) as exc:

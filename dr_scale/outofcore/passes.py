@@ -12,8 +12,7 @@ Where the parts are kept:
 * with the local threaded scheduler, in the process's memory, or — given a ``spill``
   folder — as files there (:func:`spill`): a persisted part is then a small
   :class:`Spilled` handle and every pass maps the arrays back read-only (from the page
-  cache: ~0.25 ms per 100,000-row part and pass more than in memory), so the resident
-  memory does not grow with the number of rows.
+  cache), so the resident memory does not grow with the number of rows.
 """
 
 from __future__ import annotations
@@ -27,14 +26,11 @@ import uuid
 
 import dask
 import numpy as np
+from dask.system import CPU_COUNT
 
 from dr_scale.compute import compute, persist
 
 SPLIT_EVERY = 8
-#: Parts per task of a summing pass (each task sums its parts in sequence into one sum) …
-PARTS_PER_TASK = 20
-#: … and at most this many tasks, whose sums may all be waiting at once for the tree reduction.
-MAX_TASKS = 8
 
 
 def _add(a, b):
@@ -70,8 +66,8 @@ class Spilled:
     """A dataclass instance whose array fields wait in ``<folder>/<field>`` as raw bytes.
 
     ``arrays`` maps each array field to its (dtype, shape), so loading maps the files
-    without reading or parsing a header (~0.25 ms per part and pass, against ~0.8 ms for
-    ``np.load(mmap_mode="r")`` of ``.npy`` files).
+    without reading or parsing a header (as ``np.load(mmap_mode="r")`` of ``.npy`` files would, on
+    every pass).
     """
 
     cls: type
@@ -147,101 +143,131 @@ class PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
         if spill is not None and client is not None:
             raise ValueError("spill folders serve the local scheduler; a cluster's workers spill by themselves")
-        return cls(persist(*[dask.delayed(_made)(make, spill, *a) for a in args_per_part],
-                           client=client, progress=progress), client, spill)
+        slots = worker_slots(client)
+        made = []
+        for j, (lo, hi) in enumerate(tree_nodes(len(args_per_part), len(slots) if slots else 1)):
+            with placed(slots, j):  # a summing task's parts on one worker, the tasks on different ones
+                made += [dask.delayed(_made)(make, spill, *a) for a in args_per_part[lo:hi]]
+        return cls(persist(*made, client=client, progress=progress), client, spill)
 
     def sum(self, fn, *args, progress: bool = False):
-        """Σ over parts of ``fn(part, *args)``.
-
-        Each task sums a batch of parts one after the other, in place, and the batch sums
-        are tree-reduced pairwise, so only a few per-part results (up to (600, 5000)
-        float64 blocks here) are alive at once, whatever the part count (batches:
-        :meth:`_batches`).
-        """
-        (total,) = compute(tree_sum(self._groups(_sum_group, fn, args), split_every=2), client=self.client,
-                           progress=progress)
+        """Σ over parts of ``fn(part, *args)``, in the parts' summation tree (:func:`tree_nodes`)."""
+        (total,) = compute(self._tree(_sum_node, fn, args), client=self.client, progress=progress)
         return total
 
     def accumulate(self, fn, *args, progress: bool = False):
-        """Σ over parts, added in place: ``fn(total, part, *args)`` adds the part's term into
-        ``total`` and returns it (``total`` is None for a task's first part: fn makes it).
-
-        For terms that are large arrays, this saves each part a fresh result array and
-        its addition into the task's sum (see :func:`dr_scale.outofcore.products.add_transposed_product`).
-        """
-        (total,) = compute(tree_sum(self._groups(_accumulate_group, fn, args), split_every=2), client=self.client,
-                           progress=progress)
+        """Σ over parts of ``fn(None, part, *args)``, in the parts' summation tree: for functions
+        ``fn(total, part, *args)`` that add the part's term into ``total`` in place (None: make it), so the
+        same function serves a loop over in-memory parts."""
+        (total,) = compute(self._tree(_accumulate_node, fn, args), client=self.client, progress=progress)
         return total
 
     def sum_and_derive(self, fn, *args, progress: bool = False) -> tuple[object, "PartSet"]:
-        """For ``fn(total, part, *args) = (total with the part's term added, derived)``: the sum over
-        parts, and a new PartSet of the derived objects.
-
-        One pass: the terms are added up in place as in :meth:`accumulate` while the
-        derived objects are persisted (or spilled) — what a step needs when its per-part
-        sums are large and what it leaves behind must be kept for later passes.
+        """For ``fn(None, part, *args) = (the part's term, derived)``: the sum over parts (as in
+        :meth:`accumulate`), and a new PartSet of the derived objects, in one pass — what a step needs
+        when what it leaves behind must be kept for later passes.
         """
-        batches = self._batches()
-        groups = self._groups(_sum_derive_group, fn, args, self.spill)
-        derived = [None] * len(self.parts)  # back in the parts' order
-        for group, batch in zip(groups, batches):
-            for j, index in enumerate(batch):
-                derived[index] = group[1][j]
-        total = tree_sum([g[0] for g in groups], split_every=2)
+        nodes = tree_nodes(len(self.parts), task_count(self.client))
+        tasks = self._node_tasks(nodes, _derive_node, fn, args, self.spill)
+        derived = [task[1][j] for task, (lo, hi) in zip(tasks.values(), nodes) for j in range(hi - lo)]
+        total = _combine(0, len(self.parts), {node: task[0] for node, task in tasks.items()})
         *derived, total = persist(*derived, total, client=self.client, progress=progress)
         (total,) = compute(total, client=self.client)
         return total, PartSet(derived, self.client, self.spill)
 
-    def _batches(self) -> list[range]:
-        """The parts' positions in interleaved batches of about ``PARTS_PER_TASK`` (at least two batches
-        from two parts up, at most ``MAX_TASKS``): one summing task each per pass.
+    def _tree(self, node_fn, fn, args):
+        """The sum over parts as a graph: one task per node of :func:`tree_nodes`, added up the tree above them."""
+        tasks = self._node_tasks(tree_nodes(len(self.parts), task_count(self.client)), node_fn, fn, args)
+        return _combine(0, len(self.parts), tasks)
 
-        A task's fixed costs — a fresh (F, d) sum to zero and one more addition in the tree —
-        are then spread over ~20 parts: at the paper's size, a ridge pass over 2 batches
-        takes ~0.08 s less than over 8 (docs/visits.md). Part i goes to batch i mod n, so
-        a set's smaller last part does not leave one batch short of the others (at the
-        paper's size 19.5 and 19 parts' work, not 20 and 18.5). The cap bounds the task sums
-        alive at once (Dask may finish every batch before the tree adds them), so memory
-        does not grow with the number of parts. The batches depend on the parts alone,
-        never on the number of workers or threads, so the order of the additions, and with
-        it every bit of the sums, is the same on a laptop and on any cluster.
-        """
-        n_tasks = min(MAX_TASKS, max(min(2, len(self.parts)), -(-len(self.parts) // PARTS_PER_TASK)))
-        return [range(i, len(self.parts), n_tasks) for i in range(n_tasks)]
-
-    def _groups(self, group_fn, fn, args, *lead) -> list:
+    def _node_tasks(self, nodes, node_fn, fn, args, *lead) -> dict:
         shared = _share(args)
-        return [dask.delayed(group_fn)(fn, shared, *lead, *(self.parts[i] for i in batch))
-                for batch in self._batches()]
+        return {(lo, hi): dask.delayed(node_fn)(fn, shared, *lead, lo, hi, *self.parts[lo:hi]) for lo, hi in nodes}
+
+
+def task_count(client=None) -> int:
+    """The threads that run tasks: the cluster's worker threads, or the local scheduler's."""
+    if client is None:
+        return dask.config.get("num_workers", None) or CPU_COUNT
+    return max(1, len(worker_slots(client)))
+
+
+def worker_slots(client=None) -> list[str]:
+    """The cluster's worker threads as their workers' addresses, one round of the workers per thread
+    (empty for the local scheduler)."""
+    if client is None:
+        return []
+    workers = sorted(client.scheduler_info()["workers"].items())
+    rounds = max((w.get("nthreads", 1) for _, w in workers), default=0)
+    return [address for r in range(rounds) for address, w in workers if w.get("nthreads", 1) > r]
+
+
+@contextlib.contextmanager
+def placed(slots: list[str], j: int):
+    """Tasks made in the block prefer the worker of slot j (any other may run them, e.g. after a failure)."""
+    if not slots:
+        yield
+        return
+    with dask.annotate(workers=[slots[j % len(slots)]], allow_other_workers=True):
+        yield
+
+
+def tree_nodes(n_parts: int, n_tasks: int) -> list[tuple[int, int]]:
+    """The nodes [lo, hi) of the parts' summation tree that become a pass's tasks, in order.
+
+    The tree depends on the number of parts alone: node [lo, hi) is the sum of [lo, mid) and
+    [mid, hi), mid = ⌊(lo + hi)/2⌋, down to single parts, so every sum is added up in the same
+    order — and has the same bits — whatever the number of tasks. From the root, the widest node
+    (the first of equals) is split until there are ``min(n_tasks, n_parts)`` nodes: each is a
+    task that sums its run of parts down its subtree; the tree above them is a few ``+`` tasks
+    on the workers, next to the data.
+    """
+    nodes = [(0, n_parts)]
+    while len(nodes) < min(n_tasks, n_parts):
+        i = max(range(len(nodes)), key=lambda j: nodes[j][1] - nodes[j][0])
+        lo, hi = nodes[i]
+        nodes[i:i + 1] = [(lo, (lo + hi) // 2), ((lo + hi) // 2, hi)]
+    return nodes
+
+
+def _combine(lo: int, hi: int, tasks: dict):
+    """The graph of node [lo, hi)'s sum: its task if it has one, else the sum of its halves' graphs."""
+    if (lo, hi) in tasks:
+        return tasks[lo, hi]
+    mid = (lo + hi) // 2
+    return dask.delayed(_add)(_combine(lo, mid, tasks), _combine(mid, hi, tasks))
+
+
+def _node_sum(term, lo: int, hi: int, parts: tuple, first: int):
+    """Σ of ``term(part)`` over parts [lo, hi) (``parts`` starts at part ``first``), down the fixed tree."""
+    if hi - lo == 1:
+        return term(load_part(parts[lo - first]))
+    mid = (lo + hi) // 2
+    return _add_into(_node_sum(term, lo, mid, parts, first), _node_sum(term, mid, hi, parts, first))
+
+
+def _sum_node(fn, args, lo, hi, *parts):
+    return _node_sum(lambda part: fn(part, *args), lo, hi, parts, lo)
+
+
+def _accumulate_node(fn, args, lo, hi, *parts):
+    return _node_sum(lambda part: fn(None, part, *args), lo, hi, parts, lo)
+
+
+def _derive_node(fn, args, spill_root, lo, hi, *parts):
+    derived = []
+
+    def term(part):
+        total, made = fn(None, part, *args)
+        derived.append(made if spill_root is None else spill(made, spill_root))
+        return total
+
+    return _node_sum(term, lo, hi, parts, lo), derived
 
 
 def _share(args) -> list:
     """Large arrays become one graph key each (not hashed: a fresh key per pass), small ones stay literal."""
     return [dask.delayed(a) if _is_large(a) else a for a in args]
-
-
-def _accumulate_group(fn, args, *parts):
-    total = None
-    for part in parts:
-        total = fn(total, load_part(part), *args)
-    return total
-
-
-def _add_term(total, part, fn, *args):
-    term = fn(part, *args)
-    return term if total is None else _add_into(total, term)
-
-
-def _sum_group(fn, args, *parts):
-    return _accumulate_group(_add_term, (fn, *args), *parts)
-
-
-def _sum_derive_group(fn, args, spill_root, *parts):
-    total, derived = None, []
-    for part in parts:
-        total, made = fn(total, load_part(part), *args)
-        derived.append(made if spill_root is None else spill(made, spill_root))
-    return total, derived
 
 
 def _is_large(a) -> bool:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 
 from dr_scale.compute import compute
+from dr_scale.errors import UserError
 from dr_scale.evaluation import Evaluation, PolicyState
 from dr_scale.logdata import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.report.partitions import PartitionInfo
@@ -63,7 +64,7 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
     """Read one partition once and compute the states of the policies ``names`` (one Dask task)."""
     chosen = [evaluations[n] for n in names]
     first = chosen[0]
-    columns = tuple(dict.fromkeys(c for e in chosen for c in e.policy.columns))
+    columns = tuple(dict.fromkeys(c for e in chosen for c in e.columns))
     try:
         part = read_partition(fs, info.path, n_features=first.n_features, n_actions=first.n_actions,
                               with_features=any(e.needs_features for e in chosen), extra_columns=columns)
@@ -77,23 +78,37 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
     return PartitionOutcome(info.path, states)
 
 
-def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> None:
-    """k and d for every evaluation: as given, else from the first partition whose metadata reads."""
-    if all(e.n_actions is not None and e.n_features is not None for e in evaluations.values()):
-        return
-    meta = {}
+def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> dict[str, Evaluation]:
+    """Copies of the evaluations with k and d: as given, else from the first partition whose metadata reads.
+
+    Given k or d (from the reward model or the policies file) that disagree with both the oldest
+    and the newest partition's metadata are a configuration error, not every partition's drift.
+    """
+    meta, newest = _first_metadata(fs, parts), _first_metadata(fs, parts[::-1])
+    for e in evaluations.values():
+        for what in ("n_actions", "n_features"):
+            given = getattr(e, what)
+            if given is not None and what in meta and what in newest and given != meta[what] and given != newest[what]:
+                source = (e.k_source if what == "n_actions" else None) or "the reward model or the policies file"
+                raise UserError(f"{what} = {given} (from {source}) but the log's metadata says {meta[what]} "
+                                f"(oldest partition) and {newest[what]} (newest); use a model and settings for this log")
+    filled = {name: replace(e, n_actions=e.n_actions if e.n_actions is not None else meta.get("n_actions"),
+                            n_features=e.n_features if e.n_features is not None else meta.get("n_features"))
+              for name, e in evaluations.items()}
+    if any(e.n_actions is None for e in filled.values()):
+        raise UserError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
+                        "or write the log with dr_scale.n_actions metadata")
+    return filled
+
+
+def _first_metadata(fs, parts: list[PartitionInfo]) -> dict:
+    """The schema metadata of the first partition in ``parts`` whose footer reads ({} if none)."""
     for p in parts:
         try:
-            meta = log_metadata(fs, p.path)
-            break
+            return log_metadata(fs, p.path)
         except LogDataError:
             continue  # that partition is reported as bad by its own task
-    for e in evaluations.values():
-        e.n_actions = e.n_actions if e.n_actions is not None else meta.get("n_actions")
-        e.n_features = e.n_features if e.n_features is not None else meta.get("n_features")
-    if any(e.n_actions is None for e in evaluations.values()):
-        raise ValueError("the number of actions k is unknown: set n_actions in the policies file, give a reward model, "
-                         "or write the log with dr_scale.n_actions metadata")
+    return {}
 
 
 def merge_in_order(states: list[PolicyState]) -> PolicyState | None:
@@ -105,7 +120,7 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
                  client=None, progress: bool = False) -> ReportStates:
     """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
     parts = sorted(parts, key=lambda p: p.path)
-    fill_dimensions(evaluations, fs, parts)
+    evaluations = fill_dimensions(evaluations, fs, parts)
     fps = {name: fingerprint(e) for name, e in evaluations.items()}
     cached, rejected = cache.load([(fp, p.identity) for p in parts for fp in fps.values()]) if cache else ({}, {})
     shared = dask.delayed(evaluations, pure=True)

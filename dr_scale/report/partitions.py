@@ -91,7 +91,8 @@ def select_window(parts: list[PartitionInfo], days: int | None,
     """The partitions inside the window, and the window's description for the report."""
     if days is None:
         if until is not None:
-            raise UserError("--until needs a window (--window Nd or Nw); with --window all it would be ignored")
+            raise UserError("until needs a window (--window Nd or Nw, window = \"Nd\" in a job); with the whole "
+                            "share (all) it would be ignored")
         dates = [p.date for p in parts if p.date]
         return parts, {"days": None, "first": min(dates).isoformat() if dates else None,
                        "last": max(dates).isoformat() if dates else None}

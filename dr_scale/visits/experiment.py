@@ -20,7 +20,10 @@ after the fits. The passes over the parts (kept between passes, :mod:`dr_scale.o
    and the (F, d) matrices Σ a x, Σ a v x and c_k (:func:`add_fit_sums`); the part leaves
    behind only the "lifted" CSR L of its sampled memberships, whose row for (i, k)
    holds x_i in the column block k (columns k·d … k·d + d − 1);
-4. one pass per CG iteration for all F fits at once: Lᵀ(L P) (:func:`lifted_gram`);
+4. the ridge fits by conjugate gradients, in blocks of fits where their rows are
+   (:func:`dr_scale.outofcore.blocks.solve_in_blocks`): each part's L is cut into the
+   blocks' pieces (:meth:`Lifted.piece`) once, and each block's task runs every CG
+   iteration Lᵀ(L P) over its pieces (:func:`add_lifted_gram`);
 5. the ridge fits' R² on all rows (first repetition of each fraction).
 """
 
@@ -35,6 +38,7 @@ import scipy.sparse as sp
 
 from dr_scale.logdata import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
+from dr_scale.outofcore.blocks import solve_in_blocks
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.visits.data import VisitsPart, read_visits_part, visits_parts
 from dr_scale.outofcore.passes import PartSet
@@ -122,6 +126,34 @@ class Lifted:
         return binary_csr(self.indptr[r0:r1 + 1] - self.indptr[r0], self.indices[self.indptr[r0]:self.indptr[r1]],
                           self.n_cols)
 
+    def piece(self, first: int, stop: int) -> "Lifted":
+        """The rows of fits ``first`` … ``stop − 1`` as a Lifted of their own: fit k becomes fit k − first,
+        its column block moves down by ``first`` blocks (a copy)."""
+        r0, r1 = self.fit_rows[first], self.fit_rows[stop]
+        d = self.n_cols // (self.fit_rows.shape[0] - 1)
+        return Lifted(self.indptr[r0:r1 + 1] - self.indptr[r0],
+                      self.indices[self.indptr[r0]:self.indptr[r1]] - self.indices.dtype.type(first * d),
+                      (stop - first) * d, self.fit_rows[first:stop + 1] - r0)
+
+
+@dataclass(frozen=True)
+class Population:
+    """Sums over all rows (merge with ``+``): the true mean Σv/N, the visits' sd, the mean propensity
+    Σp/N and the naive mean over sampled users Σpv/Σp come from them."""
+
+    n: float = 0.0  # N
+    visits: float = 0.0  # Σ v
+    visits_squared: float = 0.0  # Σ v²
+    propensity: float = 0.0  # Σ p
+    propensity_visits: float = 0.0  # Σ p v
+
+    @classmethod
+    def of(cls, visits: np.ndarray, p: np.ndarray) -> "Population":
+        return cls(len(visits), visits.sum(), (visits ** 2).sum(), p.sum(), (p * visits).sum())
+
+    def __add__(self, other: "Population") -> "Population":
+        return Population(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+
 
 @dataclass
 class FitSums:
@@ -135,11 +167,11 @@ class FitSums:
     sx: np.ndarray  # (F, d) Σ a x
     xy: np.ndarray  # (F, d) Σ a v x
     c: np.ndarray  # (F, d) Σ (1 − a/p) x
-    population: np.ndarray  # [N, Σ v, Σ v², Σ p, Σ p v]
+    population: Population
 
     @classmethod
     def zeros(cls, n_fits: int, d: int) -> "FitSums":
-        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), np.zeros(5))
+        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), Population())
 
     def __add__(self, other: "FitSums") -> "FitSums":
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
@@ -207,7 +239,7 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     total.n[:] += np.bincount(fit, minlength=n_fits)
     for name, weights in (("n_a", None), ("sy", v), ("ips", v * w), ("sap", w)):  # sums over sampled memberships
         getattr(total, name)[:] += np.bincount(sampled_fit, weights=weights, minlength=n_fits)
-    total.population += [len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()]
+    total.population += Population.of(part.visits, p)
     return total
 
 
@@ -221,18 +253,8 @@ def add_lifted_gram(total: np.ndarray | None, lifted: Lifted, P: np.ndarray, fir
     return add_transposed_product(np.zeros(p.shape[0]) if total is None else total, L, L @ p)
 
 
-def lifted_gram(lifted: PartSet, P: np.ndarray) -> np.ndarray:
-    """Σ over parts of Lᵀ(L vec P) as an (F, d) array: one pass, over the rows of the fits from the first
-    to the last with a non-zero P_k (conjugate gradients zero the directions of converged fits, and the
-    largest fits, ~75% of L's rows, converge two iterations before the last)."""
-    active = np.flatnonzero(P.any(axis=1))
-    if active.size == 0:
-        return np.zeros_like(P)
-    return lifted.accumulate(add_lifted_gram, P, int(active[0]), int(active[-1]) + 1).reshape(P.shape)
-
-
 def _r2_sums(part: VisitsPart, coef: np.ndarray, intercept: np.ndarray):
-    """Σ_i (v_i − b_j − x_i·w_j)² per fit j (one-vector mat-vecs: ~20% faster than one (n, F) product)."""
+    """Σ_i (v_i − b_j − x_i·w_j)² per fit j (one-vector mat-vecs, which scipy runs faster than one (n, F) product)."""
     X = part.X
     return np.array([np.sum((part.visits - b - X @ w) ** 2) for w, b in zip(coef, intercept)])
 
@@ -314,8 +336,9 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     sums, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress)
     lap("subsamples")
     stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
-    fitted = ridge.fit(lambda P: lifted_gram(lifted, P), stats, settings.lam, rtol=settings.rtol,
-                       max_iter=settings.max_iter, progress=progress)
+    _stage(progress, f"ridge: {settings.n_fits} fits by conjugate gradients, in blocks of fits …")
+    fitted = solve_in_blocks(lifted, Lifted.piece, add_lifted_gram, stats, settings.lam, sums.n_a,
+                             rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
     lap("ridge")
     size = sums.n
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -324,13 +347,13 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
         dr = np.where(size > 0, (sums.ips + correction) / size, np.nan)
     first = np.arange(len(settings.fractions)) * settings.repetitions
     sse = parts.sum(_r2_sums, fitted.coef[first], fitted.intercept[first])
-    N, sv, svv, sp_, spv = sums.population
-    truth = sv / N
-    r2 = 1.0 - sse / (svv - N * truth ** 2)
+    pop = sums.population
+    N, truth, naive = pop.n, pop.visits / pop.n, pop.propensity_visits / pop.propensity
+    r2 = 1.0 - sse / (pop.visits_squared - N * truth ** 2)
     lap("estimates")
-    calibration = {"true_mean": truth, "visits_sd": float(np.sqrt(svv / N - truth ** 2)),
-                   "mean_propensity": sp_ / N, "naive_sampled_mean": spv / sp_,
-                   "naive_bias": spv / sp_ / truth - 1.0, "projection_min": m, "projection_mean": mbar,
+    calibration = {"true_mean": truth, "visits_sd": float(np.sqrt(pop.visits_squared / N - truth ** 2)),
+                   "mean_propensity": pop.propensity / N, "naive_sampled_mean": naive,
+                   "naive_bias": naive / truth - 1.0, "projection_min": m, "projection_mean": mbar,
                    "component_variance": comp.variance, "lanczos_passes": comp.passes}
     return ExperimentResult(settings, int(N), comp.mean.shape[0], len(parts.parts), float(truth),
                             {k: float(v) for k, v in calibration.items()}, ips, dr, size, sums.n_a,

@@ -18,7 +18,6 @@ from pydantic import Field
 
 from dr_scale.atomic import url_to_fs
 from dr_scale.cache import cache_root, spill_root
-from dr_scale.commands.common import storage_options
 from dr_scale.config import Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
 from dr_scale.errors import check_output_folder
 from dr_scale.visits import generate as gen
@@ -30,6 +29,7 @@ from dr_scale.visits.experiment import (
 )
 from dr_scale.visits.outputs import write_outputs
 from dr_scale.outofcore.passes import spill_folder
+from dr_scale.storage import storage_options
 
 DEFAULTS = {
     "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,

@@ -1,0 +1,48 @@
+"""The package's shape: its public API (documented in docs/api.md, whose examples run here) and its layers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import dr_scale
+
+ROOT = Path(__file__).resolve().parents[1]
+API_DOC = ROOT / "docs" / "api.md"
+
+
+def test_every_public_name_is_importable_and_documented():
+    text = API_DOC.read_text()
+    for name in dr_scale.__all__:
+        assert getattr(dr_scale, name) is not None
+        assert re.search(rf"`{name}\b", text), f"{name} is in dr_scale.__all__ but not in docs/api.md"
+
+
+def test_the_api_page_examples_run(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", API_DOC.read_text(), flags=re.S)
+    assert blocks
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, str(API_DOC), "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert all(f"{e.value:.6g}" in printed for e in namespace["result"].estimates.values())
+
+
+def test_only_the_command_line_imports_the_commands():
+    """The library does not depend on its command line: only dr_scale/commands/ and dr_scale/cli.py import them."""
+    package = ROOT / "dr_scale"
+    offenders = []
+    for path in package.rglob("*.py"):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "commands" or rel == Path("cli.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            offenders += [f"{rel}: {n}" for n in names if n.startswith(("dr_scale.commands", "dr_scale.cli"))]
+    assert offenders == []
