@@ -23,12 +23,10 @@ def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
 
 
 def vector(name: str, values, n: int | None = None) -> np.ndarray:
-    """A non-empty 1-d float64 array of finite numbers (of length ``n`` when given)."""
+    """A 1-d float64 array of finite numbers (of length ``n`` when given)."""
     a = np.asarray(values)
     if a.ndim != 1:
         raise UserError(f"{name} must be a 1-d array, got shape {a.shape}")
-    if a.size == 0:
-        raise UserError(f"{name} is empty: the estimators need at least one row")
     if n is not None and a.size != n:
         raise UserError(f"{name} has {a.size} rows, reward has {n}: the arrays must have equal lengths")
     if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) or np.iscomplexobj(a):
@@ -46,7 +44,8 @@ def actions(name: str, values, n: int, k: int | None) -> np.ndarray:
     if a.ndim != 1 or a.size != n:
         raise UserError(f"{name} must be a 1-d array of {n} rows (as reward), got shape {a.shape}")
     if not np.issubdtype(a.dtype, np.integer):
-        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype} (e.g. {name}[0] = {a[0].item()!r})")
+        example = f" (e.g. {name}[0] = {a[0].item()!r})" if a.size else ""
+        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype}{example}")
     a = a.astype(np.int64, copy=False)
     bad = (a < 0) if k is None else ((a < 0) | (a >= k))
     if bad.any():
