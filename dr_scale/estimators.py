@@ -62,7 +62,7 @@ class RowInputs:
         integers in [0, k). Bad input raises a ``ValueError`` naming the argument and
         an example index (:mod:`dr_scale.array_checks`).
         """
-        reward = check.vector("reward", reward)
+        reward = check.vector("reward", reward, allow_empty=True)
         n = reward.shape[0]
         target_probs = check.probabilities("target_probs", target_probs, n)
         k = target_probs.shape[1]
@@ -88,7 +88,7 @@ class RowInputs:
         That array also serves as ρ̂_{a_i}(x_i): the two agree wherever w_i ≠ 0, and every
         estimator multiplies ρ̂_{a_i}(x_i) by w_i. Checked as :meth:`from_arrays`.
         """
-        reward = check.vector("reward", reward)
+        reward = check.vector("reward", reward, allow_empty=True)
         n = reward.shape[0]
         action = check.actions("action", action, n, None)
         target_action = check.actions("target_action", target_action, n, None)
@@ -195,10 +195,9 @@ class Estimator:
 
     # -- numpy API ----------------------------------------------------------
     def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
-        """Estimate the target policy's value from arrays (obp's argument layout); at least one row."""
+        """Estimate the target policy's value from arrays (obp's argument layout)."""
+        check.vector("reward", reward)  # at least one row
         rows = RowInputs.from_arrays(reward, action, propensity, target_probs, reward_hat)
-        if rows.reward.size == 0:
-            raise UserError("reward is empty: an estimate needs at least one row")
         return self.result(self.state(rows))
 
     def estimate_policy_value(self, **arrays) -> float:

@@ -46,8 +46,7 @@ def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
 
 def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     """X·coef + intercept. Up to three columns are one sparse mat-vec each: scipy's multi-vector kernel
-    (``csr_matvecs``) takes ~15.5 ms for two columns of a 100,000 × 5000 CSR with 40 stored values per row
-    where two products take ~9 ms (docs/data-contract.md)."""
+    (``csr_matvecs``) is slower than that for so few columns (docs/data-contract.md)."""
     if coef.shape[1] <= 3:
         return np.column_stack([X @ np.ascontiguousarray(c) for c in coef.T]) + intercept
     return np.asarray(X @ coef) + intercept
