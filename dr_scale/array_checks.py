@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dr_scale.errors import UserError
+from dr_scale.logdata import MIN_PROPENSITY
 
 #: How far a row of target probabilities may sum from 1 (obp: ``np.allclose`` defaults).
 ROW_SUM_TOLERANCE = 1e-5
@@ -22,12 +23,13 @@ def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
     return f"{name}[{index}] = {values[i].item()!r}"
 
 
-def vector(name: str, values, n: int | None = None) -> np.ndarray:
-    """A non-empty 1-d float64 array of finite numbers (of length ``n`` when given)."""
+def vector(name: str, values, n: int | None = None, allow_empty: bool = False) -> np.ndarray:
+    """A 1-d float64 array of finite numbers (of length ``n`` when given; non-empty unless ``allow_empty``:
+    a partition may have no rows, the arrays of a whole evaluation may not)."""
     a = np.asarray(values)
     if a.ndim != 1:
         raise UserError(f"{name} must be a 1-d array, got shape {a.shape}")
-    if a.size == 0:
+    if a.size == 0 and not allow_empty and n is None:
         raise UserError(f"{name} is empty: the estimators need at least one row")
     if n is not None and a.size != n:
         raise UserError(f"{name} has {a.size} rows, reward has {n}: the arrays must have equal lengths")
@@ -46,7 +48,8 @@ def actions(name: str, values, n: int, k: int | None) -> np.ndarray:
     if a.ndim != 1 or a.size != n:
         raise UserError(f"{name} must be a 1-d array of {n} rows (as reward), got shape {a.shape}")
     if not np.issubdtype(a.dtype, np.integer):
-        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype} (e.g. {name}[0] = {a[0].item()!r})")
+        example = f" (e.g. {name}[0] = {a[0].item()!r})" if a.size else ""
+        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype}{example}")
     a = a.astype(np.int64, copy=False)
     bad = (a < 0) if k is None else ((a < 0) | (a >= k))
     if bad.any():
@@ -61,6 +64,10 @@ def propensities(values, n: int) -> np.ndarray:
     bad = ~((p > 0) & (p <= 1))
     if bad.any():
         raise UserError(f"propensity must lie in (0, 1]: {_example('propensity', bad, p)}")
+    bad = p < MIN_PROPENSITY
+    if bad.any():
+        raise UserError(f"propensity below the floor {MIN_PROPENSITY:g} (a weight above {1 / MIN_PROPENSITY:g}): "
+                        f"{_example('propensity', bad, p)}")
     return p
 
 

@@ -89,7 +89,8 @@ class EvaluationResult:
         return out
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
-        """The results as a fixed-width text table; the interval's kind is in the header."""
+        """The results as a fixed-width text table; the interval's kind is in the header. An undefined
+        number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN."""
         level = f"{100 * (1 - alpha):g}% CI ({interval})"
         width = max(10, *map(len, self.estimates))
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
@@ -98,9 +99,11 @@ class EvaluationResult:
         for name, e in self.estimates.items():
             lo, hi = e.ci(alpha, interval)
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞ (DR)" for k, v in e.chosen.items())
+            bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
             lines.append(
-                f"{name:<{width}} {e.value:>12.6g} {e.stderr:>12.4g} {f'[{lo:.6g}, {hi:.6g}]':>27} {e.n:>10d} "
-                f"{self.weights.ess:>12.1f} {self.weights.max_w:>11.4g}" + (f"   ({chosen})" if chosen else "")
+                f"{name:<{width}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27} {e.n:>10d} "
+                f"{_num(self.weights.ess, '.1f'):>12} {_num(self.weights.max_w, '.4g'):>11}"
+                + (f"   ({chosen})" if chosen else "")
             )
         if self.baseline is not None:
             level = f"{100 * (1 - alpha):g}% CI (normal)"
@@ -109,8 +112,13 @@ class EvaluationResult:
                       "-" * len(head)]
             for name, e in self.differences.items():
                 lo, hi = e.ci(alpha)
-                lines.append(f"{name:<{width}} {e.value:>+12.6g} {e.stderr:>12.4g} {f'[{lo:+.6g}, {hi:+.6g}]':>27}")
+                bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
+                lines.append(f"{name:<{width}} {_num(e.value, '+.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27}")
         return "\n".join(lines)
+
+
+def _num(x: float, spec: str) -> str:
+    return format(x, spec) if np.isfinite(x) else "—"
 
 
 @dataclass
@@ -222,7 +230,7 @@ class Evaluation:
 
     def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
         reward_hat = np.zeros(probs.shape)
         reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat

@@ -1,8 +1,11 @@
 """Randomness as a function of (seed, purpose, keys…, row_id).
 
-Every random draw in dr-scale — subsample membership, logging actions, bootstrap
-weights — is a pure function of the run's seed, a purpose string, small integer keys
-(a fraction index, a repetition) and the row's stable ``row_id``. The draw does not
+Every random draw over rows in dr-scale — subsample membership and logging actions in
+the experiments, cross-fitting folds, held-out and validation rows, the principal
+component's starting sample — is a pure function of the run's seed, a purpose string,
+small integer keys (a fraction index, a repetition) and the row's stable ``row_id``.
+(The synthetic visits set is drawn with numpy's generator, one stream per Parquet part:
+:mod:`dr_scale.visits.generate`.) The draw does not
 depend on which partition the row sits in or in what order rows are processed, so
 results are bit-identical for any partitioning, worker count, retry or resume.
 
@@ -67,7 +70,7 @@ def stream_uniform(row_id: np.ndarray, stream) -> np.ndarray:
     ids = np.asarray(row_id).astype(np.uint64, copy=False)
     with np.errstate(over="ignore"):
         bits = _mix(_mix(ids ^ stream) + stream)
-    bits >>= np.uint64(11)  # the top 53 bits, in place, then scaled in place: ~25% faster than new arrays
+    bits >>= np.uint64(11)  # the top 53 bits, shifted and scaled in place (no temporary arrays)
     out = bits.astype(np.float64)
     out *= 1.0 / (1 << 53)
     return out

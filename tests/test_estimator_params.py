@@ -80,7 +80,7 @@ def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator, mix):
     log = BanditWorld.make(epsilon=0.02).sample(5000, seed=1)
     log["target_probs"] = (1 - mix) * log["target_probs"] + mix / 5  # stochastic: weights in more bins
     rows = RowInputs.from_arrays(**log)
-    binned, stacked = estimator.state(rows), Moments.of(*estimator.terms(rows), bounded=estimator.bounded(rows))
+    binned, stacked = estimator.state(rows), Moments.of(*estimator.terms(rows), ranges=rows.ranges)
     assert binned.n == stacked.n and len(set(np.searchsorted(TUNING_GRID, rows.weight))) >= 3 - (mix == 0)
     np.testing.assert_allclose(binned.mean, stacked.mean, rtol=1e-13)
     np.testing.assert_allclose(binned.comoment, stacked.comoment, rtol=1e-12, atol=1e-12 * stacked.comoment.max())

@@ -43,6 +43,7 @@ from dr_scale.logdata import list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.policies import LinearPolicy
+from dr_scale.progress import Passes
 from dr_scale.reward_models import predict_columns
 
 LEARNERS = ("ridge", "dlm")
@@ -176,21 +177,20 @@ def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *,
     k, d = imputation.n_actions, scale.size
     theta = 0.01 * np.random.default_rng([seed, 0xD1A]).standard_normal((k, d + 1))
     best = (-np.inf, theta, 0)
+    passes = Passes("dlm", progress)
     for t in range(1, max_iter + 1):
         weights, bias = theta[:, :d] * scale, theta[:, d]
         moved, moved_bias, value, n = parts.sum(dlm_step, imputation, weights, bias, epsilon)
         mean_value = float(value[0] / n[0])
         if mean_value > best[0]:
             best = (mean_value, theta.copy(), t)
-        if progress:
-            print(f"\rdlm: pass {t}, training value {mean_value:.6g}  ", end="", file=sys.stderr, flush=True)
+        passes.step(f"training value {mean_value:.6g}")
         eta = 0.5 * t ** -0.3 / n[0]
         theta[:, :d] += eta * moved * scale
         theta[:, d] += eta * moved_bias
         if t - best[2] >= n_iter_no_change:
             break
-    if progress:
-        print(file=sys.stderr)
+    passes.close()
     theta = best[1]
     return theta[:, :d].T * scale[:, None], theta[:, d].copy(), {"passes": t, "training_value": best[0]}
 
@@ -239,7 +239,7 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
     d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
     if method != "ips" and reward_model is None:
         reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
-                                            spill=spill, progress=progress)
+                                            spill=spill, progress=progress, rtol=rtol, max_iter=max_iter)
     imputation = Imputation(method, d, k, reward_model if method != "ips" else None)
     _stage(progress, f"reading {len(paths)} part(s) …")
     parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
@@ -276,7 +276,8 @@ def _moments(part: LogPart, n_features: int):
 
 
 def fit_reward_model_for(logs: str, folds: int, *, spill: str | None, **kwargs):
-    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`)."""
+    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`),
+    to the policy fit's CG tolerance."""
     from dr_scale.fitting import fit_reward_model
 
     return fit_reward_model(logs, lam="auto", folds=folds, spill=spill or "memory", **kwargs)
