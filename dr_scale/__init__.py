@@ -21,6 +21,7 @@ from dr_scale.estimators import (
 )
 from dr_scale.evaluation import Evaluation, EvaluationResult, evaluate_dataframe, evaluate_log, evaluate_partitions
 from dr_scale.fitting import fit_reward_model
+from dr_scale.learning.reduction import learn_policy
 from dr_scale.logdata import LogDataError, Partition, read_log, write_log
 from dr_scale.policies import (
     ActionColumnPolicy,
@@ -46,6 +47,8 @@ __all__ = [
     "SoftmaxPolicy", "parse_policy",
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "fit_reward_model",
+    # learning a policy from a log (paper Sec. 4)
+    "learn_policy",
     # the logged-data contract
     "read_log", "write_log", "Partition", "LogDataError",
 ]

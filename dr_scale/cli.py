@@ -19,7 +19,7 @@ import traceback
 from dr_scale.errors import describe
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
-COMMANDS = ("evaluate", "fit", "run", "report", "generate")
+COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate")
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
-        print(f"{prog}: interrupted; {exc or 'nothing was half-written (each output is complete or absent)'}",
+        print(f"{prog}: interrupted; {str(exc) or 'nothing was half-written (each output is complete or absent)'}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the one place an error becomes a message and a status

@@ -198,7 +198,7 @@ def persist(*collections, client=None, progress: bool = False) -> list:
 
 def _threaded_get():
     """Dask's threaded scheduler as a function: named ``"threads"``, dask first imports distributed to
-    look for a default client (~0.35 s at a command's start) that a local run does not use."""
+    look for a default client, an import at a command's start that a local run does not need."""
     from dask.threaded import get
 
     return get

@@ -75,6 +75,9 @@ def describe(exc: BaseException) -> str:
         return f"{_one_line(exc)} ({_OS_HINTS[exc.errno]})"
     if isinstance(exc, (ValueError, FileNotFoundError, ConnectionError, OSError)):
         return _one_line(exc) or type(exc).__name__
+    if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+        return (f"an option was not accepted ({_one_line(exc)}): check the storage options (--storage-options, "
+                "$DR_SCALE_STORAGE_OPTIONS or the job's storage_options) and the job's settings")
     if isinstance(exc, RecursionError):
         return "input nested too deeply"
     if isinstance(exc, MemoryError):

@@ -3,7 +3,10 @@
 For each partition the per-row quantities of :mod:`dr_scale.estimators` are formed
 from the policy's probabilities and the reward model's predictions; every estimator
 turns them into a :class:`~dr_scale.moments.Moments` state and the weights into
-:class:`~dr_scale.diagnostics.WeightStats`. States merge with ``+`` in a Dask
+:class:`~dr_scale.diagnostics.WeightStats`. With a ``baseline`` (another policy, or
+``"logging"``: the logged rewards' mean), every estimator also gets the joint state of
+its terms for both policies on the same rows (:class:`~dr_scale.estimators.Difference`),
+which gives V(A) − V(B) with a paired standard error. States merge with ``+`` in a Dask
 tree reduction (``dask.bag.reduction``), so the same code runs on numpy arrays, one
 file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 """
@@ -11,6 +14,7 @@ file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from dataclasses import dataclass, field, replace
 
@@ -20,67 +24,111 @@ import pyarrow as pa
 
 from dr_scale.compute import compute
 from dr_scale.diagnostics import WeightStats
-from dr_scale.estimators import Estimate, Estimator, RowInputs, make_estimators
 from dr_scale.errors import UserError
+from dr_scale.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logdata import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.moments import Moments
 from dr_scale.policies import Policy, parse_policy
 from dr_scale.reward_models import predict_columns
 
+#: The baseline that stands for the logging policy: its value is the logged rewards' mean.
+LOGGING = "logging"
+
 
 @dataclass(frozen=True)
 class PolicyState:
-    """Merged states of every estimator plus the weight diagnostics."""
+    """Merged states of every estimator plus the weight diagnostics (and the paired differences)."""
 
     estimators: dict[str, Moments]
     weights: WeightStats
+    differences: dict[str, Moments] = field(default_factory=dict)
 
     def __add__(self, other: "PolicyState") -> "PolicyState":
-        return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()}, self.weights + other.weights)
+        return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
+                           self.weights + other.weights,
+                           {k: v + other.differences[k] for k, v in self.differences.items()})
 
     def to_dict(self) -> dict:
-        return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict()}
+        return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
+                "differences": {k: v.to_dict() for k, v in self.differences.items()}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PolicyState":
-        return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]))
+        return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
+                   {k: Moments.from_dict(v) for k, v in d["differences"].items()})
+
+
+def estimate_dict(e: Estimate, alpha: float, interval: str) -> dict:
+    """value, stderr, interval (``ci``), n and, for a tuned estimator, the chosen parameters (∞ as "inf")."""
+    out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))), "n": e.n}
+    chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
+    return {**out, "chosen": chosen} if chosen else out
 
 
 @dataclass
 class EvaluationResult:
-    """Estimates (value, stderr, CI) per estimator and the weight diagnostics."""
+    """Estimates (value, stderr, CI) per estimator, the weight diagnostics and V(A) − V(baseline)."""
 
     estimates: dict[str, Estimate]
     weights: WeightStats
     policy: str = ""
+    differences: dict[str, Estimate] = field(default_factory=dict)
+    baseline: str | None = None
 
-    def to_dict(self, alpha: float = 0.05) -> dict:
-        return {
+    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
+        out = {
             "policy": self.policy,
-            "estimates": {
-                name: {"value": e.value, "stderr": e.stderr, "ci": list(e.ci(alpha)), "n": e.n}
-                for name, e in self.estimates.items()
-            },
+            "interval": interval,
+            "estimates": {name: estimate_dict(e, alpha, interval) for name, e in self.estimates.items()},
             "diagnostics": self.weights.summary(),
         }
+        if self.baseline is not None:
+            out["baseline"] = self.baseline
+            out["difference"] = {"interval": "normal",
+                                 **{name: estimate_dict(e, alpha, "normal") for name, e in self.differences.items()}}
+        return out
 
-    def table(self, alpha: float = 0.05) -> str:
-        """The results as a fixed-width text table."""
-        level = f"{100 * (1 - alpha):g}% CI"
-        head = f"{'estimator':<10} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} {'max weight':>11}"
+    def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
+        """The results as a fixed-width text table; the interval's kind is in the header. An undefined
+        number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN."""
+        level = f"{100 * (1 - alpha):g}% CI ({interval})"
+        width = max(10, *map(len, self.estimates))
+        head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
+                f"{'max weight':>11}")
         lines = [head, "-" * len(head)]
         for name, e in self.estimates.items():
-            lo, hi = e.ci(alpha)
+            lo, hi = e.ci(alpha, interval)
+            chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞ (DR)" for k, v in e.chosen.items())
+            bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
             lines.append(
-                f"{name:<10} {e.value:>12.6g} {e.stderr:>12.4g} {f'[{lo:.6g}, {hi:.6g}]':>27} {e.n:>10d} "
-                f"{self.weights.ess:>12.1f} {self.weights.max_w:>11.4g}"
+                f"{name:<{width}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27} {e.n:>10d} "
+                f"{_num(self.weights.ess, '.1f'):>12} {_num(self.weights.max_w, '.4g'):>11}"
+                + (f"   ({chosen})" if chosen else "")
             )
+        if self.baseline is not None:
+            level = f"{100 * (1 - alpha):g}% CI (normal)"
+            head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
+            lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
+                      "-" * len(head)]
+            for name, e in self.differences.items():
+                lo, hi = e.ci(alpha)
+                bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
+                lines.append(f"{name:<{width}} {_num(e.value, '+.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27}")
         return "\n".join(lines)
+
+
+def _num(x: float, spec: str) -> str:
+    return format(x, spec) if np.isfinite(x) else "—"
 
 
 @dataclass
 class Evaluation:
-    """What to evaluate: a target policy, the estimators, and (for DM/DR) a reward model."""
+    """What to evaluate: a target policy, the estimators, (for DM/DR) a reward model, and a baseline.
+
+    ``baseline`` — another policy (any :func:`~dr_scale.policies.parse_policy` spelling) or
+    ``"logging"`` (the logged rewards' mean) — adds V(policy) − V(baseline) per estimator,
+    from paired per-row terms.
+    """
 
     policy: Policy | str
     estimators: dict[str, Estimator] = field(default_factory=lambda: make_estimators(["IPS", "SNIPS"]))
@@ -89,9 +137,12 @@ class Evaluation:
     n_features: int | None = None
     model_source: str | None = None  # where the reward model came from, for messages
     k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
+    baseline: Policy | str | None = None
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
+        if self.baseline is not None and self.baseline != LOGGING:
+            self.baseline = parse_policy(self.baseline)
         if isinstance(self.estimators, (list, tuple)):
             self.estimators = make_estimators(self.estimators)
         needs = [e.name for e in self.estimators.values() if e.needs_model]
@@ -122,9 +173,25 @@ class Evaluation:
 
     @property
     def needs_features(self) -> bool:
-        return self.reward_model is not None or self.policy.needs_features
+        return self.reward_model is not None or any(p.needs_features for p in self._policies)
 
-    def rows(self, part: Partition) -> RowInputs:
+    @property
+    def _policies(self) -> list[Policy]:
+        return [self.policy] + ([self.baseline] if isinstance(self.baseline, Policy) else [])
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The extra log columns the policy (and the baseline) read."""
+        return tuple(dict.fromkeys(c for p in self._policies for c in p.columns))
+
+    def differences(self) -> dict[str, Difference]:
+        """Per estimator, the paired difference against the baseline (none without one)."""
+        if self.baseline is None:
+            return {}
+        return {name: Difference(est, OnPolicy() if self.baseline == LOGGING else est)
+                for name, est in self.estimators.items()}
+
+    def rows(self, part: Partition, policy: Policy | None = None) -> RowInputs:
         """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of a partition.
 
         The reward model gets the rows' ids, so a cross-fitted model predicts each row
@@ -134,8 +201,9 @@ class Evaluation:
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
         """
-        k = self.n_actions or int(max(part.action.max(initial=0), getattr(self.policy, "action", 0)) + 1)
-        target = self.policy.decisions(part, k)
+        policy = policy or self.policy
+        k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", 0)) + 1)
+        target = policy.decisions(part, k)
         if target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
             return RowInputs.from_actions(part.reward, part.action, part.propensity, target,
@@ -162,16 +230,21 @@ class Evaluation:
 
     def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by BLAS: an axis-0 ``any`` is ~30× slower
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
         reward_hat = np.zeros(probs.shape)
         reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
 
     def state(self, part: Partition) -> PolicyState:
         rows = self.rows(part)
+        differences = self.differences()
+        if differences:
+            base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
+            differences = {name: d.state(rows, base) for name, d in differences.items()}
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
+            differences,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
@@ -184,13 +257,15 @@ class Evaluation:
             {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
             state.weights,
             str(self.policy),
+            {name: d.result(state.differences[name]) for name, d in self.differences().items()},
+            None if self.baseline is None else str(self.baseline),
         )
 
     # -- sources -------------------------------------------------------------
     def file_state(self, fs, path: str) -> PolicyState:
         try:
             part = read_partition(fs, path, n_features=self.n_features, n_actions=self.n_actions,
-                                  with_features=self.needs_features, extra_columns=self.policy.columns)
+                                  with_features=self.needs_features, extra_columns=self.columns)
         except LogDataError as exc:
             raise self.explain(exc) from None
         return self.state(part)
@@ -272,6 +347,6 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> Evalu
 
 
 __all__ = [
-    "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
+    "LOGGING", "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
     "evaluate_partitions", "log_states", "reduce_states",
 ]

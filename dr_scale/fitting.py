@@ -69,7 +69,7 @@ class UnloggedActionWarning(UserWarning):
 # -- parts ------------------------------------------------------------------------------
 @dataclass
 class LogPart:
-    """One part as read and validated: CSR features (``data`` None: binary), actions, rewards."""
+    """One part as read and validated: CSR features (``data`` None: binary), actions, rewards, propensities."""
 
     row_id: np.ndarray
     indptr: np.ndarray
@@ -77,6 +77,22 @@ class LogPart:
     data: np.ndarray | None
     action: np.ndarray
     reward: np.ndarray
+    propensity: np.ndarray
+
+    def __len__(self) -> int:
+        return self.row_id.shape[0]
+
+    def matrix(self, n_features: int) -> sp.csr_matrix:
+        """The features as a CSR matrix with ``n_features`` columns (no copy)."""
+        if self.data is None:
+            return binary_csr(self.indptr, self.indices, n_features)
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self), n_features), copy=False)
+
+    def rows(self, keep: np.ndarray, n_features: int) -> "LogPart":
+        """The part restricted to the rows where ``keep`` is true."""
+        X = self.matrix(n_features)[keep]
+        return LogPart(self.row_id[keep], X.indptr, X.indices, None if self.data is None else X.data,
+                       self.action[keep], self.reward[keep], self.propensity[keep])
 
 
 def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
@@ -84,7 +100,7 @@ def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) 
     part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
     X = part.X
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
-    return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward)
+    return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
 
 
 @dataclass

@@ -1,8 +1,11 @@
 """Randomness as a function of (seed, purpose, keys…, row_id).
 
-Every random draw in dr-scale — subsample membership, logging actions, bootstrap
-weights — is a pure function of the run's seed, a purpose string, small integer keys
-(a fraction index, a repetition) and the row's stable ``row_id``. The draw does not
+Every random draw over rows in dr-scale — subsample membership and logging actions in
+the experiments, cross-fitting folds, held-out and validation rows, the principal
+component's starting sample — is a pure function of the run's seed, a purpose string,
+small integer keys (a fraction index, a repetition) and the row's stable ``row_id``.
+(The synthetic visits set is drawn with numpy's generator, one stream per Parquet part:
+:mod:`dr_scale.visits.generate`.) The draw does not
 depend on which partition the row sits in or in what order rows are processed, so
 results are bit-identical for any partitioning, worker count, retry or resume.
 
@@ -10,6 +13,11 @@ The generator is counter-based: the key words are folded together with the
 SplitMix64 finaliser (Steele, Lea & Flood 2014), a bijective 64-bit mixer that
 passes BigCrush when applied to a counter, and the top 53 bits give a float64
 in [0, 1).
+
+For many draws per row over consecutive row ids (a generator's rows), :func:`positions`
+reads a stretch of the Philox-4×64 stream (Salmon et al. 2011) keyed by (seed, purpose):
+the draw at position p (e.g. p = row_id · m + j for the j-th of m draws of a row) is
+the same whatever stretch it is read in, at ~1/3 of the mixer's cost per draw.
 """
 
 from __future__ import annotations
@@ -62,10 +70,23 @@ def stream_uniform(row_id: np.ndarray, stream) -> np.ndarray:
     ids = np.asarray(row_id).astype(np.uint64, copy=False)
     with np.errstate(over="ignore"):
         bits = _mix(_mix(ids ^ stream) + stream)
-    bits >>= np.uint64(11)  # the top 53 bits, in place, then scaled in place: ~25% faster than new arrays
+    bits >>= np.uint64(11)  # the top 53 bits, shifted and scaled in place (no temporary arrays)
     out = bits.astype(np.float64)
     out *= 1.0 / (1 << 53)
     return out
+
+
+def positions(first: int, count: int, seed: int, purpose: str) -> np.ndarray:
+    """U[0, 1) draws at positions ``first … first + count − 1`` of the (seed, purpose) Philox stream.
+
+    Philox-4×64 yields four 64-bit words per counter value: position p is word p mod 4
+    of counter value p // 4 (NumPy's Philox with ``counter`` set, ``Generator.random``'s
+    top 53 bits), so any split of a range of positions gives the same draws.
+    """
+    generator = np.random.Generator(np.random.Philox(key=[int(key_words(seed, purpose)), 0],
+                                                     counter=[first // 4, 0, 0, 0]))
+    skip = first % 4
+    return generator.random(skip + count)[skip:]
 
 
 def bernoulli(probability: np.ndarray, row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:

@@ -202,8 +202,8 @@ def _check_type(table: pa.Table, source: str, column: str, predicate, expected: 
 def numeric_values(array, source: str, column: str, row_id=None) -> np.ndarray:
     """A numeric Arrow array (or column) without nulls as a NumPy view of its data buffer.
 
-    pyarrow's ``to_numpy`` imports pandas on first use (~0.65 s at a job's start, with
-    the reading threads waiting); reading the buffer does not. A null is an error naming
+    pyarrow's ``to_numpy`` imports pandas on first use, with the reading threads
+    waiting; reading the buffer does not. A null is an error naming
     the row (when ``row_id`` is given).
     """
     array = combined(array)

@@ -51,7 +51,7 @@ def parameters_digest(*arrays: np.ndarray) -> str:
 
 def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
     out = np.zeros((actions.shape[0], k))
-    out.reshape(-1)[np.arange(actions.shape[0]) * k + actions] = 1.0  # flat positions: ~2× faster than out[i, a]
+    out.reshape(-1)[np.arange(actions.shape[0]) * k + actions] = 1.0  # one scatter at flat positions, not out[i, a]
     return out
 
 

@@ -166,5 +166,9 @@ def _options_object(text: str, where: str) -> dict:
 
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[PortableFileSystem, str]:
     """(filesystem, path) for any fsspec URL or local path; the filesystem pickles without secrets."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (TypeError, ValueError) as exc:  # an unknown protocol, an option the filesystem does not take
+        raise UserError(f"{url}: cannot open this location with the storage options given "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
     return PortableFileSystem(fs), path

@@ -1,4 +1,11 @@
-"""Shared fixtures: a real Dask cluster started from the command line.
+"""Shared fixtures and helpers: the example log, an evaluation by every estimator, a real Dask cluster.
+
+``example`` is the bundled example's 14,000 rows in memory (table, reward model, true
+value); ``example_parts(n_parts)`` writes them once per session as an undated log of
+n parts beside its reward model; :func:`evaluation` is an :class:`~dr_scale.Evaluation`
+by every estimator. Tests import the helper as ``from conftest import evaluation``
+(tests/ is on ``sys.path`` under pytest, and on the cluster's PYTHONPATH).
+
 
 ``dask_cluster`` (session scope) starts ``dask scheduler`` and ``dask worker
 --nworkers 2 --nthreads 1`` as separate processes on 127.0.0.1 — the deployment
@@ -24,6 +31,9 @@ from pathlib import Path
 
 import pytest
 
+#: Every estimator; ClippedDR and SwitchDR get the thresholds of :func:`evaluation`.
+ALL_ESTIMATORS = ["DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR"]
+EXAMPLE_SEED = 5
 BIN = Path(sys.executable).parent
 TESTS = Path(__file__).parent
 DEPLOY = TESTS.parent / "deploy"
@@ -135,6 +145,53 @@ def command_line_cluster(root: Path, env: dict | None = None, security=None):
         if workers is not None:
             _stop(workers)
         _stop(scheduler)
+
+
+#: Fixtures of real external components; a test that uses one is marked ``slow``.
+SLOW_FIXTURES = {"dask_cluster", "tls_dask_cluster", "s3_endpoint", "s3_bucket"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the tests on a real cluster, TLS or S3 server ``slow``: ``-m "not slow"`` is the quick loop."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def evaluation(model, policy: str = "column:target_action"):
+    """An Evaluation of ``policy`` by every estimator (ClippedDR at weight 10, SwitchDR at τ = 5);
+    ``model``: a LinearRewardModel or the path of its file."""
+    from dr_scale import Evaluation, LinearRewardModel, make_estimators
+
+    if not isinstance(model, LinearRewardModel):
+        model = LinearRewardModel.load(str(model))
+    return Evaluation(policy, make_estimators(ALL_ESTIMATORS, clip=10.0, tau=5.0), reward_model=model)
+
+
+@pytest.fixture(scope="session")
+def example():
+    """The bundled example's rows without their date column: (table, reward model, true value of its target)."""
+    from dr_scale.example import make_example
+
+    table, model, truth = make_example(seed=EXAMPLE_SEED)
+    return table.drop_columns(["date"]), model, truth
+
+
+@pytest.fixture(scope="session")
+def example_parts(tmp_path_factory):
+    """``example_parts(n_parts)``: a folder with ``logs/`` (the example's rows in n parts) and ``model.npz``,
+    written once per session in a folder every worker reads."""
+    from dr_scale.example import write_example_parts
+
+    written = {}
+
+    def folder(n_parts: int) -> Path:
+        if n_parts not in written:
+            written[n_parts] = tmp_path_factory.mktemp(f"example-{n_parts}-parts")
+            write_example_parts(str(written[n_parts]), n_parts, seed=EXAMPLE_SEED)
+        return written[n_parts]
+
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dr_scale.estimators import ESTIMATORS
-from dr_scale.evaluation import Evaluation, evaluate_log, log_states, reduce_states
-from dr_scale.reward_models import LinearRewardModel
+from conftest import evaluation
+
+from dr_scale.evaluation import evaluate_log, log_states, reduce_states
+
+pytestmark = pytest.mark.slow  # worker processes killed, a scheduler that never answers, Ctrl-C: seconds each
 
 DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
 N_PARTS = 80
@@ -38,17 +40,9 @@ def slow_policy(X, row_id):
 
 
 @pytest.fixture(scope="module")
-def many_parts(tmp_path_factory):
+def many_parts(example_parts):
     """The example's 14,000 rows in 80 parts, and its reward model."""
-    from dr_scale.example import write_example_parts
-
-    root = tmp_path_factory.mktemp("many-parts")
-    write_example_parts(str(root), N_PARTS, seed=5)
-    return root
-
-
-def evaluation(root: Path, policy: str) -> Evaluation:
-    return Evaluation(policy, list(ESTIMATORS), reward_model=LinearRewardModel.load(str(root / "model.npz")))
+    return example_parts(N_PARTS)
 
 
 def without_policy(result) -> dict:
@@ -69,8 +63,8 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.01):
 @pytest.mark.timeout(120)
 def test_worker_killed_mid_job_gives_the_same_result(dask_cluster, many_parts):
     logs = str(many_parts / "logs")
-    expected = without_policy(evaluate_log(logs, evaluation(many_parts, "constant:0")))
-    slow = evaluation(many_parts, SLOW_POLICY)
+    expected = without_policy(evaluate_log(logs, evaluation(many_parts / "model.npz", "constant:0")))
+    slow = evaluation(many_parts / "model.npz", SLOW_POLICY)
     with dask_cluster.client() as client:
         future = client.compute(reduce_states(log_states(logs, slow)))
         # Once a worker holds finished per-part states, SIGKILL its process (not its nanny).
@@ -149,7 +143,7 @@ def test_ctrl_c_leaves_no_partial_output(where, many_parts, tmp_path, tests_env,
         cmd += ["--scheduler", cluster.address]
     done = interrupt_when_running(cmd, tests_env)
     assert done.returncode == 130, done.stderr
-    assert "dr-scale evaluate: interrupted; no partial output was written" in done.stderr
+    assert "dr-scale evaluate: interrupted; nothing was half-written" in done.stderr
     assert done.stdout == ""
     assert not out.exists() or not list(out.iterdir())
     if where == "cluster":

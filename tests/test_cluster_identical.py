@@ -19,22 +19,20 @@ import numpy as np
 import pytest
 from distributed.protocol.pickle import dumps
 
-from dr_scale.estimators import ESTIMATORS
-from dr_scale.evaluation import Evaluation, evaluate_log, log_states, reduce_states
-from dr_scale.example import N_ACTIONS, N_FEATURES, make_example, write_example_parts
+from conftest import evaluation
+
+from dr_scale.evaluation import evaluate_log, log_states, reduce_states
+from dr_scale.example import N_ACTIONS, N_FEATURES
 from dr_scale.logdata import write_log
-from dr_scale.reward_models import LinearRewardModel
 
 DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
 N_PARTS = 8
 
 
 @pytest.fixture(scope="module")
-def example_log(tmp_path_factory):
+def example_log(example_parts):
     """The example's 14,000 rows as an 8-part log plus its reward model, in a folder every worker reads."""
-    root = tmp_path_factory.mktemp("cluster-log")
-    write_example_parts(str(root), N_PARTS, seed=3)
-    return root
+    return example_parts(N_PARTS)
 
 
 def local_env(**extra) -> dict:
@@ -62,10 +60,6 @@ def finish(proc: subprocess.Popen, timeout: float = 150) -> tuple[str, str]:
     return out, err
 
 
-def evaluation(model_path: Path) -> Evaluation:
-    return Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(str(model_path)))
-
-
 @pytest.mark.timeout(180)
 def test_evaluate_cli_identical_local_cluster_and_localcluster(dask_cluster, example_log, tmp_path):
     runs = [
@@ -88,14 +82,13 @@ def test_evaluate_cli_identical_local_cluster_and_localcluster(dask_cluster, exa
 
 
 @pytest.mark.timeout(120)
-def test_python_api_accepts_a_client_large_parts(dask_cluster, example_log, tmp_path):
+def test_python_api_accepts_a_client_large_parts(dask_cluster, example, example_log, tmp_path):
     """Parts of 70,000 rows: big enough for multi-threaded BLAS to split a reduction differently
     (local mode pins BLAS to one thread per task, as the workers' nannies do)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table, _, _ = make_example(seed=3)
-    table = table.drop_columns(["date"])
+    table = example[0]
     copies = [table.set_column(0, "row_id", pc.add(table.column("row_id"), i * table.num_rows)) for i in range(20)]
     logs = str(tmp_path / "large")
     write_log(pa.concat_tables(copies), logs, n_parts=4, n_features=N_FEATURES, n_actions=N_ACTIONS)
@@ -113,13 +106,13 @@ def graph_bytes(logs: str, model_path: Path) -> int:
 
 
 @pytest.mark.timeout(60)
-def test_task_graph_does_not_carry_the_data(example_log, tmp_path):
+def test_task_graph_does_not_carry_the_data(example, example_log, tmp_path):
     """Same number of parts, 10x the rows: the graph is the same size (the workers read the files)."""
-    table, _, _ = make_example(seed=3)
+    table = example[0]
     small, big = tmp_path / "rows-01400", tmp_path / "rows-14000"  # equal-length paths
-    write_log(table.slice(0, 1400).drop_columns(["date"]), str(small), n_parts=N_PARTS,
+    write_log(table.slice(0, 1400), str(small), n_parts=N_PARTS,
               n_features=N_FEATURES, n_actions=N_ACTIONS)
-    write_log(table.drop_columns(["date"]), str(big), n_parts=N_PARTS, n_features=N_FEATURES, n_actions=N_ACTIONS)
+    write_log(table, str(big), n_parts=N_PARTS, n_features=N_FEATURES, n_actions=N_ACTIONS)
     small_graph = graph_bytes(str(small), example_log / "model.npz")
     big_graph = graph_bytes(str(big), example_log / "model.npz")
     data_growth = sum(p.stat().st_size for p in big.iterdir()) - sum(p.stat().st_size for p in small.iterdir())

@@ -106,13 +106,19 @@ def test_dr_equals_dm_when_target_never_picks_logged_action():
     target = (log["action"] + 1) % k
     log["target_probs"] = np.eye(k)[target]
     dr, dm = DoublyRobust().estimate(**log), DirectMethod().estimate(**log)
-    assert dr.value == dm.value and dr.stderr == dm.stderr
+    assert dr.value == dm.value and dr.stderr == pytest.approx(dm.stderr, rel=1e-14)
+
+
+def same_as_dr(est, dr):
+    """Equal values; standard errors to rounding (DR's state also holds w: another BLAS kernel)."""
+    assert est.value == dr.value and est.n == dr.n
+    assert est.stderr == pytest.approx(dr.stderr, rel=1e-14)
 
 
 def test_switch_dr_limits():
     log = random_log()
     dr, dm = DoublyRobust().estimate(**log), DirectMethod().estimate(**log)
-    assert SwitchDR(tau=np.inf).estimate(**log) == dr
+    same_as_dr(SwitchDR(tau=np.inf).estimate(**log), dr)
     assert SwitchDR(tau=0.0).estimate(**log).value == pytest.approx(dm.value, rel=1e-13)
     mid = SwitchDR(tau=1.0).estimate(**log).value
     assert mid not in (dr.value, dm.value)
@@ -120,7 +126,7 @@ def test_switch_dr_limits():
 
 def test_clipping_at_infinity_is_dr_and_clipping_bounds_weights():
     log = random_log()
-    assert ClippedDR(max_weight=np.inf).estimate(**log) == DoublyRobust().estimate(**log)
+    same_as_dr(ClippedDR(max_weight=np.inf).estimate(**log), DoublyRobust().estimate(**log))
     tiny_clip = ClippedDR(max_weight=1e-12).estimate(**log)
     assert tiny_clip.value == pytest.approx(DirectMethod().estimate(**log).value, abs=1e-9)
 
@@ -201,6 +207,7 @@ def test_bias_theorem(name):
     assert abs(bias) > 5 * mc_se
 
 
+@pytest.mark.slow
 def test_normal_ci_coverage():
     """95% intervals of DR cover the true value 95% ± 2% of the time (2000 fixed-seed runs)."""
     rho, p, _, rho_hat, pi = bandit_world()
@@ -233,10 +240,11 @@ def test_moments_merge_in_any_order_and_grouping(values, data):
     merged = Moments.empty(2)
     for i in order:
         merged = merged + pieces[i]
-    # Grouping: ((p0 + p1) + (p2 + p3)) …
-    grouped = pieces[0]
-    for piece in pieces[1:]:
-        grouped = piece + grouped
+    # Grouping: a balanced tree, ((p0 + p1) + (p2 + p3)) + …, as Dask's tree reduction merges
+    level = pieces
+    while len(level) > 1:
+        level = [sum(level[i:i + 2][1:], level[i]) for i in range(0, len(level), 2)]
+    grouped = level[0]
     for state in (merged, grouped):
         assert state.n == whole.n
         np.testing.assert_allclose(state.mean, whole.mean, rtol=1e-9, atol=1e-9)

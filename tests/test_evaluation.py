@@ -8,26 +8,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import scipy.sparse as sp
+from conftest import ALL_ESTIMATORS, evaluation
 
 from dr_scale import keyed_random
 from dr_scale.cli import main
 from dr_scale.estimators import make_estimators
 from dr_scale.evaluation import Evaluation, evaluate_dataframe, evaluate_log, evaluate_partitions
-from dr_scale.example import N_ACTIONS, N_FEATURES, candidate_policy, example_paths, make_example, simulate
+from dr_scale.example import N_ACTIONS, N_FEATURES, candidate_policy, example_paths, simulate
 from dr_scale.logdata import LogDataError, csr_to_features, read_log, write_log
 from dr_scale.reward_models import LinearRewardModel
 
-ALL = ["DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR"]
-
-
-@pytest.fixture(scope="module")
-def example():
-    table, model, truth = make_example(seed=5)
-    return table.drop_columns(["date"]), model, truth
-
-
-def evaluation(model, policy="column:target_action"):
-    return Evaluation(policy, make_estimators(ALL, clip=10.0, tau=5.0), reward_model=model)
 
 
 def assert_same(a, b, rel=1e-12):
@@ -47,7 +37,7 @@ def numpy_result(table, model):
     probs = np.eye(k)[table.column("target_action").to_numpy()]
     arrays = dict(reward=part.reward, action=part.action, propensity=part.propensity,
                   target_probs=probs, reward_hat=model.predict(part.X))
-    return {name: est.estimate(**arrays) for name, est in make_estimators(ALL, clip=10.0, tau=5.0).items()}
+    return {name: est.estimate(**arrays) for name, est in make_estimators(ALL_ESTIMATORS, clip=10.0, tau=5.0).items()}
 
 
 def read_log_from_table(table):
@@ -119,7 +109,7 @@ def test_policy_kinds_agree(tmp_path):
             return model.predict(X)
 
     def every(policy, rho=model):
-        return evaluate_log(url, Evaluation(policy, make_estimators(ALL, clip=10.0, tau=5.0), reward_model=rho))
+        return evaluate_log(url, Evaluation(policy, make_estimators(ALL_ESTIMATORS, clip=10.0, tau=5.0), reward_model=rho))
 
     assert_same(every("column:target_action"), every("probs:target_probs"))
     assert_same(every("column:target_action"), every("callable:dr_scale.example:candidate_policy"))
@@ -175,13 +165,13 @@ def test_evaluate_command_on_the_bundled_example(tmp_path, capsys):
     out = tmp_path / "results.json"
     assert main(["evaluate", "--json", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    for name in ALL:
+    for name in ALL_ESTIMATORS:
         assert name in printed
     data = json.loads(out.read_text())
-    assert set(data["estimates"]) == set(ALL)
+    assert set(data["estimates"]) == set(ALL_ESTIMATORS)
     assert data["estimates"]["DR"]["n"] == 14000
     logs, model_path = example_paths()
-    expected = evaluate_log(logs, Evaluation("column:target_action", ALL, LinearRewardModel.load(model_path)))
+    expected = evaluate_log(logs, Evaluation("column:target_action", ALL_ESTIMATORS, LinearRewardModel.load(model_path)))
     assert data["estimates"]["DR"]["value"] == expected.estimates["DR"].value
     assert data["diagnostics"]["ess"] == pytest.approx(expected.weights.ess)
 
@@ -200,6 +190,7 @@ def test_evaluate_command_reports_bad_data(tmp_path, capsys):
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.slow
 def test_command_line_entry_point_runs(tmp_path):
     import subprocess
 

@@ -103,6 +103,7 @@ def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs, valued):
     assert one.metadata["fingerprint"] == many.metadata["fingerprint"]
 
 
+@pytest.mark.slow
 def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(logs, tmp_path):
     X, action, reward, row_id = logs[False]
     model = fit_reward_model(logs[False, 1], lam=1.5, folds=4, seed=3)

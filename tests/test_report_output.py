@@ -71,10 +71,10 @@ def test_example_report_matches_dr_scale_evaluate(example_report):
 def test_example_report_files(example_report):
     out, report = example_report
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and 'src="plots/' not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 4 and 'src="plots/' not in html  # self-contained
     md = (out / "report.md").read_text()
     pngs = sorted(p.name for p in (out / "plots").iterdir())
-    assert len(pngs) == 3 and all(f"(plots/{name})" in md for name in pngs)
+    assert len(pngs) == 4 and all(f"(plots/{name})" in md for name in pngs)
     assert all((out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in pngs)
     assert "always-2" in md and "poor overlap" in md and "2026-11-07" in md
     import hashlib
@@ -138,6 +138,7 @@ def test_crash_while_rendering_leaves_the_old_report(old_report, monkeypatch):
     assert not [p for p in out.rglob(".*tmp-*")]
 
 
+@pytest.mark.slow
 def test_crash_half_way_through_writing_files_leaves_the_old_report(old_report, monkeypatch):
     out, before = old_report
     import fsspec.implementations.local as local
@@ -184,6 +185,7 @@ sys.exit(args.func(args))
 """
 
 
+@pytest.mark.slow
 def test_killed_mid_write_leaves_the_old_report(old_report):
     out, before = old_report
     proc = subprocess.run([sys.executable, "-c", KILL_DURING_WRITE, *report_args(LOGS, out, "--window", "7d")],

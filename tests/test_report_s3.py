@@ -71,7 +71,7 @@ def test_weekly_report_in_the_bucket_then_a_daily_run(s3_week, capsys):
     names = {p.rsplit("/", 1)[-1] for p in fs.ls(f"{bucket}/reports/weekly".removeprefix("s3://"))}
     assert {"report.json", "report.md", "report.html", "plots", "state-cache"} <= names
     entries = fs.find(f"{bucket}/reports/weekly/state-cache".removeprefix("s3://"))
-    assert len(entries) == 7 * 2  # a state per partition per policy
+    assert len(entries) == 7 * 3  # a state per partition per policy, and for the pair of policies (comparisons)
     assert json.loads(fs.cat(entries[0]))["identity"]["checksum"].startswith("ETag=")
 
     # the next day: one partition rewritten (its ETag changes, so only it is read again), one deleted

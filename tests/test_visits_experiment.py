@@ -141,6 +141,7 @@ def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, t
     np.testing.assert_allclose(spilled.dr, result_one.dr, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
     with dask_session(local_workers=2, quiet=True) as client:
         res = run_experiment(load_parts(visits_sets[1], client=client), SETTINGS)
@@ -166,10 +167,11 @@ def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
     assert f"({3000 / 3854689:.3g} × the paper's N = 3,854,689" in summary
     for r in res["per_fraction"]:
         assert f"| {r['fraction']:g} | {r['mean_subsample']:.1f} | {r['mean_sampled']:.1f} |" in summary
-    assert "DR's mean rmse reduction" in capsys.readouterr().out
+    assert f"DR's mean rmse reduction {100 * res['mean_dr_rmse_reduction']:.1f}%" in capsys.readouterr().out
     assert main(["generate", "visits", "--rows", "2000", "--features", "120", "--out", str(tmp_path / "gen"),
                  "--no-progress"]) == 0
-    assert "mean propensity" in capsys.readouterr().out
+    visits = pq.read_table(tmp_path / "gen", columns=["visits"]).column("visits").to_numpy()
+    assert f"true mean visits      {visits.mean():8.3f}" in capsys.readouterr().out
     assert main(["run", str(PIPELINE), "--no-progress", "--set", "bogus=1"]) == 2
 
 

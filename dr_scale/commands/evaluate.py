@@ -11,8 +11,8 @@ from dr_scale.compute import dask_session
 from dr_scale.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.errors import UserError, check_output_file
-from dr_scale.estimators import ESTIMATORS, make_estimators, parse_estimator_list
-from dr_scale.evaluation import Evaluation, evaluate_log
+from dr_scale.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
+from dr_scale.evaluation import LOGGING, Evaluation, evaluate_log
 from dr_scale.reward_models import LinearRewardModel
 from dr_scale.strict_json import dumps
 
@@ -31,13 +31,20 @@ def add_parser(sub) -> None:
     p.add_argument("--fit-reward-model", action="store_true",
                    help="fit per-action ridge models on LOGS first (as dr-scale fit; with --folds K cross-fitted), "
                         "then evaluate with them")
+    p.add_argument("--baseline", metavar="B",
+                   help="also estimate V(policy) − V(B) per estimator from paired per-row terms; B is a policy "
+                        f"spec or '{LOGGING}' (the logged rewards' mean)")
     p.add_argument("--estimators", default=None,
-                   help=f"comma-separated, from {','.join(ESTIMATORS)} "
-                        "(default: all that apply: IPS,SNIPS without a reward model, all with one)")
-    p.add_argument("--clip", type=option(PositiveOrInf, "positive number"), default=float("inf"), metavar="M",
-                   help="weight clip M > 0 for ClippedDR (default inf)")
-    p.add_argument("--tau", type=option(NonNegativeOrInf, "non-negative number"), default=float("inf"),
-                   help="switch threshold τ ≥ 0 for SwitchDR (default inf)")
+                   help=f"comma-separated, from {','.join(ESTIMATORS)}, optionally with parameters, e.g. "
+                        "ClippedDR(max_weight=50) (default: all that apply: IPS,SNIPS without a reward model, "
+                        "all with one)")
+    p.add_argument("--clip", type=option(PositiveOrInf, "positive number"), default=None, metavar="M",
+                   help="weight clip M > 0 for ClippedDR (default: chosen by estimated MSE)")
+    p.add_argument("--tau", type=option(NonNegativeOrInf, "non-negative number"), default=None,
+                   help="switch threshold τ ≥ 0 for SwitchDR (default: chosen by estimated MSE)")
+    p.add_argument("--interval", choices=INTERVAL_METHODS, default="normal",
+                   help="normal (Wald) or el (empirical likelihood, for heavy-tailed weights) intervals "
+                        "(default normal)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
                    help="number of actions k (default: from the reward model, else the log's metadata)")
     p.add_argument("--alpha", type=option(Alpha, "number in (0, 1)"), default=0.05,
@@ -71,7 +78,7 @@ def run(args) -> int:
     def evaluation_with(reward_model):
         return Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path)
+                          model_source=model_path, baseline=args.baseline)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
@@ -84,11 +91,11 @@ def run(args) -> int:
 
         print(f"reward model fitted on {logs}: {summary(model).splitlines()[0]}")
     print(f"policy {result.policy} on {logs}")
-    print(result.table(args.alpha))
+    print(result.table(args.alpha, args.interval))
     for warning in result.weights.warnings(args.min_ess_ratio):
         print(f"dr-scale evaluate: warning: {warning}", file=sys.stderr)
     if args.json:
-        document = {"logs": str(logs), **result.to_dict(args.alpha),
+        document = {"logs": str(logs), **result.to_dict(args.alpha, args.interval),
                     "warnings": result.weights.warnings(args.min_ess_ratio)}
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``dr-scale generate visits``: write a synthetic data set shaped like the paper's, in parallel."""
+"""``dr-scale generate visits|bandit``: write a synthetic data set in parallel and print its calibration."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dr_scale.compute import dask_session
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("generate", help="generate a synthetic data set (visits: the paper's Sec. 5.2 shape)",
+    p = sub.add_parser("generate", help="generate a synthetic data set (visits: the paper's Sec. 5.2 shape; "
+                                        "bandit: a logged bandit with known truth)",
                        description="Generate a synthetic data set as Parquet parts, one Dask task per part.")
     kinds = p.add_subparsers(dest="kind", required=True)
     v = kinds.add_parser("visits", help="users × sparse binary features with a visit count (paper, Sec. 5.2)",
@@ -30,6 +31,42 @@ def add_parser(sub) -> None:
     add_compute_options(v)
     add_storage_option(v)
     v.set_defaults(func=run_visits)
+    _add_bandit_parser(kinds)
+
+
+def _add_bandit_parser(kinds) -> None:
+    b = kinds.add_parser("bandit", help="a logged contextual bandit with known E[r | x, a] (docs/generate-bandit.md)",
+                         description="Write a logged data set in the core contract (row_id, features, action, "
+                                     "reward, propensity) plus expected_reward (the true E[r | x, a] of every "
+                                     "action), from a world with sparse contexts, a non-linear Bernoulli reward and "
+                                     "a softmax logging policy; print its calibration (docs/generate-bandit.md).")
+    b.add_argument("--rows", type=int, required=True, help="number of rows in all (split evenly over --days)")
+    b.add_argument("--features", type=int, default=1 << 18, help="number of binary features d (default 2^18)")
+    b.add_argument("--actions", type=int, default=10, help="number of actions k (default 10)")
+    b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
+    b.add_argument("--seed", type=int, default=0, help="the world and every draw (default 0)")
+    b.add_argument("--days", type=int, help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
+                                            "from 2026-11-01, all from the same world")
+    b.add_argument("--rows-per-part", type=int, default=500_000, help="rows per Parquet part (default 500000)")
+    b.add_argument("--overwrite", action="store_true", help="replace the output folder if it is not empty")
+    add_compute_options(b)
+    add_storage_option(b)
+    b.set_defaults(func=run_bandit)
+
+
+def run_bandit(args) -> int:
+    from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
+
+    with dask_session(args.scheduler, args.local_workers) as client:
+        start = time.perf_counter()
+        manifest = generate_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
+                                   seed=args.seed, days=args.days, rows_per_part=args.rows_per_part,
+                                   overwrite=args.overwrite, storage_options=storage_options(args.storage_options),
+                                   client=client, progress=not args.no_progress)
+    print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
+          f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    print("\n".join(calibration_lines(manifest["calibration"])))
+    return 0
 
 
 def run_visits(args) -> int:

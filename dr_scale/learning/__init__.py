@@ -11,9 +11,16 @@ dense or sparse X. A learned linear policy is a
 and ``dr-scale report`` read (``--policy linear:POLICY.npz``).
 """
 
-from dr_scale.learning.dlm import DirectLossMinimization
-from dr_scale.learning.filter_tree import FilterTree
-from dr_scale.learning.impute import impute_rewards
-from dr_scale.learning.offset_tree import OffsetTree
+import importlib
 
-__all__ = ["DirectLossMinimization", "FilterTree", "OffsetTree", "impute_rewards"]
+#: The learners and where they live, imported on first use (the learners import scikit-learn,
+#: which a command that does not use them should not pay for at start-up).
+_EXPORTS = {"DirectLossMinimization": "dlm", "FilterTree": "filter_tree", "OffsetTree": "offset_tree",
+            "impute_rewards": "impute", "learn_policy": "reduction"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'dr_scale.learning' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"dr_scale.learning.{_EXPORTS[name]}"), name)

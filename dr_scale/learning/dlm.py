@@ -47,8 +47,8 @@ def scores_of(Z, theta: np.ndarray) -> np.ndarray:
 def first_argmax(scores: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
     """argmax_a (scores[:, a, :] − penalty[a]) over the middle axis, first maximum on ties: (R, n).
 
-    A running maximum over the k actions: k passes over contiguous (R, n) slices, much
-    faster than numpy's argmax over a short axis, and no (R, k, n) temporary.
+    A running maximum over the k actions: k passes over contiguous (R, n) slices rather than
+    numpy's argmax over a short strided axis, and no (R, k, n) temporary.
     """
     k = scores.shape[1]
     best = scores[:, 0, :] - penalty[0] if penalty is not None else scores[:, 0, :].copy()

@@ -12,8 +12,7 @@ Where the parts are kept:
 * with the local threaded scheduler, in the process's memory, or — given a ``spill``
   folder — as files there (:func:`spill`): a persisted part is then a small
   :class:`Spilled` handle and every pass maps the arrays back read-only (from the page
-  cache: ~0.25 ms per 100,000-row part and pass more than in memory), so the resident
-  memory does not grow with the number of rows.
+  cache), so the resident memory does not grow with the number of rows.
 """
 
 from __future__ import annotations
@@ -67,8 +66,8 @@ class Spilled:
     """A dataclass instance whose array fields wait in ``<folder>/<field>`` as raw bytes.
 
     ``arrays`` maps each array field to its (dtype, shape), so loading maps the files
-    without reading or parsing a header (~0.25 ms per part and pass, against ~0.8 ms for
-    ``np.load(mmap_mode="r")`` of ``.npy`` files).
+    without reading or parsing a header (as ``np.load(mmap_mode="r")`` of ``.npy`` files would, on
+    every pass).
     """
 
     cls: type

@@ -17,9 +17,8 @@ def add_transposed_product(out: np.ndarray, A: sp.csr_matrix, y: np.ndarray) -> 
     The public ``A.T @ y`` returns a new array — in the visits experiment's ridge passes a fresh 24 MB
     (F·d float64) array per part and pass, faulted in and zeroed by the kernel, then added
     into the task's sum. scipy's own kernel (``scipy.sparse._sparsetools.csc_matvec``,
-    private) adds into ``out`` directly: the ridge stage takes ~2.5 s less of ~13 s at the
-    paper's size (docs/visits.md). Where that kernel is missing, or the types do not
-    match it exactly, the public product is used.
+    private) adds into ``out`` directly, with no array to allocate, zero and add. Where that
+    kernel is missing, or the types do not match it exactly, the public product is used.
     """
     if (_csc_matvec is None or not out.flags.c_contiguous or A.dtype != out.dtype or y.dtype != out.dtype
             or A.indices.dtype != A.indptr.dtype):

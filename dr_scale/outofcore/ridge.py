@@ -24,10 +24,11 @@ with n = 1, w = 0 and b = y. λ > 0 keeps every fit well-posed, however small.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
+
+from dr_scale.progress import Passes
 
 
 def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -82,11 +83,9 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
     target = rtol * np.sqrt(_rowdot(rhs, rhs))
     active = np.sqrt(_rowdot(R, R)) > target
     it = 0
+    passes = Passes(f"ridge: {active.size} fits by conjugate gradients", progress)
     while active.any() and it < max_iter:
         it += 1
-        if progress:
-            print(f"\rridge: CG pass {it}, {int(active.sum())} of {active.size} fits not yet converged  ",
-                  end="", file=sys.stderr, flush=True)
         Q = gram(P)  # then Q = (X_SᵀX_S − n μμᵀ + λI) P
         Q -= np.multiply(mu, (n * _rowdot(mu, P))[:, None], out=scratch)
         Q += np.multiply(P, lam, out=scratch)
@@ -101,8 +100,8 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
         P += Z
         P[~active] = 0.0
         rz = rz_new
-    if progress:
-        print(file=sys.stderr)
+        passes.step(f"{int(active.sum())} of {active.size} fits not yet converged")
+    passes.close()
     intercept = np.where(n > 0, ybar - _rowdot(mu, W), 0.0)
     return RidgeFit(W, intercept, it, ~active)
 

@@ -64,7 +64,7 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
     """Read one partition once and compute the states of the policies ``names`` (one Dask task)."""
     chosen = [evaluations[n] for n in names]
     first = chosen[0]
-    columns = tuple(dict.fromkeys(c for e in chosen for c in e.policy.columns))
+    columns = tuple(dict.fromkeys(c for e in chosen for c in e.columns))
     try:
         part = read_partition(fs, info.path, n_features=first.n_features, n_actions=first.n_actions,
                               with_features=any(e.needs_features for e in chosen), extra_columns=columns)

@@ -23,11 +23,11 @@ from dr_scale.atomic import url_to_fs
 from dr_scale.config import ConfigError, Model, validate
 from dr_scale.errors import UserError, check_output_folder
 from dr_scale.estimators import make_estimators
-from dr_scale.evaluation import Evaluation
+from dr_scale.evaluation import LOGGING, Evaluation
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
-from dr_scale.report.render import redact, report_dict, write_report
+from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward_models import LinearRewardModel
 from dr_scale.storage import storage_options
@@ -37,15 +37,32 @@ CACHE_FOLDER = "state-cache"
 
 
 def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dict[str, Evaluation]:
-    """One :class:`Evaluation` per candidate policy, sharing the reward model."""
+    """One :class:`Evaluation` per candidate policy, sharing the reward model, each with V − V(logging)."""
     try:
         model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
     except UserError as exc:
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
-    return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model,
+    return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
                                model_source=pf.reward_model)
             for c in pf.policies}
+
+
+def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> dict[tuple, Evaluation]:
+    """For each pair of candidates (a before b in the file), the primary estimator's V(a) − V(b), paired.
+
+    Keyed ``("pair", a, b)``; the report compares each candidate with the best other one.
+    """
+    primary = primary_estimator(pf.estimators)
+    names = list(evaluations)
+    out = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            e = evaluations[a]
+            out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
+                                             n_actions=e.n_actions, n_features=e.n_features, model_source=e.model_source,
+                                             baseline=evaluations[b].policy)
+    return out
 
 
 def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
@@ -61,7 +78,9 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
         evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
     except UserError as exc:
         raise ConfigError(str(exc), pf.source) from None
-    states: ReportStates = build_states(fs, parts, evaluations, StateCache(cache, storage_options) if cache else None,
+    pairs = pair_evaluations(pf, evaluations)
+    states: ReportStates = build_states(fs, parts, {**evaluations, **pairs},
+                                        StateCache(cache, storage_options) if cache else None,
                                         client=client, progress=progress)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
@@ -69,7 +88,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
         print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
     if not states.bad and not sum(states.rows.values()):
         raise UserError(f"{logs}: the partitions in the window have no rows; nothing to report")
-    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad)
+    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad, pairs=pairs)
 
 
 def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,

@@ -4,6 +4,8 @@
   interval, and the logging policy's on-policy value for reference;
 * :func:`over_time_plot` — each estimator's value per day (the states of a day's
   partitions merged), with the primary estimator's interval as a band;
+* :func:`comparisons_plot` — paired differences V(policy) − V(baseline) with their
+  intervals, against the line of no difference;
 * :func:`weights_plot` — the distribution of the importance weights w = π(a|x)/p̂
   from :class:`~dr_scale.diagnostics.WeightStats`' log-spaced histogram.
 """
@@ -56,6 +58,27 @@ def estimates_plot(policies: list[dict], level: str) -> bytes:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     ax.set_title("Estimated value of each candidate policy")
+    return _png(fig)
+
+
+def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
+    """Horizontal intervals of V(policy) − V(baseline), one row per comparison, a line at 0."""
+    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.4 * len(comparisons)))
+    labelled = set()
+    for y, c in enumerate(comparisons):
+        lo, hi = map(_num, c["ci"])
+        v = _num(c["value"])
+        kind = "against the logging policy" if c["baseline"] == "logging" else "against the best other candidate"
+        ax.errorbar(v, -y, xerr=[[v - lo], [hi - v]], fmt="o", capsize=3,
+                    color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
+                    label=None if kind in labelled else kind)
+        labelled.add(kind)
+    ax.axvline(0.0, color="black", lw=1)
+    ax.legend(loc="best", fontsize="small")
+    ax.set_yticks([-y for y in range(len(comparisons))], [f"{c['policy']} − {c['baseline']}" for c in comparisons])
+    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level}, normal)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Each candidate against the logging policy and the best other candidate")
     return _png(fig)
 
 

@@ -3,8 +3,11 @@
 TOML (or YAML, same keys)::
 
     reward_model = "models/rho.npz"        # optional; relative to this file, or any fsspec URL
-    estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model)
+    estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model);
+                                           # with parameters: "ClippedDR(max_weight=50)" or
+                                           # {name = "SwitchDR", tau = 20}
     alpha = 0.05                           # 1 − confidence level of the intervals
+    interval = "normal"                    # or "el" (empirical likelihood, for heavy-tailed weights)
     min_ess_ratio = 0.1                    # "poor overlap" when ESS / n is below this
     # n_actions = 3, n_features = 50       # optional; default from the reward model or the log's metadata
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -29,7 +32,7 @@ from dr_scale.atomic import url_to_fs
 from dr_scale.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
 from dr_scale.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.errors import UserError
-from dr_scale.estimators import ESTIMATORS
+from dr_scale.estimators import parse_estimator
 from dr_scale.policies import parse_policy
 
 
@@ -49,9 +52,10 @@ class PoliciesFile:
     """What a report evaluates, as read from the policies file."""
 
     policies: list[CandidatePolicy]
-    estimators: list[str]
+    estimators: list[str]  # estimator specs (labels): "DR", "ClippedDR(max_weight=50.0)", …
     reward_model: str | None = None
     alpha: float = 0.05
+    interval: str = "normal"
     min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO
     n_actions: int | None = None
     n_features: int | None = None
@@ -89,8 +93,9 @@ class PoliciesFileModel(Model):
     policy: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     policies: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     reward_model: Annotated[str, Field(min_length=1)] | None = None
-    estimators: Annotated[list[str], Field(min_length=1)] | None = None
+    estimators: Annotated[list[str | dict[str, str | float | None]], Field(min_length=1)] | None = None
     alpha: Alpha = 0.05
+    interval: Literal["normal", "el"] = "normal"
     min_ess_ratio: Share = DEFAULT_MIN_ESS_RATIO
     n_actions: PositiveInt | None = None
     n_features: PositiveInt | None = None
@@ -117,16 +122,19 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
         seen.add(name)
         policies.append(CandidatePolicy(name, spec))
     reward_model = _resolve(model.reward_model, source) if model.reward_model else None
-    names = list(model.estimators or (DEFAULT_ESTIMATORS if reward_model else MODEL_FREE_ESTIMATORS))
-    for name in names:
-        if name not in ESTIMATORS:
-            raise ConfigError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}", source)
-        if ESTIMATORS[name].needs_model and not reward_model:
-            raise ConfigError(f"estimator {name} needs a reward model; set reward_model = \"FILE.npz\"", source)
-    if len(set(names)) != len(names):
-        raise ConfigError(f"estimators {names}: a name appears twice", source)
-    return PoliciesFile(policies, names, reward_model, model.alpha, model.min_ess_ratio, model.n_actions,
-                        model.n_features, source)
+    names = []
+    for spec in model.estimators or (DEFAULT_ESTIMATORS if reward_model else MODEL_FREE_ESTIMATORS):
+        try:
+            label, estimator = parse_estimator(spec)
+        except UserError as exc:
+            raise ConfigError(f"estimators: {exc}", source) from None
+        if estimator.needs_model and not reward_model:
+            raise ConfigError(f"estimator {label} needs a reward model; set reward_model = \"FILE.npz\"", source)
+        if label in names:
+            raise ConfigError(f"estimators: {label} appears twice", source)
+        names.append(label)
+    return PoliciesFile(policies, names, reward_model, model.alpha, model.interval, model.min_ess_ratio,
+                        model.n_actions, model.n_features, source)
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:

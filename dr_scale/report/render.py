@@ -1,11 +1,13 @@
 """The report: ``report.json`` (versioned schema), ``report.md`` and a self-contained ``report.html``.
 
 ``report.json`` (``"schema": "dr-scale/report"``, ``"schema_version": 1``) holds, per
-candidate policy, every estimator's value, standard error and interval over the
-window, the weight diagnostics (ESS, ESS/n, max and quantiles of the weights, share of
+candidate policy, every estimator's value, standard error and interval (``"interval"``:
+normal or el) over the window, its paired difference from the logging policy
+(``difference``), the weight diagnostics (ESS, ESS/n, max and quantiles of the weights, share of
 tiny propensities, the logging policy's on-policy value, the overlap verdict), the
 weight histogram (counts over :data:`dr_scale.diagnostics.WEIGHT_EDGES`) and the same
-estimates per day; plus the window, every partition with its rows and whether it was
+estimates per day; the comparisons (each candidate against the logging policy and
+the best other candidate, by the primary estimator, paired); plus the window, every partition with its rows and whether it was
 read or taken from the cache, and the bad or skipped partitions with their errors.
 Non-finite numbers are written as ``null``.
 
@@ -32,11 +34,13 @@ import base64
 import datetime
 import hashlib
 import html
+import math
 import posixpath
 import re
 
 from dr_scale.atomic import atomic_write_all, remove_temporaries, url_to_fs
 from dr_scale.diagnostics import WEIGHT_EDGES
+from dr_scale.evaluation import LOGGING, estimate_dict
 from dr_scale.report import plots
 from dr_scale import strict_json
 from dr_scale.strict_json import finite
@@ -52,23 +56,44 @@ def redact(url: str | None) -> str | None:
     return re.sub(r"(://)[^/@]*@", r"\1", url.split("?", 1)[0])
 
 
-def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio) -> dict:
-    """Estimates, diagnostics, warnings and per-day estimates of one policy."""
-    result = evaluation.result(total).to_dict(alpha)
+def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal") -> dict:
+    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy."""
+    result = evaluation.result(total).to_dict(alpha, interval)
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
     warnings = total.weights.warnings(min_ess_ratio)
     days = []
     for day, state in by_day.items():
-        r = evaluation.result(state).to_dict(alpha)
+        r = evaluation.result(state).to_dict(alpha, interval)
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"]})
-    return {"name": name, "spec": spec, "estimates": result["estimates"], "diagnostics": diag, "warnings": warnings,
-            "weight_histogram": total.weights.histogram.tolist(), "by_day": days}
+    return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
+            "diagnostics": diag, "warnings": warnings, "weight_histogram": total.weights.histogram.tolist(),
+            "by_day": days}
+
+
+def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float) -> list[dict]:
+    """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired."""
+    value = {n: evaluations[n].result(states.totals[n]).estimates[primary].value
+             for n in evaluations if states.totals[n] is not None}
+    out = []
+    for a in value:
+        d = evaluations[a].result(states.totals[a]).differences[primary]
+        out.append({"policy": a, "baseline": LOGGING, "estimator": primary, **estimate_dict(d, alpha, "normal")})
+        others = [b for b in value if b != a and math.isfinite(value[b])]
+        if not others:
+            continue
+        b = max(others, key=value.get)
+        key, sign = (("pair", a, b), 1.0) if ("pair", a, b) in pairs else (("pair", b, a), -1.0)
+        d = pairs[key].result(states.totals[key]).differences[primary]
+        lo, hi = sorted(sign * x for x in map(float, d.ci(alpha)))
+        out.append({"policy": a, "baseline": b, "estimator": primary, "value": sign * d.value, "stderr": d.stderr,
+                    "ci": [lo, hi], "n": d.n})
+    return out
 
 
 def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: dict, skip_bad: bool,
-                generated_at: datetime.datetime | None = None) -> dict:
+                generated_at: datetime.datetime | None = None, pairs: dict | None = None) -> dict:
     """The report as a JSON-able dict (schema in the module docstring)."""
     pf = policies_file
     failed = bool(states.bad) and not skip_bad
@@ -81,9 +106,11 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     spec = {c.name: c.spec for c in pf.policies}
     policies = [] if failed else [
         policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
-                       pf.min_ess_ratio)
+                       pf.min_ess_ratio, pf.interval)
         for name in evaluations if states.totals[name] is not None
     ]
+    primary = primary_estimator(pf.estimators)
+    compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha)
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -94,14 +121,16 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
         "reward_model": redact(pf.reward_model),
         "window": window,
         "alpha": pf.alpha,
+        "interval": pf.interval,
         "min_ess_ratio": pf.min_ess_ratio,
         "estimators": pf.estimators,
-        "primary_estimator": primary_estimator(pf.estimators),
+        "primary_estimator": primary,
         "rows": sum(r for r in states.rows.values()),
         "partitions": partitions,
         "bad_partitions": bad if failed else [],
         "skipped_partitions": bad if not failed else [],
         "policies": policies,
+        "comparisons": compared,
     })
 
 
@@ -115,6 +144,11 @@ def _fmt(x, spec=".4g") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def _chosen(e: dict) -> str:
+    """" (tau = 20)" for a tuned estimator's chosen threshold ("∞": DR), else nothing."""
+    return "".join(f" ({k} = {'∞' if v == 'inf' else format(v, 'g')})" for k, v in e.get("chosen", {}).items())
+
+
 def _weight(q) -> str:
     """A weight quantile; the histogram's first bin reads "< 0.001" (in practice w = 0)."""
     return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else _fmt(q)
@@ -122,7 +156,7 @@ def _weight(q) -> str:
 
 def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     """The document as blocks (kind, …) rendered by :func:`to_markdown` and :func:`to_html`."""
-    level = f"{100 * (1 - report['alpha']):g}% CI"
+    level = f"{100 * (1 - report['alpha']):g}% CI ({report['interval']})"
     w = report["window"]
     span = f"{w['first']} … {w['last']}" if w.get("first") else "all partitions"
     out = [("h1", f"dr-scale report — {span}"),
@@ -143,7 +177,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         for warning in p["warnings"]:
             out.append(("warn", warning))
         out.append(("table", ["estimator", "value", "std. error", level, "n"],
-                    [[k, _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
+                    [[k + _chosen(e), _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
                       f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
                       str(e["n"])] for k, e in p["estimates"].items()]))
         q = d["weight_quantiles"]
@@ -152,6 +186,16 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                     [[str(d["n"]), _fmt(d["ess"], ".1f"), _fmt(d["ess_ratio"], ".3f"), d["overlap"],
                       _fmt(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
                       _fmt(d["tiny_propensity_share"], ".2%"), _fmt(d["on_policy_value"])]]))
+    if report["comparisons"]:
+        pct = f"{100 * (1 - report['alpha']):g}%"
+        out += [("h2", "Comparisons"), ("img", images["comparisons"], "paired differences"),
+                ("p", f"V(policy) − V(baseline) by {report['primary_estimator']}, from paired per-row terms on the "
+                      f"same rows (their correlation counted), with a normal {pct} interval; the logging policy's "
+                      "value is its logged rewards' mean, and each candidate is also compared with the best other "
+                      "candidate."),
+                ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", f"{pct} CI (normal)"],
+                 [[c["policy"], c["baseline"], _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
+                   f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]"] for c in report["comparisons"]])]
     if any(p["by_day"] for p in report["policies"]):
         primary = report["primary_estimator"]
         out += [("h2", "By day"), ("img", images["over_time"], "estimates by day"),
@@ -225,8 +269,10 @@ def render_plots(report: dict) -> dict[str, bytes]:
     """The plots by kind (none when the report has no estimates, no by-day plot without dates)."""
     if not report["policies"]:
         return {}
-    level = f"{100 * (1 - report['alpha']):g}% CI"
+    level = f"{100 * (1 - report['alpha']):g}% CI ({report['interval']})"
     out = {"estimates": plots.estimates_plot(report["policies"], level)}
+    if report["comparisons"]:
+        out["comparisons"] = plots.comparisons_plot(report["comparisons"], f"{100 * (1 - report['alpha']):g}% CI")
     if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
         out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
     out["weights"] = plots.weights_plot(report["policies"])

@@ -3,12 +3,13 @@
 One JSON file per (evaluation, partition)::
 
     <cache>/<evaluation fingerprint>/<sha256(partition path)>.json
-    {"format": "dr-scale/state-cache", "version": 1, "fingerprint": …, "identity": {…},
+    {"format": "dr-scale/state-cache", "version": 2, "fingerprint": …, "identity": {…},
      "state": PolicyState.to_dict(), "sha256": <sha256 of the canonical JSON of the rest>}
 
 The **fingerprint** hashes everything a state depends on besides the data: the policy
-spelling (for a linear or softmax policy it carries the digest of the file's
-coefficients, so a re-learned policy file is a new policy), the estimators (with their parameters), the reward model's coefficients,
+and baseline spellings (for a linear or softmax policy the spelling carries the digest
+of the file's coefficients, so a re-learned policy file is a new policy), the estimators
+(names and ``repr``, which carries their parameters), the reward model's coefficients,
 k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
 matches, and its fingerprint and partition identity equal the current ones; anything
 else (truncated, corrupt, stale) is recomputed and overwritten, never trusted.
@@ -28,7 +29,7 @@ from dr_scale import strict_json
 from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 1
+STATE_VERSION = 2
 FORMAT = "dr-scale/state-cache"
 
 
@@ -49,7 +50,8 @@ def fingerprint(evaluation: Evaluation) -> str:
     return _digest({
         "version": STATE_VERSION,
         "policy": str(evaluation.policy),
-        "estimators": [repr(e) for e in evaluation.estimators.values()],
+        "baseline": None if evaluation.baseline is None else str(evaluation.baseline),
+        "estimators": [[name, repr(e)] for name, e in evaluation.estimators.items()],
         "reward_model": model_digest(evaluation.reward_model),
         "n_actions": evaluation.n_actions,
         "n_features": evaluation.n_features,

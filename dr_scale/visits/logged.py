@@ -36,7 +36,7 @@ def logging_draw(part: VisitsPart, xbar, m: float, mbar: float, seed: int, repet
 def full_data_sums(part: VisitsPart, xbar, m, mbar, coef, intercept, seed: int = 0) -> np.ndarray:
     """[n, Σ a v/p, Σ (ρ̂ + a (v − ρ̂)/p)] with ρ̂ = intercept + coef·x."""
     X = part.X
-    # two mat-vecs: scipy's two-column product is ~2× slower, a complex one-vector X (x̄ + i w) no faster (measured)
+    # two one-vector mat-vecs: scipy's two-column product is slower
     p, a = logging_draw(part, xbar, m, mbar, seed, t=X @ xbar)
     rho = X @ coef + intercept
     w = a / p

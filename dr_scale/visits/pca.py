@@ -21,7 +21,6 @@ t_i = x_i·x̄ grows with the breadth of a user's (popular) features.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +30,7 @@ from dr_scale import keyed_random
 from dr_scale.logdata import binary_csr
 from dr_scale.outofcore.lanczos import leading_eigenpair, orient
 from dr_scale.outofcore.passes import PartSet
+from dr_scale.progress import Passes
 
 #: Rows of the keyed sample whose principal component starts the Lanczos iteration.
 START_ROWS = 20_000
@@ -105,16 +105,11 @@ def first_component(parts: PartSet, *, tol: float = 1e-11, progress: bool = Fals
     sample_mu = np.asarray(Xs.mean(axis=0)).ravel()
     _, start = leading_eigenpair(_covariance_matvec(lambda v: _gram_matvec(sample, v), sample_mu, Xs.shape[0]),
                                  np.full(d, 1.0 / np.sqrt(d)), tol)
-    count = 0
+    with Passes("principal component: Lanczos", progress) as passes:
+        def gram(v):
+            total = parts.sum(_gram_matvec, v)
+            passes.step()
+            return total
 
-    def gram(v):
-        nonlocal count
-        count += 1
-        if progress:
-            print(f"\rprincipal component: Lanczos pass {count}", end="", file=sys.stderr, flush=True)
-        return parts.sum(_gram_matvec, v)
-
-    value, vector = leading_eigenpair(_covariance_matvec(gram, mu, n), start, tol)
-    if progress:
-        print(file=sys.stderr)
-    return Component(orient(vector), value, mu, int(n), count + 1)
+        value, vector = leading_eigenpair(_covariance_matvec(gram, mu, n), start, tol)
+    return Component(orient(vector), value, mu, int(n), passes.count + 1)

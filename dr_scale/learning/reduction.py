@@ -1,0 +1,288 @@
+"""Learn a linear policy from a logged data set, out of core (paper, Sec. 4, with a regression learner).
+
+Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, with
+ρ̂ cross-fitted for DR), and a score per action is fitted to the imputed rewards:
+
+* ``learner="ridge"`` — for each action a the ridge regression over ALL rows
+
+      (w_a, b_a) = argmin Σ_i (Γ_a(x_i) − b_a − x_i·w_a)² + λ ‖w_a‖²,
+
+  whose normal equations (XᵀX − n μμᵀ + λI) w_a = XᵀΓ_a − μ ΣΓ_a share one operator
+  for all k actions: one pass per block-CG iteration computes XᵀX P for the k
+  right-hand sides together (:func:`dr_scale.outofcore.ridge.fit`), and the first
+  pass gathers every right-hand side. The policy is π(x) = argmax_a b_a + x·w_a, the
+  regression estimate of argmax_a E[Γ_a | x] = argmax_a E[r | x, a].
+* ``learner="dlm"`` — direct loss minimization (Appendix A, :mod:`.dlm`) on Γ, its
+  batched towards-better update as one map-reduce pass per iteration, on features
+  scaled by their standard deviations (no centring: sparse) plus a constant.
+
+With ``lam="auto"`` the ridge learner fits a grid of λ in the same passes on the rows
+outside a validation fold (row i is in it when u(row_id_i) < 1/5, u keyed by
+(seed, "learn validation")),
+picks the λ whose policy has the highest DR-imputed value on the validation rows,
+(1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+
+The parts are read once and kept (Dask memory, or spilled to local files,
+:mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
+Additions happen in the parts' fixed batches, so the policy is bit-identical on a
+laptop and on any cluster, for any number of workers.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dr_scale import keyed_random
+from dr_scale.learning.impute import METHODS, impute_rewards
+from dr_scale.fitting import LogPart, read_log_part
+from dr_scale.logdata import list_parts, log_metadata
+from dr_scale.outofcore import ridge
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.policies import LinearPolicy
+from dr_scale.progress import Passes
+from dr_scale.reward_models import predict_columns
+
+LEARNERS = ("ridge", "dlm")
+#: λ grid of ``lam="auto"``, relative to the mean number of active features per row times n / 1000.
+AUTO_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+VALIDATION_PURPOSE = "learn validation"
+
+
+@dataclass
+class Imputation:
+    """How Γ is formed on a part: the method, the log's shape (d, k) and ρ̂ (None for IPS)."""
+
+    method: str
+    n_features: int
+    n_actions: int
+    reward_model: object | None = None
+
+    def rewards(self, part: LogPart, X=None) -> np.ndarray:
+        """Γ (n, k) of the part's rows; ρ̂ gets the row ids, so a cross-fitted model predicts out of fold."""
+        X = part.matrix(self.n_features) if X is None else X
+        reward_hat = None
+        if self.reward_model is not None:
+            reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
+        return impute_rewards(part.action, part.reward, part.propensity, self.n_actions, self.method, reward_hat)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Which rows of a part take part: all, or those in / outside the validation fold of ``lam="auto"``."""
+
+    which: str = "all"  # "all" | "training" | "validation"
+    share: float = 0.2
+    seed: int = 0
+
+    def of(self, part: LogPart, n_features: int) -> LogPart:
+        if self.which == "all":
+            return part
+        in_validation = keyed_random.uniform(part.row_id, self.seed, VALIDATION_PURPOSE) < self.share
+        return part.rows(in_validation if self.which == "validation" else ~in_validation, n_features)
+
+
+# -- passes (functions of one part; their results are summed over the parts) --------------
+def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
+    """(n, Σ_i x_i, Σ_i x_i², Σ_i Γ_i, XᵀΓ (k, d)) over the part's rows: every right-hand side in one pass."""
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.rewards(part, X)
+    return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel(),
+            gamma.sum(axis=0), np.ascontiguousarray(np.asarray(X.T @ gamma).T))
+
+
+def gram_product(part: LogPart, P: np.ndarray, rows: Rows) -> np.ndarray:
+    """(XᵀX Pᵀ)ᵀ over the part's rows, (F, d): one product for all F fits, which share X."""
+    X = rows.of(part, P.shape[1]).matrix(P.shape[1])
+    return np.ascontiguousarray(np.asarray(X.T @ (X @ P.T)).T)
+
+
+def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray, rows: Rows):
+    """(Σ_i Γ_{π_g(x_i)}(x_i) for every candidate policy g, row count): coef (G, d, k), intercept (G, k)."""
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.rewards(part, X)
+    index = np.arange(len(part))
+    totals = np.array([gamma[index, np.argmax(np.asarray(X @ c) + b, axis=1)].sum() for c, b in zip(coef, intercept)])
+    return totals, np.array([float(len(part))])
+
+
+def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: np.ndarray, epsilon: float):
+    """One part's share of DLM's batched update on raw-scale weights (k, d) and bias (k,).
+
+    Returns (Σ_i (e_{a1} − e_{a2}) x_iᵀ (k, d), Σ_i (e_{a1} − e_{a2}) (k,), Σ_i Γ_{a2(i)}(x_i), n)
+    with a1 = argmax_a x·w_a + b_a + ε Γ_a, a2 = argmax_a x·w_a + b_a (:mod:`.dlm`).
+    """
+    from dr_scale.learning.dlm import first_argmax  # dlm imports scikit-learn: only for this learner
+
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.rewards(part, X)
+    scores = (np.asarray(X @ weights.T) + bias).T[None]  # (1, k, n)
+    a1 = first_argmax(scores, -epsilon * gamma.T)[0]
+    a2 = first_argmax(scores)[0]
+    moved = np.flatnonzero(a1 != a2)
+    k, n = weights.shape[0], len(part)
+    D = sp.csr_matrix((np.repeat([1.0, -1.0], moved.size), (np.concatenate([a1[moved], a2[moved]]), np.tile(moved, 2))),
+                      shape=(k, n))
+    return (np.asarray((D @ X).todense()), np.asarray(D.sum(axis=1)).ravel(),
+            np.array([gamma[np.arange(n), a2].sum()]), np.array([float(n)]))
+
+
+# -- the learners ---------------------------------------------------------------------
+def ridge_stats(sums, copies: int = 1) -> ridge.RidgeStats:
+    """The k fits' statistics (repeated ``copies`` times for a λ grid): all fits share n, Σx and Σx²."""
+    n, sx, sxx, sy, xy = sums
+    F = sy.shape[0] * copies
+    return ridge.RidgeStats(np.full(F, n[0]), np.broadcast_to(sx, (F, sx.size)), np.broadcast_to(sxx, (F, sxx.size)),
+                            np.tile(sy, copies), np.tile(xy, (copies, 1)))
+
+
+def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = Rows(), *, rtol: float,
+                     max_iter: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(coef (G, d, k), intercept (G, k)): ridge scores on Γ for each λ of ``lam`` (G of them), in the same passes."""
+    lams = np.atleast_1d(np.asarray(lam, dtype=np.float64))
+    k = imputation.n_actions
+    stats = ridge_stats(parts.sum(ridge_sums, imputation, rows), lams.size)
+    fit = ridge.fit(lambda P: parts.sum(gram_product, P, rows), stats, np.repeat(lams, k), rtol=rtol,
+                    max_iter=max_iter, progress=progress)
+    if not fit.converged.all():
+        raise RuntimeError(f"ridge on the imputed rewards did not converge in {max_iter} CG passes (rtol {rtol})")
+    coef = fit.coef.reshape(lams.size, k, -1).transpose(0, 2, 1)
+    return np.ascontiguousarray(coef), fit.intercept.reshape(lams.size, k)
+
+
+def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_rows: float, *, rtol: float,
+                max_iter: int, seed: int = 0, progress: bool = False) -> tuple[float, dict]:
+    """λ from :data:`AUTO_GRID` × (mean active features · n / 1000) by the validation rows' imputed value."""
+    grid = np.asarray(AUTO_GRID) * max(mean_active * n_rows / 1000.0, 1e-3)
+    coef, intercept = fit_ridge_scores(parts, imputation, grid, Rows("training", seed=seed), rtol=rtol, max_iter=max_iter,
+                                       progress=progress)
+    totals, count = parts.sum(policy_values, imputation, coef, intercept, Rows("validation", seed=seed))
+    values = totals / max(count[0], 1.0)
+    best = int(np.argmax(values))
+    return float(grid[best]), {"grid": grid.tolist(), "validation_values": values.tolist()}
+
+
+def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *, epsilon: float, max_iter: int,
+                   n_iter_no_change: int, seed: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+    """DLM (Appendix A) out of core: one pass per batched update; the weights with the best training value.
+
+    The weights θ act on z = (x ∘ s, 1) with s = ``scale`` (1/std of each feature);
+    on raw features they are w = θ ∘ s and b = θ_const.
+    """
+    k, d = imputation.n_actions, scale.size
+    theta = 0.01 * np.random.default_rng([seed, 0xD1A]).standard_normal((k, d + 1))
+    best = (-np.inf, theta, 0)
+    passes = Passes("dlm", progress)
+    for t in range(1, max_iter + 1):
+        weights, bias = theta[:, :d] * scale, theta[:, d]
+        moved, moved_bias, value, n = parts.sum(dlm_step, imputation, weights, bias, epsilon)
+        mean_value = float(value[0] / n[0])
+        if mean_value > best[0]:
+            best = (mean_value, theta.copy(), t)
+        passes.step(f"training value {mean_value:.6g}")
+        eta = 0.5 * t ** -0.3 / n[0]
+        theta[:, :d] += eta * moved * scale
+        theta[:, d] += eta * moved_bias
+        if t - best[2] >= n_iter_no_change:
+            break
+    passes.close()
+    theta = best[1]
+    return theta[:, :d].T * scale[:, None], theta[:, d].copy(), {"passes": t, "training_value": best[0]}
+
+
+# -- the entry point --------------------------------------------------------------------
+def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
+    """(d, k): from the log's metadata, else as given, else from the reward model; a clear error otherwise."""
+    meta = log_metadata(fs, paths[0])
+    for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
+        if given is not None and meta.get(key, given) != given:
+            raise ValueError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
+                             f"given {given}")
+    d = meta.get("n_features") or n_features or getattr(reward_model, "n_features", None)
+    k = meta.get("n_actions") or n_actions or getattr(reward_model, "n_actions", None)
+    if d is None or k is None:
+        missing = "n_features (d)" if d is None else "n_actions (k)"
+        raise ValueError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
+    if reward_model is not None and (reward_model.n_features, reward_model.n_actions) != (d, k):
+        raise ValueError(f"the reward model has {reward_model.n_features} features and {reward_model.n_actions} "
+                         f"actions, the log {d} and {k}")
+    return int(d), int(k)
+
+
+def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: float | str = "auto",
+                 folds: int = 2, reward_model=None, n_features: int | None = None, n_actions: int | None = None,
+                 client=None, storage_options: dict | None = None, spill: str | None = None, rtol: float = 1e-6,
+                 max_iter: int = 500, epsilon: float = 0.1, seed: int = 0, progress: bool = False) -> LinearPolicy:
+    """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
+
+    ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz`` path; a cross-fitted one
+    predicts every row out of fold). Without one, DR and DM fit ρ̂ on the log,
+    cross-fitted over ``folds`` folds (:mod:`dr_scale.fitting`). ``spill``: a folder for
+    the parts between passes (local runs), else they stay in memory.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if learner not in LEARNERS:
+        raise ValueError(f"unknown learner {learner!r}; choose from {', '.join(LEARNERS)}")
+    if lam != "auto" and not (isinstance(lam, (int, float)) and lam > 0):
+        raise ValueError(f"--lam must be a positive number or 'auto', got {lam!r}")
+    fs, paths = list_parts(logs, storage_options)
+    if isinstance(reward_model, str):
+        from dr_scale.reward_models import LinearRewardModel
+
+        reward_model = LinearRewardModel.load(reward_model, storage_options)
+    d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
+    if method != "ips" and reward_model is None:
+        reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
+                                            spill=spill, progress=progress, rtol=rtol, max_iter=max_iter)
+    imputation = Imputation(method, d, k, reward_model if method != "ips" else None)
+    _stage(progress, f"reading {len(paths)} part(s) …")
+    parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
+    meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
+            "reward_model_folds": getattr(reward_model, "folds", None) if method != "ips" else None}
+    if learner == "ridge":
+        n, active = parts.sum(_rows_and_active_features)
+        if lam == "auto":
+            _stage(progress, "λ: a grid on the training rows, the imputed value on the validation fold …")
+            lam, meta["lam_search"] = auto_lambda(parts, imputation, float(active[0] / max(n[0], 1)), float(n[0]),
+                                                  rtol=rtol, max_iter=max_iter, seed=seed, progress=progress)
+        _stage(progress, f"ridge scores on the {method.upper()}-imputed rewards, λ = {lam:g} …")
+        coef, intercept = fit_ridge_scores(parts, imputation, lam, rtol=rtol, max_iter=max_iter, progress=progress)
+        coef, intercept = coef[0], intercept[0]
+        meta.update(lam=float(lam), rows=int(n[0]))
+    else:
+        n, sx, sxx = parts.sum(_moments, d)
+        var = sxx / n[0] - (sx / n[0]) ** 2
+        scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
+        _stage(progress, f"DLM on the {method.upper()}-imputed rewards …")
+        coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=epsilon, max_iter=max_iter,
+                                               n_iter_no_change=max(10, max_iter // 4), seed=seed, progress=progress)
+        meta.update(info, epsilon=epsilon, rows=int(n[0]))
+    return LinearPolicy(coef, intercept, meta, "<learned>")
+
+
+def _rows_and_active_features(part: LogPart):
+    return np.array([float(len(part))]), np.array([float(part.indices.size)])
+
+
+def _moments(part: LogPart, n_features: int):
+    X = part.matrix(n_features)
+    return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
+
+
+def fit_reward_model_for(logs: str, folds: int, *, spill: str | None, **kwargs):
+    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`),
+    to the policy fit's CG tolerance."""
+    from dr_scale.fitting import fit_reward_model
+
+    return fit_reward_model(logs, lam="auto", folds=folds, spill=spill or "memory", **kwargs)
+
+
+def _stage(progress: bool, message: str) -> None:
+    if progress:
+        print(message, file=sys.stderr, flush=True)
