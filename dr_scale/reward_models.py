@@ -44,6 +44,15 @@ def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
     return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
 
 
+def predict_by_fold(X, fold: np.ndarray, width: int, predict_fold) -> np.ndarray:
+    """(n, width) predictions, the rows of fold j by ``predict_fold(j, X[rows of fold j])``."""
+    out = np.empty((X.shape[0], width))
+    for j in np.unique(fold):
+        rows = np.flatnonzero(fold == j)
+        out[rows] = predict_fold(int(j), X[rows])
+    return out
+
+
 def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     """X·coef + intercept. Up to three columns are one sparse mat-vec each: scipy's multi-vector kernel
     (``csr_matvecs``) is slower than that for so few columns (docs/data-contract.md)."""
@@ -90,13 +99,9 @@ class LinearRewardModel:
         cols = slice(None) if actions is None else actions
         if row_id is None or not self.folds:
             return _linear(X, self.coef[:, cols], self.intercept[cols])
-        fold = fold_of(np.asarray(row_id), self.folds, self.fold_seed)
-        out = np.empty((X.shape[0], self.n_actions if actions is None else len(actions)))
-        for j in range(self.folds):
-            rows = np.flatnonzero(fold == j)
-            if rows.size:
-                out[rows] = _linear(X[rows], self.fold_coef[j][:, cols], self.fold_intercept[j][cols])
-        return out
+        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed),
+                               self.n_actions if actions is None else len(actions),
+                               lambda j, rows: _linear(rows, self.fold_coef[j][:, cols], self.fold_intercept[j][cols]))
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""

@@ -239,7 +239,7 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
     d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
     if method != "ips" and reward_model is None:
         reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
-                                            spill=spill, progress=progress)
+                                            spill=spill, progress=progress, rtol=rtol, max_iter=max_iter)
     imputation = Imputation(method, d, k, reward_model if method != "ips" else None)
     _stage(progress, f"reading {len(paths)} part(s) …")
     parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
@@ -276,7 +276,8 @@ def _moments(part: LogPart, n_features: int):
 
 
 def fit_reward_model_for(logs: str, folds: int, *, spill: str | None, **kwargs):
-    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`)."""
+    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`),
+    to the policy fit's CG tolerance."""
     from dr_scale.fitting import fit_reward_model
 
     return fit_reward_model(logs, lam="auto", folds=folds, spill=spill or "memory", **kwargs)

@@ -55,13 +55,20 @@ def solve_in_blocks(parts: PartSet, cut, add_gram, stats: ridge.RidgeStats, lam,
     tasks = []
     for j, (k0, k1) in enumerate(blocks):
         pieces = [dask.delayed(_piece)(cut, parts.spill, part, k0, k1) for part in parts.parts]
-        block_stats = ridge.RidgeStats(*(getattr(stats, f.name)[k0:k1] for f in dataclasses.fields(stats)))
+        block_stats = ridge.RidgeStats(*_rows(stats, k0, k1))
         with placed(slots, j):  # one block per worker thread
             tasks.append(dask.delayed(_solve_block)(add_gram, block_stats, lam[k0:k1] if lam.ndim else lam, rtol,
                                                     max_iter, *pieces))
     fits = compute(*tasks, client=parts.client, progress=progress)
     return ridge.RidgeFit(np.concatenate([f.coef for f in fits]), np.concatenate([f.intercept for f in fits]),
                           max(f.iterations for f in fits), np.concatenate([f.converged for f in fits]))
+
+
+def _rows(stats: ridge.RidgeStats, k0: int, k1: int) -> list:
+    """Rows k0 … k1 − 1 of each field; a field that is another's array (Σx² = Σx for binary x) is the same
+    view, so the block's graph carries it once (pickle keeps one copy of an object met twice)."""
+    views = {}
+    return [views.setdefault(id(a), a[k0:k1]) for a in (getattr(stats, f.name) for f in dataclasses.fields(stats))]
 
 
 def _piece(cut, spill_root, part, k0, k1):

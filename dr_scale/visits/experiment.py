@@ -136,6 +136,25 @@ class Lifted:
                       (stop - first) * d, self.fit_rows[first:stop + 1] - r0)
 
 
+@dataclass(frozen=True)
+class Population:
+    """Sums over all rows (merge with ``+``): the true mean Σv/N, the visits' sd, the mean propensity
+    Σp/N and the naive mean over sampled users Σpv/Σp come from them."""
+
+    n: float = 0.0  # N
+    visits: float = 0.0  # Σ v
+    visits_squared: float = 0.0  # Σ v²
+    propensity: float = 0.0  # Σ p
+    propensity_visits: float = 0.0  # Σ p v
+
+    @classmethod
+    def of(cls, visits: np.ndarray, p: np.ndarray) -> "Population":
+        return cls(len(visits), visits.sum(), (visits ** 2).sum(), p.sum(), (p * visits).sum())
+
+    def __add__(self, other: "Population") -> "Population":
+        return Population(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+
+
 @dataclass
 class FitSums:
     """Per-fit sums of one or more parts (merge with ``+``)."""
@@ -148,11 +167,11 @@ class FitSums:
     sx: np.ndarray  # (F, d) Σ a x
     xy: np.ndarray  # (F, d) Σ a v x
     c: np.ndarray  # (F, d) Σ (1 − a/p) x
-    population: np.ndarray  # [N, Σ v, Σ v², Σ p, Σ p v]
+    population: Population
 
     @classmethod
     def zeros(cls, n_fits: int, d: int) -> "FitSums":
-        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), np.zeros(5))
+        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), Population())
 
     def __add__(self, other: "FitSums") -> "FitSums":
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
@@ -220,7 +239,7 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     total.n[:] += np.bincount(fit, minlength=n_fits)
     for name, weights in (("n_a", None), ("sy", v), ("ips", v * w), ("sap", w)):  # sums over sampled memberships
         getattr(total, name)[:] += np.bincount(sampled_fit, weights=weights, minlength=n_fits)
-    total.population += [len(part), part.visits.sum(), (part.visits ** 2).sum(), p.sum(), (p * part.visits).sum()]
+    total.population += Population.of(part.visits, p)
     return total
 
 
@@ -328,13 +347,13 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
         dr = np.where(size > 0, (sums.ips + correction) / size, np.nan)
     first = np.arange(len(settings.fractions)) * settings.repetitions
     sse = parts.sum(_r2_sums, fitted.coef[first], fitted.intercept[first])
-    N, sv, svv, sp_, spv = sums.population
-    truth = sv / N
-    r2 = 1.0 - sse / (svv - N * truth ** 2)
+    pop = sums.population
+    N, truth, naive = pop.n, pop.visits / pop.n, pop.propensity_visits / pop.propensity
+    r2 = 1.0 - sse / (pop.visits_squared - N * truth ** 2)
     lap("estimates")
-    calibration = {"true_mean": truth, "visits_sd": float(np.sqrt(svv / N - truth ** 2)),
-                   "mean_propensity": sp_ / N, "naive_sampled_mean": spv / sp_,
-                   "naive_bias": spv / sp_ / truth - 1.0, "projection_min": m, "projection_mean": mbar,
+    calibration = {"true_mean": truth, "visits_sd": float(np.sqrt(pop.visits_squared / N - truth ** 2)),
+                   "mean_propensity": pop.propensity / N, "naive_sampled_mean": naive,
+                   "naive_bias": naive / truth - 1.0, "projection_min": m, "projection_mean": mbar,
                    "component_variance": comp.variance, "lanczos_passes": comp.passes}
     return ExperimentResult(settings, int(N), comp.mean.shape[0], len(parts.parts), float(truth),
                             {k: float(v) for k, v in calibration.items()}, ips, dr, size, sums.n_a,
