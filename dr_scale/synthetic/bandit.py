@@ -45,7 +45,7 @@ from dr_scale.compute import compute
 from dr_scale.logdata import binary_csr, compact_index, with_log_metadata
 
 #: Bump when the generator's output changes for the same options.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MANIFEST = "_manifest.json"
 FIRST_DATE = datetime.date(2026, 11, 1)
 MAX_FEATURES = 1 << 24
@@ -133,12 +133,12 @@ class World:
 
 
 def field_starts(n_features: int, settings: WorldSettings) -> np.ndarray:
-    """Feature id ranges of the fields: sizes ∝ ratio^(f/(F−1)), at least 2 each, summing to d."""
+    """Feature id ranges of the fields: n_f = 2 + ⌊(d − 2F) · r_f / Σ_g r_g⌋, r_f = ratio^(f/(F−1)), summing to d."""
     F = settings.fields
     if n_features < 2 * F:
         raise ValueError(f"--features must be at least {2 * F} (two ids per field of the {F} fields), got {n_features}")
     share = settings.size_ratio ** (np.arange(F) / (F - 1))
-    sizes = np.maximum(2, np.floor(n_features * share / share.sum()).astype(np.int64))
+    sizes = 2 + np.floor((n_features - 2 * F) * share / share.sum()).astype(np.int64)
     sizes[-1] += n_features - sizes.sum()  # the largest field takes the rounding
     return np.concatenate([[0], np.cumsum(sizes)])
 
