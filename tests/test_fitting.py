@@ -279,3 +279,14 @@ def test_a_report_reads_a_cross_fitted_model_from_its_policies_file(logs, tmp_pa
                  "--estimators", "DR", "--json", str(evaluated), "--no-progress"]) == 0
     (reported,) = json.loads((out / "report.json").read_text())["policies"]
     assert reported["estimates"]["DR"]["value"] == json.loads(evaluated.read_text())["estimates"]["DR"]["value"]
+
+
+@pytest.mark.slow
+def test_evaluate_fit_reward_model_is_identical_on_a_command_line_cluster(logs, dask_cluster, tmp_path):
+    results = []
+    for where in ([], ["--scheduler", dask_cluster.address]):
+        out = str(tmp_path / f"{len(where)}.json")
+        assert main(["evaluate", logs[True, 6], "--policy", "constant:3", "--fit-reward-model", "--folds", "5",
+                     "--no-progress", "--json", out, *where]) == 0
+        results.append(json.loads(open(out).read())["estimates"])
+    assert results[0] == results[1]
