@@ -50,10 +50,11 @@ def side_sklearn(args) -> dict:
     import scipy.sparse as sp
     from sklearn.linear_model import Ridge
 
-    from dr_scale.logdata import read_log
+    from dr_scale.logdata import list_parts, log_metadata, read_log
 
     start = _clock()
-    parts = read_log(args.logs)
+    fs, paths = list_parts(args.logs)
+    parts = read_log(args.logs, n_features=log_metadata(fs, paths[0])["n_features"])
     X = sp.vstack([p.X for p in parts], format="csr")
     action = np.concatenate([p.action for p in parts])
     reward = np.concatenate([p.reward for p in parts])
