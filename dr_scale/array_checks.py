@@ -48,7 +48,8 @@ def actions(name: str, values, n: int, k: int | None) -> np.ndarray:
     if a.ndim != 1 or a.size != n:
         raise UserError(f"{name} must be a 1-d array of {n} rows (as reward), got shape {a.shape}")
     if not np.issubdtype(a.dtype, np.integer):
-        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype} (e.g. {name}[0] = {a[0].item()!r})")
+        example = f" (e.g. {name}[0] = {a[0].item()!r})" if a.size else ""
+        raise UserError(f"{name} must hold integer action ids, got dtype {a.dtype}{example}")
     a = a.astype(np.int64, copy=False)
     bad = (a < 0) if k is None else ((a < 0) | (a >= k))
     if bad.any():

@@ -19,6 +19,7 @@ partitions and Dask (``state`` + ``result``).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -45,6 +46,13 @@ class RowInputs:
     weight: np.ndarray  # w_i = π(a_i|x_i) / p̂_i
     reward_hat_pi: np.ndarray | None = None  # ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i)
     reward_hat_logged: np.ndarray | None = None  # ρ̂_{a_i}(x_i)
+
+    @functools.cached_property
+    def ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max) of (r, w), computed once for all estimators (the EL interval's bounds; ±∞ for no rows)."""
+        if self.reward.size == 0:
+            return np.full(2, np.inf), np.full(2, -np.inf)
+        return (np.array([self.reward.min(), self.weight.min()]), np.array([self.reward.max(), self.weight.max()]))
 
     @classmethod
     def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> "RowInputs":
@@ -142,10 +150,6 @@ class Estimator:
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def bounded(self, rows: RowInputs) -> tuple[np.ndarray, ...]:
-        """Per-row quantities whose range the EL interval uses: r (the value lies in its range) and w."""
-        return rows.reward, rows.weight
-
     def value_of(self, means: np.ndarray) -> float:
         return float(means[0])
 
@@ -173,7 +177,7 @@ class Estimator:
         """The mergeable state of a batch of rows."""
         if self.needs_model and rows.reward_hat_pi is None:
             raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
-        return Moments.of(*self.terms(rows), bounded=self.bounded(rows))
+        return Moments.of(*self.terms(rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
         """Estimate, delta-method standard error, n and the EL summary from a (merged) state."""
@@ -380,7 +384,7 @@ class _Thresholded(Estimator):
         if rows.reward_hat_pi is None:
             raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
         grid = np.array(self.thresholds)
-        return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size), self.bounded(rows))
+        return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
     def linearize(self, state):
         if getattr(self, self.parameter) is not None:
@@ -394,7 +398,7 @@ class _Thresholded(Estimator):
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
 
 
-def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) -> Moments:
+def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moments:
     """:class:`Moments` of t_j = ρ̂_π + a_j, j over the increasing thresholds ``grid`` (last ∞), in O(n + G²).
 
     With d = r − ρ̂_a, a row whose weight w lies in bin b (the first threshold ≥ w) has
@@ -410,7 +414,7 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) 
     c, w = rows.reward_hat_pi, rows.weight
     n, size = c.size, grid.size
     if n == 0:
-        return Moments.empty(size, len(bounded))
+        return Moments.empty(size, 2)
     c_mean = c.mean()
     cc = c - c_mean
     sum_cc, sum_c = float(cc @ cc), float(cc.sum())
@@ -440,9 +444,7 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, bounded) 
     mean_a = sum_a / n
     comoment = (sum_cc + sum_ca[:, None] + sum_ca[None, :] - sum_c * (mean_a[:, None] + mean_a[None, :])
                 + sum_aa - n * np.outer(mean_a, mean_a))
-    low = np.array([np.min(b) for b in bounded], dtype=np.float64)
-    high = np.array([np.max(b) for b in bounded], dtype=np.float64)
-    return Moments(n, c_mean + mean_a, comoment, low, high)
+    return Moments(n, c_mean + mean_a, comoment, *rows.ranges)
 
 
 @dataclass(frozen=True)

@@ -40,16 +40,15 @@ class Moments:
         return cls(0, np.zeros(m), np.zeros((m, m)), np.full(b, np.inf), np.full(b, -np.inf))
 
     @classmethod
-    def of(cls, *columns: np.ndarray, bounded: tuple[np.ndarray, ...] = ()) -> "Moments":
-        """State of the rows of ``columns`` (each of shape (n,)), with the ranges of ``bounded``."""
+    def of(cls, *columns: np.ndarray, ranges: tuple[np.ndarray, np.ndarray] | None = None) -> "Moments":
+        """State of the rows of ``columns`` (each of shape (n,)); ``ranges`` = (minima, maxima) of b others."""
         z = np.stack([np.asarray(c, dtype=np.float64) for c in columns])  # (m, n): each quantity contiguous
         n = z.shape[1]
+        low, high = ranges if ranges is not None else (np.zeros(0), np.zeros(0))
         if n == 0:
-            return cls.empty(z.shape[0], len(bounded))
+            return cls.empty(z.shape[0], low.size)
         mean = z.mean(axis=1)  # along contiguous rows (not a strided axis-0 mean of an (n, m) stack), and pairwise
         centred = z - mean[:, None]
-        low = np.array([np.min(b) for b in bounded], dtype=np.float64)
-        high = np.array([np.max(b) for b in bounded], dtype=np.float64)
         return cls(n, mean, centred @ centred.T, low, high)
 
     @property

@@ -29,7 +29,7 @@ import numpy as np
 
 from dr_scale import keyed_random
 from dr_scale.atomic import atomic_write, url_to_fs
-from dr_scale.errors import UserError
+from dr_scale.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
 FOLD_PURPOSE = "cross-fit fold"
 
@@ -42,6 +42,15 @@ class RewardModel(Protocol):
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
     """Each row's cross-fitting fold in [0, folds): ⌊folds · u(row_id)⌋, keyed by (seed, "cross-fit fold")."""
     return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
+
+
+def predict_by_fold(X, fold: np.ndarray, width: int, predict_fold) -> np.ndarray:
+    """(n, width) predictions, the rows of fold j by ``predict_fold(j, X[rows of fold j])``."""
+    out = np.empty((X.shape[0], width))
+    for j in np.unique(fold):
+        rows = np.flatnonzero(fold == j)
+        out[rows] = predict_fold(int(j), X[rows])
+    return out
 
 
 def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
@@ -90,13 +99,9 @@ class LinearRewardModel:
         cols = slice(None) if actions is None else actions
         if row_id is None or not self.folds:
             return _linear(X, self.coef[:, cols], self.intercept[cols])
-        fold = fold_of(np.asarray(row_id), self.folds, self.fold_seed)
-        out = np.empty((X.shape[0], self.n_actions if actions is None else len(actions)))
-        for j in range(self.folds):
-            rows = np.flatnonzero(fold == j)
-            if rows.size:
-                out[rows] = _linear(X[rows], self.fold_coef[j][:, cols], self.fold_intercept[j][cols])
-        return out
+        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed),
+                               self.n_actions if actions is None else len(actions),
+                               lambda j, rows: _linear(rows, self.fold_coef[j][:, cols], self.fold_intercept[j][cols]))
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""
@@ -118,28 +123,14 @@ class LinearRewardModel:
         atomic_write(fs, path, buf.getvalue())
 
     def __post_init__(self):
-        self.coef, self.intercept = checked_parameters(self.coef, self.intercept, "LinearRewardModel")
+        self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
-        """Read a model saved by :meth:`save`; anything else is a :class:`ModelError` naming the file."""
-        fs, path = url_to_fs(url, storage_options)
-        if fs.isdir(path):
-            raise ModelError(f"reward model {url}: is a folder; give the .npz file")
-        if not fs.exists(path):
-            raise ModelError(f"reward model {url}: no such file")
-        with fs.open(path, "rb") as f:
-            raw = f.read()
-        try:
-            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files} if isinstance(z, np.lib.npyio.NpzFile) else None
-        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad model file
-            raise ModelError(f"reward model {url}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-        if arrays is None or "coef" not in arrays or "intercept" not in arrays:
-            found = ", ".join(sorted(arrays)) if arrays else "a single array"
-            raise ModelError(f"reward model {url}: expected arrays 'coef' (d × k) and 'intercept' (k), found {found}")
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
         where = f"reward model {url}"
-        model = cls(*checked_parameters(arrays["coef"], arrays["intercept"], where))
+        arrays = read_linear_file(url, storage_options, where)
+        model = cls(arrays["coef"], arrays["intercept"])
         try:
             if "fold_coef" in arrays:
                 model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
@@ -153,34 +144,9 @@ class LinearRewardModel:
             if "metadata" in arrays:
                 model.metadata = json.loads(str(arrays["metadata"]))
         except (KeyError, ValueError, TypeError) as exc:
-            raise ModelError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") from None
+            raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
+                from None
         return model
-
-
-class ModelError(UserError):
-    """A reward model file or object that cannot be used: the message names it and what is wrong."""
-
-
-def checked_parameters(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (d, k), intercept (k,)) as finite float64 arrays, or a :class:`ModelError`."""
-    coef, intercept = np.asarray(coef), np.asarray(intercept)
-    for name, a in (("coef", coef), ("intercept", intercept)):
-        if a.dtype.kind not in "biuf":
-            raise ModelError(f"{where}: '{name}' holds {a.dtype}, expected numbers")
-    if coef.ndim == 1:
-        coef = coef[:, None]
-    if coef.ndim != 2 or coef.shape[0] < 1 or coef.shape[1] < 1:
-        raise ModelError(f"{where}: 'coef' has shape {coef.shape}, expected (d, k) with d, k ≥ 1")
-    intercept = intercept.reshape(-1) if intercept.ndim <= 1 or intercept.size == coef.shape[1] else intercept
-    if intercept.shape != (coef.shape[1],):
-        raise ModelError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — one per "
-                         f"action of 'coef' {coef.shape}")
-    coef, intercept = coef.astype(np.float64), intercept.astype(np.float64)
-    for name, a in (("coef", coef), ("intercept", intercept)):
-        if not np.isfinite(a).all():
-            raise ModelError(f"{where}: '{name}' has NaN or infinite entries (e.g. at index "
-                             f"{tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])})")
-    return coef, intercept
 
 
 def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:

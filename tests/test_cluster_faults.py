@@ -150,3 +150,42 @@ def test_ctrl_c_leaves_no_partial_output(where, many_parts, tmp_path, tests_env,
         with cluster.client() as client:  # the interrupted job's tasks were cancelled, not left running
             wait_until(lambda: client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0,
                        timeout=30, what="the scheduler to forget the interrupted job", interval=0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_worker_killed_during_the_ridge_of_a_million_row_job_gives_the_same_result(dask_cluster, tmp_path):
+    """The visits job on 1,000,000 users (1,000 features, 10 parts): once a worker computes a block of the
+    ridge fits (its CG iterations, :func:`dr_scale.outofcore.blocks.solve_in_blocks`), SIGKILL its process;
+    the lost parts, pieces and block are computed again and every estimate has the bits of local mode."""
+    from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+    from dr_scale.visits.generate import generate_visits
+
+    data = str(tmp_path / "visits")
+    generate_visits(data, rows=1_000_000, features=1000, seed=1, rows_per_part=100_000)
+    settings = Settings(fractions=(0.01, 0.05), repetitions=50, seed=3)
+    local = run_experiment(load_parts(data), settings)
+    outcome = {}
+    with dask_cluster.client() as client:
+        def on_cluster():
+            try:
+                outcome["result"] = run_experiment(load_parts(data, client=client), settings)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                outcome["error"] = exc
+
+        job = threading.Thread(target=on_cluster)
+        job.start()
+        holder = wait_until(lambda: next((w for w, keys in client.processing().items()
+                                          if any(str(k).startswith("_solve_block") for k in keys)), None),
+                            timeout=300, what="a worker to compute a block of the ridge fits", interval=0.005)
+        pid = client.run(os.getpid, workers=[holder])[holder]
+        assert job.is_alive(), "the job finished before the kill: make it longer"
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: holder not in client.scheduler_info()["workers"], timeout=30,
+                   what="the scheduler to notice the dead worker")
+        job.join(timeout=300)
+        assert not job.is_alive() and "error" not in outcome, outcome.get("error")
+        killed = outcome["result"]
+    for name in ("ips", "dr", "r2", "subsample_size"):
+        np.testing.assert_array_equal(getattr(killed, name), getattr(local, name))
+    assert killed.ridge_iterations == local.ridge_iterations

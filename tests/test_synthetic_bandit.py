@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dr_scale import keyed_random
-from dr_scale.synthetic.bandit import MANIFEST, generate_bandit, make_world, part_paths
+from dr_scale.synthetic.bandit import MANIFEST, WorldSettings, field_starts, generate_bandit, make_world, part_paths
 from dr_scale.cli import main
 from dr_scale.logdata import read_log
 
@@ -64,6 +64,14 @@ def test_days_are_hive_partitions_of_the_same_world(tmp_path):
     assert [[len(p) for p in day] for day in days] == [[500, 500], [500, 500], [500, 501]]
     assert manifest["parts"] == 6
     assert read_all(tmp_path / "days")[1].equals(read_all(tmp_path / "flat")[1])
+
+
+@pytest.mark.parametrize("d", [80, 81, 128, 1000, 2**18])
+def test_fields_cover_the_features_with_at_least_two_ids_each(d):
+    starts = field_starts(d, WorldSettings())
+    sizes = np.diff(starts)
+    assert starts[0] == 0 and starts[-1] == d and len(sizes) == 40
+    assert sizes.min() >= 2 and np.all(np.diff(sizes) >= 0)  # growing: the last field is the largest
 
 
 def test_part_paths_cover_every_row_once():

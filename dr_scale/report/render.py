@@ -144,6 +144,11 @@ def _fmt(x, spec=".4g") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def _chosen(e: dict) -> str:
+    """" (tau = 20)" for a tuned estimator's chosen threshold ("∞": DR), else nothing."""
+    return "".join(f" ({k} = {'∞' if v == 'inf' else format(v, 'g')})" for k, v in e.get("chosen", {}).items())
+
+
 def _weight(q) -> str:
     """A weight quantile; the histogram's first bin reads "< 0.001" (in practice w = 0)."""
     return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else _fmt(q)
@@ -172,7 +177,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         for warning in p["warnings"]:
             out.append(("warn", warning))
         out.append(("table", ["estimator", "value", "std. error", level, "n"],
-                    [[k, _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
+                    [[k + _chosen(e), _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
                       f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
                       str(e["n"])] for k, e in p["estimates"].items()]))
         q = d["weight_quantiles"]

@@ -45,7 +45,7 @@ from dr_scale.compute import compute
 from dr_scale.logdata import binary_csr, compact_index, with_log_metadata
 
 #: Bump when the generator's output changes for the same options.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MANIFEST = "_manifest.json"
 FIRST_DATE = datetime.date(2026, 11, 1)
 MAX_FEATURES = 1 << 24
@@ -133,12 +133,12 @@ class World:
 
 
 def field_starts(n_features: int, settings: WorldSettings) -> np.ndarray:
-    """Feature id ranges of the fields: sizes ∝ ratio^(f/(F−1)), at least 2 each, summing to d."""
+    """Feature id ranges of the fields: n_f = 2 + ⌊(d − 2F) · r_f / Σ_g r_g⌋, r_f = ratio^(f/(F−1)), summing to d."""
     F = settings.fields
     if n_features < 2 * F:
         raise ValueError(f"--features must be at least {2 * F} (two ids per field of the {F} fields), got {n_features}")
     share = settings.size_ratio ** (np.arange(F) / (F - 1))
-    sizes = np.maximum(2, np.floor(n_features * share / share.sum()).astype(np.int64))
+    sizes = 2 + np.floor((n_features - 2 * F) * share / share.sum()).astype(np.int64)
     sizes[-1] += n_features - sizes.sum()  # the largest field takes the rounding
     return np.concatenate([[0], np.cumsum(sizes)])
 
@@ -244,11 +244,10 @@ def generate_rows(world: World, seed: int, first: int, n: int) -> tuple[pa.Table
     return with_log_metadata(table, world.n_features, k), Calibration.of(X, expected, probs, action, reward, propensity)
 
 
-def _write_part(url: str, storage_options, seed: int, n_features: int, n_actions: int, path: str,
+def _write_part(fs, root: str, seed: int, n_features: int, n_actions: int, path: str,
                 first: int, n: int) -> Calibration:
     world = make_world(seed, n_features, n_actions)
     table, calibration = generate_rows(world, seed, first, n)
-    fs, root = url_to_fs(url, storage_options)
     with atomic_open(fs, posixpath.join(root, path), "wb") as f:
         # no dictionary pages: ids over 2^18 values and float rewards do not repeat enough to pay for them
         pq.write_table(table, f, compression="zstd", use_dictionary=["action"])
@@ -295,7 +294,7 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
         if not overwrite:
             raise ValueError(f"{url}: exists and is not empty; choose a new folder or pass --overwrite")
         fs.rm(root, recursive=True)
-    tasks = [dask.delayed(_write_part, pure=True)(url, storage_options, seed, features, actions, path, first, n)
+    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
              for path, first, n in part_paths(rows, days, rows_per_part)]
     parts = compute(*tasks, client=client, progress=progress)
     calibration = sum(parts[1:], parts[0])
