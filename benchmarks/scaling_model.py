@@ -4,8 +4,9 @@ Measured on a ``LocalCluster`` of 2 single-threaded worker processes, for each j
 visits experiment, ``evaluate``, ``fit``):
 
 * every pass the job makes (``PartSet.build`` / ``sum`` / ``accumulate`` /
-  ``sum_and_derive``, the ridge's ``solve_in_blocks``, ``evaluate``'s one pass): the compute
-  time of each of its tasks (the scheduler's task stream), its parts, the bytes of its
+  ``sum_and_derive``, the ridge's ``solve_in_blocks``, ``evaluate``'s one pass): the CPU
+  seconds of the worker processes during it (``time.process_time`` in each: CPU, not wall,
+  so the load of a shared machine does not inflate them), its parts, the bytes of its
   result, of its large arguments and of what it leaves on the workers;
 * the per-pass latency L: the wall time of a pass that does nothing over the same parts;
 * the per-task cost o: the scheduler's time per task over 2,000 trivial tasks.
@@ -13,7 +14,7 @@ visits experiment, ``evaluate``, ``fit``):
 Projection for W workers (one thread each) and N rows in parts of the measured size
 (n = N / rows-per-part parts), each pass:
 
-    compute   ⌈n / W⌉ · t_part                        (t_part: the mean task time per part)
+    compute   ⌈n / W⌉ · t_part                        (t_part: the workers' CPU per part)
     overhead  L + o · (tasks)                          (tasks: min(W, n) + the tree's adds)
     traffic   ⌈log₂ min(W, n)⌉ · (R / B + R / A)      (the tree of + over results of R bytes)
               + R / B                                  (the sum to the client)
@@ -50,9 +51,6 @@ from distributed import Client, LocalCluster, get_task_stream
 from dr_scale.outofcore import blocks, passes
 from dr_scale.outofcore.passes import PartSet
 
-NODE_TASKS = ("_made", "_sum_node", "_accumulate_node", "_derive_node", "evaluate_state")
-
-
 @dataclasses.dataclass
 class Pass:
     kind: str
@@ -77,6 +75,11 @@ def nbytes(obj) -> int:
     return nbytes(vars(obj)) if hasattr(obj, "__dict__") else 0
 
 
+def workers_cpu(client) -> float:
+    """CPU seconds used so far by all worker processes (their tasks, and what serves them)."""
+    return sum(client.run(time.process_time).values())
+
+
 def compute_seconds(stream, prefixes) -> float:
     return sum(s["stop"] - s["start"] for t in stream for s in t["startstops"]
                if s["action"] == "compute" and str(t["key"]).strip("('").startswith(prefixes))
@@ -90,28 +93,32 @@ def recording(client, log: list[Pass]):
 
     def wrap(name):
         def method(self, fn, *args, **kwargs):
-            with get_task_stream(client=client) as stream:
-                out = originals[name](self, fn, *args, **kwargs)
+            cpu = workers_cpu(client)
+            out = originals[name](self, fn, *args, **kwargs)
+            cpu = workers_cpu(client) - cpu
             total = out[0] if name == "sum_and_derive" else out
             kept = 0
             if name == "sum_and_derive":
                 kept = sum(client.nbytes(keys=[p.key for p in out[1].parts], summary=False).values())
-            log.append(Pass(name, len(self.parts), compute_seconds(stream.data, NODE_TASKS), nbytes(total),
+            log.append(Pass(name, len(self.parts), cpu, nbytes(total),
                             sum(nbytes(a) for a in args if passes._is_large(a)), kept))
             return out
         return method
 
     def wrapped_build(cls, make, args_per_part, client=None, progress=False, spill=None):
-        with get_task_stream(client=client) as stream:
-            out = build(cls, make, args_per_part, client, progress, spill)
-        log.append(Pass("build", len(args_per_part), compute_seconds(stream.data, NODE_TASKS), 0))
+        cpu = workers_cpu(client)
+        out = build(cls, make, args_per_part, client, progress, spill)
+        log.append(Pass("build", len(args_per_part), workers_cpu(client) - cpu, 0))
         return out
 
     def wrapped_solve(parts, *args, **kwargs):
+        cpu = workers_cpu(client)
         with get_task_stream(client=client) as stream:
             out = solve(parts, *args, **kwargs)
-        log.append(Pass("blocks", len(parts.parts), compute_seconds(stream.data, ("_pieces",)), nbytes(out),
-                        block_seconds=compute_seconds(stream.data, ("_solve_block",))))
+        cpu = workers_cpu(client) - cpu
+        cut, cg = compute_seconds(stream.data, ("_pieces",)), compute_seconds(stream.data, ("_solve_block",))
+        share = cut / (cut + cg)  # the workers' CPU split between cutting pieces and the CG as their task times are
+        log.append(Pass("blocks", len(parts.parts), cpu * share, nbytes(out), block_seconds=cpu * (1 - share)))
         return out
 
     import dr_scale.visits.experiment as experiment
@@ -204,9 +211,9 @@ def run_evaluate(client, logs: str, log: list[Pass]):
     meta = log_metadata(fs, paths[0])
     model = LinearRewardModel(np.zeros((meta["n_features"], meta["n_actions"])), np.zeros(meta["n_actions"]))
     evaluation = Evaluation("constant:0", list(ESTIMATORS), reward_model=model)  # ρ̂'s cost, not its values
-    with get_task_stream(client=client) as stream:
-        evaluate_log(logs, evaluation, client=client)
-    log.append(Pass("evaluate", len(paths), compute_seconds(stream.data, ("",)), 0))
+    cpu = workers_cpu(client)
+    evaluate_log(logs, evaluation, client=client)
+    log.append(Pass("evaluate", len(paths), workers_cpu(client) - cpu, 0))
 
 
 def main() -> None:
@@ -251,8 +258,8 @@ def main() -> None:
     for name, (log, rows, wall) in jobs.items():
         parts = max(p.parts for p in log)
         print(f"\n{name}: measured at {rows:,} rows in {parts} parts, {len(log)} passes, "
-              f"{wall:.1f} s on the 2-process cluster; per part and pass "
-              f"{1e3 * sum(p.task_seconds for p in log) / parts:.0f} ms of task time in all")
+              f"{wall:.1f} s on the 2-process cluster; per part, all passes: "
+              f"{1e3 * sum(p.task_seconds + p.block_seconds for p in log) / parts:.0f} ms of worker CPU")
         targets = {"visits job": (38_500_000, 385_000_000), "fit": (38_500_000, 100_000_000, 385_000_000),
                    "evaluate": (38_500_000, 385_000_000)}[name]
         print(f"  {'rows':>12} {'T(1) s':>9} " + " ".join(f"{f'W={w}: s / eff.':>18}" for w in (8, 32, 128)))
