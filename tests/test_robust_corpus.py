@@ -235,6 +235,11 @@ EVALUATE_OPTIONS = [
     ["--scheduler", "not-an-address"], ["--scheduler", "foo://x:1"], ["--scheduler", "tcp://127.0.0.1:99999"],
     ["--scheduler", "tcp://x:1", "--local-workers", "2"],
     ["--bogus-option"], ["extra-positional"],
+    *[["--baseline", v] for v in ("bogus", "constant:-1", "column:nope", "logging", "constant:0", "")],
+    *[["--interval", v] for v in ("el", "wald", "")],
+    *[["--fit-reward-model", *v] for v in ([], ["--folds", "1"], ["--folds", "0"], ["--folds", "x"], ["--lam", "0"],
+                                           ["--lam", "-1"], ["--lam", "nan"], ["--lam", "auto"], ["--lam", "x"])],
+    *[["--policy", f"linear:{v}"] for v in ("", "/dev/null", "/tmp")],
 ]
 
 
@@ -496,14 +501,48 @@ def test_bad_generate_option(tmp_path, capsys, extra):
 
 @pytest.mark.parametrize("argv", [[], ["bogus"], ["evaluate", "--help"], ["fit", "--help"], ["run", "--help"],
                                   ["report", "--help"], ["generate", "--help"], ["generate", "visits", "--help"],
+                                  ["learn", "--help"], ["generate", "bandit", "--help"],
                                   ["--debug"], ["generate"]], ids=lambda a: " ".join(a) or "none")
 def test_usage(capsys, tmp_path, argv):
     code, _, _ = run(argv, capsys, tmp_path)
     assert code == (0 if "--help" in argv else 2)
 
 
+LEARN_OPTIONS = [["--method", "x"], ["--learner", "x"], ["--lam", "0"], ["--lam", "nan"], ["--folds", "0"],
+                 ["--folds", "1"], ["--n-actions", "0"], ["--n-actions", "2"], ["--n-features", "-1"],
+                 ["--max-iter", "0"], ["--max-iter", "-5"], ["--spill", ""], ["--method", "dm"], ["--out", "/proc/p.npz"]]
+
+
+@pytest.mark.parametrize("extra", LEARN_OPTIONS, ids=lambda e: " ".join(e))
+def test_bad_learn_option(tmp_path, capsys, base, extra):
+    out = tmp_path / "out"
+    argv = ["learn", base / "logs", "--out", out / "p.npz", "--no-progress", *extra]
+    run(argv, capsys, out)
+
+
+BANDIT_OPTIONS = [["--rows", "0"], ["--rows", "-1"], ["--rows", "x"], ["--features", "0"], ["--actions", "0"],
+                  ["--actions", "1"], ["--days", "0"], ["--days", "-2"], ["--rows-per-part", "0"], ["--seed", "-1"],
+                  ["--rows", "5", "--days", "10"], ["--features", "1.5"]]
+
+
+@pytest.mark.parametrize("extra", BANDIT_OPTIONS, ids=lambda e: " ".join(e))
+def test_bad_generate_bandit_option(tmp_path, capsys, extra):
+    out = tmp_path / "out"
+    argv = ["generate", "bandit", "--rows", "40", "--features", "16", "--actions", "3", "--out", out,
+            "--no-progress", *extra]
+    run(argv, capsys, out)
+
+
+@pytest.mark.parametrize("which", ["out-is-file", "out-not-empty", "out-in-proc"])
+def test_bad_generate_bandit_output(tmp_path, capsys, base, which):
+    out = {"out-is-file": base / "a-file", "out-not-empty": base, "out-in-proc": "/proc/dr-scale-bandit"}[which]
+    code, _, _ = run(["generate", "bandit", "--rows", "40", "--features", "16", "--actions", "3", "--out", out,
+                      "--no-progress"], capsys, tmp_path)
+    assert code == 2
+
+
 def test_corpus_size():
     """The corpus holds at least 200 distinct bad inputs."""
     counted = (3 * len(LOG_MUTATIONS) + 3 * 11 + len(EVALUATE_OPTIONS) + 2 * len(MODELS) + len(OUTPUTS) + 7 + 3
-               + len(POLICIES) + 11 + len(JOBS) + 3 + 6)
+               + len(POLICIES) + 11 + len(JOBS) + 3 + 6 + len(LEARN_OPTIONS) + len(BANDIT_OPTIONS) + 3)
     assert counted >= 200, counted
