@@ -7,7 +7,8 @@ real command in-process (``dr_scale.cli.main``). The rules, for every case:
 * the exit status is 0, 2 or 3 (130 is an interrupt, not reachable here);
 * no traceback, and an error is one line ``dr-scale COMMAND: error: …`` that is not the
   "unexpected" fallback (a case that hits it is an error path still to write);
-* every JSON file the command wrote parses with NaN / Infinity rejected.
+* every JSON file the command wrote parses with NaN / Infinity rejected;
+* no numpy RuntimeWarning (overflow, invalid value) escapes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from dr_scale.reward_models import LinearRewardModel
 
 N, D, K = 60, 5, 3
 ALLOWED = {0, 2, 3}
+#: A numpy warning (overflow …) would print lines beside the one error line: none may escape.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 
 def good_columns(n: int = N, seed: int = 0) -> dict:
