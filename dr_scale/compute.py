@@ -155,9 +155,9 @@ def _local_pool():
 
 
 def _progress_bar():
-    from dask.diagnostics import ProgressBar
+    from dr_scale.progress import graph_bar
 
-    return ProgressBar(out=sys.stderr)
+    return graph_bar(sys.stderr)
 
 
 def compute(*collections, client=None, progress: bool = False):
