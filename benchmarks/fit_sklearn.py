@@ -126,7 +126,9 @@ SIDES = {"sklearn": side_sklearn, "fit": side_fit, "passes": side_passes}
 def run_side(name: str, args, result: str) -> dict:
     command = [sys.executable, __file__, "--side", name, "--logs", args.logs, "--lam", str(args.lam),
                "--rtol", str(args.rtol), "--repeat", str(args.repeat), "--result", result]
-    out = subprocess.run(command, check=True, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"the {name} measurement failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.errors import UserError
 from dr_scale.logdata import LogDataError, Partition, combined, first_null, numeric_values
+from dr_scale.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
 
 def parameters_digest(*arrays: np.ndarray) -> str:
@@ -224,13 +225,7 @@ class LinearPolicy(Policy):
     needs_features = True
 
     def __post_init__(self):
-        self.coef = np.asarray(self.coef, dtype=np.float64)
-        self.intercept = np.asarray(self.intercept, dtype=np.float64)
-        if self.coef.ndim != 2 or self.intercept.shape != (self.coef.shape[1],):
-            raise ValueError(f"{self.source}: a linear policy needs coef (d, k) and intercept (k,), "
-                             f"got {self.coef.shape} and {self.intercept.shape}")
-        if not (np.all(np.isfinite(self.coef)) and np.all(np.isfinite(self.intercept))):
-            raise ValueError(f"{self.source}: the policy's coef / intercept contain NaN or infinite values")
+        self.coef, self.intercept = checked_linear(self.coef, self.intercept, f"policy {self.source}")
         self.n_actions = self.coef.shape[1]
         self.digest = parameters_digest(self.coef, self.intercept)
 
@@ -274,20 +269,11 @@ class LinearPolicy(Policy):
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearPolicy":
-        fs, path = url_to_fs(url, storage_options)
-        if not fs.exists(path):
-            raise FileNotFoundError(f"{url}: no such policy file")
-        with fs.open(path, "rb") as f:
-            raw = f.read()
+        arrays = read_linear_file(url, storage_options, f"policy {url}")
         try:
-            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-                arrays = {key: z[key] for key in z.files}
             meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
-        except (OSError, EOFError, ValueError) as exc:  # not a zip of arrays, a pickle, bad JSON metadata
-            raise ValueError(f"{url}: not a readable .npz policy file ({type(exc).__name__})") from exc
-        missing = [key for key in ("coef", "intercept") if key not in arrays]
-        if missing:
-            raise ValueError(f"{url}: not a linear policy file (no {' / '.join(missing)}; keys: {', '.join(arrays)})")
+        except ValueError as exc:
+            raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
         return cls(arrays["coef"], arrays["intercept"], meta, url)
 
     def __str__(self):

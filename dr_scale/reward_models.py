@@ -29,7 +29,7 @@ import numpy as np
 
 from dr_scale import keyed_random
 from dr_scale.atomic import atomic_write, url_to_fs
-from dr_scale.errors import UserError
+from dr_scale.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
 FOLD_PURPOSE = "cross-fit fold"
 
@@ -123,28 +123,14 @@ class LinearRewardModel:
         atomic_write(fs, path, buf.getvalue())
 
     def __post_init__(self):
-        self.coef, self.intercept = checked_parameters(self.coef, self.intercept, "LinearRewardModel")
+        self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
-        """Read a model saved by :meth:`save`; anything else is a :class:`ModelError` naming the file."""
-        fs, path = url_to_fs(url, storage_options)
-        if fs.isdir(path):
-            raise ModelError(f"reward model {url}: is a folder; give the .npz file")
-        if not fs.exists(path):
-            raise ModelError(f"reward model {url}: no such file")
-        with fs.open(path, "rb") as f:
-            raw = f.read()
-        try:
-            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files} if isinstance(z, np.lib.npyio.NpzFile) else None
-        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad model file
-            raise ModelError(f"reward model {url}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-        if arrays is None or "coef" not in arrays or "intercept" not in arrays:
-            found = ", ".join(sorted(arrays)) if arrays else "a single array"
-            raise ModelError(f"reward model {url}: expected arrays 'coef' (d × k) and 'intercept' (k), found {found}")
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
         where = f"reward model {url}"
-        model = cls(*checked_parameters(arrays["coef"], arrays["intercept"], where))
+        arrays = read_linear_file(url, storage_options, where)
+        model = cls(arrays["coef"], arrays["intercept"])
         try:
             if "fold_coef" in arrays:
                 model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
@@ -158,34 +144,9 @@ class LinearRewardModel:
             if "metadata" in arrays:
                 model.metadata = json.loads(str(arrays["metadata"]))
         except (KeyError, ValueError, TypeError) as exc:
-            raise ModelError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") from None
+            raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
+                from None
         return model
-
-
-class ModelError(UserError):
-    """A reward model file or object that cannot be used: the message names it and what is wrong."""
-
-
-def checked_parameters(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (d, k), intercept (k,)) as finite float64 arrays, or a :class:`ModelError`."""
-    coef, intercept = np.asarray(coef), np.asarray(intercept)
-    for name, a in (("coef", coef), ("intercept", intercept)):
-        if a.dtype.kind not in "biuf":
-            raise ModelError(f"{where}: '{name}' holds {a.dtype}, expected numbers")
-    if coef.ndim == 1:
-        coef = coef[:, None]
-    if coef.ndim != 2 or coef.shape[0] < 1 or coef.shape[1] < 1:
-        raise ModelError(f"{where}: 'coef' has shape {coef.shape}, expected (d, k) with d, k ≥ 1")
-    intercept = intercept.reshape(-1) if intercept.ndim <= 1 or intercept.size == coef.shape[1] else intercept
-    if intercept.shape != (coef.shape[1],):
-        raise ModelError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — one per "
-                         f"action of 'coef' {coef.shape}")
-    coef, intercept = coef.astype(np.float64), intercept.astype(np.float64)
-    for name, a in (("coef", coef), ("intercept", intercept)):
-        if not np.isfinite(a).all():
-            raise ModelError(f"{where}: '{name}' has NaN or infinite entries (e.g. at index "
-                             f"{tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])})")
-    return coef, intercept
 
 
 def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Estimator parameters travel: specs, policies files, cache fingerprints; tuned SwitchDR / ClippedDR."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,8 @@ from dr_scale.estimators import (
 )
 from dr_scale.moments import Moments
 from dr_scale.evaluation import Evaluation
+from dr_scale.example import example_paths
+from dr_scale.report.make import compute_report
 from dr_scale.report.policies_file import parse_policies
 from dr_scale.report.state_cache import fingerprint
 from dr_scale.reward_models import LinearRewardModel
@@ -85,3 +89,23 @@ def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator, mix):
     np.testing.assert_allclose(binned.mean, stacked.mean, rtol=1e-13)
     np.testing.assert_allclose(binned.comoment, stacked.comoment, rtol=1e-12, atol=1e-12 * stacked.comoment.max())
     np.testing.assert_array_equal(binned.low, stacked.low)
+
+
+def test_report_cache_is_not_shared_across_parameter_values(tmp_path):
+    """A cached state of ClippedDR(max_weight=2) is never served for max_weight=5 (the fingerprint differs)."""
+    logs, model = example_paths()
+    cache = str(tmp_path / "cache")
+
+    def report(max_weight):
+        data = {"policy": [{"name": "c", "spec": "column:target_action"}], "reward_model": model,
+                "estimators": [f"ClippedDR(max_weight={max_weight})"]}
+        return compute_report(logs, parse_policies(data, str(tmp_path / "p.toml")), cache, window="2d",
+                              log=io.StringIO())
+
+    def sources(r):
+        return {p["source"] for p in r["partitions"]}
+
+    first, again, other = report(2), report(2), report(5)
+    assert sources(first) == {"read"} and sources(again) == {"cache"} and sources(other) == {"read"}
+    value = {r["estimators"][0]: r["policies"][0]["estimates"][r["estimators"][0]]["value"] for r in (first, other)}
+    assert value["ClippedDR(max_weight=2.0)"] != value["ClippedDR(max_weight=5.0)"]

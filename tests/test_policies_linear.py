@@ -88,9 +88,9 @@ def test_evaluate_command_reads_a_linear_policy(log, capsys):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("linear:{folder}/missing.npz", "missing.npz: no such policy file"),
-    ("linear:{folder}/not-a-policy.npz", "not a linear policy file (no coef / intercept"),
-    ("linear:{folder}/garbage.npz", "not a readable .npz policy file"),
+    ("linear:{folder}/missing.npz", "missing.npz: no such file"),
+    ("linear:{folder}/not-a-policy.npz", "expected arrays 'coef' (d × k) and 'intercept' (k), found weights"),
+    ("linear:{folder}/garbage.npz", "garbage.npz: not a readable .npz file"),
     ("softmax:{folder}/policy.npz:hot", "temperature T of softmax:POLICY.npz:T must be a number"),
     ("softmax:{folder}/policy.npz:0", "softmax temperature must be a positive number"),
 ])

@@ -7,7 +7,8 @@ real command in-process (``dr_scale.cli.main``). The rules, for every case:
 * the exit status is 0, 2 or 3 (130 is an interrupt, not reachable here);
 * no traceback, and an error is one line ``dr-scale COMMAND: error: …`` that is not the
   "unexpected" fallback (a case that hits it is an error path still to write);
-* every JSON file the command wrote parses with NaN / Infinity rejected.
+* every JSON file the command wrote parses with NaN / Infinity rejected;
+* no numpy RuntimeWarning (overflow, invalid value) escapes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from dr_scale.reward_models import LinearRewardModel
 
 N, D, K = 60, 5, 3
 ALLOWED = {0, 2, 3}
+#: A numpy warning (overflow …) would print lines beside the one error line: none may escape.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 
 def good_columns(n: int = N, seed: int = 0) -> dict:
@@ -235,6 +238,11 @@ EVALUATE_OPTIONS = [
     ["--scheduler", "not-an-address"], ["--scheduler", "foo://x:1"], ["--scheduler", "tcp://127.0.0.1:99999"],
     ["--scheduler", "tcp://x:1", "--local-workers", "2"],
     ["--bogus-option"], ["extra-positional"],
+    *[["--baseline", v] for v in ("bogus", "constant:-1", "column:nope", "logging", "constant:0", "")],
+    *[["--interval", v] for v in ("el", "wald", "")],
+    *[["--fit-reward-model", *v] for v in ([], ["--folds", "1"], ["--folds", "0"], ["--folds", "x"], ["--lam", "0"],
+                                           ["--lam", "-1"], ["--lam", "nan"], ["--lam", "auto"], ["--lam", "x"])],
+    *[["--policy", f"linear:{v}"] for v in ("", "/dev/null", "/tmp")],
 ]
 
 
@@ -496,14 +504,96 @@ def test_bad_generate_option(tmp_path, capsys, extra):
 
 @pytest.mark.parametrize("argv", [[], ["bogus"], ["evaluate", "--help"], ["fit", "--help"], ["run", "--help"],
                                   ["report", "--help"], ["generate", "--help"], ["generate", "visits", "--help"],
+                                  ["learn", "--help"], ["generate", "bandit", "--help"],
                                   ["--debug"], ["generate"]], ids=lambda a: " ".join(a) or "none")
 def test_usage(capsys, tmp_path, argv):
     code, _, _ = run(argv, capsys, tmp_path)
     assert code == (0 if "--help" in argv else 2)
 
 
+LEARN_OPTIONS = [["--method", "x"], ["--learner", "x"], ["--lam", "0"], ["--lam", "nan"], ["--folds", "0"],
+                 ["--folds", "1"], ["--n-actions", "0"], ["--n-actions", "2"], ["--n-features", "-1"],
+                 ["--max-iter", "0"], ["--max-iter", "-5"], ["--spill", ""], ["--method", "dm"], ["--out", "/proc/p.npz"]]
+
+
+@pytest.mark.parametrize("extra", LEARN_OPTIONS, ids=lambda e: " ".join(e))
+def test_bad_learn_option(tmp_path, capsys, base, extra):
+    out = tmp_path / "out"
+    argv = ["learn", base / "logs", "--out", out / "p.npz", "--no-progress", *extra]
+    run(argv, capsys, out)
+
+
+BANDIT_OPTIONS = [["--rows", "0"], ["--rows", "-1"], ["--rows", "x"], ["--features", "0"], ["--actions", "0"],
+                  ["--actions", "1"], ["--days", "0"], ["--days", "-2"], ["--rows-per-part", "0"], ["--seed", "-1"],
+                  ["--rows", "5", "--days", "10"], ["--features", "1.5"]]
+
+
+@pytest.mark.parametrize("extra", BANDIT_OPTIONS, ids=lambda e: " ".join(e))
+def test_bad_generate_bandit_option(tmp_path, capsys, extra):
+    out = tmp_path / "out"
+    argv = ["generate", "bandit", "--rows", "40", "--features", "16", "--actions", "3", "--out", out,
+            "--no-progress", *extra]
+    run(argv, capsys, out)
+
+
+@pytest.mark.parametrize("which", ["out-is-file", "out-not-empty", "out-in-proc"])
+def test_bad_generate_bandit_output(tmp_path, capsys, base, which):
+    out = {"out-is-file": base / "a-file", "out-not-empty": base, "out-in-proc": "/proc/dr-scale-bandit"}[which]
+    code, _, _ = run(["generate", "bandit", "--rows", "40", "--features", "16", "--actions", "3", "--out", out,
+                      "--no-progress"], capsys, tmp_path)
+    assert code == 2
+
+
 def test_corpus_size():
     """The corpus holds at least 200 distinct bad inputs."""
     counted = (3 * len(LOG_MUTATIONS) + 3 * 11 + len(EVALUATE_OPTIONS) + 2 * len(MODELS) + len(OUTPUTS) + 7 + 3
-               + len(POLICIES) + 11 + len(JOBS) + 3 + 6)
+               + len(POLICIES) + 11 + len(JOBS) + 3 + 6 + len(LEARN_OPTIONS) + len(BANDIT_OPTIONS) + 3)
     assert counted >= 200, counted
+
+
+# -- through the real process: what only a process has (its streams, its environment) ----------------------
+def _process(argv, env: dict | None = None) -> tuple[int, str]:
+    """Run ``dr-scale`` with ``argv`` (a list, or a shell string after the executable) in a fresh process."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "dr-scale")
+    command = f"{shlex.quote(exe)} {argv}" if isinstance(argv, str) else [exe, *map(str, argv)]
+    proc = subprocess.run(command, shell=isinstance(argv, str), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=180, env={**os.environ, **(env or {})})
+    return proc.returncode, proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_process_level_cases(tmp_path, base):
+    """A full disk as stdout, a bad environment: exit 2 with one line, never a traceback or a hang."""
+    import concurrent.futures
+    import shlex
+
+    cases = {
+        "full disk": (f"evaluate {shlex.quote(str(base / 'logs'))} --no-progress > /dev/full", None,
+                      "No space left on device"),
+        "bad scheduler variable": (["evaluate", base / "logs", "--no-progress"],
+                                   {"DASK_SCHEDULER_ADDRESS": "garbage"}, "--scheduler 'garbage'"),
+        "bad connect timeout": (["evaluate", base / "logs", "--scheduler", "tcp://127.0.0.1:1", "--no-progress"],
+                                {"DASK_DR_SCALE__CONNECT_TIMEOUT": "abc"}, "dr-scale.connect-timeout = 'abc'"),
+        "bad storage variable": (["evaluate", base / "logs", "--no-progress"], {"DR_SCALE_STORAGE_OPTIONS": "{"},
+                                 "$DR_SCALE_STORAGE_OPTIONS: not valid JSON"),
+        "cache is a file": (["run", Path(__file__).parents[1] / "pipelines" / "visits.toml", "--set", "rows=100",
+                             "--set", "features=10", "--set", f"out={tmp_path / 'v'}", "--no-progress"],
+                            {"DR_SCALE_CACHE": str(base / "a-file")}, "a part of this path is a file"),
+    }
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        results = dict(zip(cases, pool.map(lambda case: _process(case[0], case[1]), cases.values())))
+    for name, (code, err) in results.items():
+        assert code == 2, (name, code, err)
+        assert "Traceback" not in err and cases[name][2] in err, (name, err)
+        assert len([line for line in err.splitlines() if ": error: " in line]) == 1, (name, err)
+
+
+def test_a_closed_pipe_is_named():
+    from dr_scale.errors import describe
+
+    assert describe(BrokenPipeError(32, "Broken pipe")).startswith("the output was closed before everything was")

@@ -328,6 +328,14 @@ def _share(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "share", policies
 
 
+def report_job(tmp_path: Path, capsys, share: Path, policies: Path, extra: str) -> tuple[Path, int, str]:
+    """Run a report job file with the given share and policies plus ``extra`` TOML lines."""
+    job = tmp_path / "job.toml"
+    job.write_text(f'job = "report"\nlogs = "{share}"\npolicies = "{policies}"\nout = "{tmp_path / "o"}"\n{extra}')
+    code, _, err = cli(capsys, "run", job, "--no-progress")
+    return job, code, err
+
+
 def test_a_huge_window_is_refused(tmp_path, capsys):
     share, policies = _share(tmp_path)
     code, _, err = cli(capsys, "report", "--logs", share, "--policies", policies, "--out", tmp_path / "o",
@@ -349,10 +357,7 @@ def test_bad_job_values(tmp_path, capsys, text, message):
 
 def test_storage_options_as_a_table_in_a_report_job(tmp_path, capsys):
     share, policies = _share(tmp_path)
-    job = tmp_path / "job.toml"
-    job.write_text(f'job = "report"\nlogs = "{share}"\npolicies = "{policies}"\nout = "{tmp_path / "o"}"\n'
-                   "[storage_options]\nauto_mkdir = true\n")
-    code, _, err = cli(capsys, "run", job, "--no-progress")
+    _, code, _ = report_job(tmp_path, capsys, share, policies, "[storage_options]\nauto_mkdir = true\n")
     assert code == 0 and (tmp_path / "o" / "report.json").exists()
 
 
@@ -375,10 +380,7 @@ def test_a_scheduler_that_is_not_an_address(tmp_path, capsys):
 # -- (5) wrong meanings -------------------------------------------------------------------
 def test_skip_bad_partitions_as_a_string_is_refused(tmp_path, capsys):
     share, policies = _share(tmp_path)
-    job = tmp_path / "job.toml"
-    job.write_text(f'job = "report"\nlogs = "{share}"\npolicies = "{policies}"\nout = "{tmp_path / "o"}"\n'
-                   'skip_bad_partitions = "false"\n')
-    code, _, err = cli(capsys, "run", job, "--no-progress")
+    job, code, err = report_job(tmp_path, capsys, share, policies, 'skip_bad_partitions = "false"\n')
     assert code == 2 and f"{job}: skip_bad_partitions: should be a valid boolean (got 'false')" in error_line(err)
 
 
@@ -529,8 +531,9 @@ def test_a_killed_publication_is_cleaned_by_the_next_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path):
-    """A real Ctrl-C to a ``dr-scale report`` process while it computes: exit 130, no temporary file."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
+    """A real Ctrl-C (or SIGTERM) to a ``dr-scale report`` process while it computes: exit 130, no temporary file."""
     share, _ = _share(tmp_path)
     policies = tmp_path / "slow.toml"
     policies.write_text('[[policy]]\nspec = "callable:slow_policy_for_tests:slow"\n')
@@ -544,7 +547,7 @@ def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path):
     import time
 
     time.sleep(4)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert b"interrupted; nothing was half-written" in err

@@ -113,6 +113,10 @@ def test_generate_and_run_graphs_hold_no_secret(graphs, options_file, tmp_path, 
                  "--no-progress"]) == 0
     assert_no_secret(graphs)
     graphs.clear()
+    assert main(["generate", "bandit", "--rows", "3000", "--features", "200", "--actions", "3", "--rows-per-part",
+                 "1000", "--out", str(tmp_path / "bandit"), "--storage-options", options_file, "--no-progress"]) == 0
+    assert_no_secret(graphs)
+    graphs.clear()
     assert main(["run", JOB, "--set", f"data={data}", "--set", "repetitions=2",
                  "--set", "fractions=[0.05, 0.2]", "--set", f"out={tmp_path / 'out'}", "--set", "spill=memory",
                  "--set", f"storage_options={json.dumps(OPTIONS)}", "--no-progress"]) == 0

@@ -63,8 +63,11 @@ class Prepared:
                 "DR": float(np.sqrt((k - 1) / m * np.mean((loss_pi - hat_pi) ** 2)))}
 
 
-def prepare(name: str, options: dict) -> Prepared:
-    """Split, train the DLM policy and the loss model, and compute the ground truth."""
+def prepare(name: str, options: dict, loss_model=None) -> Prepared:
+    """Split, train the DLM policy and the loss model, and compute the ground truth.
+
+    ``loss_model``: any ``fit(X, L)`` / ``predict(X) -> (n, k)`` model of the losses in place of
+    the ridge (benchmarks/classification_flexible.py compares a flexible one)."""
     data = cached_dataset(name, options.get("data_dir"))
     seed, key = int(options["seed"]), dataset_key(name)
     train, test = split_rows(len(data), options.get("train_fraction", 0.5), seed, key)
@@ -74,7 +77,9 @@ def prepare(name: str, options: dict) -> Prepared:
     action = policy.predict(data.X[test])
     target_probs = np.eye(data.n_classes)[action]
     test_losses = losses[test]
-    loss_model = PerActionRidge(alpha=options.get("ridge_alpha", 1.0)).fit(data.X[train], losses[train])
+    if loss_model is None:
+        loss_model = PerActionRidge(alpha=options.get("ridge_alpha", 1.0))
+    loss_model.fit(data.X[train], losses[train])
     return Prepared(name, test, test_losses, target_probs, loss_model.predict(data.X[test]),
                     float(np.mean(test_losses[np.arange(len(test)), action])), -policy.training_reward_)
 

@@ -6,7 +6,8 @@ send P (F × d) to every part and bring F × d partial sums back — 24 MB each 
 and iteration in the visits experiment. The fits are independent, so here they are split
 into contiguous blocks [k₀, k₁) of about equal rows, as many as the cluster has worker
 threads (:func:`dr_scale.outofcore.passes.task_count`): each part gives every block the
-piece of its rows that belongs to the block's fits (``cut``, once), and one task per block
+piece of its rows that belongs to the block's fits (``cut``, once; one task per block and run
+of parts kept on one worker, :func:`~dr_scale.outofcore.passes.tree_nodes`), and one task per block
 runs the whole CG over its fits on its pieces, adding each piece's product into one running
 sum in the parts' order (``add_gram``). What crosses the network is each row once, and the
 solutions.
@@ -25,7 +26,7 @@ import numpy as np
 
 from dr_scale.compute import compute
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import PartSet, load_part, placed, spill, task_count, worker_slots
+from dr_scale.outofcore.passes import PartSet, load_part, placed, spill, task_count, tree_nodes, worker_slots
 
 
 def fit_blocks(weights: np.ndarray, n_blocks: int) -> list[tuple[int, int]]:
@@ -51,10 +52,11 @@ def solve_in_blocks(parts: PartSet, cut, add_gram, stats: ridge.RidgeStats, lam,
     d = stats.sx.shape[1]  # a fit's CG step costs ~4 flops per active feature of its rows, ~10·d in dense updates
     slots = worker_slots(parts.client)
     blocks = fit_blocks(np.asarray(weights, dtype=np.float64) + d / 16, task_count(parts.client))
+    nodes = tree_nodes(len(parts.parts), task_count(parts.client))  # runs of parts that share a worker
     lam = np.asarray(lam, dtype=np.float64)
     tasks = []
     for j, (k0, k1) in enumerate(blocks):
-        pieces = [dask.delayed(_piece)(cut, parts.spill, part, k0, k1) for part in parts.parts]
+        pieces = [dask.delayed(_pieces)(cut, parts.spill, k0, k1, *parts.parts[lo:hi]) for lo, hi in nodes]
         block_stats = ridge.RidgeStats(*_rows(stats, k0, k1))
         with placed(slots, j):  # one block per worker thread
             tasks.append(dask.delayed(_solve_block)(add_gram, block_stats, lam[k0:k1] if lam.ndim else lam, rtol,
@@ -71,13 +73,14 @@ def _rows(stats: ridge.RidgeStats, k0: int, k1: int) -> list:
     return [views.setdefault(id(a), a[k0:k1]) for a in (getattr(stats, f.name) for f in dataclasses.fields(stats))]
 
 
-def _piece(cut, spill_root, part, k0, k1):
-    piece = cut(load_part(part), k0, k1)
-    return piece if spill_root is None else spill(piece, spill_root)
+def _pieces(cut, spill_root, k0, k1, *parts) -> list:
+    """The pieces of a run of parts for fits [k0, k1), spilled if ``spill_root`` is given."""
+    pieces = [cut(load_part(part), k0, k1) for part in parts]
+    return pieces if spill_root is None else [spill(piece, spill_root) for piece in pieces]
 
 
-def _solve_block(add_gram, stats, lam, rtol, max_iter, *pieces) -> ridge.RidgeFit:
-    pieces = [load_part(p) for p in pieces]
+def _solve_block(add_gram, stats, lam, rtol, max_iter, *runs) -> ridge.RidgeFit:
+    pieces = [load_part(p) for run in runs for p in run]  # in the parts' order
 
     def gram(P):
         active = np.flatnonzero(P.any(axis=1))  # CG zeroes the directions of converged fits

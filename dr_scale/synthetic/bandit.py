@@ -244,11 +244,10 @@ def generate_rows(world: World, seed: int, first: int, n: int) -> tuple[pa.Table
     return with_log_metadata(table, world.n_features, k), Calibration.of(X, expected, probs, action, reward, propensity)
 
 
-def _write_part(url: str, storage_options, seed: int, n_features: int, n_actions: int, path: str,
+def _write_part(fs, root: str, seed: int, n_features: int, n_actions: int, path: str,
                 first: int, n: int) -> Calibration:
     world = make_world(seed, n_features, n_actions)
     table, calibration = generate_rows(world, seed, first, n)
-    fs, root = url_to_fs(url, storage_options)
     with atomic_open(fs, posixpath.join(root, path), "wb") as f:
         # no dictionary pages: ids over 2^18 values and float rewards do not repeat enough to pay for them
         pq.write_table(table, f, compression="zstd", use_dictionary=["action"])
@@ -295,7 +294,7 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
         if not overwrite:
             raise ValueError(f"{url}: exists and is not empty; choose a new folder or pass --overwrite")
         fs.rm(root, recursive=True)
-    tasks = [dask.delayed(_write_part, pure=True)(url, storage_options, seed, features, actions, path, first, n)
+    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
              for path, first, n in part_paths(rows, days, rows_per_part)]
     parts = compute(*tasks, client=client, progress=progress)
     calibration = sum(parts[1:], parts[0])
