@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -67,15 +66,19 @@ def vw_text(paths: list[str], out: str, labelled: bool) -> int:
     return rows
 
 
+#: Runs the command given as its arguments and prints its children's CPU seconds and peak RSS (KiB): the
+#: peak of ``RUSAGE_CHILDREN`` is the largest of all children ever waited for, so each command gets its own.
+MEASURE = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+           "u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime + u.ru_stime, u.ru_maxrss)")
+
+
 def timed(command: list[str]) -> dict:
-    """Run a command; its wall time, CPU time and peak RSS (this process's children since the last call)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Run a command; its wall time, CPU time (user + system) and peak resident memory."""
     start = time.perf_counter()
-    subprocess.run(command, check=True)
+    out = subprocess.run([sys.executable, "-c", MEASURE, *command], check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"wall": wall, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "rss_gib": after.ru_maxrss / 2 ** 20}
+    cpu, rss = out.stdout.split()[-2:]
+    return {"wall": wall, "cpu": float(cpu), "rss_gib": int(rss) / 2 ** 20}
 
 
 def vw_actions(model: str, eval_text: str, folder: str) -> np.ndarray:

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
 import traceback
 
@@ -75,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def _terminated(signum, frame):
+    """SIGTERM (a scheduler's timeout, ``kill``) ends the command as Ctrl-C does: cleaned up, status 130."""
+    raise KeyboardInterrupt
+
+
 def console() -> None:
     """The ``dr-scale`` entry point: exit with ``main``'s status through ``os._exit``, for every status.
 
@@ -88,6 +94,7 @@ def console() -> None:
     spill folders and output files are context managers, every output is written to a
     temporary name and renamed — so only the standard streams need flushing here.
     """
+    signal.signal(signal.SIGTERM, _terminated)
     status = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # e.g. a closed pipe (``dr-scale … | head``)

@@ -42,7 +42,15 @@ class SchedulerUnreachable(UserError, ConnectionError):
 
 def connect_timeout() -> float:
     """Seconds to wait for a scheduler before giving up (Dask config ``dr-scale.connect-timeout``)."""
-    return parse_timedelta(dask.config.get(CONNECT_TIMEOUT_KEY, DEFAULT_CONNECT_TIMEOUT), default="s")
+    value = dask.config.get(CONNECT_TIMEOUT_KEY, DEFAULT_CONNECT_TIMEOUT)
+    try:
+        seconds = parse_timedelta(value, default="s")
+    except (KeyError, ValueError, TypeError):
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise UserError(f"Dask config {CONNECT_TIMEOUT_KEY} = {value!r} (e.g. from DASK_DR_SCALE__CONNECT_TIMEOUT): "
+                        "give a positive duration such as 15s or 2m")
+    return seconds
 
 
 def connect(scheduler: str):
@@ -147,9 +155,9 @@ def _local_pool():
 
 
 def _progress_bar():
-    from dask.diagnostics import ProgressBar
+    from dr_scale.progress import graph_bar
 
-    return ProgressBar(out=sys.stderr)
+    return graph_bar(sys.stderr)
 
 
 def compute(*collections, client=None, progress: bool = False):

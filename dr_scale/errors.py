@@ -69,10 +69,12 @@ def describe(exc: BaseException) -> str:
     store = _object_store_error(exc)
     if store:
         return store
+    if isinstance(exc, BrokenPipeError):
+        return "the output was closed before everything was written (a pipe such as `| head`)"
     if isinstance(exc, OSError) and exc.errno in _OS_HINTS and getattr(exc, "filename", None):
         return f"{exc.filename}: {_OS_HINTS[exc.errno]}"
     if isinstance(exc, OSError) and exc.errno in _OS_HINTS:
-        return f"{_one_line(exc)} ({_OS_HINTS[exc.errno]})"
+        return f"{exc.strerror or _OS_HINTS[exc.errno]} (while writing or reading the command's files or output)"
     if isinstance(exc, (ValueError, FileNotFoundError, ConnectionError, OSError)):
         return _one_line(exc) or type(exc).__name__
     if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):

@@ -236,6 +236,12 @@ class Evaluation:
         return reward_hat
 
     def state(self, part: Partition) -> PolicyState:
+        """The partition's mergeable state. Float overflow here (rewards near 10³⁰⁸) is not warned about
+        row by row: the sums come out non-finite and :meth:`result` refuses them with one clear error."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._state(part)
+
+    def _state(self, part: Partition) -> PolicyState:
         rows = self.rows(part)
         differences = self.differences()
         if differences:
@@ -253,13 +259,14 @@ class Evaluation:
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
                                 "predictions are too large; rescale them")
-        return EvaluationResult(
-            {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
-            state.weights,
-            str(self.policy),
-            {name: d.result(state.differences[name]) for name, d in self.differences().items()},
-            None if self.baseline is None else str(self.baseline),
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # an interval end that overflows prints as "—"
+            return EvaluationResult(
+                {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
+                state.weights,
+                str(self.policy),
+                {name: d.result(state.differences[name]) for name, d in self.differences().items()},
+                None if self.baseline is None else str(self.baseline),
+            )
 
     # -- sources -------------------------------------------------------------
     def file_state(self, fs, path: str) -> PolicyState:

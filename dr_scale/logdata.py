@@ -72,13 +72,21 @@ class Partition:
 
 
 # -- listing -------------------------------------------------------------------
+def _parquet_files(fs, folder: str) -> list[str]:
+    return sorted(p for p in fs.find(folder) if p.endswith(".parquet"))
+
+
 def list_parts(url: str, storage_options: dict | None = None) -> tuple[object, list[str]]:
-    """The filesystem and the sorted Parquet part files under ``url`` (file, folder or glob)."""
+    """The filesystem and the sorted Parquet part files under ``url`` (file, folder or glob).
+
+    A glob may match folders too (``logs/date=2026-11-0[1-5]``): their Parquet files count.
+    """
     fs, path = url_to_fs(url, storage_options)
     if any(ch in path for ch in "*?["):
-        paths = sorted(fs.glob(path))
+        paths = [p for match in sorted(fs.glob(path))
+                 for p in (_parquet_files(fs, match) if fs.isdir(match) else [match])]
     elif fs.isdir(path):
-        paths = sorted(p for p in fs.find(path) if p.endswith(".parquet"))
+        paths = _parquet_files(fs, path)
     elif fs.exists(path):
         paths = [path]
     else:

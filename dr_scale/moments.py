@@ -47,9 +47,10 @@ class Moments:
         low, high = ranges if ranges is not None else (np.zeros(0), np.zeros(0))
         if n == 0:
             return cls.empty(z.shape[0], low.size)
-        mean = z.mean(axis=1)  # along contiguous rows (not a strided axis-0 mean of an (n, m) stack), and pairwise
-        centred = z - mean[:, None]
-        return cls(n, mean, centred @ centred.T, low, high)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow shows as non-finite sums; callers check
+            mean = z.mean(axis=1)  # along contiguous rows (not a strided axis-0 mean of an (n, m) stack), pairwise
+            centred = z - mean[:, None]
+            return cls(n, mean, centred @ centred.T, low, high)
 
     @property
     def m(self) -> int:
@@ -65,9 +66,10 @@ class Moments:
         if self.n == 0:
             return other
         n = self.n + other.n
-        delta = other.mean - self.mean
-        mean = self.mean + delta * (other.n / n)
-        comoment = self.comoment + other.comoment + np.outer(delta, delta) * (self.n * other.n / n)
+        with np.errstate(over="ignore", invalid="ignore"):  # as in ``of``
+            delta = other.mean - self.mean
+            mean = self.mean + delta * (other.n / n)
+            comoment = self.comoment + other.comoment + np.outer(delta, delta) * (self.n * other.n / n)
         return Moments(n, mean, comoment, np.minimum(self.low, other.low), np.maximum(self.high, other.high))
 
     def take(self, index) -> "Moments":

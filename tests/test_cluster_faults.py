@@ -33,8 +33,14 @@ SLEEP = 0.04  # seconds per partition: >= 1.6 s of work for two single-threaded 
 SLOW_POLICY = f"callable:{__name__}:slow_policy"
 
 
+#: A file the slow policy creates when it first runs, if this variable names one: the job has started.
+STARTED_ENV = "DR_SCALE_TEST_STARTED"
+
+
 def slow_policy(X, row_id):
     """Always action 0 (as ``constant:0``), taking at least SLEEP seconds per partition."""
+    if os.environ.get(STARTED_ENV):
+        Path(os.environ[STARTED_ENV]).touch()
     time.sleep(SLEEP)
     return np.zeros(X.shape[0], dtype=np.int64)
 
@@ -101,8 +107,10 @@ def test_unreachable_scheduler_is_a_clear_error_not_a_hang(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def interrupt_when_running(cmd: list[str], env: dict) -> subprocess.CompletedProcess:
-    """Run ``cmd``; once its progress bar shows, send SIGINT (Ctrl-C); return how it ended."""
+def interrupt_when_running(cmd: list[str], env: dict, started: Path) -> subprocess.CompletedProcess:
+    """Run ``cmd``; once its tasks run (its progress bar shows, or the slow policy created ``started``: the local
+    bar writes only its final state when stderr is not a terminal), send SIGINT (Ctrl-C); return how it ended."""
+    env = {**env, STARTED_ENV: str(started)}
     # A job started in the background of a non-interactive shell inherits SIGINT *ignored*, which
     # Python then keeps: give the child the default disposition, as a terminal's Ctrl-C would find it.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -116,7 +124,8 @@ def interrupt_when_running(cmd: list[str], env: dict) -> subprocess.CompletedPro
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
     try:
-        wait_until(lambda: b"% Completed" in err or proc.poll() is not None, timeout=60, what="the progress bar")
+        wait_until(lambda: b"% Completed" in err or started.exists() or proc.poll() is not None, timeout=60,
+                   what="the job's tasks to run")
         assert proc.poll() is None, f"the job ended before it could be interrupted:\n{err.decode()}"
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -141,7 +150,7 @@ def test_ctrl_c_leaves_no_partial_output(where, many_parts, tmp_path, tests_env,
     if where == "cluster":
         cluster = request.getfixturevalue("dask_cluster")
         cmd += ["--scheduler", cluster.address]
-    done = interrupt_when_running(cmd, tests_env)
+    done = interrupt_when_running(cmd, tests_env, tmp_path / "started")
     assert done.returncode == 130, done.stderr
     assert "dr-scale evaluate: interrupted; nothing was half-written" in done.stderr
     assert done.stdout == ""

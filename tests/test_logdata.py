@@ -66,6 +66,9 @@ def test_hive_partitioned_folder_and_glob(tmp_path):
     write_log(table.slice(20), str(tmp_path / "log" / "date=2026-01-02"), n_features=20)
     assert len(read_log(str(tmp_path / "log"))) == 2
     assert len(read_log(str(tmp_path / "log" / "date=*" / "*.parquet"))) == 2
+    # a glob of day folders reads the folders' files (a range of days)
+    assert [len(p) for p in read_log(str(tmp_path / "log" / "date=2026-01-0[2-3]"))] == [20]
+    assert len(read_log(str(tmp_path / "log" / "date=*"))) == 2
 
 
 def test_memory_filesystem_round_trip():

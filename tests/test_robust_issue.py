@@ -531,8 +531,9 @@ def test_a_killed_publication_is_cleaned_by_the_next_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path):
-    """A real Ctrl-C to a ``dr-scale report`` process while it computes: exit 130, no temporary file."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
+    """A real Ctrl-C (or SIGTERM) to a ``dr-scale report`` process while it computes: exit 130, no temporary file."""
     share, _ = _share(tmp_path)
     policies = tmp_path / "slow.toml"
     policies.write_text('[[policy]]\nspec = "callable:slow_policy_for_tests:slow"\n')
@@ -546,7 +547,7 @@ def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path):
     import time
 
     time.sleep(4)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert b"interrupted; nothing was half-written" in err

@@ -189,13 +189,15 @@ def test_a_non_empty_output_folder_is_refused_unless_overwrite(tmp_path, capsys)
 
 
 @pytest.mark.slow
-def test_identical_on_threads_and_a_local_cluster(tmp_path):
-    from distributed import Client, LocalCluster
-
-    generate(tmp_path / "threads", rows=6000, rows_per_part=1000)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        generate(tmp_path / "cluster", rows=6000, rows_per_part=1500, client=client)
+@pytest.mark.parametrize("where", ["local-workers", "scheduler"])
+def test_identical_on_threads_and_on_a_cluster(tmp_path, request, where):
+    """The command on a LocalCluster (``--local-workers 2``) or a command-line cluster (``--scheduler``)."""
+    option = ["--local-workers", "2"] if where == "local-workers" else [
+        "--scheduler", request.getfixturevalue("dask_cluster").address]
+    common = ["generate", "bandit", "--rows", "6000", "--features", str(D), "--actions", str(K), "--seed", "3",
+              "--no-progress"]
+    assert main([*common, "--out", str(tmp_path / "threads"), "--rows-per-part", "1000"]) == 0
+    assert main([*common, "--out", str(tmp_path / "cluster"), "--rows-per-part", "1500", *option]) == 0
     assert read_all(tmp_path / "threads")[1].equals(read_all(tmp_path / "cluster")[1])
     a = json.loads((tmp_path / "threads" / MANIFEST).read_text())["calibration"]
     b = json.loads((tmp_path / "cluster" / MANIFEST).read_text())["calibration"]

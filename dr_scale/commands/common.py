@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import warnings
+
 from dr_scale.config import PositiveInt, option
 from dr_scale.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
@@ -20,3 +24,13 @@ def add_storage_option(parser) -> None:
     parser.add_argument("--storage-options", metavar="FILE",
                         help=f"JSON file of fsspec storage options (default: ${STORAGE_OPTIONS_ENV}, "
                              "else the filesystem's own environment/credential chain)")
+
+
+@contextlib.contextmanager
+def warnings_as_lines(command: str):
+    """Warnings raised inside the block (e.g. an action never logged) as one ``dr-scale CMD: warning:`` line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        print(f"dr-scale {command}: warning: {w.message}", file=sys.stderr)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-import warnings
 
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.compute import dask_session
 from dr_scale.config import PositiveFinite, PositiveInt, option
 
@@ -62,14 +61,10 @@ def fit_from_args(args, logs: str, client, opts: dict):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
     from dr_scale.fitting import fit_reward_model
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = fit_reward_model(logs, lam=args.lam, folds=args.folds, client=client, storage_options=opts or None,
-                                 progress=not args.no_progress, n_features=args.n_features,
-                                 n_actions=args.n_actions, seed=args.seed, rtol=args.rtol)
-    for w in caught:
-        print(f"dr-scale {args.command}: warning: {w.message}", file=sys.stderr)
-    return model
+    with warnings_as_lines(args.command):
+        return fit_reward_model(logs, lam=args.lam, folds=args.folds, client=client, storage_options=opts or None,
+                                progress=not args.no_progress, n_features=args.n_features,
+                                n_actions=args.n_actions, seed=args.seed, rtol=args.rtol)
 
 
 def run(args) -> int:

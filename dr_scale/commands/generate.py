@@ -57,11 +57,12 @@ def _add_bandit_parser(kinds) -> None:
 def run_bandit(args) -> int:
     from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
 
-    with dask_session(args.scheduler, args.local_workers) as client:
+    opts = storage_options(args.storage_options)
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
                                    seed=args.seed, days=args.days, rows_per_part=args.rows_per_part,
-                                   overwrite=args.overwrite, storage_options=storage_options(args.storage_options),
+                                   overwrite=args.overwrite, storage_options=opts,
                                    client=client, progress=not args.no_progress)
     print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)

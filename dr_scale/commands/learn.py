@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from dr_scale.cache import spill_root
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.compute import dask_session
 from dr_scale.config import PositiveInt, option
@@ -46,7 +46,7 @@ def run(args) -> int:
     if args.folds < 2:
         raise ValueError(f"--folds must be at least 2, got {args.folds}")
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
-            spill_folder(args.spill, client, disk=spill_root()) as spill:
+            spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
         policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
                               folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
                               n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,

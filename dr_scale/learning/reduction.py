@@ -5,9 +5,13 @@ Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, w
 
 * ``learner="ridge"`` — for each action a the ridge regression over ALL rows
 
-      (w_a, b_a) = argmin Σ_i (Γ_a(x_i) − b_a − x_i·w_a)² + λ ‖w_a‖²,
+      (w_a, b_a) = argmin Σ_i (Γ_a(x_i) − b_a − x_i·w_a)² + λ ‖w_a − w⁰_a‖²,
 
-  whose normal equations (XᵀX − n μμᵀ + λI) w_a = XᵀΓ_a − μ ΣΓ_a share one operator
+  shrunk towards the linear reward model's own weights w⁰_a = w^ρ̂_a (DR, DM; w⁰ = 0
+  for IPS or a non-linear ρ̂): as λ grows the policy tends to argmax_a ρ̂_a(x) (the
+  direct method's policy), as λ → 0 to the unpenalised regression on Γ. With
+  w_a = w⁰_a + δ_a it is a ridge fit of δ_a to Γ_a − x·w⁰_a − b⁰_a, whose normal
+  equations (XᵀX − n μμᵀ + λI) δ_a = Xᵀy_a − μ Σy_a share one operator
   for all k actions: one pass per block-CG iteration computes XᵀX P for the k
   right-hand sides together (:func:`dr_scale.outofcore.ridge.fit`), and the first
   pass gathers every right-hand side. The policy is π(x) = argmax_a b_a + x·w_a, the
@@ -48,7 +52,7 @@ from dr_scale.reward_models import predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: λ grid of ``lam="auto"``, relative to the mean number of active features per row times n / 1000.
-AUTO_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+AUTO_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 VALIDATION_PURPOSE = "learn validation"
 
 
@@ -60,6 +64,14 @@ class Imputation:
     n_features: int
     n_actions: int
     reward_model: object | None = None
+    center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
+
+    def targets(self, part: LogPart, X) -> np.ndarray:
+        """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
+        gamma = self.rewards(part, X)
+        if self.center is not None:
+            gamma -= np.asarray(X @ self.center[0]) + self.center[1]
+        return gamma
 
     def rewards(self, part: LogPart, X=None) -> np.ndarray:
         """Γ (n, k) of the part's rows; ρ̂ gets the row ids, so a cross-fitted model predicts out of fold."""
@@ -90,7 +102,7 @@ def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
     """(n, Σ_i x_i, Σ_i x_i², Σ_i Γ_i, XᵀΓ (k, d)) over the part's rows: every right-hand side in one pass."""
     part = rows.of(part, imputation.n_features)
     X = part.matrix(imputation.n_features)
-    gamma = imputation.rewards(part, X)
+    gamma = imputation.targets(part, X)
     return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel(),
             gamma.sum(axis=0), np.ascontiguousarray(np.asarray(X.T @ gamma).T))
 
@@ -152,7 +164,10 @@ def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = R
     if not fit.converged.all():
         raise RuntimeError(f"ridge on the imputed rewards did not converge in {max_iter} CG passes (rtol {rtol})")
     coef = fit.coef.reshape(lams.size, k, -1).transpose(0, 2, 1)
-    return np.ascontiguousarray(coef), fit.intercept.reshape(lams.size, k)
+    intercept = fit.intercept.reshape(lams.size, k)
+    if imputation.center is not None:
+        coef, intercept = coef + imputation.center[0], intercept + imputation.center[1]
+    return np.ascontiguousarray(coef), intercept
 
 
 def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_rows: float, *, rtol: float,
@@ -240,7 +255,8 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
     if method != "ips" and reward_model is None:
         reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
                                             spill=spill, progress=progress, rtol=rtol, max_iter=max_iter)
-    imputation = Imputation(method, d, k, reward_model if method != "ips" else None)
+    rho = reward_model if method != "ips" else None
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
     _stage(progress, f"reading {len(paths)} part(s) …")
     parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,

@@ -1,0 +1,276 @@
+"""Scaling on paper: wall time at 8, 32 and 128 workers, projected from measurements taken here.
+
+Measured on a ``LocalCluster`` of 2 single-threaded worker processes, for each job (the
+visits experiment, ``evaluate``, ``fit``):
+
+* every pass the job makes (``PartSet.build`` / ``sum`` / ``accumulate`` /
+  ``sum_and_derive``, the ridge's ``solve_in_blocks``, ``evaluate``'s one pass): the CPU
+  seconds of the worker processes during it (``time.process_time`` in each: CPU, not wall,
+  so the load of a shared machine does not inflate them), its parts, the bytes of its
+  result, of its large arguments and of what it leaves on the workers;
+* the per-pass latency L: the wall time of a pass that does nothing over the same parts;
+* the per-task cost o: the scheduler's time per task over 2,000 trivial tasks.
+
+Projection for W workers (one thread each) and N rows in parts of the measured size
+(n = N / rows-per-part parts), each pass:
+
+    compute   ⌈n / W⌉ · t_part                        (t_part: the workers' CPU per part)
+    overhead  L + o · (tasks)                          (tasks: min(W, n) + the tree's adds)
+    traffic   ⌈log₂ min(W, n)⌉ · (R / B + R / A)      (the tree of + over results of R bytes)
+              + R / B                                  (the sum to the client)
+              + W · G / B                              (large arguments G, sent to every worker)
+
+with B the network bandwidth and A the rate of adding two arrays in memory (measured). The
+ridge of the visits job runs as blocks of fits (``dr_scale.outofcore.blocks``): its CG work
+scales with N and divides by W; each worker receives (W − 1) / W of its share of the lifted
+rows once (bytes measured); W² pieces tasks. ``evaluate`` runs one task per part and a
+reduction tree of fan-in 8. Passes per job (Lanczos steps, CG iterations) are taken as
+measured, independent of N (an assumption: they depend on the spectrum, which a larger set
+of the same kind keeps). T(1) is the same model with one worker and no traffic; parallel
+efficiency is T(1) / (W · T(W)).
+
+    python benchmarks/scaling_model.py                      # visits 1M rows (10 parts), bandit log 200k (2 parts)
+    python benchmarks/scaling_model.py --bandwidth 1.25e9   # B in bytes/s (default 10 Gbit/s)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import glob
+import io
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+from distributed import Client, LocalCluster, get_task_stream
+
+from dr_scale.outofcore import blocks, passes
+from dr_scale.outofcore.passes import PartSet
+
+@dataclasses.dataclass
+class Pass:
+    kind: str
+    parts: int
+    task_seconds: float  # Σ compute time of the pass's per-part work
+    result_bytes: int
+    argument_bytes: int = 0
+    kept_bytes: int = 0  # what the pass leaves on the workers (lifted rows: the ridge moves them once)
+    block_seconds: float = 0.0  # the ridge: Σ compute time of the blocks' CG
+
+
+def nbytes(obj) -> int:
+    """Bytes of the arrays inside ``obj`` (arrays, tuples, lists, dicts, dataclasses, objects)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (tuple, list)):
+        return sum(nbytes(x) for x in obj)
+    if isinstance(obj, dict):
+        return sum(nbytes(x) for x in obj.values())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(nbytes(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    return nbytes(vars(obj)) if hasattr(obj, "__dict__") else 0
+
+
+def workers_cpu(client) -> float:
+    """CPU seconds used so far by all worker processes (their tasks, and what serves them)."""
+    return sum(client.run(time.process_time).values())
+
+
+def compute_seconds(stream, prefixes) -> float:
+    return sum(s["stop"] - s["start"] for t in stream for s in t["startstops"]
+               if s["action"] == "compute" and str(t["key"]).strip("('").startswith(prefixes))
+
+
+@contextlib.contextmanager
+def recording(client, log: list[Pass]):
+    """Record every pass of the PartSet engine and the ridge's blocks made with ``client``."""
+    originals = {name: getattr(PartSet, name) for name in ("sum", "accumulate", "sum_and_derive")}
+    build, solve = PartSet.build.__func__, blocks.solve_in_blocks
+
+    def wrap(name):
+        def method(self, fn, *args, **kwargs):
+            cpu = workers_cpu(client)
+            out = originals[name](self, fn, *args, **kwargs)
+            cpu = workers_cpu(client) - cpu
+            total = out[0] if name == "sum_and_derive" else out
+            kept = 0
+            if name == "sum_and_derive":
+                kept = sum(client.nbytes(keys=[p.key for p in out[1].parts], summary=False).values())
+            log.append(Pass(name, len(self.parts), cpu, nbytes(total),
+                            sum(nbytes(a) for a in args if passes._is_large(a)), kept))
+            return out
+        return method
+
+    def wrapped_build(cls, make, args_per_part, client=None, progress=False, spill=None):
+        cpu = workers_cpu(client)
+        out = build(cls, make, args_per_part, client, progress, spill)
+        log.append(Pass("build", len(args_per_part), workers_cpu(client) - cpu, 0))
+        return out
+
+    def wrapped_solve(parts, *args, **kwargs):
+        cpu = workers_cpu(client)
+        with get_task_stream(client=client) as stream:
+            out = solve(parts, *args, **kwargs)
+        cpu = workers_cpu(client) - cpu
+        cut, cg = compute_seconds(stream.data, ("_pieces",)), compute_seconds(stream.data, ("_solve_block",))
+        share = cut / (cut + cg)  # the workers' CPU split between cutting pieces and the CG as their task times are
+        log.append(Pass("blocks", len(parts.parts), cpu * share, nbytes(out), block_seconds=cpu * (1 - share)))
+        return out
+
+    import dr_scale.visits.experiment as experiment
+
+    for name in originals:
+        setattr(PartSet, name, wrap(name))
+    PartSet.build = classmethod(wrapped_build)
+    experiment.solve_in_blocks = wrapped_solve
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(PartSet, name, method)
+        PartSet.build = classmethod(build)
+        experiment.solve_in_blocks = solve
+
+
+def measure_latency(client, n_parts: int) -> tuple[float, float]:
+    """(L, o): a do-nothing pass's wall time over ``n_parts`` parts (median of 9), and the scheduler's
+    time per task over 2,000 trivial tasks."""
+    parts = PartSet.build(np.zeros, [(1,)] * n_parts, client)
+    walls = []
+    for _ in range(9):
+        start = time.perf_counter()
+        parts.sum(np.add, 0.0)
+        walls.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    client.gather(client.map(int, range(2000)))
+    return float(np.median(walls)), (time.perf_counter() - start) / 2000
+
+
+def add_rate() -> float:
+    """Bytes per second of ``a += b`` on 24 MB float64 arrays (memory-bound, one thread)."""
+    a, b = np.ones(3_000_000), np.ones(3_000_000)
+    start = time.process_time()
+    for _ in range(20):
+        a += b
+    return 20 * a.nbytes / (time.process_time() - start)
+
+
+def project(log: list[Pass], rows0: int, rows: int, workers: int, L: float, o: float, B: float, A: float) -> float:
+    """Projected wall seconds of the job recorded in ``log`` (measured at ``rows0`` rows) at ``rows`` rows."""
+    scale = rows / rows0
+    total = 0.0
+    for p in log:
+        n = max(1, round(p.parts * scale))
+        t_part = p.task_seconds / p.parts
+        W = workers
+        if p.kind == "blocks":
+            total += p.block_seconds * scale / W + math.ceil(n / W) * t_part  # CG work and the cut, balanced
+            if W > 1:
+                total += p.result_bytes / B + (p.kept_bytes * scale / W) * (W - 1) / W / B + o * W * W
+            total += L
+            continue
+        if p.kind == "evaluate":
+            total += math.ceil(n / W) * t_part + L + (o * n if W > 1 else 0.0)
+            continue
+        total += math.ceil(n / W) * t_part + L
+        if W > 1:
+            tasks = min(W, n)
+            depth = math.ceil(math.log2(tasks)) if tasks > 1 else 0
+            total += o * 2 * tasks + depth * (p.result_bytes / B + p.result_bytes / A) + p.result_bytes / B
+            total += W * p.argument_bytes / B
+    return total
+
+
+def run_visits(client, data: str, log: list[Pass]):
+    from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+
+    with recording(client, log):
+        run_experiment(load_parts(data, client=client), Settings())
+
+
+def run_fit(client, logs: str, log: list[Pass]):
+    from dr_scale.fitting import fit_reward_model
+
+    with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
+        fit_reward_model(logs, client=client)
+
+
+def run_evaluate(client, logs: str, log: list[Pass]):
+    """evaluate's one pass (all estimators, a linear ρ̂ of the log's d × k): a task per part, reduced by a tree
+    of fan-in 8; its task time is that of every task of the pass."""
+    from dr_scale.estimators import ESTIMATORS
+    from dr_scale.evaluation import Evaluation, evaluate_log
+    from dr_scale.logdata import list_parts, log_metadata
+    from dr_scale.reward_models import LinearRewardModel
+
+    fs, paths = list_parts(logs)
+    meta = log_metadata(fs, paths[0])
+    model = LinearRewardModel(np.zeros((meta["n_features"], meta["n_actions"])), np.zeros(meta["n_actions"]))
+    evaluation = Evaluation("constant:0", list(ESTIMATORS), reward_model=model)  # ρ̂'s cost, not its values
+    cpu = workers_cpu(client)
+    evaluate_log(logs, evaluation, client=client)
+    log.append(Pass("evaluate", len(paths), workers_cpu(client) - cpu, 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visits", default="", help="a visits set (default: the cached 1,000,000-row set, else "
+                                                     "generated into a temporary folder)")
+    parser.add_argument("--visits-rows", type=int, default=1_000_000)
+    parser.add_argument("--bandit-rows", type=int, default=200_000)
+    parser.add_argument("--bandit-rows-per-part", type=int, default=100_000)
+    parser.add_argument("--bandwidth", type=float, default=1.25e9, help="network bytes/s per worker (10 Gbit/s)")
+    args = parser.parse_args()
+
+    A = add_rate()
+    with tempfile.TemporaryDirectory() as tmp, \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        from dr_scale.synthetic.bandit import generate_bandit
+        from dr_scale.visits.generate import generate_visits
+
+        data = args.visits or next(iter(glob.glob(os.path.expanduser(
+            f"~/.cache/dr-scale/visits-{args.visits_rows}x5000-seed0-v*"))), "")
+        if not data:
+            data = f"{tmp}/visits"
+            generate_visits(data, rows=args.visits_rows, features=5000, client=client)
+        bandit = f"{tmp}/bandit"
+        generate_bandit(bandit, rows=args.bandit_rows, features=1 << 18, actions=10, client=client,
+                        rows_per_part=args.bandit_rows_per_part)  # the CLI defaults
+        client.run(lambda: __import__("dr_scale.visits.experiment") and __import__("dr_scale.fitting"))
+        jobs = {}
+        for name, run, source, rows in (("visits job", run_visits, data, args.visits_rows),
+                                        ("fit", run_fit, bandit, args.bandit_rows),
+                                        ("evaluate", run_evaluate, bandit, args.bandit_rows)):
+            log: list[Pass] = []
+            start = time.perf_counter()
+            run(client, source, log)
+            jobs[name] = (log, rows, time.perf_counter() - start)
+        L, o = measure_latency(client, max(p.parts for log, _, _ in jobs.values() for p in log))
+
+    B = args.bandwidth
+    print(f"measured on a 2-process LocalCluster (shared machine): per-pass latency L = {1e3 * L:.1f} ms, "
+          f"per-task cost o = {1e3 * o:.2f} ms, a += b at A = {A / 1e9:.1f} GB/s; assumed B = {B / 1e9:.2f} GB/s")
+    for name, (log, rows, wall) in jobs.items():
+        parts = max(p.parts for p in log)
+        print(f"\n{name}: measured at {rows:,} rows in {parts} parts, {len(log)} passes, "
+              f"{wall:.1f} s on the 2-process cluster; per part, all passes: "
+              f"{1e3 * sum(p.task_seconds + p.block_seconds for p in log) / parts:.0f} ms of worker CPU")
+        targets = {"visits job": (38_500_000, 385_000_000), "fit": (38_500_000, 100_000_000, 385_000_000),
+                   "evaluate": (38_500_000, 385_000_000)}[name]
+        print(f"  {'rows':>12} {'T(1) s':>9} " + " ".join(f"{f'W={w}: s / eff.':>18}" for w in (8, 32, 128)))
+        for target in targets:
+            t1 = project(log, rows, target, 1, L, o, B, A)
+            cells = []
+            for w in (8, 32, 128):
+                tw = project(log, rows, target, w, L, o, B, A)
+                cells.append(f"{tw:>9.1f} / {100 * t1 / (w * tw):>4.0f}%")
+            print(f"  {target:>12,} {t1:>9.1f} " + " ".join(f"{c:>18}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
