@@ -144,12 +144,18 @@ def _local_pool():
     interpreter joins at exit; a Ctrl-C that lands while that pool is starting its threads
     can leave one waiting forever, so the interrupted command would print its message and
     then hang. Daemon threads cannot hold the process; the pool is terminated on exit.
+    When a task fails, the tasks still running are waited for first: they may be writing into
+    folders (spilled parts) that the caller removes next.
     """
     from multiprocessing.pool import ThreadPool
 
     pool = ThreadPool(dask.config.get("num_workers", None) or CPU_COUNT)
     try:
         yield pool
+    except Exception:
+        pool.close()
+        pool.join()
+        raise
     finally:
         pool.terminate()
 
