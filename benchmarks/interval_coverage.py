@@ -2,7 +2,7 @@
 
     python benchmarks/interval_coverage.py --reps 1000 --vw-reps 200
 
-Each world (:class:`dr_scale.bandit_world.BanditWorld`: 100 contexts, 5 actions,
+Each world (:class:`dr_scale.synthetic.finite_world.BanditWorld`: 100 contexts, 5 actions,
 Bernoulli rewards, a deliberately wrong reward model, a deterministic target policy,
 ε-greedy logging; max weight 5/ε) is sampled ``--reps`` times at n = 2000 with fixed
 seeds. For IPS, SNIPS, DR and SNDR it prints how often the 95% interval covers the
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from dr_scale.bandit_world import BanditWorld, interval_coverage
+from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 from dr_scale.estimators import IPS, SNDR, SNIPS, DoublyRobust
 
 ESTIMATORS = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}

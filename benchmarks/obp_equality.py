@@ -6,7 +6,7 @@
 obp 0.5.7 needs Python < 3.11 and torch; its estimators never call torch, so stand-in
 ``torch`` (and, if missing, ``seaborn``) modules are put in ``sys.modules`` before it is
 imported (enough for the estimators; obp's neural learners would not work). A
-stochastic target policy on a 5,000-row log of :class:`~dr_scale.bandit_world.BanditWorld`;
+stochastic target policy on a 5,000-row log of :class:`~dr_scale.synthetic.finite_world.BanditWorld`;
 prints both values and their absolute difference.
 """
 
@@ -45,7 +45,7 @@ sys.modules["torch"].Tensor = type("Tensor", (), {})  # scipy asks whether an ar
 import numpy as np  # noqa: E402
 from obp.ope import estimators as ob  # noqa: E402
 
-from dr_scale.bandit_world import BanditWorld  # noqa: E402
+from dr_scale.synthetic.finite_world import BanditWorld  # noqa: E402
 from dr_scale.estimators import IPS, SNDR, SNIPS, DirectMethod, DoublyRobust, SwitchDR  # noqa: E402
 
 

@@ -216,7 +216,7 @@ class DirectMethod(Estimator):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> est = DirectMethod().estimate(**log)
     >>> round(est.value, 4), round(est.stderr, 4), est.n
@@ -240,7 +240,7 @@ class IPS(Estimator):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> est = IPS().estimate(**log)
     >>> round(est.value, 4), round(est.stderr, 4)
@@ -270,7 +270,7 @@ class SNIPS(IPS):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> est = SNIPS().estimate(**log)
     >>> round(est.value, 4), round(est.stderr, 4)
@@ -299,7 +299,7 @@ class DoublyRobust(Estimator):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> est = DoublyRobust().estimate(**log)
     >>> round(est.value, 4), round(est.stderr, 4)
@@ -327,7 +327,7 @@ class SNDR(DoublyRobust):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> round(SNDR().estimate(**log).value, 4)
     0.8138
@@ -464,7 +464,7 @@ class SwitchDR(_Thresholded):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> round(SwitchDR(tau=20).estimate(**log).value, 4)
     0.729
@@ -500,7 +500,7 @@ class ClippedDR(_Thresholded):
 
     Examples
     --------
-    >>> from dr_scale.bandit_world import BanditWorld
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> ClippedDR(max_weight=5)
     ClippedDR(max_weight=5.0)

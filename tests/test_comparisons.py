@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from dr_scale.bandit_world import BanditWorld
+from dr_scale.synthetic.finite_world import BanditWorld
 from dr_scale.cli import main
 from dr_scale.estimators import IPS, SNIPS, Difference, DoublyRobust, OnPolicy, RowInputs
 from dr_scale.evaluation import Evaluation, evaluate_log

@@ -4,10 +4,10 @@ import doctest
 
 import pytest
 
-import dr_scale.bandit_world
+import dr_scale.synthetic.finite_world
 import dr_scale.estimators
 
-MODULES = [dr_scale.estimators, dr_scale.bandit_world]
+MODULES = [dr_scale.estimators, dr_scale.synthetic.finite_world]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

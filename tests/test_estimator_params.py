@@ -5,7 +5,7 @@ import io
 import numpy as np
 import pytest
 
-from dr_scale.bandit_world import BanditWorld
+from dr_scale.synthetic.finite_world import BanditWorld
 from dr_scale.estimators import (
     TUNING_GRID,
     ClippedDR,

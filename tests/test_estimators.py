@@ -158,7 +158,7 @@ def test_make_estimators_by_name():
 
 
 # -- the paper's bias theorem (Thm. 1) ---------------------------------------------
-def bandit_world(seed=1):
+def finite_world(seed=1):
     """A finite world: 12 contexts, 3 actions, known ρ and p, deliberately wrong ρ̂ and p̂."""
     rng = np.random.default_rng(seed)
     n_ctx, k = 12, 3
@@ -171,7 +171,7 @@ def bandit_world(seed=1):
 
 
 def simulate_estimates(estimator, reps=300, n=2000, seed=2):
-    rho, p, p_hat, rho_hat, pi = bandit_world()
+    rho, p, p_hat, rho_hat, pi = finite_world()
     rng = np.random.default_rng(seed)
     k = rho.shape[1]
     values = []
@@ -191,7 +191,7 @@ def test_bias_theorem(name):
     Δ = ρ̂ − ρ, δ = 1 − p/p̂;  bias(DR) = E_x Σ_a π Δ δ,  bias(IPS) = −E_x Σ_a π ρ δ,
     bias(DM) = E_x Σ_a π Δ  (Dudík et al. 2011, Sec. 3).
     """
-    rho, p, p_hat, rho_hat, pi = bandit_world()
+    rho, p, p_hat, rho_hat, pi = finite_world()
     delta_add, delta_mul = rho_hat - rho, 1 - p / p_hat
     truth = np.mean(np.sum(pi * rho, axis=1))
     bias = {
@@ -210,7 +210,7 @@ def test_bias_theorem(name):
 @pytest.mark.slow
 def test_normal_ci_coverage():
     """95% intervals of DR cover the true value 95% ± 2% of the time (2000 fixed-seed runs)."""
-    rho, p, _, rho_hat, pi = bandit_world()
+    rho, p, _, rho_hat, pi = finite_world()
     truth = np.mean(np.sum(pi * rho, axis=1))
     rng = np.random.default_rng(3)
     k, covered, reps = rho.shape[1], 0, 2000

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dr_scale.bandit_world import BanditWorld, interval_coverage
+from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 from dr_scale.estimators import (
     IPS,
     SNDR,
