@@ -117,11 +117,11 @@ class Extent:
         return Extent(self.n + other.n, max(self.max_action, other.max_action),
                       max(self.max_feature, other.max_feature), (self.fingerprint + other.fingerprint) % 2 ** 64)
 
-
-def _extent(part: LogPart) -> Extent:
-    h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
-    return Extent(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
-                  int(h.sum(dtype=np.uint64)))
+    @classmethod
+    def of(cls, part: LogPart) -> "Extent":
+        h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
+        return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
+                   int(h.sum(dtype=np.uint64)))
 
 
 @dataclass
@@ -165,7 +165,7 @@ class GroupSums:
     xy: np.ndarray  # (G, k·d)
 
     @classmethod
-    def zeros(cls, groups: int, k: int, d: int) -> "GroupSums":
+    def empty(cls, groups: int, k: int, d: int) -> "GroupSums":
         return cls(np.zeros((groups, k)), np.zeros((groups, k)), np.zeros((groups, k * d)), None,
                    np.zeros((groups, k * d)))
 
@@ -196,7 +196,7 @@ def lift_and_sum(total: GroupSums | None, part: LogPart, d: int, k: int, groups:
     held_out = keyed_random.uniform(part.row_id, seed, HOLDOUT_PURPOSE) < HOLDOUT
     lifted = LiftedPart(indptr, indices, part.data, k * d, part.action, part.reward, fold, held_out)
     if total is None:
-        total = GroupSums.zeros(len(groups), k, d)
+        total = GroupSums.empty(len(groups), k, d)
     L = lifted.matrix
     squares = None if part.data is None else sp.csr_matrix((part.data * part.data - part.data, indices, indptr),
                                                            shape=L.shape)
@@ -323,7 +323,7 @@ def fit_reward_model(logs: str, *, lam: float | str = DEFAULT_LAMBDA, folds: int
     with spill_folder(spill, client, disk=spill_root()) as folder:
         _stage(progress, f"reading {len(paths)} part(s) of {logs} …")
         raw = PartSet.build(read_log_part, [(fs, p, n_features, n_actions) for p in paths], client, progress, folder)
-        extent = raw.sum(_extent)
+        extent = raw.sum(Extent.of)
         if extent.n == 0:
             raise UserError(f"{logs}: the log has no rows; nothing to fit")
         d = int(n_features or extent.max_feature + 1)

@@ -150,9 +150,9 @@ def test_the_lanczos_start_sample_is_the_same_for_any_partitioning():
     X = random_binary(3000, 60, 0.08, seed=2)
     row_id = np.random.default_rng(3).permutation(10**6)[:3000]
     keys = keyed_random.uniform(row_id, 0, "principal-component-start")
-    whole = RowSample.smallest(400, keys, X)
-    merged = sum((RowSample.smallest(400, keys[i:i + 700], X[i:i + 700]) for i in range(700, 3000, 700)),
-                 RowSample.smallest(400, keys[:700], X[:700]))
+    whole = RowSample.of(400, keys, X)
+    merged = sum((RowSample.of(400, keys[i:i + 700], X[i:i + 700]) for i in range(700, 3000, 700)),
+                 RowSample.of(400, keys[:700], X[:700]))
     expected = np.argsort(keys)[:400]  # the 400 rows with the smallest keys, in key order
     for sample in (whole, merged):
         np.testing.assert_array_equal(sample.keys, keys[expected])

@@ -66,11 +66,15 @@ class Settings:
 
 
 # -- per-part steps -------------------------------------------------------------
+@dataclass(frozen=True)
 class Minimum:
-    """A float whose ``+`` is ``min`` (so minima tree-reduce like sums)."""
+    """The smallest of some values, merged with ``+`` = ``min`` (so minima tree-reduce like sums)."""
 
-    def __init__(self, value: float):
-        self.value = value
+    value: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "Minimum":
+        return cls(float(values.min()) if values.size else np.inf)
 
     def __add__(self, other: "Minimum") -> "Minimum":
         return Minimum(min(self.value, other.value))
@@ -78,7 +82,7 @@ class Minimum:
 
 def _projection_sums(part: VisitsPart, xbar: np.ndarray):
     t = part.X @ xbar
-    return np.array([t.sum(), len(part), part.visits.sum()]), Minimum(float(t.min()) if t.size else np.inf)
+    return np.array([t.sum(), len(part), part.visits.sum()]), Minimum.of(t)
 
 
 def fit_bounds(fits: np.ndarray, n_fits: int) -> np.ndarray:
@@ -170,7 +174,7 @@ class FitSums:
     population: Population
 
     @classmethod
-    def zeros(cls, n_fits: int, d: int) -> "FitSums":
+    def empty(cls, n_fits: int, d: int) -> "FitSums":
         return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), Population())
 
     def __add__(self, other: "FitSums") -> "FitSums":
@@ -203,7 +207,7 @@ def subsample_part(total: FitSums | None, part: VisitsPart, xbar, m: float, mbar
     bounds = fit_bounds(fit[a], F)
     lifted = Lifted(*lift(part.X, row[a], bounds), F * part.n_features, bounds)
     if total is None:
-        total = FitSums.zeros(F, part.n_features)
+        total = FitSums.empty(F, part.n_features)
     return add_fit_sums(total, part, p, row, fit, a, lifted), lifted
 
 

@@ -60,7 +60,7 @@ class RowSample:
     n_features: int
 
     @classmethod
-    def smallest(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> "RowSample":
+    def of(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> "RowSample":
         rows = np.arange(keys.shape[0]) if keys.shape[0] <= size else np.argpartition(keys, size - 1)[:size]
         rows = rows[np.argsort(keys[rows], kind="stable")]  # only the kept rows are sorted
         X = X[rows]
@@ -71,7 +71,7 @@ class RowSample:
         return binary_csr(self.indptr, self.indices, self.n_features)
 
     def __add__(self, other: "RowSample") -> "RowSample":
-        return RowSample.smallest(self.size, np.concatenate([self.keys, other.keys]),
+        return RowSample.of(self.size, np.concatenate([self.keys, other.keys]),
                                   sp.vstack([self.X, other.X], format="csr"))
 
 
@@ -79,7 +79,7 @@ def _first_pass(part, sample_size: int):
     """Column sums, row count and the part's keyed sample."""
     X = part.X
     keys = keyed_random.uniform(part.row_id, 0, "principal-component-start")
-    return np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.smallest(sample_size, keys, X)
+    return np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.of(sample_size, keys, X)
 
 
 def _gram_matvec(part, v):
