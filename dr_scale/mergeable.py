@@ -23,14 +23,14 @@ Their fields are named (no positional vectors).
 
 from __future__ import annotations
 
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 @runtime_checkable
 class Mergeable(Protocol):
     """A state merged with an associative, commutative ``+``."""
 
-    def __add__(self, other: Self) -> Self: ...
+    def __add__(self, other: Mergeable) -> Mergeable: ...
 
 
 @runtime_checkable
@@ -40,4 +40,4 @@ class Persisted(Mergeable, Protocol):
     def to_dict(self) -> dict: ...
 
     @classmethod
-    def from_dict(cls, d: dict) -> Self: ...
+    def from_dict(cls, d: dict) -> Persisted: ...
