@@ -18,7 +18,7 @@ from dr_scale.fitting import Extent, GroupSums, LogPart
 from dr_scale.mergeable import Mergeable, Persisted
 from dr_scale.moments import Moments
 from dr_scale.synthetic.bandit import Calibration
-from dr_scale.visits.experiment import FitSums, Minimum, Population
+from dr_scale.visits.experiment import FitSums, Population, Projections
 from dr_scale.visits.pca import RowSample
 
 N, K, D = 90, 3, 6
@@ -62,7 +62,7 @@ STATES = {
     "WeightStats": lambda s: WeightStats.of(1 / PROPENSITY[s], PROPENSITY[s], REWARD[s]),
     "PolicyState": _policy_state,
     "Extent": lambda s: Extent.of(_log_part(s)),
-    "Minimum": lambda s: Minimum.of(REWARD[s]),
+    "Projections": lambda s: Projections.of(REWARD[s]),
     "Population": lambda s: Population.of(REWARD[s] ** 2, PROPENSITY[s]),
     "RowSample": lambda s: RowSample.of(20, KEYS[s], X[s]),
     "Calibration": lambda s: Calibration.of(X[s], EXPECTED[s], PROBS[s], ACTION[s], REWARD[s], PROPENSITY[s]),

@@ -67,22 +67,24 @@ class Settings:
 
 # -- per-part steps -------------------------------------------------------------
 @dataclass(frozen=True)
-class Minimum:
-    """The smallest of some values, merged with ``+`` = ``min`` (so minima tree-reduce like sums)."""
+class Projections:
+    """Count, sum and minimum of the rows' projections t_i = x_iᵀ x̄ (merge with ``+``): the sampler's
+    m = min_i t_i and m̄ = Σ t_i / N."""
 
-    value: float
+    n: int
+    total: float
+    minimum: float
 
     @classmethod
-    def of(cls, values: np.ndarray) -> "Minimum":
-        return cls(float(values.min()) if values.size else np.inf)
+    def of(cls, t: np.ndarray) -> "Projections":
+        return cls(t.shape[0], t.sum(), float(t.min()) if t.size else np.inf)
 
-    def __add__(self, other: "Minimum") -> "Minimum":
-        return Minimum(min(self.value, other.value))
+    def __add__(self, other: "Projections") -> "Projections":
+        return Projections(self.n + other.n, self.total + other.total, min(self.minimum, other.minimum))
 
 
-def _projection_sums(part: VisitsPart, xbar: np.ndarray):
-    t = part.X @ xbar
-    return np.array([t.sum(), len(part), part.visits.sum()]), Minimum.of(t)
+def _projections(part: VisitsPart, xbar: np.ndarray) -> Projections:
+    return Projections.of(part.X @ xbar)
 
 
 def fit_bounds(fits: np.ndarray, n_fits: int) -> np.ndarray:
@@ -319,8 +321,8 @@ def fit_sampler(parts: PartSet, *, progress: bool = False):
     """(principal component, m, m̄): what the sampler's propensities need, from passes over the parts."""
     _stage(progress, "principal component of the features …")
     comp = first_component(parts, progress=progress)
-    (t_sum, n, _), t_min = parts.sum(_projection_sums, comp.vector)
-    return comp, t_min.value, t_sum / n
+    t = parts.sum(_projections, comp.vector)
+    return comp, t.minimum, t.total / t.n
 
 
 def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress: bool = False) -> ExperimentResult:
