@@ -17,7 +17,8 @@ The states: :class:`~dr_scale.moments.Moments`, :class:`~dr_scale.diagnostics.We
 :class:`~dr_scale.evaluation.PolicyState`, :class:`~dr_scale.fitting.Extent`,
 :class:`~dr_scale.fitting.GroupSums`, :class:`~dr_scale.visits.experiment.Projections`,
 :class:`~dr_scale.visits.experiment.Population`, :class:`~dr_scale.visits.experiment.FitSums`,
-:class:`~dr_scale.visits.pca.RowSample`, :class:`~dr_scale.synthetic.bandit.Calibration`.
+:class:`~dr_scale.visits.pca.RowSample`,
+:class:`~dr_scale.visits.pca.FirstPass`, :class:`~dr_scale.synthetic.bandit.Calibration`.
 Their fields are named (no positional vectors).
 """
 

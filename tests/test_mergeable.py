@@ -19,7 +19,8 @@ from dr_scale.mergeable import Mergeable, Persisted
 from dr_scale.moments import Moments
 from dr_scale.synthetic.bandit import Calibration
 from dr_scale.visits.experiment import FitSums, Population, Projections
-from dr_scale.visits.pca import RowSample
+from dr_scale.visits.data import part_from_arrays
+from dr_scale.visits.pca import FirstPass, RowSample
 
 N, K, D = 90, 3, 6
 SPLITS = [[0, 30, N], [0, 10, 55, N], [0, 1, 2, 89, N]]  # piece boundaries; one piece per run of rows
@@ -65,6 +66,7 @@ STATES = {
     "Projections": lambda s: Projections.of(REWARD[s]),
     "Population": lambda s: Population.of(REWARD[s] ** 2, PROPENSITY[s]),
     "RowSample": lambda s: RowSample.of(20, KEYS[s], X[s]),
+    "FirstPass": lambda s: FirstPass.of(part_from_arrays(ROW_ID[s], X[s], REWARD[s]), 20),
     "Calibration": lambda s: Calibration.of(X[s], EXPECTED[s], PROBS[s], ACTION[s], REWARD[s], PROPENSITY[s]),
 }
 

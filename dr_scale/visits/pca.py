@@ -75,11 +75,23 @@ class RowSample:
                                   sp.vstack([self.X, other.X], format="csr"))
 
 
-def _first_pass(part, sample_size: int):
-    """Column sums, row count and the part's keyed sample."""
-    X = part.X
-    keys = keyed_random.uniform(part.row_id, 0, "principal-component-start")
-    return np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.of(sample_size, keys, X)
+@dataclass
+class FirstPass:
+    """Column sums Σ x_i, row count n and keyed sample of some rows (merge with ``+``): μ = Σ x_i / n and
+    the Lanczos start."""
+
+    column_sums: np.ndarray
+    n: int
+    sample: RowSample
+
+    @classmethod
+    def of(cls, part, sample_size: int) -> "FirstPass":
+        X = part.X
+        keys = keyed_random.uniform(part.row_id, 0, "principal-component-start")
+        return cls(np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.of(sample_size, keys, X))
+
+    def __add__(self, other: "FirstPass") -> "FirstPass":
+        return FirstPass(self.column_sums + other.column_sums, self.n + other.n, self.sample + other.sample)
 
 
 def _gram_matvec(part, v):
@@ -98,8 +110,9 @@ def _covariance_matvec(gram, mu: np.ndarray, n: int):
 
 def first_component(parts: PartSet, *, tol: float = 1e-11, progress: bool = False) -> Component:
     """x̄ of the rows held by ``parts`` (one pass for μ and the start, then one pass per Lanczos step)."""
-    sums, n, sample = parts.sum(_first_pass, START_ROWS)
-    mu = sums / n
+    first = parts.sum(FirstPass.of, START_ROWS)
+    n, sample = first.n, first.sample
+    mu = first.column_sums / n
     d = mu.shape[0]
     Xs = sample.X
     sample_mu = np.asarray(Xs.mean(axis=0)).ravel()
