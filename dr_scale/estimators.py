@@ -285,6 +285,8 @@ class SNIPS(IPS):
         return float(means[0] / means[1]) if means[1] != 0 else float("nan")
 
     def gradient(self, means):
+        if means[1] == 0:  # no row with weight: the ratio, and its gradient, are undefined
+            return np.full(2, np.nan)
         return np.array([1.0 / means[1], -means[0] / means[1] ** 2])
 
 
@@ -344,6 +346,8 @@ class SNDR(DoublyRobust):
         return float(means[0] + means[1] / means[2]) if means[2] != 0 else float("nan")
 
     def gradient(self, means):
+        if means[2] == 0:  # no row with weight: the ratio, and its gradient, are undefined
+            return np.full(3, np.nan)
         return np.array([1.0, 1.0 / means[2], -means[1] / means[2] ** 2])
 
 
