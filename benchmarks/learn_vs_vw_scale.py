@@ -73,12 +73,13 @@ MEASURE = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check
 
 
 def timed(command: list[str]) -> dict:
-    """Run a command; its wall time, CPU time (user + system) and peak resident memory."""
+    """Run a command; its wall time, CPU time (user + system), peak resident memory and its own output."""
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", MEASURE, *command], check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    cpu, rss = out.stdout.split()[-2:]
-    return {"wall": wall, "cpu": float(cpu), "rss_gib": int(rss) / 2 ** 20}
+    *output, last = out.stdout.strip().splitlines()
+    cpu, rss = last.split()
+    return {"wall": wall, "cpu": float(cpu), "rss_gib": int(rss) / 2 ** 20, "output": output}
 
 
 def vw_actions(model: str, eval_text: str, folder: str) -> np.ndarray:
@@ -109,17 +110,20 @@ def main() -> None:
         vw_text(evaluation, eval_text, labelled=False)
         subprocess.run(["cat", train_text], stdout=subprocess.DEVNULL, check=True)  # VW reads from the page cache
         policy = f"{work}/policy.npz"
+        load = os.getloadavg()[0]
         ours = timed(["dr-scale", "learn", train_log, "--method", "dr", "--out", policy, "--no-progress"])
         vw = timed([sys.executable, "-c", (
             "from vowpalwabbit import Workspace\n"
             f"w = Workspace('--cb {k} --cb_type dr -b {args.bits} -d {train_text} -f {model} --quiet')\n"
             "w.run_parser(); w.finish()")])
+        load = max(load, os.getloadavg()[0])
         ours["value"] = true_value(eval_log, f"linear:{policy}")
         logging = true_value(eval_log, "column:action")
         actions = vw_actions(model, eval_text, work)
         vw["value"] = _value_of_actions(evaluation, actions, k)
     print(f"{rows:,} training rows ({len(train)} parts), true values on {len(evaluation)} held-out parts; "
-          f"machine shared: wall times are noisy, CPU times less so")
+          f"load average {load:.1f} on {os.cpu_count()} cores (before / after the timed commands, the larger)")
+    print("\n".join(f"  {line}" for line in ours["output"]))
     print(f"{'':<22} {'wall (s)':>9} {'CPU (s)':>9} {'peak RSS (GiB)':>15} {'true value':>11}")
     for name, r in (("dr-scale learn --dr", ours), ("VW --cb_type dr, 1 pass", vw)):
         print(f"{name:<22} {r['wall']:>9.1f} {r['cpu']:>9.1f} {r['rss_gib']:>15.2f} {r['value']:>11.4f}")
