@@ -85,6 +85,19 @@ def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int
     return grouped(part, fold * n_actions + part.action, folds * n_actions)
 
 
+def concatenated(parts: list[GroupedPart]) -> GroupedPart:
+    """The parts' rows as one grouped part (block by block, each block's rows in the parts' order)."""
+    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
+    indptr = np.concatenate([[0]] + [p.indptr[1:] + o for p, o in zip(parts, offsets)]).astype(parts[0].indptr.dtype)
+    data = None if parts[0].data is None else np.concatenate([p.data for p in parts])
+    cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in ("row_id", "indices", "action", "reward",
+                                                                           "propensity")}
+    one = LogPart(cat["row_id"], indptr, cat["indices"], data, cat["action"], cat["reward"], cat["propensity"])
+    n_blocks = parts[0].start.size - 1
+    blocks = np.concatenate([np.repeat(np.arange(n_blocks), np.diff(p.start)) for p in parts])
+    return grouped(one, blocks, n_blocks)
+
+
 def sample_of(part: GroupedPart, share: float, n_features: int, seed: int) -> GroupedPart:
     """The part's rows in the keyed search sample (u(row_id) < share)."""
     return part.subset(keyed_random.uniform(part.row_id, seed, SAMPLE_PURPOSE) < share, n_features)

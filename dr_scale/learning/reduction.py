@@ -43,13 +43,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale import keyed_random
+from dr_scale.compute import compute
+from dr_scale.fitting import LogPart
 from dr_scale.learning import grouped
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.fitting import LogPart
 from dr_scale.logdata import list_parts, log_metadata
 from dr_scale.outofcore import ridge
+from dr_scale.outofcore.passes import PartSet, load_part
 from dr_scale.outofcore.products import add_transposed_products
-from dr_scale.outofcore.passes import PartSet
 from dr_scale.policies import LinearPolicy
 from dr_scale.progress import Passes
 from dr_scale.reward_models import predict_columns
@@ -60,7 +61,7 @@ LAMBDA_FACTOR = 10.0
 #: λ grid of ``lam="auto"``, relative to the same scale.
 AUTO_GRID = (1.0, 10.0, 100.0)
 #: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits, or after MAX_PASSES passes.
-RTOL = 1e-3
+RTOL = 1e-2
 MAX_PASSES = 30
 VALIDATION_PURPOSE = "learn validation"
 
@@ -112,8 +113,10 @@ def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
     part = rows.of(part, imputation.n_features)
     X = part.matrix(imputation.n_features)
     gamma = imputation.targets(part, X)
-    return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel(),
-            gamma.sum(axis=0), np.ascontiguousarray(np.asarray(X.T @ gamma).T))
+    sx = np.asarray(X.sum(axis=0)).ravel()
+    sxx = sx.copy() if part.data is None else np.asarray(X.multiply(X).sum(axis=0)).ravel()  # x² = x if binary
+    xy = add_transposed_products(np.zeros((X.shape[1], gamma.shape[1])), X, gamma)
+    return np.array([float(len(part))]), sx, sxx, gamma.sum(axis=0), np.ascontiguousarray(xy.T)
 
 
 def add_gram_product(total, part: LogPart, PT: np.ndarray, rows: Rows) -> np.ndarray:
@@ -349,7 +352,9 @@ def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *,
     share = min(1.0, grouped.SEARCH_ROWS / max(n, 1.0))
     with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
         if share < 1:
-            sums, sample = parts.sum_and_derive(_sums_and_sample, d, share, seed)
+            sums, sampled = parts.sum_and_derive(_sums_and_sample, d, share, seed)
+            one = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
+            sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
             sample_sums = sample.sum(grouped.block_sums, d)
         else:
             sample = parts
@@ -367,6 +372,10 @@ def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *,
         p.append(fit.iterations)
     search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": int(sample_sums[0].sum())}
     return grouped.cross_fitted_model(fit, intercept, folds, k, seed, {"lam": lam, "lambda_search": search})
+
+
+def _given(part):
+    return part
 
 
 def _sums_and_sample(_, part, d: int, share: float, seed: int):

@@ -251,7 +251,28 @@ def _sum_node(fn, args, lo, hi, *parts):
 
 
 def _accumulate_node(fn, args, lo, hi, *parts):
-    return _node_sum(lambda part: fn(None, part, *args), lo, hi, parts, lo)
+    """As :func:`_sum_node` for ``fn(total, part, *args)``; a leaf adds into the zeroed array of a subtree already
+    added up instead of a new one, so a task allocates one array per tree level, not one per part (the same sums:
+    0 + term either way)."""
+    free = []
+
+    def term(part):
+        total = free.pop() if free else None
+        if total is not None:
+            total.fill(0.0)
+        return fn(total, part, *args)
+
+    def node(lo_, hi_):
+        if hi_ - lo_ == 1:
+            return term(load_part(parts[lo_ - lo]))
+        mid = (lo_ + hi_) // 2
+        left, right = node(lo_, mid), node(mid, hi_)
+        left = _add_into(left, right)
+        if isinstance(right, np.ndarray):
+            free.append(right)
+        return left
+
+    return node(lo, hi)
 
 
 def _derive_node(fn, args, spill_root, lo, hi, *parts):
