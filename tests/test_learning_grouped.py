@@ -136,11 +136,12 @@ def test_transposed_products_add_into_the_output():
     np.testing.assert_allclose(out, expected, atol=1e-12)
 
 
-def test_concatenated_parts_keep_each_blocks_rows_in_order(parts):
+def test_concatenated_parts_keep_each_blocks_rows_in_order_on_the_features_present(parts):
     made, X, cat = parts
-    one = grouped.concatenated(made)
-    assert len(one) == len(made[0]) + len(made[1])
+    one, m = grouped.concatenated(made)
+    present = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel())
+    assert len(one) == len(made[0]) + len(made[1]) and m == present.size
     for b in range(FOLDS * K):
         expected = np.concatenate([p.row_id[p.start[b]:p.start[b + 1]] for p in made])
         np.testing.assert_array_equal(one.row_id[one.start[b]:one.start[b + 1]], expected)
-        np.testing.assert_array_equal(one.block(b, D).toarray(), X[expected].toarray())
+        np.testing.assert_array_equal(one.block(b, m).toarray(), X[expected][:, present].toarray())

@@ -85,17 +85,21 @@ def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int
     return grouped(part, fold * n_actions + part.action, folds * n_actions)
 
 
-def concatenated(parts: list[GroupedPart]) -> GroupedPart:
-    """The parts' rows as one grouped part (block by block, each block's rows in the parts' order)."""
+def concatenated(parts: list[GroupedPart]) -> tuple[GroupedPart, int]:
+    """The parts' rows as one grouped part (block by block, each block's rows in the parts' order), its features
+    renumbered 0 … m − 1 in the order of their ids (m, the number of distinct features, returned beside it): a ridge
+    fit gives the features a part never shows weight 0, so fits on it need only its m columns."""
     offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
     indptr = np.concatenate([[0]] + [p.indptr[1:] + o for p, o in zip(parts, offsets)]).astype(parts[0].indptr.dtype)
     data = None if parts[0].data is None else np.concatenate([p.data for p in parts])
     cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in ("row_id", "indices", "action", "reward",
-                                                                           "propensity")}
-    one = LogPart(cat["row_id"], indptr, cat["indices"], data, cat["action"], cat["reward"], cat["propensity"])
+                                                                       "propensity")}
+    present, indices = np.unique(cat["indices"], return_inverse=True)
+    one = LogPart(cat["row_id"], indptr, indices.astype(cat["indices"].dtype), data, cat["action"], cat["reward"],
+                  cat["propensity"])
     n_blocks = parts[0].start.size - 1
     blocks = np.concatenate([np.repeat(np.arange(n_blocks), np.diff(p.start)) for p in parts])
-    return grouped(one, blocks, n_blocks)
+    return grouped(one, blocks, n_blocks), max(present.size, 1)
 
 
 def sample_of(part: GroupedPart, share: float, n_features: int, seed: int) -> GroupedPart:

@@ -353,9 +353,9 @@ def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *,
     with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
         if share < 1:
             sums, sampled = parts.sum_and_derive(_sums_and_sample, d, share, seed)
-            one = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
+            one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
             sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
-            sample_sums = sample.sum(grouped.block_sums, d)
+            sample_sums = sample.sum(grouped.block_sums, sample_d)
         else:
             sample = parts
             sums = sample_sums = parts.sum(grouped.block_sums, d)
