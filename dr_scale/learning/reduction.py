@@ -20,11 +20,18 @@ Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, w
   batched towards-better update as one map-reduce pass per iteration, on features
   scaled by their standard deviations (no centring: sparse) plus a constant.
 
-With ``lam="auto"`` the ridge learner fits a grid of λ in the same passes on the rows
-outside a validation fold (row i is in it when u(row_id_i) < 1/5, u keyed by
-(seed, "learn validation")),
-picks the λ whose policy has the highest DR-imputed value on the validation rows,
-(1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+**λ** of the policy: by default λ = 10 × (mean active features per row × n / 1000)
+(:data:`LAMBDA_FACTOR`, :func:`lam_scale`; the scale is XᵀX's mean diagonal entry × d / 1000).
+With ``lam="auto"`` the ridge learner fits the grid :data:`AUTO_GRID` × that scale in the
+same passes on the rows outside a validation fold (row i is in it when u(row_id_i) < 1/5,
+u keyed by (seed, "learn validation")), picks the λ whose policy has the highest imputed
+value on the validation rows, (1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+
+**Passes.** Every CG solve (ρ̂'s and the policy's) stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
+for all its fits, or after :data:`MAX_PASSES` passes: the policy needs only the argmax,
+and CG stopped early from the shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR
+and DM, unless given) is fitted on the same parts, read once and grouped by (fold,
+action) (:mod:`.grouped`: cross-fitted over K folds, its λ chosen on a keyed sample).
 
 The parts are read once and kept (Dask memory, or spilled to local files,
 :mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
