@@ -1,8 +1,8 @@
 """Benchmark: ``dr-scale learn --method dr`` against one pass of Vowpal Wabbit ``--cb 10 --cb_type dr`` at scale.
 
     pip install ".[benchmarks]"
-    dr-scale generate bandit --rows 10000000 --features 262144 --actions 10 --out /work/data/bandit-10M
-    python benchmarks/learn_vs_vw_scale.py --log /work/data/bandit-10M [--train-parts 18] [--eval-parts 2]
+    dr-scale generate bandit --rows 11000000 --features 262144 --actions 10 --out /work/data/bandit-11M
+    python benchmarks/learn_vs_vw_scale.py --log /work/data/bandit-11M --train-parts 20 --eval-parts 2
 
 The generated log's parts are split: the first ``--train-parts`` train both learners, the
 last ``--eval-parts`` (rows neither saw) give each learned policy's **true value**
@@ -10,14 +10,16 @@ V(π) = mean E[r | x, π(x)] from ``expected_reward``. Both learners run as sepa
 processes on the same rows, in the same run:
 
 * dr-scale: ``dr-scale learn TRAIN --method dr --out POLICY.npz`` with its defaults
-  (cross-fitted ρ̂ over 2 folds, λ auto for ρ̂ and for the policy's scores);
+  (ρ̂ cross-fitted over 2 folds, its λ by out-of-fold error on a sample; the policy's λ by
+  the default rule; every CG solve to a relative residual of 1e-2), its stage line printed;
 * VW 9.11.9: ``--cb K --cb_type dr -b B`` through its own text driver over a file in its
   text format (``a:cost:p | id id …``, actions from 1, cost = −reward; numeric feature
   names are their own hash, so -b 18 keeps the 2^18 ids apart), one pass; written before
   the timing starts (the conversion is not timed), read from the page cache.
 
 Printed: wall time, CPU time (user + system of the process and its children) and peak
-resident memory of each, their ratios, and the true values (with the logging policy's).
+resident memory of each, their ratios, and the true values (with the logging policy's);
+the load average (the larger of before and after the timed commands).
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def vw_actions(model: str, eval_text: str, folder: str) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--log", default="/work/data/bandit-10M")
+    parser.add_argument("--log", default="/work/data/bandit-11M")
     parser.add_argument("--train-parts", type=int, help="parts to train on (default: all but --eval-parts)")
     parser.add_argument("--eval-parts", type=int, default=2)
     parser.add_argument("--bits", type=int, default=18, help="VW's -b (default 18)")
