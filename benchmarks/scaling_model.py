@@ -1,6 +1,7 @@
 """Scaling on paper: wall time at 8, 32 and 128 workers, projected from measurements taken here.
 
-Measured on a ``LocalCluster`` of 2 single-threaded worker processes, for each job (the
+Measured on the ``LocalCluster`` of 2 single-threaded worker processes that ``--local-workers 2``
+starts (:func:`dr_scale.compute.dask_session`, with its worker settings), for each job (the
 visits experiment, ``evaluate``, ``fit``):
 
 * every pass the job makes (``PartSet.build`` / ``sum`` / ``accumulate`` /
@@ -46,8 +47,9 @@ import tempfile
 import time
 
 import numpy as np
-from distributed import Client, LocalCluster, get_task_stream
+from distributed import get_task_stream
 
+from dr_scale.compute import dask_session
 from dr_scale.outofcore import blocks, passes
 from dr_scale.outofcore.passes import PartSet
 
@@ -227,9 +229,7 @@ def main() -> None:
     args = parser.parse_args()
 
     A = add_rate()
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with tempfile.TemporaryDirectory() as tmp, dask_session(local_workers=2, quiet=True) as client:
         from dr_scale.synthetic.bandit import generate_bandit
         from dr_scale.visits.generate import generate_visits
 

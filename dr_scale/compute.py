@@ -31,6 +31,19 @@ from threadpoolctl import threadpool_limits
 from dr_scale.errors import UserError
 from dr_scale.storage import worker_environment
 
+#: Dask settings of the ``LocalCluster`` that ``--local-workers`` starts, so its workers spend the CPU
+#: the local process spends on the same tasks (docs/deploy.md § Worker settings; the same settings for
+#: ``dask worker`` processes are deploy/dask/workers.yaml):
+#:
+#: * no ``MALLOC_TRIM_THRESHOLD_``: Dask's nannies set it, and glibc then also pins its mmap threshold
+#:   at 128 KiB, so every larger array is a fresh mapping whose pages fault in one by one; unset, glibc
+#:   adapts both thresholds as it does in the local process;
+#: * no statistical profiler sampling every thread each 10 ms (the dashboard's profile page stays empty).
+WORKER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+}
+
 #: Dask config key of the scheduler connect timeout, and its default.
 CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
 DEFAULT_CONNECT_TIMEOUT = "15s"
@@ -119,9 +132,10 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
     elif local_workers:
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                          env=worker_environment(storage_options)) as cluster, Client(cluster, set_as_default=False) as c, \
-                c.as_current():
+        with dask.config.set(WORKER_CONFIG):
+            cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", env=worker_environment(storage_options))
+        with cluster, Client(cluster, set_as_default=False) as c, c.as_current():
             _announce(c, quiet)
             yield c
     else:

@@ -23,7 +23,7 @@ import yaml
 
 from dr_scale.cli import COMMANDS, build_parser
 from dr_scale.commands.run import JOBS, load_job
-from dr_scale.compute import CONNECT_TIMEOUT_KEY
+from dr_scale.compute import CONNECT_TIMEOUT_KEY, WORKER_CONFIG
 from dr_scale.storage import STORAGE_OPTIONS_ENV
 
 ROOT = Path(__file__).parents[1]
@@ -252,3 +252,23 @@ def test_every_command_takes_the_compute_options():
     for path, parser in leaves.items():
         options = {s for a in parser._actions for s in a.option_strings}
         assert {"--scheduler", "--local-workers", "--no-progress"} <= options, path
+
+
+def flat_settings(tree: dict, prefix: str = "") -> dict:
+    """{"a.b.c": value} of a nested Dask config."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def test_the_image_gives_dask_workers_the_local_clusters_settings():
+    """deploy/dask/workers.yaml holds exactly the settings ``--local-workers`` uses, and the image installs it."""
+    settings = yaml.safe_load((DEPLOY / "dask" / "workers.yaml").read_text())
+    assert flat_settings(settings) == WORKER_CONFIG
+    copies = [arg.split() for ins, arg in dockerfile_stages()["dask"] if ins == "COPY"]
+    assert ["deploy/dask/workers.yaml", "/etc/dask/dr-scale-workers.yaml"] in copies
+    assert "/etc/dask" in dask.config.paths  # a folder every Dask process reads its config from
