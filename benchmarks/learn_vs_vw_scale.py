@@ -1,8 +1,8 @@
 """Benchmark: ``dr-scale learn --method dr`` against one pass of Vowpal Wabbit ``--cb 10 --cb_type dr`` at scale.
 
     pip install ".[benchmarks]"
-    dr-scale generate bandit --rows 10000000 --features 262144 --actions 10 --out /work/data/bandit-10M
-    python benchmarks/learn_vs_vw_scale.py --log /work/data/bandit-10M [--train-parts 18] [--eval-parts 2]
+    dr-scale generate bandit --rows 11000000 --features 262144 --actions 10 --out /work/data/bandit-11M
+    python benchmarks/learn_vs_vw_scale.py --log /work/data/bandit-11M --train-parts 20 --eval-parts 2
 
 The generated log's parts are split: the first ``--train-parts`` train both learners, the
 last ``--eval-parts`` (rows neither saw) give each learned policy's **true value**
@@ -10,14 +10,16 @@ V(π) = mean E[r | x, π(x)] from ``expected_reward``. Both learners run as sepa
 processes on the same rows, in the same run:
 
 * dr-scale: ``dr-scale learn TRAIN --method dr --out POLICY.npz`` with its defaults
-  (cross-fitted ρ̂ over 2 folds, λ auto for ρ̂ and for the policy's scores);
+  (ρ̂ cross-fitted over 2 folds, its λ by out-of-fold error on a sample; the policy's λ by
+  the default rule; every CG solve to a relative residual of 1e-2), its stage line printed;
 * VW 9.11.9: ``--cb K --cb_type dr -b B`` through its own text driver over a file in its
   text format (``a:cost:p | id id …``, actions from 1, cost = −reward; numeric feature
   names are their own hash, so -b 18 keeps the 2^18 ids apart), one pass; written before
   the timing starts (the conversion is not timed), read from the page cache.
 
 Printed: wall time, CPU time (user + system of the process and its children) and peak
-resident memory of each, their ratios, and the true values (with the logging policy's).
+resident memory of each, their ratios, and the true values (with the logging policy's);
+the load average (the larger of before and after the timed commands).
 """
 
 from __future__ import annotations
@@ -73,12 +75,13 @@ MEASURE = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check
 
 
 def timed(command: list[str]) -> dict:
-    """Run a command; its wall time, CPU time (user + system) and peak resident memory."""
+    """Run a command; its wall time, CPU time (user + system), peak resident memory and its own output."""
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", MEASURE, *command], check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    cpu, rss = out.stdout.split()[-2:]
-    return {"wall": wall, "cpu": float(cpu), "rss_gib": int(rss) / 2 ** 20}
+    *output, last = out.stdout.strip().splitlines()
+    cpu, rss = last.split()
+    return {"wall": wall, "cpu": float(cpu), "rss_gib": int(rss) / 2 ** 20, "output": output}
 
 
 def vw_actions(model: str, eval_text: str, folder: str) -> np.ndarray:
@@ -92,7 +95,7 @@ def vw_actions(model: str, eval_text: str, folder: str) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--log", default="/work/data/bandit-10M")
+    parser.add_argument("--log", default="/work/data/bandit-11M")
     parser.add_argument("--train-parts", type=int, help="parts to train on (default: all but --eval-parts)")
     parser.add_argument("--eval-parts", type=int, default=2)
     parser.add_argument("--bits", type=int, default=18, help="VW's -b (default 18)")
@@ -109,17 +112,20 @@ def main() -> None:
         vw_text(evaluation, eval_text, labelled=False)
         subprocess.run(["cat", train_text], stdout=subprocess.DEVNULL, check=True)  # VW reads from the page cache
         policy = f"{work}/policy.npz"
+        load = os.getloadavg()[0]
         ours = timed(["dr-scale", "learn", train_log, "--method", "dr", "--out", policy, "--no-progress"])
         vw = timed([sys.executable, "-c", (
             "from vowpalwabbit import Workspace\n"
             f"w = Workspace('--cb {k} --cb_type dr -b {args.bits} -d {train_text} -f {model} --quiet')\n"
             "w.run_parser(); w.finish()")])
+        load = max(load, os.getloadavg()[0])
         ours["value"] = true_value(eval_log, f"linear:{policy}")
         logging = true_value(eval_log, "column:action")
         actions = vw_actions(model, eval_text, work)
         vw["value"] = _value_of_actions(evaluation, actions, k)
     print(f"{rows:,} training rows ({len(train)} parts), true values on {len(evaluation)} held-out parts; "
-          f"machine shared: wall times are noisy, CPU times less so")
+          f"load average {load:.1f} on {os.cpu_count()} cores (before / after the timed commands, the larger)")
+    print("\n".join(f"  {line}" for line in ours["output"]))
     print(f"{'':<22} {'wall (s)':>9} {'CPU (s)':>9} {'peak RSS (GiB)':>15} {'true value':>11}")
     for name, r in (("dr-scale learn --dr", ours), ("VW --cb_type dr, 1 pass", vw)):
         print(f"{name:<22} {r['wall']:>9.1f} {r['cpu']:>9.1f} {r['rss_gib']:>15.2f} {r['value']:>11.4f}")

@@ -10,7 +10,7 @@ from dr_scale.commands.fit import parse_lambda
 from dr_scale.compute import dask_session
 from dr_scale.config import PositiveInt, option
 from dr_scale.learning.impute import METHODS
-from dr_scale.learning.reduction import LEARNERS, learn_policy
+from dr_scale.learning.reduction import LEARNERS, MAX_PASSES, Stages, learn_policy
 from dr_scale.outofcore.passes import spill_folder
 
 
@@ -24,8 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--method", choices=METHODS, default="dr", help="reward imputation (default: dr)")
     p.add_argument("--learner", choices=LEARNERS, default="ridge",
                    help="ridge: one ridge score per action (default); dlm: direct loss minimization")
-    p.add_argument("--lam", type=parse_lambda, default="auto", metavar="λ|auto",
-                   help="ridge penalty of the scores (default: auto, chosen on a validation fold)")
+    p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
+                   help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
+                        "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
     p.add_argument("--folds", type=int, default=2, metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
@@ -33,7 +34,8 @@ def add_parser(sub) -> None:
                    help="number of features d (default: from the log's metadata)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
                    help="number of actions k (default: from the log's metadata)")
-    p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=500, help="passes at most: CG iterations (ridge) or updates (dlm)")
+    p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=MAX_PASSES,
+                   help=f"passes at most per solve: CG iterations (ridge) or updates (dlm) (default {MAX_PASSES})")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
     add_compute_options(p)
@@ -45,16 +47,18 @@ def run(args) -> int:
     opts = storage_options(args.storage_options)
     if args.folds < 2:
         raise ValueError(f"--folds must be at least 2, got {args.folds}")
+    stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
         policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
                               folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
                               n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
-                              max_iter=args.max_iter, progress=not args.no_progress)
+                              max_iter=args.max_iter, progress=not args.no_progress, stages=stages)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"
     print(f"learned a {meta['method'].upper()} {meta['learner']} policy on {meta['rows']} rows, "
           f"{meta['n_features']} features, {meta['n_actions']} actions ({detail})")
+    print("passes: " + "; ".join(f"{name}: {n} in {seconds:.1f} s" for name, n, seconds in stages.done))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -20,11 +20,18 @@ Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, w
   batched towards-better update as one map-reduce pass per iteration, on features
   scaled by their standard deviations (no centring: sparse) plus a constant.
 
-With ``lam="auto"`` the ridge learner fits a grid of λ in the same passes on the rows
-outside a validation fold (row i is in it when u(row_id_i) < 1/5, u keyed by
-(seed, "learn validation")),
-picks the λ whose policy has the highest DR-imputed value on the validation rows,
-(1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+**λ** of the policy: by default λ = 10 × (mean active features per row × n / 1000)
+(:data:`LAMBDA_FACTOR`, :func:`lam_scale`; the scale is XᵀX's mean diagonal entry × d / 1000).
+With ``lam="auto"`` the ridge learner fits the grid :data:`AUTO_GRID` × that scale in the
+same passes on the rows outside a validation fold (row i is in it when u(row_id_i) < 1/5,
+u keyed by (seed, "learn validation")), picks the λ whose policy has the highest imputed
+value on the validation rows, (1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+
+**Passes.** Every CG solve (ρ̂'s and the policy's) stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
+for all its fits, or after :data:`MAX_PASSES` passes: the policy needs only the argmax,
+and CG stopped early from the shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR
+and DM, unless given) is fitted on the same parts, read once and grouped by (fold,
+action) (:mod:`.grouped`: cross-fitted over K folds, its λ chosen on a keyed sample).
 
 The parts are read once and kept (Dask memory, or spilled to local files,
 :mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
@@ -34,25 +41,35 @@ laptop and on any cluster, for any number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from dr_scale import keyed_random
+from dr_scale.compute import compute
+from dr_scale.fitting import LogPart
+from dr_scale.learning import grouped
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.fitting import LogPart, read_log_part
 from dr_scale.logdata import list_parts, log_metadata
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import PartSet
+from dr_scale.outofcore.passes import PartSet, load_part
+from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.policies import LinearPolicy
 from dr_scale.progress import Passes
 from dr_scale.reward_models import predict_columns
 
 LEARNERS = ("ridge", "dlm")
-#: λ grid of ``lam="auto"``, relative to the mean number of active features per row times n / 1000.
-AUTO_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+#: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
+LAMBDA_FACTOR = 10.0
+#: λ grid of ``lam="auto"``, relative to the same scale.
+AUTO_GRID = (1.0, 10.0, 100.0)
+#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits, or after MAX_PASSES passes.
+RTOL = 1e-2
+MAX_PASSES = 30
 VALIDATION_PURPOSE = "learn validation"
 
 
@@ -103,14 +120,19 @@ def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
     part = rows.of(part, imputation.n_features)
     X = part.matrix(imputation.n_features)
     gamma = imputation.targets(part, X)
-    return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel(),
-            gamma.sum(axis=0), np.ascontiguousarray(np.asarray(X.T @ gamma).T))
+    sx = np.asarray(X.sum(axis=0)).ravel()
+    sxx = sx.copy() if part.data is None else np.asarray(X.multiply(X).sum(axis=0)).ravel()  # x² = x if binary
+    xy = add_transposed_products(np.zeros((X.shape[1], gamma.shape[1])), X, gamma)
+    return np.array([float(len(part))]), sx, sxx, gamma.sum(axis=0), np.ascontiguousarray(xy.T)
 
 
-def gram_product(part: LogPart, P: np.ndarray, rows: Rows) -> np.ndarray:
-    """(XᵀX Pᵀ)ᵀ over the part's rows, (F, d): one product for all F fits, which share X."""
-    X = rows.of(part, P.shape[1]).matrix(P.shape[1])
-    return np.ascontiguousarray(np.asarray(X.T @ (X @ P.T)).T)
+def add_gram_product(total, part: LogPart, PT: np.ndarray, rows: Rows) -> np.ndarray:
+    """total += XᵀX Pᵀ over the part's rows, (d, F): one sparse × dense (d, F) product and its transpose for all
+    F fits, which share X (Pᵀ is given C-ordered, as scipy's multi-vector kernel wants it)."""
+    X = rows.of(part, PT.shape[0]).matrix(PT.shape[0])
+    if total is None:
+        total = np.zeros_like(PT)
+    return add_transposed_products(total, X, X @ PT)
 
 
 def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray, rows: Rows):
@@ -154,29 +176,38 @@ def ridge_stats(sums, copies: int = 1) -> ridge.RidgeStats:
 
 
 def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = Rows(), *, rtol: float,
-                     max_iter: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (G, d, k), intercept (G, k)): ridge scores on Γ for each λ of ``lam`` (G of them), in the same passes."""
+                     max_iter: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(coef (G, d, k), intercept (G, k), passes and convergence): ridge scores on Γ for each λ of ``lam``
+    (G of them), in the same passes; CG starts at the centre (δ = 0) and stops at ``rtol`` or ``max_iter``."""
     lams = np.atleast_1d(np.asarray(lam, dtype=np.float64))
     k = imputation.n_actions
     stats = ridge_stats(parts.sum(ridge_sums, imputation, rows), lams.size)
-    fit = ridge.fit(lambda P: parts.sum(gram_product, P, rows), stats, np.repeat(lams, k), rtol=rtol,
-                    max_iter=max_iter, progress=progress)
-    if not fit.converged.all():
-        raise RuntimeError(f"ridge on the imputed rewards did not converge in {max_iter} CG passes (rtol {rtol})")
+
+    def gram(P):
+        return np.ascontiguousarray(parts.accumulate(add_gram_product, np.ascontiguousarray(P.T), rows).T)
+
+    fit = ridge.fit(gram, stats, np.repeat(lams, k), rtol=rtol, max_iter=max_iter, progress=progress)
     coef = fit.coef.reshape(lams.size, k, -1).transpose(0, 2, 1)
     intercept = fit.intercept.reshape(lams.size, k)
     if imputation.center is not None:
         coef, intercept = coef + imputation.center[0], intercept + imputation.center[1]
-    return np.ascontiguousarray(coef), intercept
+    return np.ascontiguousarray(coef), intercept, {"passes": 1 + fit.iterations, "converged": bool(fit.converged.all())}
+
+
+def lam_scale(mean_active: float, n_rows: float) -> float:
+    """The policy λ's unit: mean active features per row × n / 1000 (XᵀX's mean diagonal entry × d / 1000)."""
+    return max(mean_active * n_rows / 1000.0, 1e-3)
 
 
 def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_rows: float, *, rtol: float,
-                max_iter: int, seed: int = 0, progress: bool = False) -> tuple[float, dict]:
-    """λ from :data:`AUTO_GRID` × (mean active features · n / 1000) by the validation rows' imputed value."""
-    grid = np.asarray(AUTO_GRID) * max(mean_active * n_rows / 1000.0, 1e-3)
-    coef, intercept = fit_ridge_scores(parts, imputation, grid, Rows("training", seed=seed), rtol=rtol, max_iter=max_iter,
-                                       progress=progress)
+                max_iter: int, seed: int = 0, progress: bool = False, passes: list | None = None) -> tuple[float, dict]:
+    """λ from :data:`AUTO_GRID` × :func:`lam_scale` by the validation rows' imputed value."""
+    grid = np.asarray(AUTO_GRID) * lam_scale(mean_active, n_rows)
+    coef, intercept, info = fit_ridge_scores(parts, imputation, grid, Rows("training", seed=seed), rtol=rtol,
+                                             max_iter=max_iter, progress=progress)
     totals, count = parts.sum(policy_values, imputation, coef, intercept, Rows("validation", seed=seed))
+    if passes is not None:
+        passes.append(info["passes"] + 1)
     values = totals / max(count[0], 1.0)
     best = int(np.argmax(values))
     return float(grid[best]), {"grid": grid.tolist(), "validation_values": values.tolist()}
@@ -229,57 +260,134 @@ def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | Non
     return int(d), int(k)
 
 
-def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: float | str = "auto",
+class Stages:
+    """The stages of a run: name, passes over the parts and seconds of each (``learn`` prints them)."""
+
+    def __init__(self, progress: bool):
+        self.progress, self.done = progress, []
+
+    @contextlib.contextmanager
+    def stage(self, name: str, detail: str = ""):
+        """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
+        _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
+        passes, start = [], time.perf_counter()
+        yield passes
+        self.done.append((name, int(sum(passes)), time.perf_counter() - start))
+
+    def passes(self) -> dict:
+        return {name: n for name, n, _ in self.done}
+
+
+def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: float | str | None = None,
                  folds: int = 2, reward_model=None, n_features: int | None = None, n_actions: int | None = None,
-                 client=None, storage_options: dict | None = None, spill: str | None = None, rtol: float = 1e-6,
-                 max_iter: int = 500, epsilon: float = 0.1, seed: int = 0, progress: bool = False) -> LinearPolicy:
+                 client=None, storage_options: dict | None = None, spill: str | None = None, rtol: float = RTOL,
+                 max_iter: int = MAX_PASSES, epsilon: float = 0.1, seed: int = 0, progress: bool = False,
+                 stages: Stages | None = None) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
-    ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz`` path; a cross-fitted one
-    predicts every row out of fold). Without one, DR and DM fit ρ̂ on the log,
-    cross-fitted over ``folds`` folds (:mod:`dr_scale.fitting`). ``spill``: a folder for
-    the parts between passes (local runs), else they stay in memory.
+    ``lam``: the policy's ridge penalty — None: :data:`LAMBDA_FACTOR` × (mean active features · n / 1000);
+    a number; or ``"auto"`` (a validation fold). ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz``
+    path; a cross-fitted one predicts every row out of fold). Without one, DR and DM fit ρ̂ on the log,
+    cross-fitted over ``folds`` folds (:mod:`.grouped`, λ chosen on a keyed sample). ``rtol``, ``max_iter``:
+    every CG solve stops when ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes
+    (early-stopped CG from the shrinkage centre is itself a regulariser). ``spill``: a folder for the
+    parts between passes (local runs), else they stay in memory. ``stages``: collects each stage's passes
+    and seconds.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r}; choose from {', '.join(LEARNERS)}")
-    if lam != "auto" and not (isinstance(lam, (int, float)) and lam > 0):
+    if lam not in (None, "auto") and not (isinstance(lam, (int, float)) and lam > 0):
         raise ValueError(f"--lam must be a positive number or 'auto', got {lam!r}")
+    if folds < 2:
+        raise ValueError(f"--folds must be at least 2, got {folds}")
+    stages = stages or Stages(progress)
     fs, paths = list_parts(logs, storage_options)
     if isinstance(reward_model, str):
         from dr_scale.reward_models import LinearRewardModel
 
         reward_model = LinearRewardModel.load(reward_model, storage_options)
     d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
-    if method != "ips" and reward_model is None:
-        reward_model = fit_reward_model_for(logs, folds, client=client, storage_options=storage_options,
-                                            spill=spill, progress=progress, rtol=rtol, max_iter=max_iter)
-    rho = reward_model if method != "ips" else None
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
-    _stage(progress, f"reading {len(paths)} part(s) …")
-    parts = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], client, progress, spill)
-    meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
-            "reward_model_folds": getattr(reward_model, "folds", None) if method != "ips" else None}
-    if learner == "ridge":
+    crossfit = method != "ips" and reward_model is None
+    with stages.stage("read", f"{len(paths)} part(s)") as passes:
+        parts = PartSet.build(grouped.read_grouped_part, [(fs, p, d, k, folds if crossfit else 1, seed) for p in paths],
+                              client, progress, spill)
         n, active = parts.sum(_rows_and_active_features)
+        passes.append(2)
+    n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
+            "rows": int(n)}
+    if crossfit:
+        reward_model = fit_reward_model_on(parts, n, d, k, folds, seed=seed, rtol=rtol, max_iter=max_iter,
+                                           progress=progress, stages=stages)
+    rho = reward_model if method != "ips" else None
+    meta["reward_model_folds"] = getattr(rho, "folds", None)
+    if crossfit:
+        meta["reward_model_lam"] = rho.metadata["lam"]
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
+    if learner == "ridge":
         if lam == "auto":
-            _stage(progress, "λ: a grid on the training rows, the imputed value on the validation fold …")
-            lam, meta["lam_search"] = auto_lambda(parts, imputation, float(active[0] / max(n[0], 1)), float(n[0]),
-                                                  rtol=rtol, max_iter=max_iter, seed=seed, progress=progress)
-        _stage(progress, f"ridge scores on the {method.upper()}-imputed rewards, λ = {lam:g} …")
-        coef, intercept = fit_ridge_scores(parts, imputation, lam, rtol=rtol, max_iter=max_iter, progress=progress)
+            with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:
+                lam, meta["lam_search"] = auto_lambda(parts, imputation, mean_active, n, rtol=rtol,
+                                                      max_iter=max_iter, seed=seed, progress=progress, passes=p)
+        elif lam is None:
+            lam = LAMBDA_FACTOR * lam_scale(mean_active, n)
+        with stages.stage("policy", f"ridge scores on the {method.upper()}-imputed rewards, λ = {lam:g}") as p:
+            coef, intercept, info = fit_ridge_scores(parts, imputation, lam, rtol=rtol, max_iter=max_iter,
+                                                     progress=progress)
+            p.append(info["passes"])
         coef, intercept = coef[0], intercept[0]
-        meta.update(lam=float(lam), rows=int(n[0]))
+        meta.update(lam=float(lam), converged=info["converged"])
     else:
-        n, sx, sxx = parts.sum(_moments, d)
-        var = sxx / n[0] - (sx / n[0]) ** 2
-        scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
-        _stage(progress, f"DLM on the {method.upper()}-imputed rewards …")
-        coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=epsilon, max_iter=max_iter,
-                                               n_iter_no_change=max(10, max_iter // 4), seed=seed, progress=progress)
-        meta.update(info, epsilon=epsilon, rows=int(n[0]))
+        with stages.stage("policy", f"DLM on the {method.upper()}-imputed rewards") as p:
+            m, sx, sxx = parts.sum(_moments, d)
+            var = sxx / m[0] - (sx / m[0]) ** 2
+            scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
+            coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=epsilon, max_iter=max_iter,
+                                                   n_iter_no_change=max(10, max_iter // 4), seed=seed,
+                                                   progress=progress)
+            p.append(1 + info["passes"])
+        meta.update(info, epsilon=epsilon)
+    meta["stage_passes"] = stages.passes()
     return LinearPolicy(coef, intercept, meta, "<learned>")
+
+
+def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *, seed: int, rtol: float,
+                        max_iter: int, progress: bool, stages: Stages):
+    """ρ̂ cross-fitted over ``folds`` folds on the grouped parts, λ chosen on a keyed sample (:mod:`.grouped`)."""
+    share = min(1.0, grouped.SEARCH_ROWS / max(n, 1.0))
+    with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
+        if share < 1:
+            sums, sampled = parts.sum_and_derive(_sums_and_sample, d, share, seed)
+            one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
+            sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
+            sample_sums = sample.sum(grouped.block_sums, sample_d)
+        else:
+            sample = parts
+            sums = sample_sums = parts.sum(grouped.block_sums, d)
+        p.append(2 if share < 1 else 1)
+    with stages.stage("ρ̂ λ", f"{len(grouped.LAMBDA_GRID)} values by the out-of-fold error of "
+                      f"{int(sample_sums[0].sum()):,} sampled rows") as p:
+        best, errors, passes = grouped.choose_lambda(sample, sample_sums, folds, k, rtol=max(rtol, grouped.SEARCH_RTOL),
+                                                     max_iter=min(max_iter, grouped.SEARCH_PASSES), progress=progress)
+        p.append(passes)
+    lam = grouped.LAMBDA_GRID[best]
+    with stages.stage("ρ̂", f"{folds * k} fold models on all rows, λ = {lam:g}") as p:
+        fit, intercept = grouped.fit_fold_models(parts, sums, lam, folds, k, rtol=rtol, max_iter=max_iter,
+                                                 progress=progress)
+        p.append(fit.iterations)
+    search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": int(sample_sums[0].sum())}
+    return grouped.cross_fitted_model(fit, intercept, folds, k, seed, {"lam": lam, "lambda_search": search})
+
+
+def _given(part):
+    return part
+
+
+def _sums_and_sample(_, part, d: int, share: float, seed: int):
+    """The part's block sums, and its rows in the λ search sample (a step of :meth:`PartSet.sum_and_derive`)."""
+    return grouped.block_sums(part, d), grouped.sample_of(part, share, d, seed)
 
 
 def _rows_and_active_features(part: LogPart):
@@ -289,14 +397,6 @@ def _rows_and_active_features(part: LogPart):
 def _moments(part: LogPart, n_features: int):
     X = part.matrix(n_features)
     return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
-
-
-def fit_reward_model_for(logs: str, folds: int, *, spill: str | None, **kwargs):
-    """ρ̂ fitted on the log, cross-fitted over ``folds`` folds, λ auto (:func:`dr_scale.fitting.fit_reward_model`),
-    to the policy fit's CG tolerance."""
-    from dr_scale.fitting import fit_reward_model
-
-    return fit_reward_model(logs, lam="auto", folds=folds, spill=spill or "memory", **kwargs)
 
 
 def _stage(progress: bool, message: str) -> None:

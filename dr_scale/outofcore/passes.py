@@ -253,7 +253,26 @@ def _sum_node(fn, args, lo, hi, *parts):
 
 
 def _accumulate_node(fn, args, lo, hi, *parts):
-    return _node_sum(lambda part: fn(None, part, *args), lo, hi, parts, lo)
+    """As :func:`_sum_node` for ``fn(total, part, *args)``; a leaf adds into the zeroed array of a subtree already
+    added up instead of a new one, so a task allocates one array per tree level, not one per part (the same sums:
+    0 + term either way)."""
+    return _reusing_sum(fn, args, lo, hi, parts, lo, [])
+
+
+def _reusing_sum(fn, args, lo: int, hi: int, parts: tuple, first: int, free: list):
+    """Σ of ``fn(total, part, *args)`` over parts [lo, hi) down the fixed tree; ``free``: arrays to reuse."""
+    if hi - lo == 1:
+        total = free.pop() if free else None
+        if total is not None:
+            total.fill(0.0)
+        return fn(total, load_part(parts[lo - first]), *args)
+    mid = (lo + hi) // 2
+    left = _reusing_sum(fn, args, lo, mid, parts, first, free)
+    right = _reusing_sum(fn, args, mid, hi, parts, first, free)
+    left = _add_into(left, right)
+    if isinstance(right, np.ndarray):
+        free.append(right)
+    return left
 
 
 def _derive_node(fn, args, spill_root, lo, hi, *parts):
