@@ -68,13 +68,11 @@ class GroupedPart(LogPart):
 
 
 def grouped(part: LogPart, blocks: np.ndarray, n_blocks: int) -> GroupedPart:
-    """The part with its rows stably sorted by ``blocks`` (the index arrays gathered, no matrix built)."""
+    """The part with its rows stably sorted by ``blocks``."""
     order = np.argsort(blocks, kind="stable")
-    counts = np.diff(part.indptr)[order]
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(part.indptr.dtype)
-    source = np.repeat(part.indptr[order] - indptr[:-1], counts) + np.arange(indptr[-1], dtype=part.indptr.dtype)
+    X = part.matrix(int(part.indices.max(initial=0)) + 1)[order]
     start = np.concatenate([[0], np.cumsum(np.bincount(blocks, minlength=n_blocks))])
-    return GroupedPart(part.row_id[order], indptr, part.indices[source], None if part.data is None else part.data[source],
+    return GroupedPart(part.row_id[order], X.indptr, X.indices, None if part.data is None else X.data,
                        part.action[order], part.reward[order], part.propensity[order], start)
 
 
