@@ -46,3 +46,12 @@ def test_only_the_command_line_imports_the_commands():
                 continue
             offenders += [f"{rel}: {n}" for n in names if n.startswith(("dr_scale.commands", "dr_scale.cli"))]
     assert offenders == []
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = [f"{page.relative_to(ROOT)} → {target}"
+              for page in pages
+              for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+              if "://" not in target and not (page.parent / target).exists()]
+    assert not broken, f"links to missing files: {broken}"

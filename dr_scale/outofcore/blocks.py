@@ -9,7 +9,8 @@ threads (:func:`dr_scale.outofcore.passes.task_count`): each part gives every bl
 piece of its rows that belongs to the block's fits (``cut``, once; one task per block and run
 of parts kept on one worker, :func:`~dr_scale.outofcore.passes.tree_nodes`), and one task per block
 runs the whole CG over its fits on its pieces, adding each piece's product into one running
-sum in the parts' order (``add_gram``). What crosses the network is each row once, and the
+sum in the parts' order (``add_gram``). The fits' statistics are cut into the blocks' rows where
+they were summed. What crosses the network is each row once, each block's statistics, and the
 solutions.
 
 Every fit's G(P) adds up its own rows in the parts' order, whatever block it is in, and the
@@ -40,24 +41,27 @@ def fit_blocks(weights: np.ndarray, n_blocks: int) -> list[tuple[int, int]]:
     return list(zip(bounds, bounds[1:] + [n]))
 
 
-def solve_in_blocks(parts: PartSet, cut, add_gram, stats: ridge.RidgeStats, lam, weights: np.ndarray, *,
+def solve_in_blocks(parts: PartSet, cut, add_gram, stats, lam, weights: np.ndarray, *, n_features: int,
                     rtol: float, max_iter: int, progress: bool = False) -> ridge.RidgeFit:
     """The F ridge fits of ``stats`` on the rows held by ``parts``, block by block (see the module docstring).
 
+    ``stats`` is a Dask object (e.g. ``dask.delayed``) whose value is the fits'
+    :class:`~dr_scale.outofcore.ridge.RidgeStats`: on a cluster it stays on the worker that holds it, which
+    cuts each block's rows out of it. ``n_features`` (d) weighs a fit's dense CG updates against its rows.
     ``cut(part, k0, k1)`` is a part's piece for fits [k0, k1) (fit indices from 0 within the block);
     ``add_gram(total, piece, P, first, stop)`` adds the piece's X_SᵀX_S P for fits [first, stop) of the
     block into ``total`` (None: a new array) and returns it; ``weights`` (F,) are the fits' row counts, by
     which the blocks are balanced.
     """
-    d = stats.sx.shape[1]  # a fit's CG step costs ~4 flops per active feature of its rows, ~10·d in dense updates
     slots = worker_slots(parts.client)
-    blocks = fit_blocks(np.asarray(weights, dtype=np.float64) + d / 16, task_count(parts.client))
+    # a fit's CG step costs ~4 flops per active feature of its rows, ~10·d in dense updates
+    blocks = fit_blocks(np.asarray(weights, dtype=np.float64) + n_features / 16, task_count(parts.client))
     nodes = tree_nodes(len(parts.parts), task_count(parts.client))  # runs of parts that share a worker
     lam = np.asarray(lam, dtype=np.float64)
     tasks = []
     for j, (k0, k1) in enumerate(blocks):
         pieces = [dask.delayed(_pieces)(cut, parts.spill, k0, k1, *parts.parts[lo:hi]) for lo, hi in nodes]
-        block_stats = ridge.RidgeStats(*_rows(stats, k0, k1))
+        block_stats = dask.delayed(_block_stats)(stats, k0, k1)  # not placed: cut where ``stats`` is
         with placed(slots, j):  # one block per worker thread
             tasks.append(dask.delayed(_solve_block)(add_gram, block_stats, lam[k0:k1] if lam.ndim else lam, rtol,
                                                     max_iter, *pieces))
@@ -66,11 +70,12 @@ def solve_in_blocks(parts: PartSet, cut, add_gram, stats: ridge.RidgeStats, lam,
                           max(f.iterations for f in fits), np.concatenate([f.converged for f in fits]))
 
 
-def _rows(stats: ridge.RidgeStats, k0: int, k1: int) -> list:
+def _block_stats(stats: ridge.RidgeStats, k0: int, k1: int) -> ridge.RidgeStats:
     """Rows k0 … k1 − 1 of each field; a field that is another's array (Σx² = Σx for binary x) is the same
-    view, so the block's graph carries it once (pickle keeps one copy of an object met twice)."""
+    view, so the block's statistics travel once (pickle keeps one copy of an object met twice)."""
     views = {}
-    return [views.setdefault(id(a), a[k0:k1]) for a in (getattr(stats, f.name) for f in dataclasses.fields(stats))]
+    return ridge.RidgeStats(*[views.setdefault(id(a), a[k0:k1])
+                              for a in (getattr(stats, f.name) for f in dataclasses.fields(stats))])
 
 
 def _pieces(cut, spill_root, k0, k1, *parts) -> list:

@@ -33,6 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import dask
 import numpy as np
 import scipy.sparse as sp
 
@@ -249,6 +250,11 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     return total
 
 
+def _ridge_stats(sums: FitSums) -> ridge.RidgeStats:
+    """The ridge fits' statistics from the per-fit sums (binary x: Σx² = Σx)."""
+    return ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)
+
+
 def add_lifted_gram(total: np.ndarray | None, lifted: Lifted, P: np.ndarray, first: int, stop: int) -> np.ndarray:
     """total += Σ over a part's sampled memberships (i, k) of x_i (x_i · P_k) = Lᵀ(L vec P), in place (F·d,).
 
@@ -339,12 +345,13 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     comp, m, mbar = fit_sampler(parts, progress=progress)
     lap("principal_component")
     _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
-    sums, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress)
+    sums, lifted, kept = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress,
+                                              keep=True)
     lap("subsamples")
-    stats = ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)  # binary x: Σx² = Σx
     _stage(progress, f"ridge: {settings.n_fits} fits by conjugate gradients, in blocks of fits …")
-    fitted = solve_in_blocks(lifted, Lifted.piece, add_lifted_gram, stats, settings.lam, sums.n_a,
-                             rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+    fitted = solve_in_blocks(lifted, Lifted.piece, add_lifted_gram, dask.delayed(_ridge_stats)(kept), settings.lam,
+                             sums.n_a, n_features=sums.sx.shape[1], rtol=settings.rtol, max_iter=settings.max_iter,
+                             progress=progress)
     lap("ridge")
     size = sums.n
     with np.errstate(invalid="ignore", divide="ignore"):
