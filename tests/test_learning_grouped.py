@@ -53,7 +53,7 @@ def fit_rows(cat, j, a):
 
 def test_fold_statistics_and_gram_products_equal_direct_sums(parts):
     made, X, cat = parts
-    stats = grouped.fold_stats(PartSet(made).sum(grouped.block_sums, D), FOLDS, K)
+    stats = grouped.fold_stats(grouped.block_sums(PartSet(made), D), FOLDS, K)
     P = np.random.default_rng(3).standard_normal((FOLDS * K, D))
     gram = PartSet(made).accumulate(grouped.add_fold_gram, P, FOLDS, K)
     for j in range(FOLDS):
@@ -70,8 +70,8 @@ def test_fold_statistics_and_gram_products_equal_direct_sums(parts):
 def test_fold_models_equal_in_memory_ridge_and_predict_out_of_fold(parts):
     made, X, cat = parts
     partset = PartSet(made)
-    fit, intercept = grouped.fit_fold_models(partset, partset.sum(grouped.block_sums, D), 2.0, FOLDS, K, rtol=1e-12,
-                                             max_iter=200)
+    stats = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
+    fit, intercept = grouped.fit_fold_models(partset, stats, 2.0, FOLDS, K, rtol=1e-12, max_iter=200)
     for j in range(FOLDS):
         for a in range(K):
             rows = fit_rows(cat, j, a)
@@ -93,7 +93,7 @@ def test_fold_models_equal_in_memory_ridge_and_predict_out_of_fold(parts):
 def test_lambda_is_the_grid_value_with_the_smallest_out_of_fold_error(parts):
     made, X, cat = parts
     partset = PartSet(made)
-    sums = partset.sum(grouped.block_sums, D)
+    sums = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
     grid = (0.01, 1.0, 1e6)
     best, errors, passes = grouped.choose_lambda(partset, sums, FOLDS, K, rtol=1e-10, max_iter=200, grid=grid)
     for lam, error in zip(grid, errors):
@@ -107,8 +107,8 @@ def test_an_action_never_logged_in_a_fit_gets_the_pooled_mean():
     part.action[:] = np.where(part.action == 2, 0, part.action)
     made = grouped.grouped(part, fold_of(part.row_id, 2, SEED) * K + part.action, 2 * K)
     partset = PartSet([made])
-    fit, intercept = grouped.fit_fold_models(partset, partset.sum(grouped.block_sums, D), 1.0, 2, K, rtol=1e-10,
-                                             max_iter=100)
+    stats = grouped.fold_stats(grouped.block_sums(partset, D), 2, K)
+    fit, intercept = grouped.fit_fold_models(partset, stats, 1.0, 2, K, rtol=1e-10, max_iter=100)
     fold = fold_of(part.row_id, 2, SEED)
     for j in range(2):
         assert intercept[j * K + 2] == pytest.approx(part.reward[fold != j].mean())

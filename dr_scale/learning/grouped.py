@@ -68,13 +68,12 @@ class GroupedPart(LogPart):
 
 
 def grouped(part: LogPart, blocks: np.ndarray, n_blocks: int) -> GroupedPart:
-    """The part with its rows stably sorted by ``blocks`` (the index arrays gathered, no matrix built)."""
+    """The part with its rows stably sorted by ``blocks``."""
     order = np.argsort(blocks, kind="stable")
-    counts = np.diff(part.indptr)[order]
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(part.indptr.dtype)
-    source = np.repeat(part.indptr[order] - indptr[:-1], counts) + np.arange(indptr[-1], dtype=part.indptr.dtype)
+    n_cols = int(part.indices.max(initial=0)) + 1
+    X = (binary_csr(part.indptr, part.indices, n_cols, np.int8) if part.data is None else part.matrix(n_cols))[order]
     start = np.concatenate([[0], np.cumsum(np.bincount(blocks, minlength=n_blocks))])
-    return GroupedPart(part.row_id[order], indptr, part.indices[source], None if part.data is None else part.data[source],
+    return GroupedPart(part.row_id[order], X.indptr, X.indices, None if part.data is None else X.data,
                        part.action[order], part.reward[order], part.propensity[order], start)
 
 
@@ -108,19 +107,36 @@ def sample_of(part: GroupedPart, share: float, n_features: int, seed: int) -> Gr
 
 
 # -- passes ---------------------------------------------------------------------------
-def block_sums(part: GroupedPart, n_features: int):
-    """Per block b: (n_b, Σ r, Σ x (B, d), Σ r x (B, d), Σ (x² − x) (B, d); (B, 0) while the features are binary)."""
+def block_counts(part: GroupedPart, n_features: int):
+    """Per block b: (n_b, Σ r, Σ (x² − x) (B, d); (B, 0) while the features are binary) over the part's rows."""
     n_blocks = part.start.size - 1
-    sx, xy = np.zeros((n_blocks, n_features)), np.zeros((n_blocks, n_features))
     excess = np.zeros((n_blocks, n_features if part.data is not None else 0))
-    for b in range(n_blocks):
-        X, lo, hi = part.block(b, n_features), part.start[b], part.start[b + 1]
-        add_transposed_product(sx[b], X, np.ones(hi - lo))
-        add_transposed_product(xy[b], X, part.reward[lo:hi])
-        if part.data is not None:
-            add_transposed_product(excess[b], X.multiply(X) - X, np.ones(hi - lo))
+    if part.data is not None:
+        for b in range(n_blocks):
+            X = part.block(b, n_features)
+            add_transposed_product(excess[b], X.multiply(X) - X, np.ones(X.shape[0]))
     sy = np.array([part.reward[part.start[b]:part.start[b + 1]].sum() for b in range(n_blocks)])
-    return np.diff(part.start).astype(np.float64), sy, sx, xy, excess
+    return np.diff(part.start).astype(np.float64), sy, excess
+
+
+def add_block_products(total, part: GroupedPart, n_features: int, weighted: bool) -> np.ndarray:
+    """total += per block b the sum of the block's rows x_i (B, d), weighted by their rewards r_i if ``weighted``."""
+    n_blocks = part.start.size - 1
+    if total is None:
+        total = np.zeros((n_blocks, n_features))
+    for b in range(n_blocks):
+        lo, hi = part.start[b], part.start[b + 1]
+        add_transposed_product(total[b], part.block(b, n_features), part.reward[lo:hi] if weighted else np.ones(hi - lo))
+    return total
+
+
+def block_sums(parts, n_features: int, counts=None) -> tuple:
+    """Per block b over the parts: (n_b, Σ r, Σ x (B, d), Σ r x (B, d), Σ (x² − x)) — the counts (:func:`block_counts`;
+    given, or one pass), then Σ x and Σ r x in a pass each, so that a pass's terms are one (B, d) array (a task's
+    summation tree holds a few of them at once)."""
+    n, sy, excess = parts.sum(block_counts, n_features) if counts is None else counts
+    return (n, sy, parts.accumulate(add_block_products, n_features, False),
+            parts.accumulate(add_block_products, n_features, True), excess)
 
 
 def add_fold_gram(total, part: GroupedPart, P: np.ndarray, folds: int, n_actions: int) -> np.ndarray:
@@ -163,11 +179,10 @@ def fold_stats(sums, folds: int, n_actions: int) -> ridge.RidgeStats:
     return ridge.RidgeStats(fits(n), sx_fits, sx_fits + fits(excess) if excess.size else sx_fits, fits(sy), fits(xy))
 
 
-def fit_fold_models(parts, sums, lam: float, folds: int, n_actions: int, *, rtol: float, max_iter: int,
-                    progress: bool = False) -> tuple[ridge.RidgeFit, np.ndarray]:
-    """The K·k fold models (fit j·k + a) at penalty λ by block CG, one pass over the parts per iteration; and their
-    intercepts, where a fit had no rows the pooled mean reward of its folds (w = 0)."""
-    stats = fold_stats(sums, folds, n_actions)
+def fit_fold_models(parts, stats: ridge.RidgeStats, lam: float, folds: int, n_actions: int, *, rtol: float,
+                    max_iter: int, progress: bool = False) -> tuple[ridge.RidgeFit, np.ndarray]:
+    """The K·k fold models (fit j·k + a, statistics :func:`fold_stats`) at penalty λ by block CG, one pass over the
+    parts per iteration; and their intercepts, where a fit had no rows the pooled mean reward of its folds (w = 0)."""
     fit = ridge.fit(lambda P: parts.accumulate(add_fold_gram, P, folds, n_actions), stats, lam, rtol=rtol,
                     max_iter=max_iter, progress=progress)
     n, sy = stats.n.reshape(folds, n_actions), stats.sy.reshape(folds, n_actions)
@@ -186,12 +201,12 @@ def cross_fitted_model(fit: ridge.RidgeFit, intercept: np.ndarray, folds: int, n
                              metadata)
 
 
-def choose_lambda(sample, sums, folds: int, n_actions: int, *, rtol: float, max_iter: int, grid=LAMBDA_GRID,
-                  progress: bool = False) -> tuple[int, list, int]:
+def choose_lambda(sample, stats: ridge.RidgeStats, folds: int, n_actions: int, *, rtol: float, max_iter: int,
+                  grid=LAMBDA_GRID, progress: bool = False) -> tuple[int, list, int]:
     """(index of the best λ of ``grid``, the out-of-fold squared error per λ, passes) on the sample's parts."""
     errors, passes = [], 0
     for lam in grid:
-        fit, intercept = fit_fold_models(sample, sums, lam, folds, n_actions, rtol=rtol, max_iter=max_iter,
+        fit, intercept = fit_fold_models(sample, stats, lam, folds, n_actions, rtol=rtol, max_iter=max_iter,
                                          progress=progress)
         errors.append(float(sample.sum(out_of_fold_errors, fit.coef, intercept, folds).sum()))
         passes += fit.iterations + 1

@@ -358,36 +358,44 @@ def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *,
     """ρ̂ cross-fitted over ``folds`` folds on the grouped parts, λ chosen on a keyed sample (:mod:`.grouped`)."""
     share = min(1.0, grouped.SEARCH_ROWS / max(n, 1.0))
     with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
-        if share < 1:
-            sums, sampled = parts.sum_and_derive(_sums_and_sample, d, share, seed)
-            one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
-            sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
-            sample_sums = sample.sum(grouped.block_sums, sample_d)
-        else:
-            sample = parts
-            sums = sample_sums = parts.sum(grouped.block_sums, d)
-        p.append(2 if share < 1 else 1)
+        stats, sample, sample_stats = _fold_stats_and_sample(parts, d, k, folds, share, seed)
+        p.append(3 + (share < 1) * 3)
+    sample_rows = int(sample_stats.n.sum()) // (folds - 1)
     with stages.stage("ρ̂ λ", f"{len(grouped.LAMBDA_GRID)} values by the out-of-fold error of "
-                      f"{int(sample_sums[0].sum()):,} sampled rows") as p:
-        best, errors, passes = grouped.choose_lambda(sample, sample_sums, folds, k, rtol=max(rtol, grouped.SEARCH_RTOL),
+                      f"{sample_rows:,} sampled rows") as p:
+        best, errors, passes = grouped.choose_lambda(sample, sample_stats, folds, k, rtol=max(rtol, grouped.SEARCH_RTOL),
                                                      max_iter=min(max_iter, grouped.SEARCH_PASSES), progress=progress)
         p.append(passes)
+    del sample, sample_stats  # the sample's (fold, action) × features arrays: not needed any more
     lam = grouped.LAMBDA_GRID[best]
     with stages.stage("ρ̂", f"{folds * k} fold models on all rows, λ = {lam:g}") as p:
-        fit, intercept = grouped.fit_fold_models(parts, sums, lam, folds, k, rtol=rtol, max_iter=max_iter,
+        fit, intercept = grouped.fit_fold_models(parts, stats, lam, folds, k, rtol=rtol, max_iter=max_iter,
                                                  progress=progress)
         p.append(fit.iterations)
-    search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": int(sample_sums[0].sum())}
+    search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": sample_rows}
     return grouped.cross_fitted_model(fit, intercept, folds, k, seed, {"lam": lam, "lambda_search": search})
+
+
+def _fold_stats_and_sample(parts: PartSet, d: int, k: int, folds: int, share: float, seed: int):
+    """(the fold models' statistics on all rows, the λ search sample as a PartSet of one part on its own features,
+    the fold models' statistics on it); with ``share`` = 1 the sample is all of ``parts``."""
+    if share >= 1:
+        stats = grouped.fold_stats(grouped.block_sums(parts, d), folds, k)
+        return stats, parts, stats
+    counts, sampled = parts.sum_and_derive(_counts_and_sample, d, share, seed)
+    stats = grouped.fold_stats(grouped.block_sums(parts, d, counts), folds, k)
+    one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
+    sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
+    return stats, sample, grouped.fold_stats(grouped.block_sums(sample, sample_d), folds, k)
 
 
 def _given(part):
     return part
 
 
-def _sums_and_sample(_, part, d: int, share: float, seed: int):
-    """The part's block sums, and its rows in the λ search sample (a step of :meth:`PartSet.sum_and_derive`)."""
-    return grouped.block_sums(part, d), grouped.sample_of(part, share, d, seed)
+def _counts_and_sample(_, part, d: int, share: float, seed: int):
+    """The part's block counts, and its rows in the λ search sample (a step of :meth:`PartSet.sum_and_derive`)."""
+    return grouped.block_counts(part, d), grouped.sample_of(part, share, d, seed)
 
 
 def _rows_and_active_features(part: LogPart):

@@ -72,15 +72,13 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
     mu = stats.sx / safe_n
     ybar = stats.sy / safe_n[:, 0]
 
-    rhs = stats.xy - mu * stats.sy[:, None]
+    R = stats.xy - mu * stats.sy[:, None]  # the residual of W = 0: the right-hand side
+    target = rtol * np.sqrt(_rowdot(R, R))
     inv_diag = 1.0 / (stats.sxx_diag - n[:, None] * mu * mu + lam)
-    W = np.zeros_like(rhs)
-    R = rhs.copy()
-    Z = inv_diag * R
-    P = Z.copy()
+    W = np.zeros_like(R)
+    P = inv_diag * R
     scratch = np.empty_like(R)  # the (F, d) updates run in place: no fresh 24 MB arrays per iteration
-    rz = _rowdot(R, Z)
-    target = rtol * np.sqrt(_rowdot(rhs, rhs))
+    rz = _rowdot(R, P)
     active = np.sqrt(_rowdot(R, R)) > target
     it = 0
     passes = Passes(f"ridge: {active.size} fits by conjugate gradients", progress)
@@ -93,7 +91,7 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
         W += np.multiply(P, alpha[:, None], out=scratch)
         R -= np.multiply(Q, alpha[:, None], out=scratch)
         active &= np.sqrt(_rowdot(R, R)) > target
-        np.multiply(inv_diag, R, out=Z)
+        Z = np.multiply(inv_diag, R, out=scratch)  # the preconditioned residual
         rz_new = _rowdot(R, Z)
         beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
         P *= beta[:, None]
