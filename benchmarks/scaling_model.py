@@ -46,6 +46,7 @@ import os
 import tempfile
 import time
 
+import dask
 import numpy as np
 from distributed import get_task_stream
 
@@ -102,7 +103,9 @@ def recording(client, log: list[Pass]):
             kept = 0
             if name == "sum_and_derive":
                 kept = sum(client.nbytes(keys=[p.key for p in out[1].parts], summary=False).values())
-            log.append(Pass(name, len(self.parts), cpu, nbytes(total),
+            result = (sum(client.nbytes(keys=[total.key], summary=False).values())  # kept on a worker
+                      if dask.is_dask_collection(total) else nbytes(total))
+            log.append(Pass(name, len(self.parts), cpu, result,
                             sum(nbytes(a) for a in args if passes._is_large(a)), kept))
             return out
         return method

@@ -165,17 +165,18 @@ class PartSet:
     def sum_and_derive(self, fn, *args, progress: bool = False, keep: bool = False) -> tuple:
         """For ``fn(None, part, *args) = (the part's term, derived)``: the sum over parts (as in
         :meth:`accumulate`), and a new PartSet of the derived objects, in one pass — what a step needs
-        when what it leaves behind must be kept for later passes. ``keep=True`` also returns the sum as a
-        persisted Dask object, kept where it was computed (a worker's memory), for later tasks that use it
-        there rather than receive it from the client.
+        when what it leaves behind must be kept for later passes. ``keep=True``: the sum stays where it was
+        computed (a worker's memory), returned as a persisted Dask object, for later tasks that use it there
+        rather than receive it from the client.
         """
         nodes = tree_nodes(len(self.parts), task_count(self.client))
         tasks = self._node_tasks(nodes, _derive_node, fn, args, self.spill)
         derived = [task[1][j] for task, (lo, hi) in zip(tasks.values(), nodes) for j in range(hi - lo)]
         total = _combine(0, len(self.parts), {node: task[0] for node, task in tasks.items()})
-        *derived, kept = persist(*derived, total, client=self.client, progress=progress)
-        (total,) = compute(kept, client=self.client)
-        return (total, PartSet(derived, self.client, self.spill)) + ((kept,) if keep else ())
+        *derived, total = persist(*derived, total, client=self.client, progress=progress)
+        if not keep:
+            (total,) = compute(total, client=self.client)
+        return total, PartSet(derived, self.client, self.spill)
 
     def _tree(self, node_fn, fn, args):
         """The sum over parts as a graph: one task per node of :func:`tree_nodes`, added up the tree above them."""

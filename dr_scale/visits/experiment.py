@@ -29,6 +29,7 @@ after the fits. The passes over the parts (kept between passes, :mod:`dr_scale.o
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
+from dr_scale.compute import compute
 from dr_scale.logdata import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.blocks import solve_in_blocks
@@ -250,6 +252,12 @@ def add_fit_sums(total: FitSums, part: VisitsPart, p: np.ndarray, row: np.ndarra
     return total
 
 
+def _estimate_sums(sums: FitSums) -> FitSums:
+    """The sums the estimates use: all but the (F, d) Σ a x and Σ a v x, which only the ridge fits need
+    (they stay where they were summed, :func:`_ridge_stats`)."""
+    return dataclasses.replace(sums, sx=np.empty((0, 0)), xy=np.empty((0, 0)))
+
+
 def _ridge_stats(sums: FitSums) -> ridge.RidgeStats:
     """The ridge fits' statistics from the per-fit sums (binary x: Σx² = Σx)."""
     return ridge.RidgeStats(sums.n_a, sums.sx, sums.sx, sums.sy, sums.xy)
@@ -345,12 +353,12 @@ def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress:
     comp, m, mbar = fit_sampler(parts, progress=progress)
     lap("principal_component")
     _stage(progress, f"propensities, {settings.n_fits} subsamples and logging draws …")
-    sums, lifted, kept = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress,
-                                              keep=True)
+    kept, lifted = parts.sum_and_derive(subsample_part, comp.vector, m, mbar, settings, progress=progress, keep=True)
+    (sums,) = compute(dask.delayed(_estimate_sums)(kept), client=parts.client)
     lap("subsamples")
     _stage(progress, f"ridge: {settings.n_fits} fits by conjugate gradients, in blocks of fits …")
     fitted = solve_in_blocks(lifted, Lifted.piece, add_lifted_gram, dask.delayed(_ridge_stats)(kept), settings.lam,
-                             sums.n_a, n_features=sums.sx.shape[1], rtol=settings.rtol, max_iter=settings.max_iter,
+                             sums.n_a, n_features=sums.c.shape[1], rtol=settings.rtol, max_iter=settings.max_iter,
                              progress=progress)
     lap("ridge")
     size = sums.n
