@@ -19,7 +19,8 @@ Projection for W workers (one thread each) and N rows in parts of the measured s
     overhead  L + o · (tasks)                          (tasks: min(W, n) + the tree's adds)
     traffic   ⌈log₂ min(W, n)⌉ · (R / B + R / A)      (the tree of + over results of R bytes)
               + R / B                                  (the sum to the client)
-              + W · G / B                              (large arguments G, sent to every worker)
+              + ⌈log₂(W + 1)⌉ · G / B + o · W          (large arguments G, copied to every task's worker
+                                                        down a binary tree of copy tasks)
 
 with B the network bandwidth and A the rate of adding two arrays in memory (measured). The
 ridge of the visits job runs as blocks of fits (``dr_scale.outofcore.blocks``): its CG work
@@ -186,7 +187,8 @@ def project(log: list[Pass], rows0: int, rows: int, workers: int, L: float, o: f
             tasks = min(W, n)
             depth = math.ceil(math.log2(tasks)) if tasks > 1 else 0
             total += o * 2 * tasks + depth * (p.result_bytes / B + p.result_bytes / A) + p.result_bytes / B
-            total += W * p.argument_bytes / B
+            if p.argument_bytes:  # copied down a binary tree of the tasks' workers, one copy task each
+                total += math.ceil(math.log2(tasks + 1)) * p.argument_bytes / B + o * tasks
     return total
 
 

@@ -184,8 +184,9 @@ class PartSet:
         return _combine(0, len(self.parts), tasks)
 
     def _node_tasks(self, nodes, node_fn, fn, args, *lead) -> dict:
-        shared = _share(args)
-        return {(lo, hi): dask.delayed(node_fn)(fn, shared, *lead, lo, hi, *self.parts[lo:hi]) for lo, hi in nodes}
+        shared = _share(args, len(nodes), worker_slots(self.client))
+        return {(lo, hi): dask.delayed(node_fn)(fn, shared[j], *lead, lo, hi, *self.parts[lo:hi])
+                for j, (lo, hi) in enumerate(nodes)}
 
 
 def task_count(client=None) -> int:
@@ -287,9 +288,31 @@ def _derive_node(fn, args, spill_root, lo, hi, *parts):
     return _node_sum(term, lo, hi, parts, lo), derived
 
 
-def _share(args) -> list:
-    """Large arrays become one graph key each (not hashed: a fresh key per pass), small ones stay literal."""
-    return [dask.delayed(a) if _is_large(a) else a for a in args]
+def _share(args, n_tasks: int, slots: list[str]) -> list[list]:
+    """Each task's arguments: small ones stay literal; a large array becomes one graph key (not hashed: a
+    fresh key per pass) and, on a cluster, a copy on each task's worker (:func:`placed`, as the task's parts
+    are) made down a binary tree — task j's copy is received from task ⌊(j − 1)/2⌋'s — so the array leaves
+    the client once and reaches W workers in ⌈log₂(W + 1)⌉ rounds of transfers, not W sends from one worker
+    (``fit``'s conjugate-gradient directions, (k·d) floats, on every pass)."""
+    columns = []
+    for a in args:
+        if not _is_large(a):
+            columns.append([a] * n_tasks)
+            continue
+        if not slots:
+            columns.append([dask.delayed(a)] * n_tasks)
+            continue
+        copies = []  # task 0's copy too: the array's own key goes where it is first needed
+        for j in range(n_tasks):
+            with placed(slots, j):
+                copies.append(dask.delayed(_received)(copies[(j - 1) // 2] if j else dask.delayed(a)))
+        columns.append(copies)
+    return [list(task_args) for task_args in zip(*columns)] if columns else [[] for _ in range(n_tasks)]
+
+
+def _received(a):
+    """``a`` itself: a task whose output is ``a`` on the task's worker (a copy made by the transfer)."""
+    return a
 
 
 def _is_large(a) -> bool:
