@@ -530,6 +530,12 @@ def test_a_killed_publication_is_cleaned_by_the_next_run(tmp_path):
     _report_files_consistent(out)
 
 
+def _sigint_by_default():
+    """The child takes Ctrl-C as a terminal's foreground job does, even when the tests run as a background
+    job (a shell starts those with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
@@ -543,7 +549,8 @@ def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parents[1]),
                                                         os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([DR_SCALE, "report", "--logs", str(share), "--policies", str(policies), "--out",
-                             str(tmp_path / "o"), "--no-progress"], stderr=subprocess.PIPE, env=env)
+                             str(tmp_path / "o"), "--no-progress"], stderr=subprocess.PIPE, env=env,
+                            preexec_fn=_sigint_by_default)
     import time
 
     time.sleep(4)
