@@ -242,12 +242,20 @@ def _combine(lo: int, hi: int, tasks: dict):
     return dask.delayed(_add)(_combine(lo, mid, tasks), _combine(mid, hi, tasks))
 
 
-def _node_sum(term, lo: int, hi: int, parts: tuple, first: int):
-    """Σ of ``term(part)`` over parts [lo, hi) (``parts`` starts at part ``first``), down the fixed tree."""
+def _node_sum(term, lo: int, hi: int, parts: tuple, first: int, free: list | None = None):
+    """Σ of ``term(part)`` over parts [lo, hi) (``parts`` starts at part ``first``), down the fixed tree.
+
+    ``free``: a list that receives each right subtree's array once it has been added, for ``term`` to reuse.
+    """
     if hi - lo == 1:
         return term(load_part(parts[lo - first]))
     mid = (lo + hi) // 2
-    return _add_into(_node_sum(term, lo, mid, parts, first), _node_sum(term, mid, hi, parts, first))
+    left = _node_sum(term, lo, mid, parts, first, free)
+    right = _node_sum(term, mid, hi, parts, first, free)
+    total = _add_into(left, right)
+    if free is not None and isinstance(right, np.ndarray):
+        free.append(right)
+    return total
 
 
 def _sum_node(fn, args, lo, hi, *parts):
@@ -258,23 +266,15 @@ def _accumulate_node(fn, args, lo, hi, *parts):
     """As :func:`_sum_node` for ``fn(total, part, *args)``; a leaf adds into the zeroed array of a subtree already
     added up instead of a new one, so a task allocates one array per tree level, not one per part (the same sums:
     0 + term either way)."""
-    return _reusing_sum(fn, args, lo, hi, parts, lo, [])
+    free: list = []
 
-
-def _reusing_sum(fn, args, lo: int, hi: int, parts: tuple, first: int, free: list):
-    """Σ of ``fn(total, part, *args)`` over parts [lo, hi) down the fixed tree; ``free``: arrays to reuse."""
-    if hi - lo == 1:
+    def term(part):
         total = free.pop() if free else None
         if total is not None:
             total.fill(0.0)
-        return fn(total, load_part(parts[lo - first]), *args)
-    mid = (lo + hi) // 2
-    left = _reusing_sum(fn, args, lo, mid, parts, first, free)
-    right = _reusing_sum(fn, args, mid, hi, parts, first, free)
-    left = _add_into(left, right)
-    if isinstance(right, np.ndarray):
-        free.append(right)
-    return left
+        return fn(total, part, *args)
+
+    return _node_sum(term, lo, hi, parts, lo, free)
 
 
 def _derive_node(fn, args, spill_root, lo, hi, *parts):
