@@ -7,33 +7,38 @@ The names below are the public API (reference: docs/api.md); policy learners are
 :mod:`dr_scale.learning`. Other modules are the library's internals.
 """
 
-from dr_scale.estimators import (
-    IPS,
-    SNDR,
-    SNIPS,
-    ClippedDR,
-    DirectMethod,
-    DoublyRobust,
-    Estimate,
-    Estimator,
-    SwitchDR,
-    make_estimators,
-)
-from dr_scale.evaluation import Evaluation, EvaluationResult, evaluate_dataframe, evaluate_log, evaluate_partitions
-from dr_scale.fitting import fit_reward_model
-from dr_scale.learning.reduction import learn_policy
-from dr_scale.logdata import LogDataError, Partition, read_log, write_log
-from dr_scale.policies import (
-    ActionColumnPolicy,
-    CallablePolicy,
-    ConstantPolicy,
-    LinearPolicy,
-    Policy,
-    ProbsColumnPolicy,
-    SoftmaxPolicy,
-    parse_policy,
-)
-from dr_scale.reward_models import LinearRewardModel, RewardModel
+import importlib
+
+#: Each public name and the module that defines it. The package imports them on first use (PEP 562), so
+#: ``import dr_scale.<module>`` — a command's start, a Dask worker unpickling a task — loads that module's
+#: own imports only, not scipy.special, pandas and the rest of the API.
+_API = {
+    "dr_scale.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
+                            "Estimator", "SwitchDR", "make_estimators"),
+    "dr_scale.evaluation": ("Evaluation", "EvaluationResult", "evaluate_dataframe", "evaluate_log",
+                            "evaluate_partitions"),
+    "dr_scale.fitting": ("fit_reward_model",),
+    "dr_scale.learning.reduction": ("learn_policy",),
+    "dr_scale.logdata": ("LogDataError", "Partition", "read_log", "write_log"),
+    "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "LinearPolicy", "Policy",
+                          "ProbsColumnPolicy", "SoftmaxPolicy", "parse_policy"),
+    "dr_scale.reward_models": ("LinearRewardModel", "RewardModel"),
+}
+_MODULE_OF = {name: module for module, names in _API.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dr_scale' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it directly
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __version__ = "0.1.0"
 __all__ = [
