@@ -36,6 +36,7 @@ def page_faults_of_short_lived_arrays() -> int:
 def test_local_workers_reuse_freed_memory_and_do_not_profile(monkeypatch):
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)  # a nanny started earlier in this process sets it
     with dask_session(local_workers=1, quiet=True) as client:
+        client.wait_for_workers(1)  # they start in the background
         (faults,) = client.run(page_faults_of_short_lived_arrays).values()
         (trim,) = client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values()
         (profiling,) = client.run(dask.config.get, "distributed.worker.profile.enabled").values()

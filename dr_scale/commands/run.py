@@ -56,11 +56,11 @@ def load_job(path: str, overrides: list[str] = ()) -> dict:
 def run(args) -> int:
     config = load_job(args.job, args.set)
     module, _, function = JOBS[config["job"]].partition(":")
-    job = getattr(importlib.import_module(module), function)
     try:
         options = config.get("storage_options")  # a job's options, or the name of their JSON file
         options = storage_options(options) if isinstance(options, (str, dict)) else None
         with dask_session(args.scheduler, args.local_workers, storage_options=options) as client:
+            job = getattr(importlib.import_module(module), function)  # while a LocalCluster's workers start
             return int(job(config, client=client, progress=not args.no_progress) or 0)
     except ConfigError as exc:
         raise exc.in_file(f"{args.job}{' (with --set)' if args.set else ''}") from None

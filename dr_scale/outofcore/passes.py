@@ -28,7 +28,7 @@ import dask
 import numpy as np
 from dask.system import CPU_COUNT
 
-from dr_scale.compute import compute, persist
+from dr_scale.compute import cluster_workers, compute, persist
 
 SPLIT_EVERY = 8
 
@@ -201,7 +201,7 @@ def worker_slots(client=None) -> list[str]:
     (empty for the local scheduler)."""
     if client is None:
         return []
-    workers = sorted(client.scheduler_info()["workers"].items())
+    workers = sorted(cluster_workers(client).items())
     rounds = max((w.get("nthreads", 1) for _, w in workers), default=0)
     return [address for r in range(rounds) for address, w in workers if w.get("nthreads", 1) > r]
 
