@@ -48,7 +48,7 @@ from dr_scale.cache import spill_root
 from dr_scale.errors import UserError
 from dr_scale.logdata import binary_csr, compact_index, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import PartSet, spill_folder
+from dr_scale.outofcore.passes import Held, PartSet, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward_models import LinearRewardModel, fold_of
 
@@ -68,7 +68,7 @@ class UnloggedActionWarning(UserWarning):
 
 # -- parts ------------------------------------------------------------------------------
 @dataclass
-class LogPart:
+class LogPart(Held):
     """One part as read and validated: CSR features (``data`` None: binary), actions, rewards, propensities."""
 
     row_id: np.ndarray
@@ -125,7 +125,7 @@ class Extent:
 
 
 @dataclass
-class LiftedPart:
+class LiftedPart(Held):
     """A part's rows lifted to k·d columns (row i in column block a_i), with each row's fold and hold-out flag."""
 
     indptr: np.ndarray

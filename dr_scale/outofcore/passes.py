@@ -7,12 +7,14 @@ a pass maps a function over the parts and tree-reduces the results with ``+``.
 
 Where the parts are kept:
 
-* on a cluster, in the workers' memory — Dask's own memory manager spills them to the
-  workers' local disk beyond their ``--memory-limit``;
-* with the local threaded scheduler, in the process's memory, or — given a ``spill``
-  folder — as files there (:func:`spill`): a persisted part is then a small
-  :class:`Spilled` handle and every pass maps the arrays back read-only (from the page
-  cache), so the resident memory does not grow with the number of rows.
+* with the local threaded scheduler or a ``LocalCluster`` on this machine (``--local-workers``),
+  in memory (the process's, the workers'), or — given a ``spill`` folder — as files there
+  (:func:`spill`): a persisted part is then a small :class:`Spilled` handle and every pass
+  maps the arrays back read-only (from the page cache), so the resident memory does not grow
+  with the number of rows, and a part moves between worker processes as a file name;
+* on a cluster of other machines, in the workers' memory — Dask's own memory manager spills
+  them to the workers' local disk beyond their memory limit, measuring them with
+  :class:`Held`'s ``__sizeof__``.
 """
 
 from __future__ import annotations
@@ -101,13 +103,14 @@ def spill(obj, root: str) -> Spilled:
 
 @contextlib.contextmanager
 def spill_folder(setting: str, client=None, disk: str | None = None):
-    """The spill folder for a local run, removed on exit; None (keep parts in memory) on a cluster.
+    """The spill folder of a run on this machine (:func:`on_this_machine`), removed on exit; None (keep parts in
+    memory) on a cluster of other machines.
 
     ``setting``: ``"memory"`` → None; ``"disk"`` → a temporary folder inside ``disk`` (the
     system's temporary directory if None — which may be a RAM-backed tmpfs, hence the
     job's default of its cache folder); any other value → a temporary folder inside it.
     """
-    if client is not None or setting == "memory":
+    if setting == "memory" or not on_this_machine(client):
         yield None
         return
     root = disk if setting == "disk" else setting
@@ -115,6 +118,30 @@ def spill_folder(setting: str, client=None, disk: str | None = None):
         os.makedirs(root, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dr-scale-spill-", dir=root) as folder:
         yield folder
+
+
+def on_this_machine(client) -> bool:
+    """Whether the tasks of ``client`` run on this machine, with its files: the local threaded scheduler (None)
+    or the client's own ``LocalCluster`` (``--local-workers``)."""
+    if client is None:
+        return True
+    from distributed import LocalCluster
+
+    return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+class Held:
+    """A dataclass that passes keep between passes, measured by Dask as the bytes of its fields.
+
+    Dask's memory manager decides what a worker spills by ``dask.sizeof``, which for an object of an
+    unregistered class is ``sys.getsizeof``: ~50 bytes for a part of hundreds of MB, which would never
+    be spilled and would push the worker past its memory limit instead.
+    """
+
+    def __sizeof__(self) -> int:
+        from dask.sizeof import sizeof
+
+        return object.__sizeof__(self) + sum(sizeof(getattr(self, f.name)) for f in dataclasses.fields(self))
 
 
 def load_part(part):
@@ -141,8 +168,8 @@ class PartSet:
     def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False,
               spill: str | None = None) -> "PartSet":
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
-        if spill is not None and client is not None:
-            raise ValueError("spill folders serve the local scheduler; a cluster's workers spill by themselves")
+        if spill is not None and not on_this_machine(client):
+            raise ValueError("spill folders serve this machine's processes; a cluster's workers spill by themselves")
         slots = worker_slots(client)
         made = []
         for j, (lo, hi) in enumerate(tree_nodes(len(args_per_part), len(slots) if slots else 1)):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dr_scale.outofcore.passes import Held
 from dr_scale.progress import Passes
 
 
@@ -37,7 +38,7 @@ def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class RidgeStats:
+class RidgeStats(Held):
     """Sufficient statistics of F fits: counts (F,), Σx (F,d), diag Σx² (F,d), Σy (F,), Xᵀy (F,d)."""
 
     n: np.ndarray

@@ -26,12 +26,13 @@ from dr_scale.logdata import (
     numeric_values,
     read_table,
 )
+from dr_scale.outofcore.passes import Held
 
 COLUMNS = ["row_id", "features", "visits"]
 
 
 @dataclass
-class VisitsPart:
+class VisitsPart(Held):
     """One part: row ids, binary features (CSR arrays) and visit counts."""
 
     source: str

@@ -42,9 +42,9 @@ from dr_scale.compute import compute
 from dr_scale.logdata import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.blocks import solve_in_blocks
+from dr_scale.outofcore.passes import Held, PartSet
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.visits.data import VisitsPart, read_visits_part, visits_parts
-from dr_scale.outofcore.passes import PartSet
 from dr_scale.visits.pca import first_component
 from dr_scale.visits.sampler import logging_actions, memberships, propensity
 
@@ -114,7 +114,7 @@ def lift(X: sp.csr_matrix, rows: np.ndarray, bounds: np.ndarray) -> tuple[np.nda
 
 
 @dataclass
-class Lifted:
+class Lifted(Held):
     """The lifted CSR L of one part's sampled memberships: the row of (i, k) holds x_i in column block k.
 
     The rows are sorted by fit: fit k's are rows ``fit_rows[k]`` to ``fit_rows[k + 1]``.
@@ -165,7 +165,7 @@ class Population:
 
 
 @dataclass
-class FitSums:
+class FitSums(Held):
     """Per-fit sums of one or more parts (merge with ``+``)."""
 
     n: np.ndarray  # |S_k|
