@@ -46,10 +46,14 @@ WORKER_CONFIG = {
 }
 
 #: What a ``LocalCluster``'s worker processes import once, in the one process they are forked from
-#: (:func:`_forked_workers`), instead of each on its own: Dask's worker (about 0.6 s of CPU) and the pass
-#: engine with numpy and scipy.sparse. Not pyarrow: its allocator runs a thread, and forking a process
-#: that runs threads is not safe.
-WORKER_PRELOAD = ("distributed", "scipy.sparse", "dr_scale.outofcore.passes")
+#: (:func:`_forked_workers`), instead of each on its own: Dask's worker (about 0.6 s of CPU), the data
+#: contract's readers (pyarrow, fsspec) and the pass engine with numpy and scipy.sparse.
+WORKER_PRELOAD = ("distributed", "scipy.sparse", "dr_scale.logdata", "dr_scale.outofcore.passes")
+
+#: Dask config key of the memory limit of each ``--local-workers`` worker (default ``"auto"``: the machine's
+#: memory over the workers; environment ``DASK_DR_SCALE__WORKER_MEMORY_LIMIT=6GiB``). Beyond 70% of it a
+#: worker spills what it keeps to its local disk, at 80% it pauses, at 95% its nanny restarts it.
+MEMORY_LIMIT_KEY = "dr-scale.worker-memory-limit"
 
 #: Dask config key of the scheduler connect timeout, and its default.
 CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
@@ -144,6 +148,7 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
         # (:func:`cluster_workers`). Their settings are read as they start: the config stays set.
         with dask.config.set({**WORKER_CONFIG, **_forked_workers()}):
             cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   memory_limit=dask.config.get(MEMORY_LIMIT_KEY, "auto"),
                                    scheduler_kwargs={"dashboard": False}, env=worker_environment(storage_options))
             with cluster, Client(cluster, set_as_default=False) as c, c.as_current():  # (a client waits for
                 cluster.scale(local_workers)                                          # the workers it sees asked for)

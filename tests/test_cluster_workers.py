@@ -42,3 +42,51 @@ def test_local_workers_reuse_freed_memory_and_do_not_profile(monkeypatch):
         (profiling,) = client.run(dask.config.get, "distributed.worker.profile.enabled").values()
     assert trim is None and profiling is False
     assert faults < ARRAYS * PAGES_EACH / 10  # ~102,400 when every array is a fresh mapping
+
+
+def parent_command_line() -> str:
+    """The command line of the process this worker process was started by."""
+    import psutil
+
+    return " ".join(psutil.Process().parent().cmdline())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_local_workers_start_forked_in_the_background_and_passes_wait_for_them():
+    """The session returns before its workers have started; a pass sizes its tasks by all of them (it waits),
+    they are forked from one forkserver that imported Dask and the pass engine, and the dashboard serves."""
+    import urllib.request
+
+    from dr_scale.outofcore.passes import worker_slots
+
+    with dask_session(local_workers=2, quiet=True) as client:
+        assert len(worker_slots(client)) == 2  # right away: the first pass waits for both workers
+        parents = set(client.run(parent_command_line).values())
+        page = urllib.request.urlopen(client.dashboard_link, timeout=30).read().decode()
+    assert len(parents) == 1 and "forkserver" in parents.pop()
+    assert "bokeh" in page.lower() and "Dask" in page
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_worker_memory_limit_comes_from_the_dask_config():
+    from dr_scale.compute import MEMORY_LIMIT_KEY, cluster_workers
+
+    with dask.config.set({MEMORY_LIMIT_KEY: "1.5GiB"}), dask_session(local_workers=2, quiet=True) as client:
+        limits = [w["memory_limit"] for w in cluster_workers(client).values()]
+    assert limits == [int(1.5 * 2 ** 30)] * 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_local_workers_that_never_start_are_a_user_error_within_the_connect_timeout():
+    """A worker that cannot start (here: a preload module that does not exist) is no hang: the first pass
+    waits for the workers for ``dr-scale.connect-timeout``, then names the setting."""
+    from dr_scale.compute import CONNECT_TIMEOUT_KEY, cluster_workers
+    from dr_scale.errors import UserError
+
+    settings = {"distributed.worker.preload": ["dr_scale_no_such_module"], CONNECT_TIMEOUT_KEY: "3s"}
+    with pytest.raises(UserError, match=r"none of the 2 local Dask workers started within 3 s .*connect-timeout"), \
+            dask.config.set(settings), dask_session(local_workers=2, quiet=True) as client:
+        cluster_workers(client)

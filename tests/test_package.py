@@ -55,3 +55,18 @@ def test_every_relative_link_in_the_docs_points_at_a_file():
               for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
               if "://" not in target and not (page.parent / target).exists()]
     assert not broken, f"links to missing files: {broken}"
+
+
+def test_the_package_imports_its_api_on_first_use():
+    """``import dr_scale.<module>`` loads that module's imports only (a command's start, a Dask worker unpickling a
+    task); the public names still import, each from its module."""
+    import subprocess
+    import sys
+
+    code = ("import sys, dr_scale.cli, dr_scale.outofcore.passes; "
+            "print(sorted(m for m in ('pandas', 'scipy.special', 'matplotlib', 'dr_scale.estimators') if m in sys.modules)); "
+            "from dr_scale import DoublyRobust, learn_policy; print(DoublyRobust.__module__, learn_policy.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "dr_scale.estimators dr_scale.learning.reduction"
+    assert set(dr_scale.__all__) <= set(dir(dr_scale))  # dir() lists the names not imported yet
