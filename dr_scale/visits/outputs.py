@@ -10,14 +10,9 @@ import csv
 import io
 import posixpath
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dr_scale.atomic import atomic_write_all, url_to_fs  # noqa: E402
-from dr_scale.visits.generate import PAPER_ROWS, TARGETS  # noqa: E402
 from dr_scale import strict_json
+from dr_scale.atomic import atomic_write_all, url_to_fs
+from dr_scale.visits.generate import PAPER_ROWS, TARGETS
 
 PAPER = {"mean_rmse_reduction": 0.136, "reduction_range": (0.10, 0.20)}
 CSV_COLUMNS = ("fraction", "repetitions", "mean_subsample", "mean_sampled", "ridge_r2", "ips_bias", "ips_std",
@@ -47,7 +42,10 @@ def _csv(rows: list[dict]) -> str:
 
 
 def _panel(rows: list[dict], metric: str, truth: float) -> bytes:
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    from matplotlib.figure import Figure  # no pyplot, no backend: imported when the job's figures are drawn
+
+    fig = Figure(figsize=(5.5, 3.8))
+    ax = fig.subplots()
     f = [r["fraction"] for r in rows]
     for name, style in (("ips", "o--"), ("dr", "s-")):
         ax.plot(f, [r[f"{name}_{metric}"] for r in rows], style, label=name.upper())
@@ -61,7 +59,6 @@ def _panel(rows: list[dict], metric: str, truth: float) -> bytes:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
     return buf.getvalue()
 
 
