@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit status (never raises, except for a second interrupt)."""
+    if any(a == "--local-workers" or a.startswith("--local-workers=") for a in (sys.argv[1:] if argv is None else argv)):
+        from dr_scale.compute import start_worker_server
+
+        start_worker_server()  # the workers' forkserver imports while the command starts
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (one line already printed)

@@ -90,3 +90,38 @@ def test_local_workers_that_never_start_are_a_user_error_within_the_connect_time
     with pytest.raises(UserError, match=r"none of the 2 local Dask workers started within 3 s .*connect-timeout"), \
             dask.config.set(settings), dask_session(local_workers=2, quiet=True) as client:
         cluster_workers(client)
+
+
+EARLY_FORKSERVER = """
+import os
+from threadpoolctl import threadpool_info
+
+def blas_threads():
+    from threadpoolctl import threadpool_info
+    return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+if __name__ == "__main__":
+    from dr_scale.compute import dask_session, start_worker_server
+    start_worker_server()
+    print("env", os.environ.get("OPENBLAS_NUM_THREADS"))
+    with dask_session(local_workers=1, quiet=True) as client:
+        client.wait_for_workers(1)
+        print("workers", list(client.run(blas_threads).values()))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_forkserver_started_early_gives_its_workers_one_blas_thread(tmp_path):
+    """``dr-scale … --local-workers N`` starts the workers' forkserver before anything else; its preloaded numpy
+    must still run BLAS on one thread (Dask's nanny environment), or sums would differ from local mode's. The
+    command's own environment is left as it was."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "early.py"
+    script.write_text(EARLY_FORKSERVER)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=100,
+                         check=True).stdout.splitlines()
+    assert out == ["env None", "workers [[1]]"]
