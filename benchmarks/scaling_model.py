@@ -196,14 +196,14 @@ def run_visits(client, data: str, log: list[Pass]):
     from dr_scale.visits.experiment import Settings, load_parts, run_experiment
 
     with recording(client, log):
-        run_experiment(load_parts(data, client=client), Settings())
+        run_experiment(load_parts(data, client=client), Settings())  # no spill folder: kept in the workers
 
 
 def run_fit(client, logs: str, log: list[Pass]):
     from dr_scale.fitting import fit_reward_model
 
     with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        fit_reward_model(logs, client=client)
+        fit_reward_model(logs, client=client, spill="memory")  # kept in the workers, as on other machines
 
 
 def run_evaluate(client, logs: str, log: list[Pass]):
