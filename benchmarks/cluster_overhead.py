@@ -119,6 +119,7 @@ def two_workers(dask_defaults: bool):
     """A 2-process LocalCluster's client: ``--local-workers 2``'s, or one with Dask's default worker settings."""
     if not dask_defaults:
         with dask_session(local_workers=2, quiet=True) as client:
+            client.wait_for_workers(2)  # they start in the background: the start-up counts until they are up
             yield client
         return
     from distributed import Client, LocalCluster
