@@ -171,27 +171,34 @@ def _forked_workers() -> dict:
     :data:`WORKER_PRELOAD` (multiprocessing's ``forkserver``), rather than each spawned as a new interpreter
     that imports them itself (Dask's default): two workers start on less than half the CPU. ``{}`` (Dask's
     default) where there is no forkserver (Windows)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    if not _set_forkserver_preload():
         return {}
     import distributed.utils
 
     # Dask sets its own list (with pandas, imported into this process first) unless told it has one.
     distributed.utils._forkserver_preload_set = True
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(WORKER_PRELOAD))
     return {"distributed.worker.multiprocessing-method": "forkserver"}
 
 
+def _set_forkserver_preload() -> bool:
+    """:data:`WORKER_PRELOAD` as the forkserver's imports; False where there is no forkserver."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(WORKER_PRELOAD))
+    return True
+
+
 def start_worker_server() -> None:
-    """Start the forkserver of ``--local-workers``' workers now, at the command's start: its imports (about a second
-    of CPU) then run beside the command's own start-up instead of after it. It gets the environment Dask's nannies
-    give the processes they start (``distributed.nanny.pre-spawn-environ`` with :data:`WORKER_CONFIG`: one BLAS
-    thread, which the preloaded numpy reads as it loads); this process's environment is left as it was."""
-    if not _forked_workers():
+    """Start the forkserver of ``--local-workers``' workers now, first thing in the command: its imports (about a
+    second of CPU) then run beside the command's own start-up instead of after it. It gets the environment Dask's
+    nannies give the processes they start (``distributed.nanny.pre-spawn-environ`` with :data:`WORKER_CONFIG`: one
+    BLAS thread, which the preloaded numpy reads as it loads); this process's environment is left as it was, and
+    does not import Dask's distributed first (its defaults are read from its YAML file)."""
+    if not _set_forkserver_preload():
         return
     import multiprocessing.forkserver
 
-    with dask.config.set(WORKER_CONFIG):
-        env = {k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items() if v is not None}
+    env = {k: str(v) for k, v in _pre_spawn_environ().items() if v is not None}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -202,6 +209,21 @@ def start_worker_server() -> None:
                 os.environ.pop(k)
             else:
                 os.environ[k] = v
+
+
+def _pre_spawn_environ() -> dict:
+    """``distributed.nanny.pre-spawn-environ`` as a nanny sees it under :data:`WORKER_CONFIG` — Dask's default
+    (distributed's ``distributed.yaml``) under this machine's Dask config — without importing distributed."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    key = "distributed.nanny.pre-spawn-environ"
+    spec = importlib.util.find_spec("distributed")
+    defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
+    with dask.config.set(WORKER_CONFIG):
+        return {**dask.config.get(key, default={}, config=defaults), **dask.config.get(key, default={})}
 
 
 def _add_dashboard(cluster) -> None:
