@@ -26,8 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The console script installed beside this Python (what a user types), else the one on PATH.
-DR_SCALE = str(Path(sys.executable).with_name("dr-scale")) if Path(sys.executable).with_name("dr-scale").exists() \
-    else shutil.which("dr-scale") or "dr-scale"
+BESIDE = Path(sys.executable).with_name("dr-scale")
+DR_SCALE = str(BESIDE) if BESIDE.exists() else shutil.which("dr-scale") or "dr-scale"
 
 
 def run_once(rows: int, out: str, workers: int | None) -> tuple[float, dict]:

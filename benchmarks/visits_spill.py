@@ -1,17 +1,17 @@
-"""The visits job on a LocalCluster whose workers hold more than their memory limit: time, per-worker peak memory, spill.
+"""The visits job at 10× the paper's rows on a LocalCluster with a memory limit per worker: time, peak memory, spill.
 
-    python benchmarks/visits_spill.py                                  # 38,546,890 rows (10× the paper's), 2 × 8 GiB
-    python benchmarks/visits_spill.py --rows 3854689 --memory-limit 2GiB   # the paper's size, spilling too
+    python benchmarks/visits_spill.py                                 # 38,546,890 rows, 2 workers × 8 GiB
+    python benchmarks/visits_spill.py --rows 3854689 --memory-limit 4GiB   # the paper's size
 
 The job is ``dr-scale run pipelines/visits.toml --set rows=N --local-workers W`` with each worker's
-memory limit set through the Dask config key ``dr-scale.worker-memory-limit``: the workers keep the
-parts and the ridge's lifted rows in memory, and Dask writes what they hold to their local disk once
-a worker's memory passes 70% of the limit; with the job's default ``spill = "disk"`` the workers of a
-LocalCluster write the parts and the ridge's rows once into the spill folder on this machine's disk and
-map them back on each pass, as local mode does (docs/deploy.md). Every second the workers report their
-resident memory, split into their own (anonymous) memory and mapped spill files, and Dask's spilled bytes;
-the peaks are printed per worker with the spill folder's peak size and the job's stage timings. The embedded set is generated first if
-it is not cached (timed apart).
+memory limit set through the Dask config key ``dr-scale.worker-memory-limit``. With the job's default
+``spill = "disk"`` the workers write the parts, the lifted rows and the ridge's pieces once into the
+spill folder on this machine's disk and map them back on each pass, as local mode does; what they
+still hold in memory Dask spills to its own disk past 70% of the limit (docs/deploy.md § Memory on a
+LocalCluster). Every second the workers report their resident memory, split into their own
+(anonymous) memory and mapped spill files, and Dask's spilled bytes; the peaks are printed per worker
+with the spill folder's peak size, the restarts and the job's stage timings. The embedded set is
+generated first if it is not cached (timed apart).
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit status (never raises, except for a second interrupt)."""
-    if any(a == "--local-workers" or a.startswith("--local-workers=") for a in (sys.argv[1:] if argv is None else argv)):
+    words = sys.argv[1:] if argv is None else argv
+    if any(w == "--local-workers" or w.startswith("--local-workers=") for w in words):
         from dr_scale.compute import start_worker_server
 
         start_worker_server()  # the workers' forkserver imports while the command starts

@@ -121,7 +121,8 @@ def test_a_forkserver_started_early_gives_its_workers_one_blas_thread(tmp_path):
 
     script = tmp_path / "early.py"
     script.write_text(EARLY_FORKSERVER)
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    blas = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in blas}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=100,
                          check=True).stdout.splitlines()
     assert out == ["env None", "workers [[1]]"]
