@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from dr_scale.classification.bandit import losses_from_labels
-from dr_scale.classification.datasets import load_dataset
+from dr_scale.experiments.classification.bandit import losses_from_labels
+from dr_scale.experiments.classification.datasets import load_dataset
 from dr_scale.learning.dlm import DirectLossMinimization
 
 

@@ -1,13 +1,13 @@
 """Table 2's protocol with a flexible loss model: does DR then beat IPS where the linear ridge does not?
 
-The paper's policy-evaluation protocol (dr_scale.classification.evaluation_experiment,
+The paper's policy-evaluation protocol (dr_scale.experiments.classification.evaluation_experiment,
 pipelines/classification_eval.toml's options): per data set a DLM policy π trained on
 the fully labelled training half, evaluated on the test half converted to bandit data
 with uniform logging. Under that logging the spread of IPS and DR over conversions is
 known exactly (``Prepared.sd_theory``): sd(DR)/sd(IPS) = √(mean (l_π − l̂_π)² / mean l_π²),
 so DR beats IPS exactly when the loss model's squared error on π's actions is below π's
 error rate — no Monte-Carlo needed. This compares the ridge loss model with one
-``HistGradientBoostingRegressor`` per action (a :class:`~dr_scale.crossfit.SklearnRewardModel`),
+``HistGradientBoostingRegressor`` per action (a :class:`~dr_scale.reward.sklearn_models.SklearnRewardModel`),
 both fitted on the training half, as the protocol fits its loss model: the test rows
 are never seen by the model, which is what cross-fitting gives on a single log.
 
@@ -25,10 +25,10 @@ from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
-from dr_scale.classification.evaluation_experiment import prepare
-from dr_scale.classification.protocol import dataset_names
-from dr_scale.crossfit import SklearnRewardModel
-from dr_scale.tomlcompat import tomllib
+from dr_scale.experiments.classification.evaluation_experiment import prepare
+from dr_scale.experiments.classification.protocol import dataset_names
+from dr_scale.reward.sklearn_models import SklearnRewardModel
+from dr_scale.io.tomlcompat import tomllib
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "classification_eval.toml"
 

@@ -1,11 +1,11 @@
 """Cluster overhead: the visits pipeline in local threaded mode vs a 2-process LocalCluster.
 
 Same machine, same data, same job (``dr-scale run pipelines/visits.toml`` through its
-Python entry point, :func:`dr_scale.visits.job.run`), side by side:
+Python entry point, :func:`dr_scale.experiments.visits.job.run`), side by side:
 
 * **local** — Dask's threaded scheduler in this process (the default);
 * **cluster** — the ``LocalCluster`` of 2 single-threaded worker processes that
-  ``--local-workers 2`` starts (:func:`dr_scale.compute.dask_session`, with its worker settings):
+  ``--local-workers 2`` starts (:func:`dr_scale.outofcore.compute.dask_session`, with its worker settings):
   every task's inputs and results cross process boundaries, parts live in the workers' memory.
 
 The overhead is ``cluster / local − 1`` (target ≤ 25%); the cluster's start-up and a
@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dr_scale.compute import dask_session
-from dr_scale.visits import generate as gen
-from dr_scale.visits.job import run as run_visits
+from dr_scale.outofcore.compute import dask_session
+from dr_scale.synthetic import visits as gen
+from dr_scale.experiments.visits.job import run as run_visits
 
 FRACTIONS = [0.0005, 0.001, 0.005, 0.01, 0.05]
 
@@ -77,8 +77,8 @@ def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from dr_scale.example import N_ACTIONS, N_FEATURES, make_example
-    from dr_scale.logdata import write_log
+    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, make_example
+    from dr_scale.logs.contract import write_log
 
     table, model, _ = make_example(seed=0)
     table = table.drop_columns(["date"])
@@ -91,9 +91,9 @@ def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
 
 
 def timed_evaluate(url: str, model: str, client) -> tuple[np.ndarray, dict]:
-    from dr_scale.estimators import ESTIMATORS
-    from dr_scale.evaluation import Evaluation, evaluate_log
-    from dr_scale.reward_models import LinearRewardModel
+    from dr_scale.ope.estimators import ESTIMATORS
+    from dr_scale.ope.evaluation import Evaluation, evaluate_log
+    from dr_scale.reward.models import LinearRewardModel
 
     evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
     used, start = usage(client), time.perf_counter()
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--evaluate-parts", type=int, default=16)
     parser.add_argument("--jobs", default="visits,evaluate", help="which jobs to time (comma-separated)")
     parser.add_argument("--dask-defaults", action="store_true",
-                        help="the cluster with Dask's default worker settings, not dr_scale.compute.WORKER_CONFIG")
+                        help="the cluster with Dask's default worker settings, not dr_scale.outofcore.compute.WORKER_CONFIG")
     args = parser.parse_args()
     jobs = set(args.jobs.split(","))
     cluster_name = "LocalCluster 2 × 1 thr" + (", Dask's defaults" if args.dask_defaults else " (--local-workers 2)")
@@ -200,9 +200,9 @@ def evaluate_graph_bytes(url: str, model: str) -> int:
     """Pickled size of the task graph ``evaluate`` sends for the log at ``url``."""
     from distributed.protocol.pickle import dumps
 
-    from dr_scale.estimators import ESTIMATORS
-    from dr_scale.evaluation import Evaluation, log_states, reduce_states
-    from dr_scale.reward_models import LinearRewardModel
+    from dr_scale.ope.estimators import ESTIMATORS
+    from dr_scale.ope.evaluation import Evaluation, log_states, reduce_states
+    from dr_scale.reward.models import LinearRewardModel
 
     evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
     return len(dumps(dict(reduce_states(log_states(url, evaluation)).__dask_graph__())))

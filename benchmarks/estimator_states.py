@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from dr_scale.estimators import IPS, SNDR, SNIPS, ClippedDR, DirectMethod, DoublyRobust, RowInputs, SwitchDR
+from dr_scale.ope.estimators import IPS, SNDR, SNIPS, ClippedDR, DirectMethod, DoublyRobust, RowInputs, SwitchDR
 
 
 def cpu_ms(fn, repeat: int = 5, number: int = 10) -> float:

@@ -1,6 +1,6 @@
 """``dr-scale fit`` against what a user would write, measured side by side in one run.
 
-The baseline reads the whole log into one CSR matrix (dr_scale.logdata.read_log, the
+The baseline reads the whole log into one CSR matrix (dr_scale.logs.contract.read_log, the
 project's own fast reader) and fits scikit-learn's ``Ridge(alpha=λ,
 solver="sparse_cg", tol=rtol)`` on each action's rows. ``fit_reward_model`` solves the
 same objective, min Σ_{i: a_i=a} (r_i − b_a − x_i·w_a)² + λ‖w_a‖² with b_a unpenalised,
@@ -50,7 +50,7 @@ def side_sklearn(args) -> dict:
     import scipy.sparse as sp
     from sklearn.linear_model import Ridge
 
-    from dr_scale.logdata import list_parts, log_metadata, read_log
+    from dr_scale.logs.contract import list_parts, log_metadata, read_log
 
     start = _clock()
     fs, paths = list_parts(args.logs)
@@ -73,7 +73,7 @@ def side_sklearn(args) -> dict:
 
 
 def side_fit(args) -> dict:
-    from dr_scale.fitting import fit_reward_model
+    from dr_scale.reward.fitting import fit_reward_model
 
     start = _clock()
     model = fit_reward_model(args.logs, lam=args.lam, rtol=args.rtol)
@@ -86,10 +86,10 @@ def side_passes(args) -> dict:
     """A bare read pass, then the lifted parts built as fit builds them and timed solver passes."""
     import dask
 
-    from dr_scale.cache import spill_root
-    from dr_scale.compute import compute
-    from dr_scale.fitting import ALL, add_gram, lift_and_sum, read_log_part
-    from dr_scale.logdata import list_parts, log_metadata, read_partition
+    from dr_scale.io.cache import spill_root
+    from dr_scale.outofcore.compute import compute
+    from dr_scale.reward.fitting import ALL, add_gram, lift_and_sum, read_log_part
+    from dr_scale.logs.contract import list_parts, log_metadata, read_partition
     from dr_scale.outofcore.passes import PartSet, spill_folder
 
     fs, paths = list_parts(args.logs)

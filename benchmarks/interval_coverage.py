@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
-from dr_scale.estimators import IPS, SNDR, SNIPS, DoublyRobust
+from dr_scale.ope.estimators import IPS, SNDR, SNIPS, DoublyRobust
 
 ESTIMATORS = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}
 N = 2000

@@ -6,7 +6,7 @@
 Each repetition of each set (the paper's Sec. 5.1 protocol): a keyed 70/30 split; the
 features standardised with the training rows' means and standard deviations (both
 learners get the same numbers); the training rows logged uniformly over the k classes
-(p = 1/k, reward 1{a = label}, :func:`dr_scale.classification.bandit.to_bandit`). Then
+(p = 1/k, reward 1{a = label}, :func:`dr_scale.experiments.classification.bandit.to_bandit`). Then
 
 * dr-scale: the training log written as Parquet, :func:`dr_scale.learn_policy` with
   its defaults (DR, ridge scores, λ auto; ρ̂ cross-fitted over 2 folds, λ auto);
@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale import learn_policy
-from dr_scale.classification.bandit import losses_from_labels, to_bandit
-from dr_scale.classification.datasets import NAMES, load_dataset
-from dr_scale.classification.protocol import dataset_key, split_rows
-from dr_scale.logdata import csr_to_features, write_log
+from dr_scale.experiments.classification.bandit import losses_from_labels, to_bandit
+from dr_scale.experiments.classification.datasets import NAMES, load_dataset
+from dr_scale.experiments.classification.protocol import dataset_key, split_rows
+from dr_scale.logs.contract import csr_to_features, write_log
 
 
 def standardised(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 
     python benchmarks/paired_widths.py
 
-For three comparisons on the bundled example (``dr_scale/data/example``), per estimator:
+For three comparisons on the bundled example (``dr_scale/synthetic/data/example``), per estimator:
 the paired standard error of ``dr-scale evaluate --baseline`` (one joint state of both
 policies' per-row terms) beside the unpaired √(SE_A² + SE_B²) of two separate
 evaluations, which ignores their correlation. The logging policy's SE is that of the
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dr_scale.estimators import OnPolicy
-from dr_scale.evaluation import LOGGING, Evaluation, evaluate_log
-from dr_scale.example import example_paths
-from dr_scale.reward_models import LinearRewardModel
+from dr_scale.ope.estimators import OnPolicy
+from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
+from dr_scale.synthetic.example import example_paths
+from dr_scale.reward.models import LinearRewardModel
 
 NAMES = ["IPS", "DR", "SNIPS", "SNDR"]
 COMPARISONS = (("column:target_action", LOGGING), ("column:target_action", "constant:2"), ("constant:0", "constant:1"))

@@ -1,7 +1,7 @@
 """Scaling on paper: wall time at 8, 32 and 128 workers, projected from measurements taken here.
 
 Measured on the ``LocalCluster`` of 2 single-threaded worker processes that ``--local-workers 2``
-starts (:func:`dr_scale.compute.dask_session`, with its worker settings), for each job (the
+starts (:func:`dr_scale.outofcore.compute.dask_session`, with its worker settings), for each job (the
 visits experiment, ``evaluate``, ``fit``):
 
 * every pass the job makes (``PartSet.build`` / ``sum`` / ``accumulate`` /
@@ -51,7 +51,7 @@ import dask
 import numpy as np
 from distributed import get_task_stream
 
-from dr_scale.compute import dask_session
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore import blocks, passes
 from dr_scale.outofcore.passes import PartSet
 
@@ -127,7 +127,7 @@ def recording(client, log: list[Pass]):
         log.append(Pass("blocks", len(parts.parts), cpu * share, nbytes(out), block_seconds=cpu * (1 - share)))
         return out
 
-    import dr_scale.visits.experiment as experiment
+    import dr_scale.experiments.visits.experiment as experiment
 
     for name in originals:
         setattr(PartSet, name, wrap(name))
@@ -193,14 +193,14 @@ def project(log: list[Pass], rows0: int, rows: int, workers: int, L: float, o: f
 
 
 def run_visits(client, data: str, log: list[Pass]):
-    from dr_scale.visits.experiment import Settings, load_parts, run_experiment
+    from dr_scale.experiments.visits.experiment import Settings, load_parts, run_experiment
 
     with recording(client, log):
         run_experiment(load_parts(data, client=client), Settings())  # no spill folder: kept in the workers
 
 
 def run_fit(client, logs: str, log: list[Pass]):
-    from dr_scale.fitting import fit_reward_model
+    from dr_scale.reward.fitting import fit_reward_model
 
     with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
         fit_reward_model(logs, client=client, spill="memory")  # kept in the workers, as on other machines
@@ -209,10 +209,10 @@ def run_fit(client, logs: str, log: list[Pass]):
 def run_evaluate(client, logs: str, log: list[Pass]):
     """evaluate's one pass (all estimators, a linear ρ̂ of the log's d × k): a task per part, reduced by a tree
     of fan-in 8; its task time is that of every task of the pass."""
-    from dr_scale.estimators import ESTIMATORS
-    from dr_scale.evaluation import Evaluation, evaluate_log
-    from dr_scale.logdata import list_parts, log_metadata
-    from dr_scale.reward_models import LinearRewardModel
+    from dr_scale.ope.estimators import ESTIMATORS
+    from dr_scale.ope.evaluation import Evaluation, evaluate_log
+    from dr_scale.logs.contract import list_parts, log_metadata
+    from dr_scale.reward.models import LinearRewardModel
 
     fs, paths = list_parts(logs)
     meta = log_metadata(fs, paths[0])
@@ -236,7 +236,7 @@ def main() -> None:
     A = add_rate()
     with tempfile.TemporaryDirectory() as tmp, dask_session(local_workers=2, quiet=True) as client:
         from dr_scale.synthetic.bandit import generate_bandit
-        from dr_scale.visits.generate import generate_visits
+        from dr_scale.synthetic.visits import generate_visits
 
         data = args.visits or next(iter(glob.glob(os.path.expanduser(
             f"~/.cache/dr-scale/visits-{args.visits_rows}x5000-seed0-v*"))), "")
@@ -246,7 +246,7 @@ def main() -> None:
         bandit = f"{tmp}/bandit"
         generate_bandit(bandit, rows=args.bandit_rows, features=1 << 18, actions=10, client=client,
                         rows_per_part=args.bandit_rows_per_part)  # the CLI defaults
-        client.run(lambda: __import__("dr_scale.visits.experiment") and __import__("dr_scale.fitting"))
+        client.run(lambda: __import__("dr_scale.experiments.visits.experiment") and __import__("dr_scale.reward.fitting"))
         jobs = {}
         for name, run, source, rows in (("visits job", run_visits, data, args.visits_rows),
                                         ("fit", run_fit, bandit, args.bandit_rows),

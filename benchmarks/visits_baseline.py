@@ -7,7 +7,7 @@ on the sampled rows of the subsample and the IPS / DR means in numpy. Both solve
 ridge problems by conjugate gradients to the same stopping rule, ‖r‖ ≤ rtol ‖rhs‖ on the
 centred normal equations (``--rtol``, the job's default: scikit-learn's ``sparse_cg``
 ``tol`` is that rule), so neither side does more precise work than the other. The subsamples
-and logging draws are the pipeline's keyed ones (dr_scale.visits.sampler), so both
+and logging draws are the pipeline's keyed ones (dr_scale.experiments.visits.sampler), so both
 compute the same estimates; the script runs both ``--rounds`` times, alternating, and
 prints every timing, the ratio of the best times and the largest relative difference of
 the 2 × F estimates.
@@ -30,12 +30,12 @@ import scipy.sparse as sp
 from sklearn.decomposition import PCA
 from sklearn.linear_model import Ridge
 
-from dr_scale.logdata import features_to_csr, list_parts
-from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
-from dr_scale.visits.job import embedded_dataset
+from dr_scale.logs.contract import features_to_csr, list_parts
+from dr_scale.experiments.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
+from dr_scale.experiments.visits.job import embedded_dataset
 from dr_scale.outofcore.passes import spill_folder
 from dr_scale.outofcore.lanczos import orient
-from dr_scale.visits.sampler import logging_actions, memberships, propensity
+from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
 
 
 def baseline(url: str, s: Settings, n_features: int = 5000):
@@ -96,7 +96,7 @@ def main() -> None:
     pipeline, base = min(times["pipeline"]), min(times["baseline"])
     print(f"data {url}: {res.n_rows:,} rows, {len(s.fractions)} fractions × {s.repetitions} repetitions, "
           f"best of {args.rounds} rounds")
-    print(f"pipeline (dr_scale.visits, threaded Dask, spill {args.spill}) {pipeline:8.1f} s")
+    print(f"pipeline (dr_scale.experiments.visits, threaded Dask, spill {args.spill}) {pipeline:8.1f} s")
     print(f"baseline (in memory, sklearn Ridge)        {base:8.1f} s")
     print(f"speed-up {base / pipeline:.2f}x; largest relative difference of the estimates {diff:.2e}")
 

@@ -2,7 +2,7 @@
 
 The baseline draws exactly the same rows from the same streams in the plainest numpy:
 features by ``searchsorted`` on each group's CDF, the distinct features of each row by
-``np.unique``, X·ω by a scipy CSR product. The library (:func:`dr_scale.visits.generate.
+``np.unique``, X·ω by a scipy CSR product. The library (:func:`dr_scale.synthetic.visits.
 generate_part`) uses a guide table for the feature draws, a sort and a comparison of
 neighbours for the distinct features, and ``bincount`` for X·ω. Both build the same
 Arrow table (checked), in one thread, alternating for ``--rounds`` rounds; it prints the
@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from dr_scale.logdata import csr_to_features, with_log_metadata
-from dr_scale.visits.generate import DEFAULT_FEATURES, GlobalModel, generate_part, global_model
+from dr_scale.logs.contract import csr_to_features, with_log_metadata
+from dr_scale.synthetic.visits import DEFAULT_FEATURES, GlobalModel, generate_part, global_model
 
 
 def plain_part(seed: int, part: int, first_row: int, n_rows: int, gm: GlobalModel) -> pa.Table:

@@ -13,16 +13,16 @@ import importlib
 #: ``import dr_scale.<module>`` — a command's start, a Dask worker unpickling a task — loads that module's
 #: own imports only, not scipy.special, pandas and the rest of the API.
 _API = {
-    "dr_scale.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
+    "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
                             "Estimator", "SwitchDR", "make_estimators"),
-    "dr_scale.evaluation": ("Evaluation", "EvaluationResult", "evaluate_dataframe", "evaluate_log",
+    "dr_scale.ope.evaluation": ("Evaluation", "EvaluationResult", "evaluate_dataframe", "evaluate_log",
                             "evaluate_partitions"),
-    "dr_scale.fitting": ("fit_reward_model",),
-    "dr_scale.learning.reduction": ("learn_policy",),
-    "dr_scale.logdata": ("LogDataError", "Partition", "read_log", "write_log"),
-    "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "LinearPolicy", "Policy",
+    "dr_scale.reward.fitting": ("fit_reward_model",),
+    "dr_scale.learning.learn": ("learn_policy",),
+    "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log"),
+    "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "LinearPolicy", "Policy",
                           "ProbsColumnPolicy", "SoftmaxPolicy", "parse_policy"),
-    "dr_scale.reward_models": ("LinearRewardModel", "RewardModel"),
+    "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 

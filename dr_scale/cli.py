@@ -4,7 +4,7 @@ Exit statuses, for every sub-command: 0 success; 2 a user or environment error (
 option, file, data, model, unreachable store or scheduler) — one line on stderr naming
 what is wrong and what to do, no traceback unless ``--debug``; 3 bad partitions in
 ``report``; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
-become a status and a message (:func:`dr_scale.errors.describe`).
+become a status and a message (:func:`dr_scale.core.errors.describe`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import signal
 import sys
 import traceback
 
-from dr_scale.errors import describe
+from dr_scale.core.errors import describe
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
 COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate")
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit status (never raises, except for a second interrupt)."""
     words = sys.argv[1:] if argv is None else argv
     if any(w == "--local-workers" or w.startswith("--local-workers=") for w in words):
-        from dr_scale.compute import start_worker_server
+        from dr_scale.outofcore.compute import start_worker_server
 
         start_worker_server()  # the workers' forkserver imports while the command starts
     try:

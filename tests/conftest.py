@@ -66,12 +66,39 @@ class CommandLineCluster:
         return client
 
 
+#: tests/ and its sub-folders: pytest imports each test module by its base name from its own folder.
+TEST_FOLDERS = [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]
+
+
 def tests_on_path(env: dict | None = None) -> dict:
-    """An environment whose PYTHONPATH has tests/, so processes can import test-provided callables
-    (e.g. a deliberately slow ``callable:module:function`` policy)."""
+    """An environment whose PYTHONPATH has tests/ and its sub-folders, so processes can import
+    test-provided callables (e.g. a deliberately slow ``callable:module:function`` policy)."""
     env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, TEST_FOLDERS), env.get("PYTHONPATH")]))
     return env
+
+
+def random_binary(n, d, density, seed):
+    """A random sparse binary CSR matrix (n, d) whose columns are correlated through a latent factor."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    # correlated columns: a latent factor raises the odds of the first half of the features
+    z = rng.random(n) < 0.4
+    probs = np.where(z[:, None], np.r_[np.full(d // 2, 3 * density), np.full(d - d // 2, density)], density)
+    return sp.csr_matrix((rng.random((n, d)) < probs).astype(np.float64))
+
+
+def machine() -> dict:
+    """The code paths that set the last bits of a pinned figure: numpy's SIMD extensions found here and
+    the BLAS kernels (tests that pin outputs bit for bit compare them on a like machine only)."""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    simd = np.show_config(mode="dicts")["SIMD Extensions"]
+    return {"simd": sorted(simd["found"]), "blas": sorted(f"{i.get('internal_api')} {i.get('architecture')}"
+                                                         for i in threadpool_info() if i["user_api"] == "blas")}
 
 
 def _start(args: list[str], log: Path, env: dict) -> subprocess.Popen:
@@ -171,7 +198,7 @@ def evaluation(model, policy: str = "column:target_action"):
 @pytest.fixture(scope="session")
 def example():
     """The bundled example's rows without their date column: (table, reward model, true value of its target)."""
-    from dr_scale.example import make_example
+    from dr_scale.synthetic.example import make_example
 
     table, model, truth = make_example(seed=EXAMPLE_SEED)
     return table.drop_columns(["date"]), model, truth
@@ -181,7 +208,7 @@ def example():
 def example_parts(tmp_path_factory):
     """``example_parts(n_parts)``: a folder with ``logs/`` (the example's rows in n parts) and ``model.npz``,
     written once per session in a folder every worker reads."""
-    from dr_scale.example import write_example_parts
+    from dr_scale.synthetic.example import write_example_parts
 
     written = {}
 

@@ -6,8 +6,8 @@ import contextlib
 import sys
 import warnings
 
-from dr_scale.config import PositiveInt, option
-from dr_scale.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
+from dr_scale.core.config import PositiveInt, option
+from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 
 def add_compute_options(parser) -> None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.atomic import atomic_write, url_to_fs
+from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.commands.fit import add_model_options, fit_from_args
-from dr_scale.compute import dask_session
-from dr_scale.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
-from dr_scale.diagnostics import DEFAULT_MIN_ESS_RATIO
-from dr_scale.errors import UserError, check_output_file
-from dr_scale.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
-from dr_scale.evaluation import LOGGING, Evaluation, evaluate_log
-from dr_scale.reward_models import LinearRewardModel
-from dr_scale.strict_json import dumps
+from dr_scale.outofcore.compute import dask_session
+from dr_scale.core.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
+from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
+from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
+from dr_scale.reward.models import LinearRewardModel
+from dr_scale.io.strict_json import dumps
 
 
 def add_parser(sub) -> None:
@@ -63,7 +63,7 @@ def run(args) -> int:
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
     if logs is None:
-        from dr_scale.example import example_paths  # imports scikit-learn: only when needed
+        from dr_scale.synthetic.example import example_paths  # imports scikit-learn: only when needed
 
         logs, example_model = example_paths()
         model_path = model_path or (None if args.fit_reward_model else example_model)
@@ -87,7 +87,7 @@ def run(args) -> int:
             evaluation = evaluation_with(model)
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
     if args.fit_reward_model:
-        from dr_scale.fitting import summary
+        from dr_scale.reward.fitting import summary
 
         print(f"reward model fitted on {logs}: {summary(model).splitlines()[0]}")
     print(f"policy {result.policy} on {logs}")

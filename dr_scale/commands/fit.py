@@ -1,12 +1,12 @@
-"""``dr-scale fit LOGS --out MODEL.npz``: per-action ridge reward models ρ̂, out of core (:mod:`dr_scale.fitting`)."""
+"""``dr-scale fit LOGS --out MODEL.npz``: per-action ridge reward models ρ̂, out of core (:mod:`dr_scale.reward.fitting`)."""
 
 from __future__ import annotations
 
 import sys
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
-from dr_scale.compute import dask_session
-from dr_scale.config import PositiveFinite, PositiveInt, option
+from dr_scale.outofcore.compute import dask_session
+from dr_scale.core.config import PositiveFinite, PositiveInt, option
 
 
 def add_parser(sub) -> None:
@@ -26,9 +26,9 @@ def add_parser(sub) -> None:
 
 def add_model_options(p) -> None:
     """--lam, --folds, --seed, --rtol, --n-features (shared with ``evaluate --fit-reward-model``)."""
-    from dr_scale.fitting import DEFAULT_LAMBDA as default_lambda
-    from dr_scale.fitting import HOLDOUT as holdout
-    from dr_scale.fitting import LAMBDA_GRID as grid
+    from dr_scale.reward.fitting import DEFAULT_LAMBDA as default_lambda
+    from dr_scale.reward.fitting import HOLDOUT as holdout
+    from dr_scale.reward.fitting import LAMBDA_GRID as grid
 
     p = p.add_argument_group("fitting the reward model")
     p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
@@ -59,7 +59,7 @@ def parse_lambda(text: str):
 
 def fit_from_args(args, logs: str, client, opts: dict):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
-    from dr_scale.fitting import fit_reward_model
+    from dr_scale.reward.fitting import fit_reward_model
 
     with warnings_as_lines(args.command):
         return fit_reward_model(logs, lam=args.lam, folds=args.folds, client=client, storage_options=opts or None,
@@ -68,7 +68,7 @@ def fit_from_args(args, logs: str, client, opts: dict):
 
 
 def run(args) -> int:
-    from dr_scale.fitting import summary
+    from dr_scale.reward.fitting import summary
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:

@@ -6,7 +6,7 @@ import sys
 import time
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
-from dr_scale.compute import dask_session
+from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:
@@ -71,9 +71,9 @@ def run_bandit(args) -> int:
 
 
 def run_visits(args) -> int:
-    from dr_scale.cache import spill_root
+    from dr_scale.io.cache import spill_root
     from dr_scale.outofcore.passes import spill_folder
-    from dr_scale.visits.generate import generate_visits
+    from dr_scale.synthetic.visits import generate_visits
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
@@ -91,9 +91,9 @@ def run_visits(args) -> int:
 
 def _view_and_calibration(args, opts, client, spill) -> int:
     """The logged view and the calibration figures, from the set's parts read once (spilled when local)."""
-    from dr_scale.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
-    from dr_scale.visits.generate import TARGETS
-    from dr_scale.visits.logged import write_logged_view
+    from dr_scale.experiments.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
+    from dr_scale.synthetic.visits import TARGETS
+    from dr_scale.experiments.visits.logged import write_logged_view
 
     progress = not args.no_progress
     parts = load_parts(args.out, opts or None, client=client, progress=progress, spill=spill)

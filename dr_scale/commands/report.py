@@ -6,7 +6,7 @@ import argparse
 import datetime
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
-from dr_scale.compute import dask_session
+from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:

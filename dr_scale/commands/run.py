@@ -3,8 +3,8 @@
 A job file names its kind in ``job = "…"``; the rest of the file is that job's
 options, which command-line ``--set key=value`` pairs override. Each kind is a
 function ``run(config: dict, client, progress: bool) -> int`` in the module listed
-in :data:`JOBS`, which checks ``config`` with :func:`dr_scale.config.validate` against
-its typed model; a :class:`~dr_scale.config.ConfigError` it raises is reported with the
+in :data:`JOBS`, which checks ``config`` with :func:`dr_scale.core.config.validate` against
+its typed model; a :class:`~dr_scale.core.config.ConfigError` it raises is reported with the
 job file's name.
 """
 
@@ -14,15 +14,15 @@ import importlib
 import json
 
 from dr_scale.commands.common import add_compute_options, storage_options
-from dr_scale.compute import dask_session
-from dr_scale.config import ConfigError, read_config_file
+from dr_scale.outofcore.compute import dask_session
+from dr_scale.core.config import ConfigError, read_config_file
 
 
 #: job kind -> "module:function"
 JOBS: dict[str, str] = {}
-JOBS["classification_eval"] = "dr_scale.classification.job:run_evaluation"
-JOBS["classification_opt"] = "dr_scale.classification.job:run_optimization"
-JOBS["visits"] = "dr_scale.visits.job:run"
+JOBS["classification_eval"] = "dr_scale.experiments.classification.job:run_evaluation"
+JOBS["classification_opt"] = "dr_scale.experiments.classification.job:run_optimization"
+JOBS["visits"] = "dr_scale.experiments.visits.job:run"
 JOBS["report"] = "dr_scale.report.make:run_job"
 
 

@@ -30,7 +30,7 @@ import dask
 import numpy as np
 from dask.system import CPU_COUNT
 
-from dr_scale.compute import cluster_workers, compute, persist
+from dr_scale.outofcore.compute import cluster_workers, compute, persist
 
 SPLIT_EVERY = 8
 

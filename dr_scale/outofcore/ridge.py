@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.outofcore.passes import Held
-from dr_scale.progress import Passes
+from dr_scale.outofcore.progress import Passes
 
 
 def _rowdot(A: np.ndarray, B: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ The flow, one module each:
 
 * :mod:`~dr_scale.report.policies_file` — the candidate policies, estimators and reward model;
 * :mod:`~dr_scale.report.partitions` — list the share, pick the window, identify each partition;
-* :mod:`~dr_scale.report.state_cache` — per-partition :class:`~dr_scale.evaluation.PolicyState`
+* :mod:`~dr_scale.report.state_cache` — per-partition :class:`~dr_scale.ope.evaluation.PolicyState`
   cache, verified by checksum and identity;
 * :mod:`~dr_scale.report.build` — one Dask task per new or changed partition, merged with the
   cached states in sorted partition order;

@@ -2,8 +2,8 @@
 
 The Dask graph has one task per partition that is new, changed, or lacks a trusted
 cached state for some policy. A task reads its partition once, validates it, computes
-each missing policy's :class:`~dr_scale.evaluation.PolicyState` and writes it to the
-cache. A partition with bad data (a :class:`~dr_scale.logdata.LogDataError`: schema
+each missing policy's :class:`~dr_scale.ope.evaluation.PolicyState` and writes it to the
+cache. A partition with bad data (a :class:`~dr_scale.logs.contract.LogDataError`: schema
 drift, a propensity outside (0, 1], …) yields its error instead of states, so every
 bad partition of the window is reported by name, not just the first.
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 
 import dask
 
-from dr_scale.compute import compute
-from dr_scale.errors import UserError
-from dr_scale.evaluation import Evaluation, PolicyState
-from dr_scale.logdata import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
+from dr_scale.outofcore.compute import compute
+from dr_scale.core.errors import UserError
+from dr_scale.ope.evaluation import Evaluation, PolicyState
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
 

@@ -19,18 +19,18 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from dr_scale.atomic import url_to_fs
-from dr_scale.config import ConfigError, Model, validate
-from dr_scale.errors import UserError, check_output_folder
-from dr_scale.estimators import make_estimators
-from dr_scale.evaluation import LOGGING, Evaluation
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.core.config import ConfigError, Model, validate
+from dr_scale.core.errors import UserError, check_output_folder
+from dr_scale.ope.estimators import make_estimators
+from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
-from dr_scale.reward_models import LinearRewardModel
-from dr_scale.storage import storage_options
+from dr_scale.reward.models import LinearRewardModel
+from dr_scale.io.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"

@@ -18,9 +18,9 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from dr_scale.atomic import url_to_fs
-from dr_scale.errors import UserError
-from dr_scale.logdata import list_parts
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.core.errors import UserError
+from dr_scale.logs.contract import list_parts
 
 CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
 TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")

@@ -7,7 +7,7 @@
 * :func:`comparisons_plot` — paired differences V(policy) − V(baseline) with their
   intervals, against the line of no difference;
 * :func:`weights_plot` — the distribution of the importance weights w = π(a|x)/p̂
-  from :class:`~dr_scale.diagnostics.WeightStats`' log-spaced histogram.
+  from :class:`~dr_scale.ope.diagnostics.WeightStats`' log-spaced histogram.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from dr_scale.diagnostics import WEIGHT_EDGES  # noqa: E402
+from dr_scale.ope.diagnostics import WEIGHT_EDGES  # noqa: E402
 
 DPI = 100
 

@@ -13,7 +13,7 @@ TOML (or YAML, same keys)::
 
     [[policy]]
     name = "candidate"
-    spec = "column:target_action"          # any spelling of dr_scale.policies.parse_policy
+    spec = "column:target_action"          # any spelling of dr_scale.policies.target.parse_policy
 
     [[policy]]
     name = "learned"
@@ -28,12 +28,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from dr_scale.atomic import url_to_fs
-from dr_scale.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
-from dr_scale.diagnostics import DEFAULT_MIN_ESS_RATIO
-from dr_scale.errors import UserError
-from dr_scale.estimators import parse_estimator
-from dr_scale.policies import parse_policy
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.core.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
+from dr_scale.core.errors import UserError
+from dr_scale.ope.estimators import parse_estimator
+from dr_scale.policies.target import parse_policy
 
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).

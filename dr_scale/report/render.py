@@ -5,7 +5,7 @@ candidate policy, every estimator's value, standard error and interval (``"inter
 normal or el) over the window, its paired difference from the logging policy
 (``difference``), the weight diagnostics (ESS, ESS/n, max and quantiles of the weights, share of
 tiny propensities, the logging policy's on-policy value, the overlap verdict), the
-weight histogram (counts over :data:`dr_scale.diagnostics.WEIGHT_EDGES`) and the same
+weight histogram (counts over :data:`dr_scale.ope.diagnostics.WEIGHT_EDGES`) and the same
 estimates per day; the comparisons (each candidate against the logging policy and
 the best other candidate, by the primary estimator, paired); plus the window, every partition with its rows and whether it was
 read or taken from the cache, and the bad or skipped partitions with their errors.
@@ -17,7 +17,7 @@ rows and their normal intervals are not to be trusted.
 
 Publishing is all-or-nothing for a reader who starts from ``report.json``, the commit
 marker: everything is rendered in memory first, then written with
-:func:`dr_scale.atomic.atomic_write_all` — every file to a temporary name, then renamed:
+:func:`dr_scale.io.atomic.atomic_write_all` — every file to a temporary name, then renamed:
 the plots under content-addressed names (``plots/<kind>-<sha>.png``, so an old
 ``report.md`` never points at a new plot), then ``report.md``, ``report.html`` and last
 ``report.json``, whose ``files`` map gives each file's sha256. A failure or Ctrl-C before
@@ -38,12 +38,12 @@ import math
 import posixpath
 import re
 
-from dr_scale.atomic import atomic_write_all, remove_temporaries, url_to_fs
-from dr_scale.diagnostics import WEIGHT_EDGES
-from dr_scale.evaluation import LOGGING, estimate_dict
+from dr_scale.io.atomic import atomic_write_all, remove_temporaries, url_to_fs
+from dr_scale.ope.diagnostics import WEIGHT_EDGES
+from dr_scale.ope.evaluation import LOGGING, estimate_dict
 from dr_scale.report import plots
-from dr_scale import strict_json
-from dr_scale.strict_json import finite
+from dr_scale.io import strict_json
+from dr_scale.io.strict_json import finite
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1

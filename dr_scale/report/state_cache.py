@@ -1,4 +1,4 @@
-"""Per-partition cache of :class:`~dr_scale.evaluation.PolicyState`, verified before use.
+"""Per-partition cache of :class:`~dr_scale.ope.evaluation.PolicyState`, verified before use.
 
 One JSON file per (evaluation, partition)::
 
@@ -23,10 +23,10 @@ import hashlib
 import json
 import posixpath
 
-from dr_scale.atomic import atomic_write, url_to_fs
-from dr_scale.evaluation import Evaluation, PolicyState
-from dr_scale import strict_json
-from dr_scale.policies import parameters_digest
+from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.ope.evaluation import Evaluation, PolicyState
+from dr_scale.io import strict_json
+from dr_scale.policies.target import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
 STATE_VERSION = 2

@@ -18,7 +18,7 @@ owns the feature ids [s_f, s_f + n_f), its sizes growing geometrically (the larg
 
 The world's parameters (b, W, m, u, v, c, Z) are drawn from ``default_rng([seed, 0xBA4D17])``
 for the given (d, k); every per-row draw (fields, action, reward) is keyed by
-(seed, purpose, row_id) through :mod:`dr_scale.keyed_random`. A log is therefore a
+(seed, purpose, row_id) through :mod:`dr_scale.core.keyed_random`. A log is therefore a
 function of (seed, d, k, row ids) only: identical for any part size, worker count or
 day split. Every part carries ``expected_reward`` (list<float64>, the k values
 E[r | x, a]), so the true value of any policy on those rows is known:
@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from dr_scale import keyed_random
-from dr_scale.atomic import atomic_open, atomic_write, url_to_fs
-from dr_scale.compute import compute
-from dr_scale.logdata import binary_csr, compact_index, with_log_metadata
+from dr_scale.core import keyed_random
+from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
+from dr_scale.outofcore.compute import compute
+from dr_scale.logs.contract import binary_csr, compact_index, with_log_metadata
 
 #: Bump when the generator's output changes for the same options.
 GENERATOR_VERSION = 2

@@ -6,7 +6,7 @@ action, so the value of a target policy π on its contexts is known exactly:
     V(π) = (1/n) Σ_i Σ_a π(a | x_i) E[r | x_i, a],
 
 with no reward noise. :func:`true_value` computes it as a map-reduce over the parts,
-next to the estimates of :func:`dr_scale.evaluation.evaluate_log` on the same rows.
+next to the estimates of :func:`dr_scale.ope.evaluation.evaluate_log` on the same rows.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import dask
 import numpy as np
 import pyarrow.compute as pc
 
-from dr_scale.compute import compute
-from dr_scale.logdata import LogDataError, combined, list_parts, log_metadata, read_partition
-from dr_scale.policies import Policy, parse_policy
+from dr_scale.outofcore.compute import compute
+from dr_scale.logs.contract import LogDataError, combined, list_parts, log_metadata, read_partition
+from dr_scale.policies.target import Policy, parse_policy
 
 COLUMN = "expected_reward"
 

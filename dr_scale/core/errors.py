@@ -1,0 +1,116 @@
+"""User and environment errors, and the one line the command prints for any error.
+
+:class:`UserError` is bad input or a bad environment — a file, a column, an option, a
+store — with a message that names it and says what to do. Library code raises it (or a
+subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.core.config.ConfigError`);
+the command line (:func:`dr_scale.cli.main`) prints ``dr-scale COMMAND: error: MESSAGE``
+and exits 2. :func:`describe` gives the same one line for the errors the standard
+library, fsspec and the object-store clients raise (a read-only folder, a path that is a
+file, missing credentials, an unreachable endpoint), so every command gets them right
+without catching them itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+
+class UserError(ValueError):
+    """Bad input or environment; the message names the file / column / row / option and the fix.
+
+    A ``ValueError`` so that library callers catching ``ValueError`` keep working.
+    """
+
+
+#: Hints for OS errors by errno: what the path is and what to do.
+_OS_HINTS = {
+    errno.ENOENT: "no such file or folder",
+    errno.EACCES: "permission denied: check the file's or folder's permissions, or choose another path",
+    errno.EPERM: "operation not permitted: choose another path",
+    errno.EROFS: "read-only file system: choose a writable path",
+    errno.EISDIR: "is a folder: give a file name",
+    errno.ENOTDIR: "a part of this path is a file, not a folder: choose another path",
+    errno.EEXIST: "already exists and is not a folder: choose another path",
+    errno.ENOSPC: "no space left on the device",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _object_store_error(exc: BaseException) -> str | None:
+    """A message for botocore / aiohttp failures (no credentials, unreachable endpoint), or None."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:  # the error and what it was raised from
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for e in chain:
+        name = type(e).__name__
+        if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
+            return ("no credentials for the object store: set them in the environment (e.g. AWS_ACCESS_KEY_ID / "
+                    "AWS_SECRET_ACCESS_KEY) or in a JSON file given with --storage-options FILE "
+                    "(or $DR_SCALE_STORAGE_OPTIONS)")
+        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionClosedError"):
+            return (f"cannot reach the object store ({_one_line(e)}): check the endpoint_url in the storage options "
+                    "and that the store is running")
+        if name in ("InvalidAccessKeyId", "SignatureDoesNotMatch") or "InvalidAccessKeyId" in str(e):
+            return f"the object store refused the credentials ({_one_line(e)}): check the storage options"
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """One line saying what went wrong and, where known, what to do."""
+    if isinstance(exc, UserError):
+        return _one_line(exc)
+    store = _object_store_error(exc)
+    if store:
+        return store
+    if isinstance(exc, BrokenPipeError):
+        return "the output was closed before everything was written (a pipe such as `| head`)"
+    if isinstance(exc, OSError) and exc.errno in _OS_HINTS and getattr(exc, "filename", None):
+        return f"{exc.filename}: {_OS_HINTS[exc.errno]}"
+    if isinstance(exc, OSError) and exc.errno in _OS_HINTS:
+        return f"{exc.strerror or _OS_HINTS[exc.errno]} (while writing or reading the command's files or output)"
+    if isinstance(exc, (ValueError, FileNotFoundError, ConnectionError, OSError)):
+        return _one_line(exc) or type(exc).__name__
+    if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+        return (f"an option was not accepted ({_one_line(exc)}): check the storage options (--storage-options, "
+                "$DR_SCALE_STORAGE_OPTIONS or the job's storage_options) and the job's settings")
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply"
+    if isinstance(exc, MemoryError):
+        return "out of memory: use smaller partitions or more workers"
+    return (f"unexpected {type(exc).__name__}: {_one_line(exc)} "
+            "(rerun with --debug for the traceback, and please report it)")
+
+
+def check_output_file(url: str, fs, path: str) -> None:
+    """Refuse an output file path that names a folder (a rename would drop the file inside it)."""
+    if fs.isdir(path):
+        raise UserError(f"{url}: is a folder; give a file name for this output")
+    _check_local_parent(fs, path, url)
+
+
+def check_output_folder(url: str, fs, path: str) -> None:
+    """Refuse an output folder path that is a file or lies under a read-only local folder."""
+    if fs.exists(path) and not fs.isdir(path):
+        raise UserError(f"{url}: is a file, not a folder; give a folder for this output")
+    _check_local_parent(fs, path + "/x", url)
+
+
+def _check_local_parent(fs, path: str, url: str) -> None:
+    """For a local path: the nearest existing ancestor must be a writable folder."""
+    if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        return
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    parent = parent or "."
+    if not os.path.isdir(parent):
+        raise UserError(f"{url}: {parent} is a file, not a folder; choose another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{url}: cannot write into {parent} (permission denied); choose a writable path")

@@ -1,0 +1,62 @@
+"""Linear parameter files — reward models and policies: ``.npz`` of ``coef`` (d × k) and ``intercept`` (k).
+
+A file from a colleague is data, not code: read without pickle, every array checked
+(shapes, finite numbers). Anything else is a :class:`ParameterFileError` naming the file
+and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from dr_scale.core.errors import UserError
+from dr_scale.io.storage import url_to_fs
+
+
+class ParameterFileError(UserError):
+    """A model or policy file (or object) that cannot be used: the message names it and what is wrong."""
+
+
+def read_linear_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``url``, with ``coef`` and ``intercept`` checked (:func:`checked_linear`)."""
+    fs, path = url_to_fs(url, storage_options)
+    if fs.isdir(path):
+        raise ParameterFileError(f"{where}: is a folder; give the .npz file")
+    if not fs.exists(path):
+        raise ParameterFileError(f"{where}: no such file")
+    with fs.open(path, "rb") as f:
+        raw = f.read()
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files} if isinstance(z, np.lib.npyio.NpzFile) else None
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    if arrays is None or "coef" not in arrays or "intercept" not in arrays:
+        found = ", ".join(sorted(arrays)) if arrays else "a single array"
+        raise ParameterFileError(f"{where}: expected arrays 'coef' (d × k) and 'intercept' (k), found {found}")
+    arrays["coef"], arrays["intercept"] = checked_linear(arrays["coef"], arrays["intercept"], where)
+    return arrays
+
+
+def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(coef (d, k), intercept (k,)) as finite float64 arrays, or a :class:`ParameterFileError`."""
+    coef, intercept = np.asarray(coef), np.asarray(intercept)
+    for name, a in (("coef", coef), ("intercept", intercept)):
+        if a.dtype.kind not in "biuf":
+            raise ParameterFileError(f"{where}: '{name}' holds {a.dtype}, expected numbers")
+    if coef.ndim == 1:
+        coef = coef[:, None]
+    if coef.ndim != 2 or coef.shape[0] < 1 or coef.shape[1] < 1:
+        raise ParameterFileError(f"{where}: 'coef' has shape {coef.shape}, expected (d, k) with d, k ≥ 1")
+    intercept = intercept.reshape(-1) if intercept.ndim <= 1 or intercept.size == coef.shape[1] else intercept
+    if intercept.shape != (coef.shape[1],):
+        raise ParameterFileError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — one per "
+                         f"action of 'coef' {coef.shape}")
+    coef, intercept = coef.astype(np.float64), intercept.astype(np.float64)
+    for name, a in (("coef", coef), ("intercept", intercept)):
+        if not np.isfinite(a).all():
+            raise ParameterFileError(f"{where}: '{name}' has NaN or infinite entries (e.g. at index "
+                             f"{tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])})")
+    return coef, intercept

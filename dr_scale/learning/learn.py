@@ -1,0 +1,412 @@
+"""Learn a linear policy from a logged data set, out of core (paper, Sec. 4, with a regression learner).
+
+Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, with
+ρ̂ cross-fitted for DR), and a score per action is fitted to the imputed rewards:
+
+* ``learner="ridge"`` — for each action a the ridge regression over ALL rows
+
+      (w_a, b_a) = argmin Σ_i (Γ_a(x_i) − b_a − x_i·w_a)² + λ ‖w_a − w⁰_a‖²,
+
+  shrunk towards the linear reward model's own weights w⁰_a = w^ρ̂_a (DR, DM; w⁰ = 0
+  for IPS or a non-linear ρ̂): as λ grows the policy tends to argmax_a ρ̂_a(x) (the
+  direct method's policy), as λ → 0 to the unpenalised regression on Γ. With
+  w_a = w⁰_a + δ_a it is a ridge fit of δ_a to Γ_a − x·w⁰_a − b⁰_a, whose normal
+  equations (XᵀX − n μμᵀ + λI) δ_a = Xᵀy_a − μ Σy_a share one operator
+  for all k actions: one pass per block-CG iteration computes XᵀX P for the k
+  right-hand sides together (:func:`dr_scale.outofcore.ridge.fit`), and the first
+  pass gathers every right-hand side. The policy is π(x) = argmax_a b_a + x·w_a, the
+  regression estimate of argmax_a E[Γ_a | x] = argmax_a E[r | x, a].
+* ``learner="dlm"`` — direct loss minimization (Appendix A, :mod:`.dlm`) on Γ, its
+  batched towards-better update as one map-reduce pass per iteration, on features
+  scaled by their standard deviations (no centring: sparse) plus a constant.
+
+**λ** of the policy: by default λ = 10 × (mean active features per row × n / 1000)
+(:data:`LAMBDA_FACTOR`, :func:`lam_scale`; the scale is XᵀX's mean diagonal entry × d / 1000).
+With ``lam="auto"`` the ridge learner fits the grid :data:`AUTO_GRID` × that scale in the
+same passes on the rows outside a validation fold (row i is in it when u(row_id_i) < 1/5,
+u keyed by (seed, "learn validation")), picks the λ whose policy has the highest imputed
+value on the validation rows, (1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
+
+**Passes.** Every CG solve (ρ̂'s and the policy's) stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
+for all its fits, or after :data:`MAX_PASSES` passes: the policy needs only the argmax,
+and CG stopped early from the shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR
+and DM, unless given) is fitted on the same parts, read once and grouped by (fold,
+action) (:mod:`.grouped`: cross-fitted over K folds, its λ chosen on a keyed sample).
+
+The parts are read once and kept (Dask memory, or spilled to local files,
+:mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
+Additions happen in the parts' fixed batches, so the policy is bit-identical on a
+laptop and on any cluster, for any number of workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dr_scale.core import keyed_random
+from dr_scale.outofcore.compute import compute
+from dr_scale.reward.fitting import LogPart
+from dr_scale.reward import grouped
+from dr_scale.learning.impute import METHODS, impute_rewards
+from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.outofcore import ridge
+from dr_scale.outofcore.passes import PartSet, load_part
+from dr_scale.outofcore.products import add_transposed_products
+from dr_scale.policies.target import LinearPolicy
+from dr_scale.outofcore.progress import Passes
+from dr_scale.reward.models import predict_columns
+
+LEARNERS = ("ridge", "dlm")
+#: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
+LAMBDA_FACTOR = 10.0
+#: λ grid of ``lam="auto"``, relative to the same scale.
+AUTO_GRID = (1.0, 10.0, 100.0)
+#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits, or after MAX_PASSES passes.
+RTOL = 1e-2
+MAX_PASSES = 30
+VALIDATION_PURPOSE = "learn validation"
+
+
+@dataclass
+class Imputation:
+    """How Γ is formed on a part: the method, the log's shape (d, k) and ρ̂ (None for IPS)."""
+
+    method: str
+    n_features: int
+    n_actions: int
+    reward_model: object | None = None
+    center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
+
+    def targets(self, part: LogPart, X) -> np.ndarray:
+        """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
+        gamma = self.rewards(part, X)
+        if self.center is not None:
+            gamma -= np.asarray(X @ self.center[0]) + self.center[1]
+        return gamma
+
+    def rewards(self, part: LogPart, X=None) -> np.ndarray:
+        """Γ (n, k) of the part's rows; ρ̂ gets the row ids, so a cross-fitted model predicts out of fold."""
+        X = part.matrix(self.n_features) if X is None else X
+        reward_hat = None
+        if self.reward_model is not None:
+            reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
+        return impute_rewards(part.action, part.reward, part.propensity, self.n_actions, self.method, reward_hat)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Which rows of a part take part: all, or those in / outside the validation fold of ``lam="auto"``."""
+
+    which: str = "all"  # "all" | "training" | "validation"
+    share: float = 0.2
+    seed: int = 0
+
+    def of(self, part: LogPart, n_features: int) -> LogPart:
+        if self.which == "all":
+            return part
+        in_validation = keyed_random.uniform(part.row_id, self.seed, VALIDATION_PURPOSE) < self.share
+        return part.rows(in_validation if self.which == "validation" else ~in_validation, n_features)
+
+
+# -- passes (functions of one part; their results are summed over the parts) --------------
+def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
+    """(n, Σ_i x_i, Σ_i x_i², Σ_i Γ_i, XᵀΓ (k, d)) over the part's rows: every right-hand side in one pass."""
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.targets(part, X)
+    sx = np.asarray(X.sum(axis=0)).ravel()
+    sxx = sx.copy() if part.data is None else np.asarray(X.multiply(X).sum(axis=0)).ravel()  # x² = x if binary
+    xy = add_transposed_products(np.zeros((X.shape[1], gamma.shape[1])), X, gamma)
+    return np.array([float(len(part))]), sx, sxx, gamma.sum(axis=0), np.ascontiguousarray(xy.T)
+
+
+def add_gram_product(total, part: LogPart, PT: np.ndarray, rows: Rows) -> np.ndarray:
+    """total += XᵀX Pᵀ over the part's rows, (d, F): one sparse × dense (d, F) product and its transpose for all
+    F fits, which share X (Pᵀ is given C-ordered, as scipy's multi-vector kernel wants it)."""
+    X = rows.of(part, PT.shape[0]).matrix(PT.shape[0])
+    if total is None:
+        total = np.zeros_like(PT)
+    return add_transposed_products(total, X, X @ PT)
+
+
+def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray, rows: Rows):
+    """(Σ_i Γ_{π_g(x_i)}(x_i) for every candidate policy g, row count): coef (G, d, k), intercept (G, k)."""
+    part = rows.of(part, imputation.n_features)
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.rewards(part, X)
+    index = np.arange(len(part))
+    totals = np.array([gamma[index, np.argmax(np.asarray(X @ c) + b, axis=1)].sum() for c, b in zip(coef, intercept)])
+    return totals, np.array([float(len(part))])
+
+
+def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: np.ndarray, epsilon: float):
+    """One part's share of DLM's batched update on raw-scale weights (k, d) and bias (k,).
+
+    Returns (Σ_i (e_{a1} − e_{a2}) x_iᵀ (k, d), Σ_i (e_{a1} − e_{a2}) (k,), Σ_i Γ_{a2(i)}(x_i), n)
+    with a1 = argmax_a x·w_a + b_a + ε Γ_a, a2 = argmax_a x·w_a + b_a (:mod:`.dlm`).
+    """
+    from dr_scale.learning.dlm import first_argmax  # dlm imports scikit-learn: only for this learner
+
+    X = part.matrix(imputation.n_features)
+    gamma = imputation.rewards(part, X)
+    scores = (np.asarray(X @ weights.T) + bias).T[None]  # (1, k, n)
+    a1 = first_argmax(scores, -epsilon * gamma.T)[0]
+    a2 = first_argmax(scores)[0]
+    moved = np.flatnonzero(a1 != a2)
+    k, n = weights.shape[0], len(part)
+    D = sp.csr_matrix((np.repeat([1.0, -1.0], moved.size), (np.concatenate([a1[moved], a2[moved]]), np.tile(moved, 2))),
+                      shape=(k, n))
+    return (np.asarray((D @ X).todense()), np.asarray(D.sum(axis=1)).ravel(),
+            np.array([gamma[np.arange(n), a2].sum()]), np.array([float(n)]))
+
+
+# -- the learners ---------------------------------------------------------------------
+def ridge_stats(sums, copies: int = 1) -> ridge.RidgeStats:
+    """The k fits' statistics (repeated ``copies`` times for a λ grid): all fits share n, Σx and Σx²."""
+    n, sx, sxx, sy, xy = sums
+    F = sy.shape[0] * copies
+    return ridge.RidgeStats(np.full(F, n[0]), np.broadcast_to(sx, (F, sx.size)), np.broadcast_to(sxx, (F, sxx.size)),
+                            np.tile(sy, copies), np.tile(xy, (copies, 1)))
+
+
+def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = Rows(), *, rtol: float,
+                     max_iter: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(coef (G, d, k), intercept (G, k), passes and convergence): ridge scores on Γ for each λ of ``lam``
+    (G of them), in the same passes; CG starts at the centre (δ = 0) and stops at ``rtol`` or ``max_iter``."""
+    lams = np.atleast_1d(np.asarray(lam, dtype=np.float64))
+    k = imputation.n_actions
+    stats = ridge_stats(parts.sum(ridge_sums, imputation, rows), lams.size)
+
+    def gram(P):
+        return np.ascontiguousarray(parts.accumulate(add_gram_product, np.ascontiguousarray(P.T), rows).T)
+
+    fit = ridge.fit(gram, stats, np.repeat(lams, k), rtol=rtol, max_iter=max_iter, progress=progress)
+    coef = fit.coef.reshape(lams.size, k, -1).transpose(0, 2, 1)
+    intercept = fit.intercept.reshape(lams.size, k)
+    if imputation.center is not None:
+        coef, intercept = coef + imputation.center[0], intercept + imputation.center[1]
+    return np.ascontiguousarray(coef), intercept, {"passes": 1 + fit.iterations, "converged": bool(fit.converged.all())}
+
+
+def lam_scale(mean_active: float, n_rows: float) -> float:
+    """The policy λ's unit: mean active features per row × n / 1000 (XᵀX's mean diagonal entry × d / 1000)."""
+    return max(mean_active * n_rows / 1000.0, 1e-3)
+
+
+def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_rows: float, *, rtol: float,
+                max_iter: int, seed: int = 0, progress: bool = False, passes: list | None = None) -> tuple[float, dict]:
+    """λ from :data:`AUTO_GRID` × :func:`lam_scale` by the validation rows' imputed value."""
+    grid = np.asarray(AUTO_GRID) * lam_scale(mean_active, n_rows)
+    coef, intercept, info = fit_ridge_scores(parts, imputation, grid, Rows("training", seed=seed), rtol=rtol,
+                                             max_iter=max_iter, progress=progress)
+    totals, count = parts.sum(policy_values, imputation, coef, intercept, Rows("validation", seed=seed))
+    if passes is not None:
+        passes.append(info["passes"] + 1)
+    values = totals / max(count[0], 1.0)
+    best = int(np.argmax(values))
+    return float(grid[best]), {"grid": grid.tolist(), "validation_values": values.tolist()}
+
+
+def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *, epsilon: float, max_iter: int,
+                   n_iter_no_change: int, seed: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+    """DLM (Appendix A) out of core: one pass per batched update; the weights with the best training value.
+
+    The weights θ act on z = (x ∘ s, 1) with s = ``scale`` (1/std of each feature);
+    on raw features they are w = θ ∘ s and b = θ_const.
+    """
+    k, d = imputation.n_actions, scale.size
+    theta = 0.01 * np.random.default_rng([seed, 0xD1A]).standard_normal((k, d + 1))
+    best = (-np.inf, theta, 0)
+    passes = Passes("dlm", progress)
+    for t in range(1, max_iter + 1):
+        weights, bias = theta[:, :d] * scale, theta[:, d]
+        moved, moved_bias, value, n = parts.sum(dlm_step, imputation, weights, bias, epsilon)
+        mean_value = float(value[0] / n[0])
+        if mean_value > best[0]:
+            best = (mean_value, theta.copy(), t)
+        passes.step(f"training value {mean_value:.6g}")
+        eta = 0.5 * t ** -0.3 / n[0]
+        theta[:, :d] += eta * moved * scale
+        theta[:, d] += eta * moved_bias
+        if t - best[2] >= n_iter_no_change:
+            break
+    passes.close()
+    theta = best[1]
+    return theta[:, :d].T * scale[:, None], theta[:, d].copy(), {"passes": t, "training_value": best[0]}
+
+
+# -- the entry point --------------------------------------------------------------------
+def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
+    """(d, k): from the log's metadata, else as given, else from the reward model; a clear error otherwise."""
+    meta = log_metadata(fs, paths[0])
+    for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
+        if given is not None and meta.get(key, given) != given:
+            raise ValueError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
+                             f"given {given}")
+    d = meta.get("n_features") or n_features or getattr(reward_model, "n_features", None)
+    k = meta.get("n_actions") or n_actions or getattr(reward_model, "n_actions", None)
+    if d is None or k is None:
+        missing = "n_features (d)" if d is None else "n_actions (k)"
+        raise ValueError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
+    if reward_model is not None and (reward_model.n_features, reward_model.n_actions) != (d, k):
+        raise ValueError(f"the reward model has {reward_model.n_features} features and {reward_model.n_actions} "
+                         f"actions, the log {d} and {k}")
+    return int(d), int(k)
+
+
+class Stages:
+    """The stages of a run: name, passes over the parts and seconds of each (``learn`` prints them)."""
+
+    def __init__(self, progress: bool):
+        self.progress, self.done = progress, []
+
+    @contextlib.contextmanager
+    def stage(self, name: str, detail: str = ""):
+        """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
+        _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
+        passes, start = [], time.perf_counter()
+        yield passes
+        self.done.append((name, int(sum(passes)), time.perf_counter() - start))
+
+    def passes(self) -> dict:
+        return {name: n for name, n, _ in self.done}
+
+
+def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: float | str | None = None,
+                 folds: int = 2, reward_model=None, n_features: int | None = None, n_actions: int | None = None,
+                 client=None, storage_options: dict | None = None, spill: str | None = None, rtol: float = RTOL,
+                 max_iter: int = MAX_PASSES, epsilon: float = 0.1, seed: int = 0, progress: bool = False,
+                 stages: Stages | None = None) -> LinearPolicy:
+    """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
+
+    ``lam``: the policy's ridge penalty — None: :data:`LAMBDA_FACTOR` × (mean active features · n / 1000);
+    a number; or ``"auto"`` (a validation fold). ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz``
+    path; a cross-fitted one predicts every row out of fold). Without one, DR and DM fit ρ̂ on the log,
+    cross-fitted over ``folds`` folds (:mod:`.grouped`, λ chosen on a keyed sample). ``rtol``, ``max_iter``:
+    every CG solve stops when ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes
+    (early-stopped CG from the shrinkage centre is itself a regulariser). ``spill``: a folder for the
+    parts between passes (local runs), else they stay in memory. ``stages``: collects each stage's passes
+    and seconds.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if learner not in LEARNERS:
+        raise ValueError(f"unknown learner {learner!r}; choose from {', '.join(LEARNERS)}")
+    if lam not in (None, "auto") and not (isinstance(lam, (int, float)) and lam > 0):
+        raise ValueError(f"--lam must be a positive number or 'auto', got {lam!r}")
+    if folds < 2:
+        raise ValueError(f"--folds must be at least 2, got {folds}")
+    stages = stages or Stages(progress)
+    fs, paths = list_parts(logs, storage_options)
+    if isinstance(reward_model, str):
+        from dr_scale.reward.models import LinearRewardModel
+
+        reward_model = LinearRewardModel.load(reward_model, storage_options)
+    d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
+    crossfit = method != "ips" and reward_model is None
+    with stages.stage("read", f"{len(paths)} part(s)") as passes:
+        parts = PartSet.build(grouped.read_grouped_part, [(fs, p, d, k, folds if crossfit else 1, seed) for p in paths],
+                              client, progress, spill)
+        n, active = parts.sum(_rows_and_active_features)
+        passes.append(2)
+    n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
+            "rows": int(n)}
+    if crossfit:
+        reward_model = fit_reward_model_on(parts, n, d, k, folds, seed=seed, rtol=rtol, max_iter=max_iter,
+                                           progress=progress, stages=stages)
+    rho = reward_model if method != "ips" else None
+    meta["reward_model_folds"] = getattr(rho, "folds", None)
+    if crossfit:
+        meta["reward_model_lam"] = rho.metadata["lam"]
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
+    if learner == "ridge":
+        if lam == "auto":
+            with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:
+                lam, meta["lam_search"] = auto_lambda(parts, imputation, mean_active, n, rtol=rtol,
+                                                      max_iter=max_iter, seed=seed, progress=progress, passes=p)
+        elif lam is None:
+            lam = LAMBDA_FACTOR * lam_scale(mean_active, n)
+        with stages.stage("policy", f"ridge scores on the {method.upper()}-imputed rewards, λ = {lam:g}") as p:
+            coef, intercept, info = fit_ridge_scores(parts, imputation, lam, rtol=rtol, max_iter=max_iter,
+                                                     progress=progress)
+            p.append(info["passes"])
+        coef, intercept = coef[0], intercept[0]
+        meta.update(lam=float(lam), converged=info["converged"])
+    else:
+        with stages.stage("policy", f"DLM on the {method.upper()}-imputed rewards") as p:
+            m, sx, sxx = parts.sum(_moments, d)
+            var = sxx / m[0] - (sx / m[0]) ** 2
+            scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
+            coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=epsilon, max_iter=max_iter,
+                                                   n_iter_no_change=max(10, max_iter // 4), seed=seed,
+                                                   progress=progress)
+            p.append(1 + info["passes"])
+        meta.update(info, epsilon=epsilon)
+    meta["stage_passes"] = stages.passes()
+    return LinearPolicy(coef, intercept, meta, "<learned>")
+
+
+def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *, seed: int, rtol: float,
+                        max_iter: int, progress: bool, stages: Stages):
+    """ρ̂ cross-fitted over ``folds`` folds on the grouped parts, λ chosen on a keyed sample (:mod:`.grouped`)."""
+    share = min(1.0, grouped.SEARCH_ROWS / max(n, 1.0))
+    with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
+        stats, sample, sample_stats = _fold_stats_and_sample(parts, d, k, folds, share, seed)
+        p.append(3 + (share < 1) * 3)
+    sample_rows = int(sample_stats.n.sum()) // (folds - 1)
+    with stages.stage("ρ̂ λ", f"{len(grouped.LAMBDA_GRID)} values by the out-of-fold error of "
+                      f"{sample_rows:,} sampled rows") as p:
+        best, errors, passes = grouped.choose_lambda(sample, sample_stats, folds, k, rtol=max(rtol, grouped.SEARCH_RTOL),
+                                                     max_iter=min(max_iter, grouped.SEARCH_PASSES), progress=progress)
+        p.append(passes)
+    del sample, sample_stats  # the sample's (fold, action) × features arrays: not needed any more
+    lam = grouped.LAMBDA_GRID[best]
+    with stages.stage("ρ̂", f"{folds * k} fold models on all rows, λ = {lam:g}") as p:
+        fit, intercept = grouped.fit_fold_models(parts, stats, lam, folds, k, rtol=rtol, max_iter=max_iter,
+                                                 progress=progress)
+        p.append(fit.iterations)
+    search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": sample_rows}
+    return grouped.cross_fitted_model(fit, intercept, folds, k, seed, {"lam": lam, "lambda_search": search})
+
+
+def _fold_stats_and_sample(parts: PartSet, d: int, k: int, folds: int, share: float, seed: int):
+    """(the fold models' statistics on all rows, the λ search sample as a PartSet of one part on its own features,
+    the fold models' statistics on it); with ``share`` = 1 the sample is all of ``parts``."""
+    if share >= 1:
+        stats = grouped.fold_stats(grouped.block_sums(parts, d), folds, k)
+        return stats, parts, stats
+    counts, sampled = parts.sum_and_derive(_counts_and_sample, d, share, seed)
+    stats = grouped.fold_stats(grouped.block_sums(parts, d, counts), folds, k)
+    one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
+    sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
+    return stats, sample, grouped.fold_stats(grouped.block_sums(sample, sample_d), folds, k)
+
+
+def _given(part):
+    return part
+
+
+def _counts_and_sample(_, part, d: int, share: float, seed: int):
+    """The part's block counts, and its rows in the λ search sample (a step of :meth:`PartSet.sum_and_derive`)."""
+    return grouped.block_counts(part, d), grouped.sample_of(part, share, d, seed)
+
+
+def _rows_and_active_features(part: LogPart):
+    return np.array([float(len(part))]), np.array([float(part.indices.size)])
+
+
+def _moments(part: LogPart, n_features: int):
+    X = part.matrix(n_features)
+    return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
+
+
+def _stage(progress: bool, message: str) -> None:
+    if progress:
+        print(message, file=sys.stderr, flush=True)

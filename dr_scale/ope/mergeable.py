@@ -1,0 +1,44 @@
+"""The contract every mergeable statistic of dr-scale follows (shared/DESIGN.md: mergeable statistics).
+
+A state summarises a batch of rows so that the state of all rows is the sum of the parts' states,
+for any partitioning and any grouping of the merges (a tree reduction, local or on a cluster):
+
+- ``State.of(...)`` builds the state of one batch of rows (``PolicyState`` is built by
+  :meth:`dr_scale.ope.evaluation.Evaluation.state`, which needs the policy's rows; ``FitSums`` and
+  ``GroupSums`` by :func:`dr_scale.experiments.visits.experiment.subsample_part` and
+  :func:`dr_scale.reward.fitting.lift_and_sum`, which add a part's sums into a running total);
+- ``a + b`` merges two states; it is associative and commutative (exactly for counts, minima,
+  maxima and samples; up to float rounding for float sums); a state that needs an identity
+  (a running total, a sum over no rows) has ``State.empty(...)``;
+- a state kept in the report's state cache also has ``to_dict()`` (JSON-ready) and
+  ``State.from_dict(d)``, with ``from_dict(s.to_dict())`` equal to ``s``.
+
+The states: :class:`~dr_scale.ope.moments.Moments`, :class:`~dr_scale.ope.diagnostics.WeightStats`,
+:class:`~dr_scale.ope.evaluation.PolicyState`, :class:`~dr_scale.reward.fitting.Extent`,
+:class:`~dr_scale.reward.fitting.GroupSums`, :class:`~dr_scale.experiments.visits.experiment.Projections`,
+:class:`~dr_scale.experiments.visits.experiment.Population`, :class:`~dr_scale.experiments.visits.experiment.FitSums`,
+:class:`~dr_scale.experiments.visits.pca.RowSample`,
+:class:`~dr_scale.experiments.visits.pca.FirstPass`, :class:`~dr_scale.synthetic.bandit.Calibration`.
+Their fields are named (no positional vectors).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Mergeable(Protocol):
+    """A state merged with an associative, commutative ``+``."""
+
+    def __add__(self, other: Mergeable) -> Mergeable: ...
+
+
+@runtime_checkable
+class Persisted(Mergeable, Protocol):
+    """A mergeable state that round-trips through a JSON-ready dict."""
+
+    def to_dict(self) -> dict: ...
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Persisted: ...

@@ -1,0 +1,166 @@
+"""Reward models ρ̂_a(x): anything with ``predict(X, actions=None, row_id=None) -> (n, k)``.
+
+The protocol (:class:`RewardModel`): ``predict(X)`` returns ρ̂ for every action; a model
+whose ``predict`` also takes ``actions`` computes only those columns
+(:func:`predict_columns`), and one that takes ``row_id`` can predict each row with a
+model that did not see it (cross-fitting). Models with ``predict(X)`` alone still work.
+
+:class:`LinearRewardModel` is ρ̂_a(x) = x·w_a + b_a, the form of the paper's ridge
+models, saved as a small ``.npz`` (no pickle) so a file from a colleague is data,
+not code. A cross-fitted file (``dr-scale fit --folds K``) also holds K fold models:
+fold model j was fitted on the rows whose fold is not j, where row i's fold is
+
+    fold(i) = ⌊K · u(row_id_i)⌋,    u = keyed_random.uniform(row_id, seed, "cross-fit fold")
+
+(:func:`fold_of`), so :meth:`LinearRewardModel.predict` given the rows' ids predicts
+row i with fold model fold(i), which never saw row i. Without row ids (rows from
+outside the fitted log), it uses the full-data model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from dr_scale.core import keyed_random
+from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
+
+FOLD_PURPOSE = "cross-fit fold"
+
+
+class RewardModel(Protocol):
+    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+        """ρ̂_a(x_i): (n, k), or (n, len(actions)) for the given actions' columns."""
+
+
+def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
+    """Each row's cross-fitting fold in [0, folds): ⌊folds · u(row_id)⌋, keyed by (seed, "cross-fit fold")."""
+    return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
+
+
+def predict_by_fold(X, fold: np.ndarray, width: int, predict_fold) -> np.ndarray:
+    """(n, width) predictions, the rows of fold j by ``predict_fold(j, X[rows of fold j])``."""
+    out = np.empty((X.shape[0], width))
+    for j in np.unique(fold):
+        rows = np.flatnonzero(fold == j)
+        out[rows] = predict_fold(int(j), X[rows])
+    return out
+
+
+def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """X·coef + intercept. Up to three columns are one sparse mat-vec each: scipy's multi-vector kernel
+    (``csr_matvecs``) is slower than that for so few columns (docs/data-contract.md)."""
+    if coef.shape[1] <= 3:
+        return np.column_stack([X @ np.ascontiguousarray(c) for c in coef.T]) + intercept
+    return np.asarray(X @ coef) + intercept
+
+
+@dataclass
+class LinearRewardModel:
+    """ρ̂_a(x) = x·coef[:, a] + intercept[a];  coef has shape (d, k).
+
+    A cross-fitted model also has ``fold_coef`` (K, d, k) and ``fold_intercept`` (K, k),
+    the fold models, and ``fold_seed``, the key of :func:`fold_of`. ``metadata`` is what
+    the fit recorded (λ, rows per action, folds, the data's fingerprint …).
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    fold_coef: np.ndarray | None = None
+    fold_intercept: np.ndarray | None = None
+    fold_seed: int = 0
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def n_actions(self) -> int:
+        return self.coef.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        return self.coef.shape[0]
+
+    @property
+    def folds(self) -> int:
+        """K, the number of fold models (0: not cross-fitted)."""
+        return 0 if self.fold_coef is None else self.fold_coef.shape[0]
+
+    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+        """ρ̂ for the rows of X: (n, k), or (n, len(actions)) for the given actions' columns only.
+
+        With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i)
+        (cross-fitting: a model that did not see the row); otherwise by the full-data model.
+        """
+        cols = slice(None) if actions is None else actions
+        if row_id is None or not self.folds:
+            return _linear(X, self.coef[:, cols], self.intercept[cols])
+        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed),
+                               self.n_actions if actions is None else len(actions),
+                               lambda j, rows: _linear(rows, self.fold_coef[j][:, cols], self.fold_intercept[j][cols]))
+
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        """The arrays that determine the predictions (for digests)."""
+        if not self.folds:
+            return self.coef, self.intercept
+        return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
+
+    def save(self, url: str, storage_options: dict | None = None) -> None:
+        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON)."""
+        arrays = {"coef": self.coef, "intercept": self.intercept}
+        if self.folds:
+            arrays.update(fold_coef=self.fold_coef, fold_intercept=self.fold_intercept,
+                          fold_seed=np.array(self.fold_seed, dtype=np.int64))
+        if self.metadata:
+            arrays["metadata"] = np.array(json.dumps(self.metadata, sort_keys=True))
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        fs, path = url_to_fs(url, storage_options)
+        atomic_write(fs, path, buf.getvalue())
+
+    def __post_init__(self):
+        self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
+
+    @classmethod
+    def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        where = f"reward model {url}"
+        arrays = read_linear_file(url, storage_options, where)
+        model = cls(arrays["coef"], arrays["intercept"])
+        try:
+            if "fold_coef" in arrays:
+                model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
+                model.fold_intercept = np.asarray(arrays["fold_intercept"], dtype=np.float64).reshape(
+                    -1, model.coef.shape[1])
+                model.fold_seed = int(arrays["fold_seed"])
+                if model.fold_coef.shape[0] != model.fold_intercept.shape[0] or not model.fold_coef.shape[0]:
+                    raise ValueError("the fold models' coef and intercept disagree on the number of folds")
+                if not (np.isfinite(model.fold_coef).all() and np.isfinite(model.fold_intercept).all()):
+                    raise ValueError("the fold models have NaN or infinite entries")
+            if "metadata" in arrays:
+                model.metadata = json.loads(str(arrays["metadata"]))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
+                from None
+        return model
+
+
+def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:
+    """ρ̂_a(x_i) for the given actions only: (n, len(actions)).
+
+    A model whose ``predict`` takes ``actions`` computes just those columns; any other
+    model predicts all k and the columns are picked. ``row_id`` goes to a model whose
+    ``predict`` takes it (a cross-fitted model predicts each row with a model that did
+    not see it).
+    """
+    if actions.size == 0:
+        return np.zeros((X.shape[0], 0))
+    parameters = inspect.signature(model.predict).parameters
+    kwargs = {"row_id": row_id} if row_id is not None and "row_id" in parameters else {}
+    if "actions" in parameters:
+        return np.asarray(model.predict(X, actions=actions, **kwargs), dtype=np.float64)
+    return np.asarray(model.predict(X, **kwargs), dtype=np.float64)[:, actions]

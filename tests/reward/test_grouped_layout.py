@@ -1,0 +1,147 @@
+"""``learn``'s parts grouped by (fold, action) and ρ̂ cross-fitted on them, against direct in-memory computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dr_scale.reward.fitting import LogPart
+from dr_scale.reward import grouped
+from dr_scale.outofcore import ridge
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.outofcore.products import add_transposed_products
+from dr_scale.reward.models import fold_of
+
+D, K, FOLDS, SEED = 12, 3, 3, 5
+
+
+def log_part(n: int, first_row: int, seed: int, values: bool) -> LogPart:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.3, format="csr", random_state=rng)
+    X.data = rng.uniform(0.5, 2.0, X.nnz) if values else np.ones(X.nnz)
+    return LogPart(np.arange(first_row, first_row + n, dtype=np.int64), X.indptr, X.indices,
+                   X.data if values else None, rng.integers(0, K, n), rng.random(n), rng.uniform(0.2, 1.0, n))
+
+
+@pytest.fixture(params=[False, True], ids=["binary", "values"])
+def parts(request):
+    raw = [log_part(70, 0, 1, request.param), log_part(50, 70, 2, request.param)]
+    made = [grouped.grouped(p, fold_of(p.row_id, FOLDS, SEED) * K + p.action, FOLDS * K) for p in raw]
+    X = sp.vstack([p.matrix(D) for p in raw]).tocsr()
+    cat = {f: np.concatenate([getattr(p, f) for p in raw]) for f in ("row_id", "action", "reward")}
+    return made, X, cat
+
+
+def test_rows_are_grouped_by_fold_and_action_and_keep_their_features(parts):
+    made, X, cat = parts
+    for part in made:
+        fold = fold_of(part.row_id, FOLDS, SEED)
+        block = fold * K + part.action
+        assert np.all(np.diff(block) >= 0)
+        for b in range(FOLDS * K):
+            rows = np.flatnonzero(block == b)
+            assert (part.start[b], part.start[b + 1]) == (rows[0], rows[-1] + 1) if rows.size else True
+            np.testing.assert_array_equal(part.block(b, D).toarray(), X[part.row_id[rows]].toarray())
+        assert np.all(np.diff(part.row_id[block == block[0]]) > 0)  # stable: row order kept within a block
+
+
+def fit_rows(cat, j, a):
+    """The rows of fold model j of action a: logged a, outside fold j."""
+    return np.flatnonzero((cat["action"] == a) & (fold_of(cat["row_id"], FOLDS, SEED) != j))
+
+
+def test_fold_statistics_and_gram_products_equal_direct_sums(parts):
+    made, X, cat = parts
+    stats = grouped.fold_stats(grouped.block_sums(PartSet(made), D), FOLDS, K)
+    P = np.random.default_rng(3).standard_normal((FOLDS * K, D))
+    gram = PartSet(made).accumulate(grouped.add_fold_gram, P, FOLDS, K)
+    for j in range(FOLDS):
+        for a in range(K):
+            f, rows = j * K + a, fit_rows(cat, j, a)
+            Xs, y = X[rows], cat["reward"][rows]
+            assert stats.n[f] == rows.size and stats.sy[f] == pytest.approx(y.sum())
+            np.testing.assert_allclose(stats.sx[f], np.asarray(Xs.sum(axis=0)).ravel(), atol=1e-12)
+            np.testing.assert_allclose(stats.sxx_diag[f], np.asarray(Xs.multiply(Xs).sum(axis=0)).ravel(), atol=1e-12)
+            np.testing.assert_allclose(stats.xy[f], Xs.T @ y, atol=1e-12)
+            np.testing.assert_allclose(gram[f], Xs.T @ (Xs @ P[f]), atol=1e-10)
+
+
+def test_fold_models_equal_in_memory_ridge_and_predict_out_of_fold(parts):
+    made, X, cat = parts
+    partset = PartSet(made)
+    stats = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
+    fit, intercept = grouped.fit_fold_models(partset, stats, 2.0, FOLDS, K, rtol=1e-12, max_iter=200)
+    for j in range(FOLDS):
+        for a in range(K):
+            rows = fit_rows(cat, j, a)
+            direct = ridge.fit_in_memory(X[rows], cat["reward"][rows], 2.0, rtol=1e-12)
+            np.testing.assert_allclose(fit.coef[j * K + a], direct.coef[0], atol=1e-8)
+            assert intercept[j * K + a] == pytest.approx(direct.intercept[0], abs=1e-8)
+    model = grouped.cross_fitted_model(fit, intercept, FOLDS, K, SEED, {"lam": 2.0})
+    fold = fold_of(cat["row_id"], FOLDS, SEED)
+    predicted = model.predict(X, row_id=cat["row_id"])
+    for i in (0, 17, 99):
+        j = fold[i]
+        np.testing.assert_allclose(predicted[i], (X[i] @ model.fold_coef[j]).ravel() + model.fold_intercept[j])
+    np.testing.assert_allclose(model.coef, model.fold_coef.mean(axis=0))
+    sse = partset.sum(grouped.out_of_fold_errors, fit.coef, intercept, FOLDS)
+    residual = cat["reward"] - predicted[np.arange(len(fold)), cat["action"]]
+    np.testing.assert_allclose(sse, np.bincount(cat["action"], residual ** 2, K))
+
+
+def test_lambda_is_the_grid_value_with_the_smallest_out_of_fold_error(parts):
+    made, X, cat = parts
+    partset = PartSet(made)
+    sums = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
+    grid = (0.01, 1.0, 1e6)
+    best, errors, passes = grouped.choose_lambda(partset, sums, FOLDS, K, rtol=1e-10, max_iter=200, grid=grid)
+    for lam, error in zip(grid, errors):
+        fit, intercept = grouped.fit_fold_models(partset, sums, lam, FOLDS, K, rtol=1e-10, max_iter=200)
+        assert error == pytest.approx(partset.sum(grouped.out_of_fold_errors, fit.coef, intercept, FOLDS).sum())
+    assert best == int(np.argmin(errors)) and passes > len(grid)
+
+
+def test_an_action_never_logged_in_a_fit_gets_the_pooled_mean():
+    part = log_part(60, 0, 4, False)
+    part.action[:] = np.where(part.action == 2, 0, part.action)
+    made = grouped.grouped(part, fold_of(part.row_id, 2, SEED) * K + part.action, 2 * K)
+    partset = PartSet([made])
+    stats = grouped.fold_stats(grouped.block_sums(partset, D), 2, K)
+    fit, intercept = grouped.fit_fold_models(partset, stats, 1.0, 2, K, rtol=1e-10, max_iter=100)
+    fold = fold_of(part.row_id, 2, SEED)
+    for j in range(2):
+        assert intercept[j * K + 2] == pytest.approx(part.reward[fold != j].mean())
+        assert not fit.coef[j * K + 2].any()
+
+
+def test_sample_keeps_the_grouping_and_is_keyed_by_row_id(parts):
+    made, X, cat = parts
+    sample = grouped.sample_of(made[0], 0.5, D, SEED)
+    assert 0 < len(sample) < len(made[0])
+    again = grouped.sample_of(made[0], 0.5, D, SEED)
+    np.testing.assert_array_equal(sample.row_id, again.row_id)
+    for b in range(FOLDS * K):
+        rows = np.isin(made[0].row_id[made[0].start[b]:made[0].start[b + 1]], sample.row_id)
+        np.testing.assert_array_equal(sample.row_id[sample.start[b]:sample.start[b + 1]],
+                                      made[0].row_id[made[0].start[b]:made[0].start[b + 1]][rows])
+
+
+def test_transposed_products_add_into_the_output():
+    rng = np.random.default_rng(0)
+    A = sp.random(40, 9, density=0.3, format="csr", random_state=rng)
+    Y, out = rng.standard_normal((40, 4)), rng.standard_normal((9, 4))
+    expected = out + A.T @ Y
+    assert add_transposed_products(out, A, Y) is out
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+
+
+def test_concatenated_parts_keep_each_blocks_rows_in_order_on_the_features_present(parts):
+    made, X, cat = parts
+    one, m = grouped.concatenated(made)
+    present = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel())
+    assert len(one) == len(made[0]) + len(made[1]) and m == present.size
+    for b in range(FOLDS * K):
+        expected = np.concatenate([p.row_id[p.start[b]:p.start[b + 1]] for p in made])
+        np.testing.assert_array_equal(one.row_id[one.start[b]:one.start[b + 1]], expected)
+        np.testing.assert_array_equal(one.block(b, m).toarray(), X[expected][:, present].toarray())
