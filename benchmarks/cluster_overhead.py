@@ -201,11 +201,12 @@ def evaluate_graph_bytes(url: str, model: str) -> int:
     from distributed.protocol.pickle import dumps
 
     from dr_scale.ope.estimators import ESTIMATORS
-    from dr_scale.ope.evaluation import Evaluation, log_states, reduce_states
+    from dr_scale.ope.evaluation import Evaluation, log_states
+    from dr_scale.ope.mergeable import tree_reduce
     from dr_scale.reward.models import LinearRewardModel
 
     evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
-    return len(dumps(dict(reduce_states(log_states(url, evaluation)).__dask_graph__())))
+    return len(dumps(dict(tree_reduce(log_states(url, evaluation)).__dask_graph__())))
 
 
 if __name__ == "__main__":

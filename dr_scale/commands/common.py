@@ -6,7 +6,7 @@ import contextlib
 import sys
 import warnings
 
-from dr_scale.core.config import PositiveInt, option
+from dr_scale.io.config import PositiveInt, option
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 

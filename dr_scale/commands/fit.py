@@ -6,7 +6,7 @@ import sys
 
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.core.config import PositiveFinite, PositiveInt, option
+from dr_scale.io.config import PositiveFinite, PositiveInt, option
 
 
 def add_parser(sub) -> None:

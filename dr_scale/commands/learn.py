@@ -8,7 +8,7 @@ from dr_scale.io.cache import spill_root
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.core.config import PositiveInt, option
+from dr_scale.io.config import PositiveInt, option
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, Stages, learn_policy
 from dr_scale.outofcore.passes import spill_folder

@@ -3,8 +3,8 @@
 A job file names its kind in ``job = "…"``; the rest of the file is that job's
 options, which command-line ``--set key=value`` pairs override. Each kind is a
 function ``run(config: dict, client, progress: bool) -> int`` in the module listed
-in :data:`JOBS`, which checks ``config`` with :func:`dr_scale.core.config.validate` against
-its typed model; a :class:`~dr_scale.core.config.ConfigError` it raises is reported with the
+in :data:`JOBS`, which checks ``config`` with :func:`dr_scale.io.config.validate` against
+its typed model; a :class:`~dr_scale.io.config.ConfigError` it raises is reported with the
 job file's name.
 """
 
@@ -15,7 +15,7 @@ import json
 
 from dr_scale.commands.common import add_compute_options, storage_options
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.core.config import ConfigError, read_config_file
+from dr_scale.io.config import ConfigError, read_config_file
 
 
 #: job kind -> "module:function"

@@ -2,7 +2,7 @@
 
 :class:`UserError` is bad input or a bad environment — a file, a column, an option, a
 store — with a message that names it and says what to do. Library code raises it (or a
-subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.core.config.ConfigError`);
+subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.io.config.ConfigError`);
 the command line (:func:`dr_scale.cli.main`) prints ``dr-scale COMMAND: error: MESSAGE``
 and exits 2. :func:`describe` gives the same one line for the errors the standard
 library, fsspec and the object-store clients raise (a read-only folder, a path that is a

@@ -13,9 +13,7 @@ file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 from dataclasses import dataclass, field, replace
 
 import dask.bag as db
@@ -27,6 +25,7 @@ from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.core.errors import UserError
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
+from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.policies.target import Policy, parse_policy
 from dr_scale.reward.models import predict_columns
@@ -285,15 +284,6 @@ class Evaluation:
         return self.state(part)
 
 
-def _merge_all(states) -> PolicyState:
-    return functools.reduce(operator.add, states)
-
-
-def reduce_states(bag: db.Bag, split_every: int = 8):
-    """Tree-reduce a bag of states with ``+`` (Dask's chunk / aggregate reduction)."""
-    return bag.reduction(_merge_all, _merge_all, split_every=split_every)
-
-
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
     """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
@@ -330,7 +320,7 @@ def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_optio
 
     ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
     """
-    (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
+    (state,) = compute(tree_reduce(log_states(url, evaluation, storage_options)), client=client, progress=progress)
     if state.weights.n == 0:
         raise LogDataError(url, None, "the log has no rows; nothing to evaluate")
     return evaluation.result(state)
@@ -344,13 +334,13 @@ def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bo
     import dask
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
-    (state,) = compute(reduce_states(db.from_delayed(parts)), client=client, progress=progress)
+    (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
     return evaluation.result(state)
 
 
 def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> EvaluationResult:
     """Evaluate in memory on already-read partitions (small logs, tests)."""
-    return evaluation.result(_merge_all([evaluation.state(p) for p in parts]))
+    return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 
 __all__ = [

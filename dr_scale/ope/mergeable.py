@@ -20,10 +20,19 @@ The states: :class:`~dr_scale.ope.moments.Moments`, :class:`~dr_scale.ope.diagno
 :class:`~dr_scale.experiments.visits.pca.RowSample`,
 :class:`~dr_scale.experiments.visits.pca.FirstPass`, :class:`~dr_scale.synthetic.bandit.Calibration`.
 Their fields are named (no positional vectors).
+
+The one reduction of states is here: :func:`merge_all` folds a list of states in order, and
+:func:`tree_reduce` tree-reduces a Dask bag of them (evaluation over a log's parts; the report merges its
+cached and new per-partition states with :func:`merge_all` in sorted partition order). The pass engine
+(:mod:`dr_scale.outofcore.passes`) sums the per-part arrays of the iterative solvers down its own fixed
+tree, adding in place into preallocated arrays, which a fold of immutable states cannot do.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 
@@ -42,3 +51,27 @@ class Persisted(Mergeable, Protocol):
 
     @classmethod
     def from_dict(cls, d: dict) -> Persisted: ...
+
+
+def merge_all(states: Iterable[Mergeable]) -> Mergeable | None:
+    """s₁ + s₂ + … + sₙ, folded left in the given order; None for no states.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dr_scale.ope.moments import Moments
+    >>> merge_all([Moments.of(np.array([1.0])), Moments.of(np.array([3.0]))]).mean.tolist()
+    [2.0]
+    >>> merge_all([]) is None
+    True
+    """
+    states = list(states)
+    return functools.reduce(operator.add, states) if states else None
+
+
+def tree_reduce(bag, split_every: int = 8):
+    """The merge of a Dask bag of states, as a Dask object: Dask's chunk / aggregate tree reduction
+    (``Bag.reduction``) with :func:`merge_all` at every node. The tree depends on the bag's partitions
+    only, so the result has the same bits on any scheduler and any number of workers.
+    """
+    return bag.reduction(merge_all, merge_all, split_every=split_every)

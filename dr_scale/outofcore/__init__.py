@@ -1,4 +1,8 @@
-"""Out-of-core iterative solvers over data kept as persisted parts, shared by the product and the experiments.
+"""The out-of-core engine: where Dask runs, passes over persisted parts and the iterative solvers on them,
+shared by the product and the experiments.
+
+* :mod:`~dr_scale.outofcore.compute` — Dask's local scheduler, a ``LocalCluster`` or a scheduler address
+  (one code path); :mod:`~dr_scale.outofcore.progress` — progress bars and stage lines;
 
 * :mod:`~dr_scale.outofcore.passes` — a :class:`~dr_scale.outofcore.passes.PartSet` of
   persisted (or spilled) per-part objects and the summing passes over them;

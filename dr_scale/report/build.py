@@ -14,8 +14,6 @@ first, so an incremental run equals a full recomputation exactly, bit for bit.
 
 from __future__ import annotations
 
-import functools
-import operator
 from dataclasses import dataclass, field, replace
 
 import dask
@@ -23,6 +21,7 @@ import dask
 from dr_scale.outofcore.compute import compute
 from dr_scale.core.errors import UserError
 from dr_scale.ope.evaluation import Evaluation, PolicyState
+from dr_scale.ope.mergeable import merge_all
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
@@ -111,11 +110,6 @@ def _first_metadata(fs, parts: list[PartitionInfo]) -> dict:
     return {}
 
 
-def merge_in_order(states: list[PolicyState]) -> PolicyState | None:
-    """Left fold with ``+`` in the given order (None for no states)."""
-    return functools.reduce(operator.add, states) if states else None
-
-
 def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluation], cache: StateCache | None, *,
                  client=None, progress: bool = False) -> ReportStates:
     """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
@@ -140,9 +134,9 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
     good = [p for p in parts if p.path not in bad]
     first_policy = next(iter(evaluations))
     rows = {p.path: states[(first_policy, p.path)].weights.n for p in good}
-    totals = {n: merge_in_order([states[(n, p.path)] for p in good]) for n in evaluations}
+    totals = {n: merge_all([states[(n, p.path)] for p in good]) for n in evaluations}
     days = sorted({p.day for p in good if p.day})
-    by_day = {n: {d: merge_in_order([states[(n, p.path)] for p in good if p.day == d]) for d in days}
+    by_day = {n: {d: merge_all([states[(n, p.path)] for p in good if p.day == d]) for d in days}
               for n in evaluations}
     rejected_by_path = {path: why for (_, path), why in rejected.items()}
     return ReportStates(parts, rows, bad, [o.path for o in outcomes], rejected_by_path,

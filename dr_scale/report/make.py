@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.core.config import ConfigError, Model, validate
+from dr_scale.io.config import ConfigError, Model, validate
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation

@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.core.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
+from dr_scale.io.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.core.errors import UserError
 from dr_scale.ope.estimators import parse_estimator

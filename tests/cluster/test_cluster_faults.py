@@ -23,7 +23,8 @@ import pytest
 
 from conftest import evaluation
 
-from dr_scale.ope.evaluation import evaluate_log, log_states, reduce_states
+from dr_scale.ope.evaluation import evaluate_log, log_states
+from dr_scale.ope.mergeable import tree_reduce
 
 pytestmark = pytest.mark.slow  # worker processes killed, a scheduler that never answers, Ctrl-C: seconds each
 
@@ -72,7 +73,7 @@ def test_worker_killed_mid_job_gives_the_same_result(dask_cluster, many_parts):
     expected = without_policy(evaluate_log(logs, evaluation(many_parts / "model.npz", "constant:0")))
     slow = evaluation(many_parts / "model.npz", SLOW_POLICY)
     with dask_cluster.client() as client:
-        future = client.compute(reduce_states(log_states(logs, slow)))
+        future = client.compute(tree_reduce(log_states(logs, slow)))
         # Once a worker holds finished per-part states, SIGKILL its process (not its nanny).
         holder = wait_until(lambda: next((w for w, keys in client.has_what().items() if keys), None),
                             timeout=60, what="a worker to hold a finished task")

@@ -21,7 +21,8 @@ from distributed.protocol.pickle import dumps
 
 from conftest import evaluation
 
-from dr_scale.ope.evaluation import evaluate_log, log_states, reduce_states
+from dr_scale.ope.evaluation import evaluate_log, log_states
+from dr_scale.ope.mergeable import tree_reduce
 from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
 from dr_scale.logs.contract import write_log
 
@@ -101,7 +102,7 @@ def test_python_api_accepts_a_client_large_parts(dask_cluster, example, example_
 
 def graph_bytes(logs: str, model_path: Path) -> int:
     """Pickled size of the task graph the client sends for an evaluation of ``logs``."""
-    collection = reduce_states(log_states(logs, evaluation(model_path)))
+    collection = tree_reduce(log_states(logs, evaluation(model_path)))
     return len(dumps(dict(collection.__dask_graph__())))
 
 

@@ -41,7 +41,7 @@ from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.experiments.classification import evaluation_experiment, optimization_experiment, reports
 from dr_scale.experiments.classification.protocol import dataset_names
 from dr_scale.outofcore.compute import compute
-from dr_scale.core.config import ConfigError, Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
+from dr_scale.io.config import ConfigError, Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
 
 RESULT_KEYS = ("seed", "dlm", "tree", "ridge_alpha", "train_fraction")
 

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import cache_root, spill_root
-from dr_scale.core.config import Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
+from dr_scale.io.config import Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
 from dr_scale.core.errors import check_output_folder
 from dr_scale.synthetic import visits as gen
 from dr_scale.experiments.visits.experiment import (
