@@ -1,9 +1,9 @@
-"""The full-data IPS / DR pass against a bare read pass, side by side (issue 3's ≤ 1.3× target).
+"""The full-data IPS / DR pass against a bare read pass, side by side (target: ≤ 1.3×).
 
 Two pairs of passes over the same users, each pass one task per part file on Dask's
 threaded scheduler, summed by the same tree reduction:
 
-* **logged view** (ρ̂ and propensities given — the target as the issue words it): the
+* **logged view** (ρ̂ and propensities given — the target's own terms): the
   sampler's logged view (x, a, r = a·v, p) of the visits set, a logged data set of the
   core contract. The bare pass reads and validates every part into CSR and arrays
   (``read_partition``); the estimates pass is what ``dr-scale evaluate VIEW --policy

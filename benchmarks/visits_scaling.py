@@ -1,4 +1,4 @@
-"""Time and peak memory of the whole visits pipeline as the number of rows grows (issue 3).
+"""Time and peak memory of the whole visits pipeline as the number of rows grows.
 
 Runs ``dr-scale run pipelines/visits.toml --set data=URL`` once per given set, each in
 its own process, and prints per set: rows, wall time, time per million rows relative to

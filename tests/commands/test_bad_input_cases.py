@@ -1,6 +1,6 @@
-"""Every case of issue 13 ("robust on messy input") through the real command, each with its message.
+"""Bad and messy input through the real command, each case with its message.
 
-Numbered as in the issue: (1) the process always exits, (2) extreme propensities,
+Grouped by what goes wrong: (1) the process always exits, (2) extreme propensities,
 (3) silent NaN, (4) operational errors, (5) wrong meanings, (6) partial writes,
 (7) ``write_log``'s contract. CLI cases run ``dr_scale.cli.main`` in-process unless the
 process itself is the subject (exit, interrupt), which runs ``dr-scale`` as a subprocess.

@@ -28,7 +28,7 @@ from dr_scale.reward.models import LinearRewardModel
 N, D, K = 60, 5, 3
 ALLOWED = {0, 2, 3}
 #: A numpy warning (overflow …) would print lines beside the one error line: none may escape. The sweep
-#: (~480 command runs) is ``slow``: the dev loop keeps test_robust_issue's targeted cases, CI runs both.
+#: (~480 command runs) is ``slow``: the dev loop keeps test_bad_input_cases's targeted cases, CI runs both.
 pytestmark = [pytest.mark.filterwarnings("error::RuntimeWarning"), pytest.mark.slow]
 
 

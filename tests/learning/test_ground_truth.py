@@ -4,7 +4,7 @@ The generated world knows E[r | x, a] for every row and action (``expected_rewar
 so a policy's true value on the next day's contexts is V(π) = (1/m) Σ_i E[r | x_i, π(x_i)],
 with no reward noise. The yardstick is the best linear policy fitted with full
 information: the same ridge scores fitted to E[r | x, a] itself (every action, every
-row), its λ the best of a grid by true value. Targets (issue 15): the DR-learned policy
+row), its λ the best of a grid by true value. The targets: the DR-learned policy
 captures ≥ 80% of that policy's gain over the logging policy, and DR-learned ≥ IPS-learned.
 
 Tolerance: the values are means over the m next-day contexts, so each comparison

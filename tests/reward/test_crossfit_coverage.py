@@ -1,4 +1,4 @@
-"""Issue 14's target: cross-fitted DR's 95% intervals cover the true value, and DR's rmse is below IPS's.
+"""Cross-fitted DR's 95% intervals cover the true value, and DR's rmse is below IPS's.
 
 Every replicate is a log of N rows of one generated world (``dr_scale.synthetic.bandit``,
 seed 0, D = 128 features, K = 4 actions): replicate r holds rows r·N … (r+1)·N − 1, so
@@ -33,7 +33,7 @@ from dr_scale.synthetic.bandit import generate_bandit, generate_rows, make_world
 
 D, K, FOLDS, N, SEED = 128, 4, 5, 5000, 0
 #: Replicates: a nominal 95% interval's coverage over R independent logs has binomial sd
-#: √(0.95 · 0.05 / R) = 0.69% at R = 1000, so the issue's ±2% is 2.9 sd (a two-sided
+#: √(0.95 · 0.05 / R) = 0.69% at R = 1000, so the ±2% tolerance is 2.9 sd (a two-sided
 #: 0.4% chance of a false alarm for an exact interval).
 REPLICATES = 1000
 COVERAGE_TOLERANCE = 0.02
