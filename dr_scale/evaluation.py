@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from dr_scale.compute import compute
 from dr_scale.diagnostics import WeightStats
-from dr_scale.errors import UserError
+from dr_scale.errors import ParameterError, UserError
 from dr_scale.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logdata import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.moments import Moments
@@ -147,10 +147,10 @@ class Evaluation:
             self.estimators = make_estimators(self.estimators)
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
-            raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
+            raise ParameterError(f"{', '.join(needs)} need(s) a reward model ρ̂; give one as `reward_model`")
         model_k = getattr(self.reward_model, "n_actions", None)
         if self.n_actions is not None and self.k_source is None:
-            self.k_source = "n_actions as given (--n-actions or the policies file)"
+            self.k_source = "n_actions as given"
         if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")

@@ -1,7 +1,8 @@
-"""Options shared by the sub-commands: where to compute, and how to reach storage."""
+"""Options shared by the sub-commands: where to compute, and how to reach storage; the flags of a command."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import warnings
@@ -34,3 +35,22 @@ def warnings_as_lines(command: str):
         yield
     for w in caught:
         print(f"dr-scale {command}: warning: {w.message}", file=sys.stderr)
+
+
+def option_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """The flag of each option of the sub-command ``args`` was parsed for, by its parameter name (its ``dest``).
+
+    The library names its parameters in errors (:class:`~dr_scale.errors.ParameterError`);
+    the command line prints each as its flag: ``rows`` as ``--rows``, ``local_workers`` as
+    ``--local-workers``. A parameter that is not an option of the command keeps its name.
+    """
+    flags: dict[str, str] = {}
+    while parser is not None:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None))
+            elif action.option_strings:
+                flags[action.dest] = max(action.option_strings, key=len)
+        parser = chosen
+    return flags

@@ -1,0 +1,55 @@
+"""One way to validate: library errors name parameters, the command line names flags, each rule stated once."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from dr_scale.cli import build_parser, main
+from dr_scale.commands.common import option_flags
+from dr_scale.compute import dask_session
+from dr_scale.errors import ParameterError, describe
+from dr_scale.synthetic.bandit import generate_bandit
+
+
+# -- parameters in the library, flags on the command line ------------------------------------------------
+def test_a_parameter_error_prints_its_parameters_plain_and_survives_pickling():
+    err = ParameterError("`rows_per_part` must be positive, got 0")
+    assert str(err) == "rows_per_part must be positive, got 0" and err.parameters == ("rows_per_part",)
+    again = pickle.loads(pickle.dumps(err))  # an error raised in a Dask worker keeps its marks
+    assert again.naming({"rows_per_part": "--rows-per-part"}) == "--rows-per-part must be positive, got 0"
+
+
+def test_describe_writes_a_parameter_as_the_flag_only_where_one_is_given():
+    err = ParameterError("`days` must be between 1 and `rows` (10), got 11")
+    assert describe(err) == "days must be between 1 and rows (10), got 11"
+    assert describe(err, {"days": "--days"}) == "--days must be between 1 and rows (10), got 11"
+
+
+def test_option_flags_are_the_options_of_the_command_that_ran():
+    parser = build_parser()
+    flags = option_flags(parser, parser.parse_args(["generate", "bandit", "--rows", "5", "--out", "x"]))
+    assert flags["rows_per_part"] == "--rows-per-part" and flags["local_workers"] == "--local-workers"
+    assert "reward_model" not in flags  # an option of evaluate, not of generate bandit
+    flags = option_flags(parser, parser.parse_args(["evaluate", "logs"]))
+    assert flags["reward_model"] == "--reward-model" and "rows_per_part" not in flags
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda tmp: generate_bandit(str(tmp / "o"), rows=10, features=256, actions=3, days=11),
+     "days must be between 1 and rows (10), got 11"),
+    (lambda tmp: generate_bandit(str(tmp / "o"), rows=10, features=256, actions=1), "actions must be in [2, 500]"),
+    (lambda tmp: dask_session(local_workers=0).__enter__(), "local_workers must be at least 1, got 0"),
+])
+def test_library_errors_name_the_parameters(tmp_path, call, message):
+    with pytest.raises(ParameterError) as info:
+        call(tmp_path)
+    assert str(info.value).startswith(message) and "--" not in str(info.value)
+
+
+def test_the_command_line_names_the_same_error_by_its_flags(tmp_path, capsys):
+    code = main(["generate", "bandit", "--rows", "10", "--days", "11", "--features", "256", "--out",
+                 str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "dr-scale generate: error: --days must be between 1 and --rows (10), got 11" in err
