@@ -53,3 +53,34 @@ def test_the_command_line_names_the_same_error_by_its_flags(tmp_path, capsys):
                  str(tmp_path / "o"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "dr-scale generate: error: --days must be between 1 and --rows (10), got 11" in err
+
+
+# -- every numeric option through the shared rules ---------------------------------------------------------
+def _actions(parser):
+    """Every option of ``parser`` and of its sub-commands, however deep, with the command's name."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                yield from _actions(sub)
+        else:
+            yield parser.prog, action
+
+
+def test_no_option_parses_a_number_without_its_rule():
+    bare = [(prog, action.dest) for prog, action in _actions(build_parser()) if action.type in (int, float)]
+    assert bare == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["learn", "logs", "--out", "p.npz", "--folds", "1"], "argument --folds: should be greater than or equal to 2"),
+    (["fit", "logs", "--out", "m.npz", "--folds", "1"], "argument --folds: should be greater than or equal to 2"),
+    (["fit", "logs", "--out", "m.npz", "--seed", "-1"], "argument --seed: should be greater than or equal to 0"),
+    (["generate", "visits", "--out", "o", "--rows-per-part", "0"],
+     "argument --rows-per-part: should be greater than or equal to 1"),
+    (["generate", "bandit", "--out", "o", "--rows", "2.5"], "argument --rows: should be a valid integer"),
+])
+def test_numeric_options_are_refused_before_any_work(capsys, argv, message):
+    assert main(argv) == 2  # "logs" does not exist: the option is refused before it is looked for
+    assert message in capsys.readouterr().err

@@ -7,8 +7,12 @@ import contextlib
 import sys
 import warnings
 
-from dr_scale.config import PositiveInt, option
+from dr_scale.config import NonNegativeInt, PositiveInt, option
 from dr_scale.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
+
+#: ``type=`` of the integer options (counts, sizes, seeds), by the shared rules of :mod:`dr_scale.config`.
+POSITIVE_INT = option(PositiveInt, "positive integer")
+NON_NEGATIVE_INT = option(NonNegativeInt, "non-negative integer")
 
 
 def add_compute_options(parser) -> None:
@@ -16,7 +20,7 @@ def add_compute_options(parser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
                             "else the local threaded scheduler)")
-    group.add_argument("--local-workers", type=option(PositiveInt, "positive integer"), metavar="N",
+    group.add_argument("--local-workers", type=POSITIVE_INT, metavar="N",
                        help="start a LocalCluster of N (≥ 1) worker processes for this run")
     group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
 

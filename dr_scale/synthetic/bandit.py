@@ -42,6 +42,7 @@ import scipy.sparse as sp
 from dr_scale import keyed_random
 from dr_scale.atomic import atomic_open, atomic_write, url_to_fs
 from dr_scale.compute import compute
+from dr_scale.config import NonNegativeInt, PositiveInt, check
 from dr_scale.errors import ParameterError
 from dr_scale.logdata import binary_csr, compact_index, with_log_metadata
 
@@ -149,8 +150,7 @@ def field_starts(n_features: int, settings: WorldSettings) -> np.ndarray:
 def make_world(seed: int, n_features: int, n_actions: int, settings: WorldSettings = WorldSettings()) -> World:
     """The world of (seed, d, k): its parameters from ``default_rng([seed, 0xBA4D17])`` (cached per process)."""
     check_size(n_features, n_actions)
-    if seed < 0:
-        raise ParameterError(f"`seed` must be non-negative, got {seed}")
+    check(NonNegativeInt, "seed", seed)
     s, k = settings, n_actions
     rng = np.random.default_rng([seed, 0xBA4D17])
     offset = rng.normal(s.base, s.base_sd, k)
@@ -284,10 +284,8 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
     settings and the calibration figures (:meth:`Calibration.summary`).
     """
-    if rows < 1:
-        raise ParameterError(f"`rows` must be positive, got {rows}")
-    if rows_per_part < 1:
-        raise ParameterError(f"`rows_per_part` must be positive, got {rows_per_part}")
+    check(PositiveInt, "rows", rows)
+    check(PositiveInt, "rows_per_part", rows_per_part)
     if days is not None and not 1 <= days <= rows:
         raise ParameterError(f"`days` must be between 1 and `rows` ({rows}), got {days}")
     make_world(seed, features, actions)  # bad sizes or seed fail here, before anything is written

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from dr_scale.atomic import atomic_write, url_to_fs
 from dr_scale.compute import compute
+from dr_scale.config import NonNegativeInt, PositiveInt, check
 from dr_scale.errors import ParameterError
 from dr_scale.logdata import with_log_metadata, write_parquet
 from dr_scale import strict_json
@@ -190,10 +191,8 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
                     client=None, progress: bool = False) -> dict:
     """Write the set to ``url`` (a folder) in parallel, one Dask task per part; return the manifest."""
     for name, value in (("rows", rows), ("features", features), ("rows_per_part", rows_per_part)):
-        if value < 1:
-            raise ParameterError(f"`{name}` must be positive, got {value}")
-    if seed < 0:
-        raise ParameterError(f"`seed` must be non-negative, got {seed}")
+        check(PositiveInt, name, value)
+    check(NonNegativeInt, "seed", seed)
     gm = global_model(seed, features)
     bounds = part_bounds(rows, rows_per_part)
     gm_key = dask.delayed(gm, pure=True)
