@@ -35,7 +35,7 @@ BAD = {
     "float actions": (changed(action=lambda a: a + 0.9), r"action must hold integer action ids, got dtype float64"),
     "action out of range": (changed(action=at(4, 3)), r"action must be in \[0, 3\): action\[4\] = 3"),
     "negative action": (changed(action=at(1, -1)), r"action must be in \[0, 3\): action\[1\] = -1"),
-    "zero propensity": (changed(propensity=at(3, 0.0)), r"propensity must lie in \(0, 1\]: propensity\[3\] = 0.0"),
+    "zero propensity": (changed(propensity=at(3, 0.0)), r"propensity outside \(0, 1\]: propensity\[3\] = 0.0"),
     "propensity above 1": (changed(propensity=at(5, 1.5)), r"propensity\[5\] = 1.5"),
     "NaN propensity": (changed(propensity=at(0, np.nan)), r"propensity must be finite: propensity\[0\] = nan"),
     "NaN reward": (changed(reward=at(2, np.nan)), r"reward must be finite: reward\[2\] = nan"),

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
+import numpy as np
+import pyarrow as pa
 import pytest
+import scipy.sparse as sp
 
 from dr_scale.cli import build_parser, main
 from dr_scale.commands.common import option_flags
 from dr_scale.compute import dask_session
-from dr_scale.errors import ParameterError, describe
+from dr_scale.errors import ParameterError, UserError, describe
+from dr_scale.estimators import IPS
+from dr_scale.logdata import (
+    MIN_PROPENSITY,
+    ROW_SUM_TOLERANCE,
+    LogDataError,
+    csr_to_features,
+    partition_from_table,
+    write_log,
+)
+from dr_scale.policies import ProbsColumnPolicy
 from dr_scale.synthetic.bandit import generate_bandit
 
 
@@ -84,3 +99,56 @@ def test_no_option_parses_a_number_without_its_rule():
 def test_numeric_options_are_refused_before_any_work(capsys, argv, message):
     assert main(argv) == 2  # "logs" does not exist: the option is refused before it is looked for
     assert message in capsys.readouterr().err
+
+
+# -- each rule stated once: the log contract's, used by the array checks and the policies -----------------
+def _log(probs: np.ndarray, propensity: float = 0.5) -> pa.Table:
+    n, k = probs.shape
+    return pa.table({"row_id": np.arange(n, dtype=np.int64), "features": csr_to_features(sp.csr_matrix((n, 4))),
+                     "action": np.arange(n) % k, "reward": np.ones(n), "propensity": np.full(n, propensity),
+                     "target_probs": pa.array(list(probs), pa.list_(pa.float64()))})
+
+
+def _refusals(probs: np.ndarray, propensity: float, tmp_path) -> list[str]:
+    """Which of the three paths (estimator arrays, a probs: policy, write_log) refuse these rows."""
+    n, k = probs.shape
+    refused = []
+    try:
+        IPS().estimate(reward=np.ones(n), action=np.arange(n) % k, propensity=np.full(n, propensity),
+                       target_probs=probs)
+    except UserError:
+        refused.append("arrays")
+    table = _log(probs, propensity)
+    try:
+        ProbsColumnPolicy("target_probs").decisions(partition_from_table(table, "t", 4, k), k)
+    except LogDataError:
+        refused.append("policy")
+    try:
+        write_log(table, str(tmp_path / f"log-{len(list(tmp_path.iterdir()))}"), n_features=4, n_actions=k)
+    except UserError:
+        refused.append("write_log")
+    return refused
+
+
+@pytest.mark.parametrize("off, refused", [(0.5, False), (2.0, True)])
+def test_one_row_sum_tolerance_for_arrays_policies_and_written_logs(tmp_path, off, refused):
+    """A row summing to 1 + ε is a distribution for every path when ε is inside the tolerance, for none outside."""
+    probs = np.full((4, 3), 1 / 3)
+    probs[1, 0] += off * ROW_SUM_TOLERANCE
+    assert _refusals(probs, 0.5, tmp_path) == (["arrays", "policy", "write_log"] if refused else [])
+
+
+@pytest.mark.parametrize("propensity", [0.0, 1.5, MIN_PROPENSITY / 2])
+def test_one_propensity_rule_for_arrays_and_logs(tmp_path, propensity):
+    probs = np.full((4, 3), 1 / 3)
+    assert _refusals(probs, MIN_PROPENSITY, tmp_path) == []  # the floor itself is allowed
+    assert _refusals(probs, propensity, tmp_path)[:1] == ["arrays"]
+    with pytest.raises(LogDataError, match="column 'propensity': propensity (outside|below)"):
+        partition_from_table(_log(probs, propensity), "t", 4, 3)
+
+
+def test_the_log_contract_imports_nothing_from_the_policies():
+    """logdata checks its target columns itself: importing it loads no policy code (no import cycle)."""
+    code = "import sys, dr_scale.logdata; print('dr_scale.policies' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
