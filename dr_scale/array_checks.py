@@ -93,14 +93,3 @@ def matrix(name: str, values, shape: tuple[int, int]) -> np.ndarray:
     if bad.any():
         raise UserError(f"{name} must be finite: {_example(name, bad, a)}")
     return a
-
-
-def parameter(name: str, value, *, positive: bool) -> float:
-    """An estimator parameter: a number, not NaN, > 0 (``positive``) or ≥ 0; ∞ allowed."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}") from None
-    if np.isnan(v) or (v <= 0 if positive else v < 0):
-        raise UserError(f"{name} must be {'> 0' if positive else '≥ 0'}, got {value!r}")
-    return v

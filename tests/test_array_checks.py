@@ -64,11 +64,11 @@ def test_good_arrays_pass_and_float_actions_are_never_truncated():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: ClippedDR(max_weight=-1), r"max_weight must be > 0, got -1"),
-    (lambda: ClippedDR(max_weight=0), r"max_weight must be > 0, got 0"),
-    (lambda: SwitchDR(tau=float("nan")), r"tau must be ≥ 0, got nan"),
-    (lambda: SwitchDR(tau=-0.5), r"tau must be ≥ 0, got -0.5"),
-    (lambda: SwitchDR(tau="big"), r"tau must be a number"),
+    (lambda: ClippedDR(max_weight=-1), r"max_weight should be greater than 0 \(got -1\)"),
+    (lambda: ClippedDR(max_weight=0), r"max_weight should be greater than 0 \(got 0\)"),
+    (lambda: SwitchDR(tau=float("nan")), r"tau should be greater than or equal to 0 \(got nan\)"),
+    (lambda: SwitchDR(tau=-0.5), r"tau should be greater than or equal to 0 \(got -0.5\)"),
+    (lambda: SwitchDR(tau="big"), r"tau should be a valid number"),
 ])
 def test_bad_parameters_are_refused(make, message):
     with pytest.raises(ValueError, match=message):

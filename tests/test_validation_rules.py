@@ -152,3 +152,24 @@ def test_the_log_contract_imports_nothing_from_the_policies():
     code = "import sys, dr_scale.logdata; print('dr_scale.policies' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("rule, name, value, message", [
+    ("PositiveOrInf", "max_weight", -1, "should be greater than 0"),
+    ("NonNegativeOrInf", "tau", -1, "should be greater than or equal to 0"),
+    ("Alpha", "alpha", 2, "should be less than 1"),
+])
+def test_estimator_parameters_and_options_share_one_rule(rule, name, value, message):
+    """ClippedDR's max_weight and --clip, SwitchDR's tau and --tau, ci's alpha and --alpha: one rule, one phrase."""
+    from dr_scale import config
+    from dr_scale.estimators import ClippedDR, SwitchDR
+
+    with pytest.raises(Exception) as option_error:
+        config.option(getattr(config, rule))(str(value))
+    assert message in str(option_error.value)
+    log = dict(reward=np.ones(4), action=np.zeros(4, dtype=int), propensity=np.full(4, 0.5),
+               target_probs=np.tile([1.0, 0.0], (4, 1)))
+    make = {"max_weight": lambda: ClippedDR(max_weight=value), "tau": lambda: SwitchDR(tau=value),
+            "alpha": lambda: IPS().estimate(**log).ci(value)}[name]
+    with pytest.raises(ParameterError, match=f"^{name} {message} \\(got {value}\\)$"):
+        make()
