@@ -173,3 +173,22 @@ def test_estimator_parameters_and_options_share_one_rule(rule, name, value, mess
             "alpha": lambda: IPS().estimate(**log).ci(value)}[name]
     with pytest.raises(ParameterError, match=f"^{name} {message} \\(got {value}\\)$"):
         make()
+
+
+# -- the visits job's settings, described once --------------------------------------------------------------
+def test_the_visits_job_is_the_experiments_settings_plus_where_things_are():
+    from pydantic import ValidationError
+
+    from dr_scale.config import validate
+    from dr_scale.visits.experiment import PAPER_FRACTIONS, Settings
+    from dr_scale.visits.job import VisitsJob
+
+    assert issubclass(VisitsJob, Settings)
+    job = validate(VisitsJob, {"job": "visits", "fractions": [0.5, 1], "lam": 3, "storage_options": {"key": "k"}})
+    assert job.settings() == Settings(fractions=(0.5, 1.0), lam=3.0)  # no storage options in the settings
+    assert validate(VisitsJob, {"job": "visits"}).settings() == Settings()
+    assert Settings().fractions == PAPER_FRACTIONS and Settings().repetitions == 100
+    with pytest.raises(ValidationError, match="repetitions"):
+        Settings(repetitions=0)
+    with pytest.raises(ValidationError, match="valid list"):
+        Settings(fractions=0.05)
