@@ -22,6 +22,14 @@ def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
     return f"{name}[{index}] = {values[i].item()!r}"
 
 
+def _floats(name: str, values) -> np.ndarray:
+    """``values`` as a float64 array; text or objects that are not numbers name the argument."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be an array of numbers, got {type(values).__name__} {values!r:.40}") from None
+
+
 def vector(name: str, values, n: int | None = None, allow_empty: bool = False) -> np.ndarray:
     """A 1-d float64 array of finite numbers (of length ``n`` when given; non-empty unless ``allow_empty``:
     a partition may have no rows, the arrays of a whole evaluation may not)."""
@@ -70,7 +78,7 @@ def propensities(values, n: int) -> np.ndarray:
 
 def probabilities(name: str, values, n: int) -> np.ndarray:
     """An (n, k) array of finite, non-negative rows summing to 1 (within :data:`dr_scale.logdata.ROW_SUM_TOLERANCE`)."""
-    p = np.asarray(values, dtype=np.float64)
+    p = _floats(name, values)
     if p.ndim != 2 or p.shape[0] != n or p.shape[1] == 0:
         raise UserError(f"{name} must have shape (n, k) with n={n} and k ≥ 1, got {p.shape}")
     bad = not_probabilities(p)
@@ -86,7 +94,7 @@ def probabilities(name: str, values, n: int) -> np.ndarray:
 
 def matrix(name: str, values, shape: tuple[int, int]) -> np.ndarray:
     """A float64 array of the given shape, every entry finite."""
-    a = np.asarray(values, dtype=np.float64)
+    a = _floats(name, values)
     if a.shape != shape:
         raise UserError(f"{name} must have shape {shape}, got {a.shape}")
     bad = ~np.isfinite(a)

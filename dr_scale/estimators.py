@@ -636,7 +636,7 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
 
 def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'."""
-    if isinstance(specs, str):
+    if not isinstance(specs, (list, tuple)):
         raise UserError(f"estimators {specs!r}: give a list of names, e.g. [\"DR\", \"IPS\"]")
     out = {}
     for spec in specs:

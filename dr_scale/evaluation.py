@@ -143,8 +143,19 @@ class Evaluation:
         self.policy = parse_policy(self.policy)
         if self.baseline is not None and self.baseline != LOGGING:
             self.baseline = parse_policy(self.baseline)
-        if isinstance(self.estimators, (list, tuple)):
-            self.estimators = make_estimators(self.estimators)
+        if not isinstance(self.estimators, dict):
+            self.estimators = make_estimators(self.estimators)  # a list of specs; a str or other is refused there
+        odd = [name for name, e in self.estimators.items() if not isinstance(e, Estimator)]
+        if odd:
+            raise ParameterError(f"`estimators` {odd[0]!r} is a {type(self.estimators[odd[0]]).__name__}, not an "
+                                 "Estimator; give a list of names such as [\"DR\", \"IPS\"] or a dict of Estimators")
+        if self.reward_model is not None and not callable(getattr(self.reward_model, "predict", None)):
+            raise ParameterError(f"`reward_model` must be a reward model with predict(X), got "
+                                 f"{type(self.reward_model).__name__} {self.reward_model!r:.60}; load a file with "
+                                 "LinearRewardModel.load(path)")
+        for name in ("n_actions", "n_features"):
+            if getattr(self, name) is not None:
+                setattr(self, name, _checked_count(name, getattr(self, name)))
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
             raise ParameterError(f"{', '.join(needs)} need(s) a reward model ρ̂; give one as `reward_model`")
@@ -285,6 +296,19 @@ class Evaluation:
         return self.state(part)
 
 
+def _checked_count(name: str, value) -> int:
+    """A positive integer by the shared rule (:data:`dr_scale.config.PositiveInt`, as ``--n-actions``)."""
+    from dr_scale.config import PositiveInt, check  # pydantic: imported when a count is given
+
+    return check(PositiveInt, name, value)
+
+
+def _check_evaluation(evaluation) -> None:
+    if not isinstance(evaluation, Evaluation):
+        raise ParameterError(f"`evaluation` must be an Evaluation, e.g. Evaluation(\"column:target_action\"), got "
+                             f"{type(evaluation).__name__} {evaluation!r:.60}")
+
+
 def _merge_all(states) -> PolicyState:
     return functools.reduce(operator.add, states)
 
@@ -330,6 +354,7 @@ def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_optio
 
     ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
     """
+    _check_evaluation(evaluation)
     (state,) = compute(reduce_states(log_states(url, evaluation, storage_options)), client=client, progress=progress)
     if state.weights.n == 0:
         raise LogDataError(url, None, "the log has no rows; nothing to evaluate")
@@ -338,6 +363,7 @@ def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_optio
 
 def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bool = False) -> EvaluationResult:
     """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition."""
+    _check_evaluation(evaluation)
     def state_of(pdf, i):
         return [evaluation.table_state(pa.Table.from_pandas(pdf, preserve_index=False), f"<dataframe partition {i}>")]
 
@@ -350,6 +376,7 @@ def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bo
 
 def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> EvaluationResult:
     """Evaluate in memory on already-read partitions (small logs, tests)."""
+    _check_evaluation(evaluation)
     return evaluation.result(_merge_all([evaluation.state(p) for p in parts]))
 
 

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.atomic import atomic_open, url_to_fs
-from dr_scale.errors import UserError
+from dr_scale.errors import ParameterError, UserError
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
 #: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
@@ -389,7 +389,18 @@ def read_partition(
 
 
 def read_log(url: str, storage_options: dict | None = None, **kwargs) -> list[Partition]:
-    """All partitions of a (small) logged data set, in memory. For big logs use Dask."""
+    """All partitions of a (small) logged data set, in memory. For big logs use Dask.
+
+    ``kwargs`` are :func:`read_partition`'s: ``n_features``, ``n_actions``, ``with_features``
+    and ``extra_columns`` (a list of names, e.g. ``["target_action"]``).
+    """
+    unknown = sorted(set(kwargs) - {"n_features", "n_actions", "with_features", "extra_columns"})
+    if unknown:
+        raise ParameterError(f"read_log has no parameter {unknown[0]!r}; it takes storage_options, n_features, "
+                             "n_actions, with_features and extra_columns")
+    if isinstance(kwargs.get("extra_columns"), str):
+        raise ParameterError(f"`extra_columns` must be a list of column names, got the str "
+                             f"{kwargs['extra_columns']!r} (write [{kwargs['extra_columns']!r}])")
     fs, paths = list_parts(url, storage_options)
     return [read_partition(fs, p, **kwargs) for p in paths]
 
@@ -432,6 +443,10 @@ def write_log(
     probabilities per row summing to 1) when present. Each part is written atomically;
     docs/data-contract.md says what a crash part-way leaves.
     """
+    if not isinstance(table, pa.Table):
+        hint = (" (convert a pandas DataFrame with pyarrow.Table.from_pandas(df, preserve_index=False))"
+                if type(table).__name__ == "DataFrame" else "")
+        raise ParameterError(f"`table` must be a pyarrow.Table, got {type(table).__name__}{hint}")
     if table.num_rows == 0:
         raise LogDataError(url, None, "no rows to write")
     if isinstance(n_parts, bool) or not isinstance(n_parts, (int, np.integer)) or not 1 <= n_parts <= table.num_rows:

@@ -192,3 +192,74 @@ def test_the_visits_job_is_the_experiments_settings_plus_where_things_are():
         Settings(repetitions=0)
     with pytest.raises(ValidationError, match="valid list"):
         Settings(fractions=0.05)
+
+
+# -- the API refuses bad argument types at its boundary, naming the argument ---------------------------------
+@pytest.fixture(scope="module")
+def example_log():
+    from dr_scale.example import example_paths
+
+    return example_paths()[0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"estimators": "DR"}, "estimators 'DR': give a list of names"),
+    ({"estimators": {"DR": "DR"}}, "estimators 'DR' is a str, not an Estimator"),
+    ({"reward_model": "rho.npz"}, "reward_model must be a reward model with predict\\(X\\), got str 'rho.npz'"),
+    ({"n_actions": 0}, "n_actions should be greater than or equal to 1"),
+    ({"n_features": 2.5}, "n_features should be a valid integer"),
+])
+def test_evaluation_refuses_bad_arguments(kwargs, message):
+    from dr_scale.evaluation import Evaluation
+
+    with pytest.raises(UserError, match=message):
+        Evaluation("constant:0", **kwargs)
+
+
+def test_evaluate_log_refuses_what_is_not_an_evaluation_or_a_path(example_log):
+    from dr_scale.evaluation import Evaluation, evaluate_log
+
+    with pytest.raises(ParameterError, match="evaluation must be an Evaluation.*got str 'constant:0'"):
+        evaluate_log(example_log, "constant:0")
+    with pytest.raises(UserError, match="expected a path or URL \\(a str\\), got int 42"):
+        evaluate_log(42, Evaluation("constant:0"))
+
+
+def test_write_log_refuses_a_dataframe_and_names_the_conversion(tmp_path):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"row_id": [0], "action": [0], "reward": [1.0], "propensity": [0.5]})
+    with pytest.raises(ParameterError, match="table must be a pyarrow.Table, got DataFrame .*Table.from_pandas"):
+        write_log(frame, str(tmp_path / "log"))
+    assert not (tmp_path / "log").exists()
+
+
+def test_read_log_refuses_unknown_options_and_a_column_name_as_a_string(example_log):
+    from dr_scale.logdata import read_log
+
+    with pytest.raises(ParameterError, match="read_log has no parameter 'columns'"):
+        read_log(example_log, columns=["target_action"])
+    with pytest.raises(ParameterError, match="extra_columns must be a list of column names, got the str"):
+        read_log(example_log, extra_columns="target_action")
+    (part, *_) = read_log(example_log, extra_columns=["target_action"])
+    assert "target_action" in part.table.column_names
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("target_probs", "abc", "target_probs must be an array of numbers, got str 'abc'"),
+    ("target_probs", None, "target_probs must have shape \\(n, k\\)"),
+    ("reward", None, "reward must be a 1-d array"),
+])
+def test_estimate_refuses_arguments_that_are_not_arrays_of_numbers(field, value, message):
+    log = dict(reward=np.ones(4), action=np.zeros(4, dtype=int), propensity=np.full(4, 0.5),
+               target_probs=np.tile([1.0, 0.0], (4, 1)))
+    with pytest.raises(UserError, match=message):
+        IPS().estimate(**{**log, field: value})
+
+
+@pytest.mark.parametrize("spec, message", [(None, "bad policy None"), (3, "bad policy 3"),
+                                           ("constant:-1", "bad policy 'constant:-1'")])
+def test_parse_policy_refuses_what_is_not_a_spec(spec, message):
+    from dr_scale.policies import parse_policy
+
+    with pytest.raises(UserError, match=message):
+        parse_policy(spec)
