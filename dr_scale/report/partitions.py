@@ -103,7 +103,8 @@ def select_window(parts: list[PartitionInfo], days: int | None,
     try:
         first = last - datetime.timedelta(days=days - 1)
     except OverflowError:
-        raise ParameterError(f"a `window` of {days} days ending {last} starts before year 1; use a shorter one") from None
+        raise ParameterError(f"a `window` of {days} days ending {last} starts before year 1; "
+                             "use a shorter one") from None
     chosen = [p for p in parts if first <= p.date <= last]
     if not chosen:
         raise FileNotFoundError(f"no partitions dated {first} … {last}: check the window and until")
