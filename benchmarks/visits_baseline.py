@@ -73,8 +73,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="visits set URL (default: the embedded 385,000-row set, generated if needed)")
     ap.add_argument("--repetitions", type=int, default=100)
-    ap.add_argument("--lam", type=float, default=Settings.lam)
-    ap.add_argument("--rtol", type=float, default=Settings.rtol,
+    ap.add_argument("--lam", type=float, default=Settings.model_fields["lam"].default)
+    ap.add_argument("--rtol", type=float, default=Settings.model_fields["rtol"].default,
                     help="both sides' CG tolerance (default: the job's)")
     ap.add_argument("--rounds", type=int, default=3, help="pipeline-then-baseline rounds; the best of each is compared")
     ap.add_argument("--spill", default="disk", help="the pipeline's spill setting (as in pipelines/visits.toml)")

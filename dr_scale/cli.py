@@ -4,7 +4,9 @@ Exit statuses, for every sub-command: 0 success; 2 a user or environment error (
 option, file, data, model, unreachable store or scheduler) — one line on stderr naming
 what is wrong and what to do, no traceback unless ``--debug``; 3 bad partitions in
 ``report``; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
-become a status and a message (:func:`dr_scale.core.errors.describe`).
+become a status and a message (:func:`dr_scale.core.errors.describe`), where a library
+error's parameter names become the command's flags
+(:func:`dr_scale.commands.common.option_flags`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
         start_worker_server()  # the workers' forkserver imports while the command starts
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (one line already printed)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
     except Exception as exc:  # noqa: BLE001 - e.g. a help text that does not format
@@ -77,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place an error becomes a message and a status
         if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"{prog}: error: {describe(exc)}", file=sys.stderr)
+        from dr_scale.commands.common import option_flags  # imported with the sub-commands already
+
+        print(f"{prog}: error: {describe(exc, option_flags(parser, args))}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -1,13 +1,18 @@
-"""Options shared by the sub-commands: where to compute, and how to reach storage."""
+"""Options shared by the sub-commands: where to compute, and how to reach storage; the flags of a command."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import warnings
 
-from dr_scale.io.config import PositiveInt, option
+from dr_scale.io.config import NonNegativeInt, PositiveInt, option
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
+
+#: ``type=`` of the integer options (counts, sizes, seeds), by the shared rules of :mod:`dr_scale.io.config`.
+POSITIVE_INT = option(PositiveInt, "positive integer")
+NON_NEGATIVE_INT = option(NonNegativeInt, "non-negative integer")
 
 
 def add_compute_options(parser) -> None:
@@ -15,7 +20,7 @@ def add_compute_options(parser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
                             "else the local threaded scheduler)")
-    group.add_argument("--local-workers", type=option(PositiveInt, "positive integer"), metavar="N",
+    group.add_argument("--local-workers", type=POSITIVE_INT, metavar="N",
                        help="start a LocalCluster of N (≥ 1) worker processes for this run")
     group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
 
@@ -34,3 +39,22 @@ def warnings_as_lines(command: str):
         yield
     for w in caught:
         print(f"dr-scale {command}: warning: {w.message}", file=sys.stderr)
+
+
+def option_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """The flag of each option of the sub-command ``args`` was parsed for, by its parameter name (its ``dest``).
+
+    The library names its parameters in errors (:class:`~dr_scale.core.errors.ParameterError`);
+    the command line prints each as its flag: ``rows`` as ``--rows``, ``local_workers`` as
+    ``--local-workers``. A parameter that is not an option of the command keeps its name.
+    """
+    flags: dict[str, str] = {}
+    while parser is not None:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None))
+            elif action.option_strings:
+                flags[action.dest] = max(action.option_strings, key=len)
+        parser = chosen
+    return flags

@@ -78,7 +78,8 @@ def run(args) -> int:
     def evaluation_with(reward_model):
         return Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path, baseline=args.baseline)
+                          model_source=model_path, baseline=args.baseline,
+                          k_source="--n-actions" if args.n_actions is not None else None)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:

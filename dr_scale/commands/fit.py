@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
+from dr_scale.commands.common import (
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    add_compute_options,
+    add_storage_option,
+    storage_options,
+    warnings_as_lines,
+)
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.io.config import PositiveFinite, PositiveInt, option
+from dr_scale.io.config import Folds, PositiveFinite, option
 
 
 def add_parser(sub) -> None:
@@ -18,7 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
     add_model_options(p)
-    p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"), help="number of actions k (default: the log's metadata, else the data)")
+    p.add_argument("--n-actions", type=POSITIVE_INT,
+                   help="number of actions k (default: the log's metadata, else the data)")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -34,13 +42,15 @@ def add_model_options(p) -> None:
     p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto': chosen from {', '.join(f'{g:g}' for g in grid)} by the "
                         f"squared error on {100 * holdout:g}%% held-out rows keyed by row_id (default {default_lambda:g})")
-    p.add_argument("--folds", type=int, metavar="K",
+    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
                         "model j, fitted on the other folds, predicts the rows of fold j")
-    p.add_argument("--seed", type=int, default=0, help="key of the folds and the held-out rows (default 0)")
+    p.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                   help="key of the folds and the held-out rows (default 0)")
     p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=1e-10,
                    help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
-    p.add_argument("--n-features", type=option(PositiveInt, "positive integer"), help="number of features d (default: the log's metadata, else the data)")
+    p.add_argument("--n-features", type=POSITIVE_INT,
+                   help="number of features d (default: the log's metadata, else the data)")
 
 
 def parse_lambda(text: str):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 import time
 
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import (
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    add_compute_options,
+    add_storage_option,
+    storage_options,
+)
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -18,11 +24,13 @@ def add_parser(sub) -> None:
                          description="Write row_id, features (list<int32>), visits (int32) as Parquet parts and "
                                      "print the calibration figures (true mean, mean propensity, naive sampled "
                                      "mean, ridge R²) under the paper's sampler.")
-    v.add_argument("--rows", type=int, default=3_854_689, help="number of users (default: the paper's 3854689)")
-    v.add_argument("--features", type=int, default=5000, help="number of binary features (default 5000)")
+    v.add_argument("--rows", type=POSITIVE_INT, default=3_854_689,
+                   help="number of users (default: the paper's 3854689)")
+    v.add_argument("--features", type=POSITIVE_INT, default=5000, help="number of binary features (default 5000)")
     v.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL)")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--rows-per-part", type=int, default=100_000, help="rows per Parquet part (default 100000)")
+    v.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                   help="the feature profiles, the users and the logged view's draws (default 0)")
+    v.add_argument("--rows-per-part", type=POSITIVE_INT, default=100_000, help="rows per Parquet part (default 100000)")
     v.add_argument("--no-calibration", action="store_true", help="skip the calibration figures")
     v.add_argument("--logged-view", metavar="URL",
                    help="also write the paper's sampler's logged view (row_id, features, action = sampled, "
@@ -40,14 +48,15 @@ def _add_bandit_parser(kinds) -> None:
                                      "reward, propensity) plus expected_reward (the true E[r | x, a] of every "
                                      "action), from a world with sparse contexts, a non-linear Bernoulli reward and "
                                      "a softmax logging policy; print its calibration (docs/generate-bandit.md).")
-    b.add_argument("--rows", type=int, required=True, help="number of rows in all (split evenly over --days)")
-    b.add_argument("--features", type=int, default=1 << 18, help="number of binary features d (default 2^18)")
-    b.add_argument("--actions", type=int, default=10, help="number of actions k (default 10)")
+    b.add_argument("--rows", type=POSITIVE_INT, required=True, help="number of rows in all (split evenly over --days)")
+    b.add_argument("--features", type=POSITIVE_INT, default=1 << 18, help="number of binary features d (default 2^18)")
+    b.add_argument("--actions", type=POSITIVE_INT, default=10, help="number of actions k (default 10)")
     b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
-    b.add_argument("--seed", type=int, default=0, help="the world and every draw (default 0)")
-    b.add_argument("--days", type=int, help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
-                                            "from 2026-11-01, all from the same world")
-    b.add_argument("--rows-per-part", type=int, default=500_000, help="rows per Parquet part (default 500000)")
+    b.add_argument("--seed", type=NON_NEGATIVE_INT, default=0, help="the world and every draw (default 0)")
+    b.add_argument("--days", type=POSITIVE_INT,
+                   help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
+                        "from 2026-11-01, all from the same world")
+    b.add_argument("--rows-per-part", type=POSITIVE_INT, default=500_000, help="rows per Parquet part (default 500000)")
     b.add_argument("--overwrite", action="store_true", help="replace the output folder if it is not empty")
     add_compute_options(b)
     add_storage_option(b)

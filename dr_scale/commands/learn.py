@@ -8,7 +8,7 @@ from dr_scale.io.cache import spill_root
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.io.config import PositiveInt, option
+from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, Stages, learn_policy
 from dr_scale.outofcore.passes import spill_folder
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
-    p.add_argument("--folds", type=int, default=2, metavar="K",
+    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), default=2, metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
@@ -45,8 +45,6 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
-    if args.folds < 2:
-        raise ValueError(f"--folds must be at least 2, got {args.folds}")
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):

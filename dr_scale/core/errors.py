@@ -2,9 +2,10 @@
 
 :class:`UserError` is bad input or a bad environment — a file, a column, an option, a
 store — with a message that names it and says what to do. Library code raises it (or a
-subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.io.config.ConfigError`);
-the command line (:func:`dr_scale.cli.main`) prints ``dr-scale COMMAND: error: MESSAGE``
-and exits 2. :func:`describe` gives the same one line for the errors the standard
+subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.io.config.ConfigError`,
+:class:`ParameterError` for a bad argument, naming the parameter); the command line
+(:func:`dr_scale.cli.main`) prints ``dr-scale COMMAND: error: MESSAGE``, a parameter
+written as the command's flag, and exits 2. :func:`describe` gives the same one line for the errors the standard
 library, fsspec and the object-store clients raise (a read-only folder, a path that is a
 file, missing credentials, an unreachable endpoint), so every command gets them right
 without catching them itself.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 
 
 class UserError(ValueError):
@@ -21,6 +23,40 @@ class UserError(ValueError):
 
     A ``ValueError`` so that library callers catching ``ValueError`` keep working.
     """
+
+
+class ParameterError(UserError):
+    """A bad argument of a library function: the message names the function's parameters
+    (``rows``, ``window``), never a command-line flag.
+
+    The message marks each parameter it names in backticks; ``str()`` prints them plain
+    and :meth:`naming` as other names, e.g. the flags of the command that passed them, so
+    the same error reads right from Python, from a job file (whose keys are the
+    parameters) and from the command line.
+
+    >>> err = ParameterError("`days` must be between 1 and `rows` (10), got 11")
+    >>> str(err), err.parameters
+    ('days must be between 1 and rows (10), got 11', ('days', 'rows'))
+    >>> err.naming({"days": "--days", "rows": "--rows"})
+    '--days must be between 1 and --rows (10), got 11'
+    """
+
+    _MARK = re.compile(r"`([A-Za-z_]\w*)`")
+
+    def __init__(self, message: str):
+        super().__init__(message)  # the marked message: it survives pickling (a Dask worker's error)
+
+    def __str__(self) -> str:
+        return self.naming({})
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters the message names, in order."""
+        return tuple(m.group(1) for m in self._MARK.finditer(self.args[0]))
+
+    def naming(self, names: dict[str, str]) -> str:
+        """The message with each marked parameter written ``names[parameter]`` (plain where not in ``names``)."""
+        return self._MARK.sub(lambda m: names.get(m.group(1), m.group(1)), self.args[0])
 
 
 #: Hints for OS errors by errno: what the path is and what to do.
@@ -62,8 +98,14 @@ def _object_store_error(exc: BaseException) -> str | None:
     return None
 
 
-def describe(exc: BaseException) -> str:
-    """One line saying what went wrong and, where known, what to do."""
+def describe(exc: BaseException, names: dict[str, str] | None = None) -> str:
+    """One line saying what went wrong and, where known, what to do.
+
+    ``names`` maps parameter names to what the user called them (a command's flags): a
+    :class:`ParameterError`'s parameters are written so.
+    """
+    if isinstance(exc, ParameterError) and names:
+        return _one_line(exc.naming(names))
     if isinstance(exc, UserError):
         return _one_line(exc)
     store = _object_store_error(exc)

@@ -166,6 +166,8 @@ def _options_object(text: str, where: str) -> dict:
 
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[PortableFileSystem, str]:
     """(filesystem, path) for any fsspec URL or local path; the filesystem pickles without secrets."""
+    if not isinstance(url, (str, os.PathLike)):
+        raise UserError(f"expected a path or URL (a str), got {type(url).__name__} {url!r:.60}")
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (TypeError, ValueError) as exc:  # an unknown protocol, an option the filesystem does not take

@@ -35,12 +35,14 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.io.atomic import atomic_open, url_to_fs
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
 #: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
 #: billion decisions, no estimate rests on it, and squares of such weights overflow sums.
 MIN_PROPENSITY = 1e-9
+#: How far a row of target probabilities may sum from 1 (obp: ``np.allclose`` defaults).
+ROW_SUM_TOLERANCE = 1e-5
 META_FEATURES = b"dr_scale.n_features"
 META_ACTIONS = b"dr_scale.n_actions"
 
@@ -242,6 +244,39 @@ def _check_list_nulls(array: pa.Array, source: str, column: str, row_id: np.ndar
         raise LogDataError(source, column, "null inside a list", int(row_id[row]))
 
 
+# -- the rules, stated once (the estimators' array checks and the policies use them) --------------
+#: The words of the two propensity rules (:func:`propensity_fault`).
+OUTSIDE_UNIT = "outside (0, 1]"
+BELOW_FLOOR = f"below the floor {MIN_PROPENSITY:g} (a weight above {1 / MIN_PROPENSITY:g})"
+
+
+def propensity_fault(p: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """The first propensity rule ``p`` breaks, as (mask of the rows breaking it, the rule's words), else None.
+
+    p̂ ∈ (0, 1] (:data:`OUTSIDE_UNIT`), then p̂ ≥ :data:`MIN_PROPENSITY` (:data:`BELOW_FLOOR`).
+    """
+    bad = ~((p > 0) & (p <= 1))
+    if bad.any():
+        return bad, OUTSIDE_UNIT
+    bad = p < MIN_PROPENSITY
+    return (bad, BELOW_FLOOR) if bad.any() else None
+
+
+def not_probabilities(p: np.ndarray) -> np.ndarray:
+    """The entries of ``p`` that are not finite numbers ≥ 0 (a mask of ``p``'s shape)."""
+    return ~(p >= 0) | ~np.isfinite(p)
+
+
+def row_sums_off(sums: np.ndarray) -> np.ndarray:
+    """The rows whose sums (of probabilities) are further than :data:`ROW_SUM_TOLERANCE` from 1."""
+    return np.abs(sums - 1) > ROW_SUM_TOLERANCE
+
+
+def row_sums(p: np.ndarray) -> np.ndarray:
+    """Σ_a p[i, a], by one BLAS mat-vec (faster than a strided ``sum(axis=1)``)."""
+    return p @ np.ones(p.shape[1])
+
+
 def _is_int_list(t) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
 
@@ -276,13 +311,11 @@ def partition_from_table(
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
         if dup.size:
             raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
-    bad = _first_bad(~((propensity > 0) & (propensity <= 1)), row_id)
-    if bad is not None:
-        raise LogDataError(source, "propensity", "propensity outside (0, 1]", bad)
-    bad = _first_bad(propensity < MIN_PROPENSITY, row_id)
-    if bad is not None:
-        raise LogDataError(source, "propensity", f"propensity below the floor {MIN_PROPENSITY:g} (a weight above "
-                                                 f"{1 / MIN_PROPENSITY:g}); fix the logging probabilities", bad)
+    fault = propensity_fault(propensity)
+    if fault is not None:
+        bad, rule = fault
+        fix = "; fix the logging probabilities" if rule is BELOW_FLOOR else ""
+        raise LogDataError(source, "propensity", f"propensity {rule}{fix}", _first_bad(bad, row_id))
     bad = _first_bad(~np.isfinite(reward), row_id)
     if bad is not None:
         raise LogDataError(source, "reward", "NaN or infinite reward", bad)
@@ -356,7 +389,18 @@ def read_partition(
 
 
 def read_log(url: str, storage_options: dict | None = None, **kwargs) -> list[Partition]:
-    """All partitions of a (small) logged data set, in memory. For big logs use Dask."""
+    """All partitions of a (small) logged data set, in memory. For big logs use Dask.
+
+    ``kwargs`` are :func:`read_partition`'s: ``n_features``, ``n_actions``, ``with_features``
+    and ``extra_columns`` (a list of names, e.g. ``["target_action"]``).
+    """
+    unknown = sorted(set(kwargs) - {"n_features", "n_actions", "with_features", "extra_columns"})
+    if unknown:
+        raise ParameterError(f"read_log has no parameter {unknown[0]!r}; it takes storage_options, n_features, "
+                             "n_actions, with_features and extra_columns")
+    if isinstance(kwargs.get("extra_columns"), str):
+        raise ParameterError(f"`extra_columns` must be a list of column names, got the str "
+                             f"{kwargs['extra_columns']!r} (write [{kwargs['extra_columns']!r}])")
     fs, paths = list_parts(url, storage_options)
     return [read_partition(fs, p, **kwargs) for p in paths]
 
@@ -399,6 +443,10 @@ def write_log(
     probabilities per row summing to 1) when present. Each part is written atomically;
     docs/data-contract.md says what a crash part-way leaves.
     """
+    if not isinstance(table, pa.Table):
+        hint = (" (convert a pandas DataFrame with pyarrow.Table.from_pandas(df, preserve_index=False))"
+                if type(table).__name__ == "DataFrame" else "")
+        raise ParameterError(f"`table` must be a pyarrow.Table, got {type(table).__name__}{hint}")
     if table.num_rows == 0:
         raise LogDataError(url, None, "no rows to write")
     if isinstance(n_parts, bool) or not isinstance(n_parts, (int, np.integer)) or not 1 <= n_parts <= table.num_rows:
@@ -423,12 +471,69 @@ def write_log(
     return written
 
 
+# -- target-policy columns ---------------------------------------------------------
+def check_target_actions(actions: np.ndarray, k: int, source: str, column: str, row_id: np.ndarray) -> np.ndarray:
+    """``actions`` (a target policy's, one per row) in [0, k), else an error naming the row."""
+    if actions.size and (actions.min() < 0 or actions.max() >= k):
+        bad = np.flatnonzero((actions < 0) | (actions >= k))
+        raise LogDataError(source, column, f"target action out of range [0, {k})", int(row_id[bad[0]]))
+    return actions
+
+
+def check_distributions(probs: np.ndarray, source: str, column: str, row_id: np.ndarray) -> np.ndarray:
+    """Rows of (n, k) ``probs`` that are probability vectors: finite, ≥ 0, summing to 1 within
+    :data:`ROW_SUM_TOLERANCE`; else an error naming the first row that is not."""
+    bad = not_probabilities(probs).any(axis=1) | row_sums_off(row_sums(probs))
+    if bad.any():
+        raise LogDataError(source, column, "target probabilities are not a distribution", _first_bad(bad, row_id))
+    return probs
+
+
+def target_actions(part: Partition, column: str, k: int) -> np.ndarray:
+    """The integer column ``column`` of target actions, each in [0, k)."""
+    array = part.table.column(column)
+    if not pa.types.is_integer(array.type):
+        raise LogDataError(part.source, column, f"wrong type {array.type}: column: policies read integer "
+                                                "actions (use probs:NAME for a list of probabilities)")
+    actions = numeric_values(array, part.source, column, part.row_id).astype(np.int64, copy=False)
+    return check_target_actions(actions, k, part.source, column, part.row_id)
+
+
+def probability_lists(part: Partition, column: str) -> pa.Array:
+    """The list<float> (or list<int>) column ``column``, without nulls, as one Arrow array."""
+    col = combined(part.table.column(column))
+    if not ((pa.types.is_list(col.type) or pa.types.is_large_list(col.type))
+            and (pa.types.is_floating(col.type.value_type) or pa.types.is_integer(col.type.value_type))):
+        raise LogDataError(part.source, column, f"wrong type {col.type}: probs: policies read a list<float> "
+                                                "of k probabilities per row")
+    flat = pc.list_flatten(col)
+    if col.null_count or flat.null_count:
+        row = first_null(col) if col.null_count else int(
+            np.searchsorted(col.offsets.to_numpy() - col.offsets[0].as_py(), first_null(flat), side="right") - 1)
+        raise LogDataError(part.source, column, "null values", int(part.row_id[row]))
+    return col
+
+
+def first_list_length(part: Partition, column: str) -> int:
+    """The length of the first row's list in ``column`` (k, when nothing else tells it)."""
+    col = probability_lists(part, column)
+    return int(pc.list_value_length(col)[0].as_py()) if len(col) else 1
+
+
+def target_probabilities(part: Partition, column: str, k: int) -> np.ndarray:
+    """The (n, k) target probabilities of the list column ``column``: k per row, each row a distribution."""
+    col = probability_lists(part, column)
+    lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(lengths != k)
+    if bad.size:
+        raise LogDataError(part.source, column, f"expected {k} probabilities per row", int(part.row_id[bad[0]]))
+    probs = pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float64).reshape(-1, k)
+    return check_distributions(probs, part.source, column, part.row_id)
+
+
 def check_target_columns(part: Partition, n_actions: int | None) -> None:
     """``target_action`` / ``target_probs``, where present: a target policy's valid decisions."""
-    from dr_scale.policies.target import ActionColumnPolicy, ProbsColumnPolicy
-
     if "target_action" in part.table.column_names:
-        ActionColumnPolicy("target_action").decisions(part, n_actions or np.iinfo(np.int64).max)
+        target_actions(part, "target_action", n_actions or np.iinfo(np.int64).max)
     if "target_probs" in part.table.column_names:
-        policy = ProbsColumnPolicy("target_probs")
-        policy.decisions(part, n_actions or policy.first_length(part))
+        target_probabilities(part, "target_probs", n_actions or first_list_length(part, "target_probs"))

@@ -2,7 +2,9 @@
 
 Every path into the estimators (``RowInputs.from_arrays``, ``RowInputs.from_actions``)
 goes through these. A failed check raises a :class:`~dr_scale.core.errors.UserError` (a
-``ValueError``) that names the argument and gives an example index, e.g. ``propensity must lie in (0, 1]: propensity[3] = 0.0``.
+``ValueError``) that names the argument and gives an example index, e.g. ``propensity outside (0, 1]:
+propensity[3] = 0.0``. The rules a log's columns obey are the log contract's (:mod:`dr_scale.logs.contract`),
+stated there once.
 """
 
 from __future__ import annotations
@@ -10,10 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import MIN_PROPENSITY
-
-#: How far a row of target probabilities may sum from 1 (obp: ``np.allclose`` defaults).
-ROW_SUM_TOLERANCE = 1e-5
+from dr_scale.logs.contract import not_probabilities, propensity_fault, row_sums, row_sums_off
 
 
 def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
@@ -21,6 +20,14 @@ def _example(name: str, bad: np.ndarray, values: np.ndarray) -> str:
     i = np.unravel_index(int(np.argmax(bad)), bad.shape)
     index = ", ".join(str(int(j)) for j in i)
     return f"{name}[{index}] = {values[i].item()!r}"
+
+
+def _floats(name: str, values) -> np.ndarray:
+    """``values`` as a float64 array; text or objects that are not numbers name the argument."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be an array of numbers, got {type(values).__name__} {values!r:.40}") from None
 
 
 def vector(name: str, values, n: int | None = None, allow_empty: bool = False) -> np.ndarray:
@@ -59,28 +66,26 @@ def actions(name: str, values, n: int, k: int | None) -> np.ndarray:
 
 
 def propensities(values, n: int) -> np.ndarray:
-    """The logging policy's probabilities of the logged actions, in (0, 1]."""
+    """The logging policy's probabilities of the logged actions: the log contract's rule
+    (:func:`dr_scale.logs.contract.propensity_fault`: in (0, 1], at least ``MIN_PROPENSITY``)."""
     p = vector("propensity", values, n)
-    bad = ~((p > 0) & (p <= 1))
-    if bad.any():
-        raise UserError(f"propensity must lie in (0, 1]: {_example('propensity', bad, p)}")
-    bad = p < MIN_PROPENSITY
-    if bad.any():
-        raise UserError(f"propensity below the floor {MIN_PROPENSITY:g} (a weight above {1 / MIN_PROPENSITY:g}): "
-                        f"{_example('propensity', bad, p)}")
+    fault = propensity_fault(p)
+    if fault is not None:
+        bad, rule = fault
+        raise UserError(f"propensity {rule}: {_example('propensity', bad, p)}")
     return p
 
 
 def probabilities(name: str, values, n: int) -> np.ndarray:
-    """An (n, k) array of finite, non-negative rows summing to 1 (within :data:`ROW_SUM_TOLERANCE`)."""
-    p = np.asarray(values, dtype=np.float64)
+    """An (n, k) array of finite, non-negative rows summing to 1 (within :data:`dr_scale.logs.contract.ROW_SUM_TOLERANCE`)."""
+    p = _floats(name, values)
     if p.ndim != 2 or p.shape[0] != n or p.shape[1] == 0:
         raise UserError(f"{name} must have shape (n, k) with n={n} and k ≥ 1, got {p.shape}")
-    bad = ~(p >= 0) | ~np.isfinite(p)
+    bad = not_probabilities(p)
     if bad.any():
         raise UserError(f"{name} must hold finite probabilities ≥ 0: {_example(name, bad, p)}")
-    sums = p @ np.ones(p.shape[1])  # BLAS row sums
-    off = np.abs(sums - 1) > ROW_SUM_TOLERANCE
+    sums = row_sums(p)
+    off = row_sums_off(sums)
     if off.any():
         i = int(np.argmax(off))
         raise UserError(f"{name} rows must sum to 1: row {i} sums to {sums[i].item()!r}")
@@ -89,21 +94,10 @@ def probabilities(name: str, values, n: int) -> np.ndarray:
 
 def matrix(name: str, values, shape: tuple[int, int]) -> np.ndarray:
     """A float64 array of the given shape, every entry finite."""
-    a = np.asarray(values, dtype=np.float64)
+    a = _floats(name, values)
     if a.shape != shape:
         raise UserError(f"{name} must have shape {shape}, got {a.shape}")
     bad = ~np.isfinite(a)
     if bad.any():
         raise UserError(f"{name} must be finite: {_example(name, bad, a)}")
     return a
-
-
-def parameter(name: str, value, *, positive: bool) -> float:
-    """An estimator parameter: a number, not NaN, > 0 (``positive``) or ≥ 0; ∞ allowed."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}") from None
-    if np.isnan(v) or (v <= 0 if positive else v < 0):
-        raise UserError(f"{name} must be {'> 0' if positive else '≥ 0'}, got {value!r}")
-    return v

@@ -120,6 +120,7 @@ class Estimate:
         interval of :func:`dr_scale.ope.intervals.el_interval`, which widens toward values a
         heavy-tailed weight distribution has not shown yet.
         """
+        alpha = _checked("Alpha", "alpha", alpha)
         if method == "normal":
             z = ndtri(1 - alpha / 2)
             return (self.value - z * self.stderr, self.value + z * self.stderr)
@@ -482,7 +483,7 @@ class SwitchDR(_Thresholded):
 
     def __post_init__(self):
         if self.tau is not None:
-            object.__setattr__(self, "tau", check.parameter("tau", self.tau, positive=False))
+            object.__setattr__(self, "tau", _checked("NonNegativeOrInf", "tau", self.tau))
 
     def corrected(self, rows, threshold):
         return np.where(rows.weight <= threshold, rows.weight * (rows.reward - rows.reward_hat_logged), 0.0)
@@ -519,7 +520,7 @@ class ClippedDR(_Thresholded):
 
     def __post_init__(self):
         if self.max_weight is not None:
-            object.__setattr__(self, "max_weight", check.parameter("max_weight", self.max_weight, positive=True))
+            object.__setattr__(self, "max_weight", _checked("PositiveOrInf", "max_weight", self.max_weight))
 
     def corrected(self, rows, threshold):
         return np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
@@ -589,11 +590,12 @@ def parse_estimator_list(text: str, where: str = "estimators") -> list[str]:
     return specs
 
 
-def _number(name: str, value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}") from None
+def _checked(rule: str, name: str, value):
+    """``value`` of the parameter ``name`` checked by the shared rule ``rule`` of :mod:`dr_scale.io.config`
+    (as ``--clip``, ``--tau`` and a policies file's keys are); pydantic is imported on first use only."""
+    from dr_scale.io import config
+
+    return config.check(getattr(config, rule), name, value)
 
 
 def parse_estimator(spec) -> tuple[str, Estimator]:
@@ -628,13 +630,13 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
     if unknown:
         raise UserError(f"estimator {name} has no parameter {', '.join(unknown)}"
                          + (f"; it takes {', '.join(allowed)}" if allowed else "; it takes none"))
-    estimator = cls(**{k: None if str(v).lower() == "none" else _number(k, v) for k, v in params.items()})
+    estimator = cls(**{k: None if str(v).lower() == "none" else v for k, v in params.items()})
     return (repr(estimator) if params else name), estimator
 
 
 def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'."""
-    if isinstance(specs, str):
+    if not isinstance(specs, (list, tuple)):
         raise UserError(f"estimators {specs!r}: give a list of names, e.g. [\"DR\", \"IPS\"]")
     out = {}
     for spec in specs:

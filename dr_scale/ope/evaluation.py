@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from dr_scale.outofcore.compute import compute
 from dr_scale.ope.diagnostics import WeightStats
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.ope.mergeable import merge_all, tree_reduce
@@ -142,14 +142,25 @@ class Evaluation:
         self.policy = parse_policy(self.policy)
         if self.baseline is not None and self.baseline != LOGGING:
             self.baseline = parse_policy(self.baseline)
-        if isinstance(self.estimators, (list, tuple)):
-            self.estimators = make_estimators(self.estimators)
+        if not isinstance(self.estimators, dict):
+            self.estimators = make_estimators(self.estimators)  # a list of specs; a str or other is refused there
+        odd = [name for name, e in self.estimators.items() if not isinstance(e, Estimator)]
+        if odd:
+            raise ParameterError(f"`estimators` {odd[0]!r} is a {type(self.estimators[odd[0]]).__name__}, not an "
+                                 "Estimator; give a list of names such as [\"DR\", \"IPS\"] or a dict of Estimators")
+        if self.reward_model is not None and not callable(getattr(self.reward_model, "predict", None)):
+            raise ParameterError(f"`reward_model` must be a reward model with predict(X), got "
+                                 f"{type(self.reward_model).__name__} {self.reward_model!r:.60}; load a file with "
+                                 "LinearRewardModel.load(path)")
+        for name in ("n_actions", "n_features"):
+            if getattr(self, name) is not None:
+                setattr(self, name, _checked_count(name, getattr(self, name)))
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
-            raise UserError(f"{', '.join(needs)} need(s) a reward model ρ̂; pass one (e.g. --reward-model FILE)")
+            raise ParameterError(f"{', '.join(needs)} need(s) a reward model ρ̂; give one as `reward_model`")
         model_k = getattr(self.reward_model, "n_actions", None)
         if self.n_actions is not None and self.k_source is None:
-            self.k_source = "n_actions as given (--n-actions or the policies file)"
+            self.k_source = "n_actions as given"
         if self.n_actions is not None and model_k is not None and model_k != self.n_actions:
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")
@@ -284,6 +295,19 @@ class Evaluation:
         return self.state(part)
 
 
+def _checked_count(name: str, value) -> int:
+    """A positive integer by the shared rule (:data:`dr_scale.io.config.PositiveInt`, as ``--n-actions``)."""
+    from dr_scale.io.config import PositiveInt, check  # pydantic: imported when a count is given
+
+    return check(PositiveInt, name, value)
+
+
+def _check_evaluation(evaluation) -> None:
+    if not isinstance(evaluation, Evaluation):
+        raise ParameterError(f"`evaluation` must be an Evaluation, e.g. Evaluation(\"column:target_action\"), got "
+                             f"{type(evaluation).__name__} {evaluation!r:.60}")
+
+
 def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
     """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
     meta = log_metadata(fs, first_path)
@@ -320,6 +344,7 @@ def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_optio
 
     ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
     """
+    _check_evaluation(evaluation)
     (state,) = compute(tree_reduce(log_states(url, evaluation, storage_options)), client=client, progress=progress)
     if state.weights.n == 0:
         raise LogDataError(url, None, "the log has no rows; nothing to evaluate")
@@ -328,6 +353,7 @@ def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_optio
 
 def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bool = False) -> EvaluationResult:
     """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition."""
+    _check_evaluation(evaluation)
     def state_of(pdf, i):
         return [evaluation.table_state(pa.Table.from_pandas(pdf, preserve_index=False), f"<dataframe partition {i}>")]
 
@@ -340,6 +366,7 @@ def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bo
 
 def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> EvaluationResult:
     """Evaluate in memory on already-read partitions (small logs, tests)."""
+    _check_evaluation(evaluation)
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 

@@ -31,7 +31,7 @@ from dask.system import CPU_COUNT
 from dask.utils import parse_timedelta
 from threadpoolctl import threadpool_limits
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import worker_environment
 
 #: Dask settings of the ``LocalCluster`` that ``--local-workers`` starts, so its workers spend the CPU
@@ -62,7 +62,7 @@ CONNECT_TIMEOUT_KEY = "dr-scale.connect-timeout"
 DEFAULT_CONNECT_TIMEOUT = "15s"
 
 
-class SchedulerUnreachable(UserError, ConnectionError):
+class SchedulerUnreachable(ParameterError, ConnectionError):
     """The scheduler address did not answer within the timeout."""
 
 
@@ -96,7 +96,7 @@ def connect(scheduler: str):
     except (OSError, TimeoutError) as exc:
         raise SchedulerUnreachable(
             f"could not reach the Dask scheduler at {scheduler} within {timeout:g} s "
-            f"({type(exc).__name__}: {exc}); check the address (--scheduler / DASK_SCHEDULER_ADDRESS) "
+            f"({type(exc).__name__}: {exc}); check the address (`scheduler` / DASK_SCHEDULER_ADDRESS) "
             f"and that the scheduler is running"
         ) from exc
 
@@ -112,7 +112,7 @@ def _check_address(scheduler: str) -> None:
             if not 0 < port < 65536:
                 raise ValueError(f"port {port} out of range")
     except (ValueError, TypeError) as exc:
-        raise UserError(f"--scheduler {scheduler!r}: {exc}; give an address such as tcp://HOST:8786 "
+        raise ParameterError(f"`scheduler` {scheduler!r}: {exc}; give an address such as tcp://HOST:8786 "
                         "(or set DASK_SCHEDULER_ADDRESS)") from None
 
 
@@ -134,9 +134,9 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
             yield client
         return
     if local_workers is not None and local_workers < 1:
-        raise UserError(f"--local-workers must be at least 1, got {local_workers}")
+        raise ParameterError(f"`local_workers` must be at least 1, got {local_workers}")
     if scheduler and local_workers:
-        raise UserError("give a scheduler address or a number of local workers, not both")
+        raise ParameterError("give `scheduler` (an address) or `local_workers`, not both")
     scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))
     if scheduler:
         with connect(scheduler) as c, c.as_current():

@@ -30,13 +30,19 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import LogDataError, Partition, combined, first_null, numeric_values
+from dr_scale.logs.contract import (
+    LogDataError,
+    Partition,
+    check_distributions,
+    check_target_actions,
+    first_list_length,
+    target_actions,
+    target_probabilities,
+)
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
 
@@ -73,10 +79,7 @@ class Policy:
         return one_hot(target, k) if target.ndim == 1 else target
 
     def _check_actions(self, actions: np.ndarray, k: int, part: Partition, column: str) -> np.ndarray:
-        if actions.size and (actions.min() < 0 or actions.max() >= k):
-            bad = np.flatnonzero((actions < 0) | (actions >= k))
-            raise LogDataError(part.source, column, f"target action out of range [0, {k})", int(part.row_id[bad[0]]))
-        return actions
+        return check_target_actions(actions, k, part.source, column, part.row_id)
 
 
 @dataclass
@@ -102,12 +105,7 @@ class ActionColumnPolicy(Policy):
         self.columns = (self.column,)
 
     def decisions(self, part, k):
-        column = part.table.column(self.column)
-        if not pa.types.is_integer(column.type):
-            raise LogDataError(part.source, self.column, f"wrong type {column.type}: column: policies read integer "
-                                                         "actions (use probs:NAME for a list of probabilities)")
-        actions = numeric_values(column, part.source, self.column, part.row_id)
-        return self._check_actions(actions.astype(np.int64, copy=False), k, part, self.column)
+        return target_actions(part, self.column, k)
 
     def __str__(self):
         return f"column:{self.column}"
@@ -122,43 +120,15 @@ class ProbsColumnPolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def _column(self, part) -> pa.Array:
-        col = combined(part.table.column(self.column))
-        if not ((pa.types.is_list(col.type) or pa.types.is_large_list(col.type))
-                and (pa.types.is_floating(col.type.value_type) or pa.types.is_integer(col.type.value_type))):
-            raise LogDataError(part.source, self.column, f"wrong type {col.type}: probs: policies read a list<float> "
-                                                         "of k probabilities per row")
-        flat = pc.list_flatten(col)
-        if col.null_count or flat.null_count:
-            row = first_null(col) if col.null_count else int(
-                np.searchsorted(col.offsets.to_numpy() - col.offsets[0].as_py(), first_null(flat), side="right") - 1)
-            raise LogDataError(part.source, self.column, "null values", int(part.row_id[row]))
-        return col
-
     def first_length(self, part) -> int:
         """The length of the first row's list (k, when nothing else tells it)."""
-        col = self._column(part)
-        return int(pc.list_value_length(col)[0].as_py()) if len(col) else 1
+        return first_list_length(part, self.column)
 
     def decisions(self, part, k):
-        col = self._column(part)
-        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
-        bad = np.flatnonzero(lengths != k)
-        if bad.size:
-            raise LogDataError(part.source, self.column, f"expected {k} probabilities per row", int(part.row_id[bad[0]]))
-        probs = pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float64).reshape(-1, k)
-        return check_probs(probs, part, self.column)
+        return target_probabilities(part, self.column, k)
 
     def __str__(self):
         return f"probs:{self.column}"
-
-
-def check_probs(probs: np.ndarray, part: Partition, column: str) -> np.ndarray:
-    """Rows must be probability vectors (finite, non-negative, summing to 1 within 1e-6)."""
-    bad = np.flatnonzero(~(np.all(probs >= 0, axis=1) & (np.abs(probs.sum(axis=1) - 1) <= 1e-6)))
-    if bad.size:
-        raise LogDataError(part.source, column, "target probabilities are not a distribution", int(part.row_id[bad[0]]))
-    return probs
 
 
 @dataclass
@@ -208,7 +178,7 @@ class CallablePolicy(Policy):
         if out.shape != (len(part), k):
             raise UserError(f"policy callable:{self.target} returned shape {out.shape} on {part.source}, "
                             f"expected ({len(part)}, {k})")
-        return check_probs(out.astype(np.float64), part, where)
+        return check_distributions(out.astype(np.float64), part.source, where, part.row_id)
 
     def __str__(self):
         return f"callable:{self.target}"

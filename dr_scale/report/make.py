@@ -44,7 +44,8 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
-                               model_source=pf.reward_model)
+                               model_source=pf.reward_model,
+                               k_source=None if pf.n_actions is None else f"n_actions in {pf.source}")
             for c in pf.policies}
 
 

@@ -8,8 +8,8 @@ or, failing that, a modification time (local ``mtime``, ``LastModified``,
 identity, so a rewritten partition is recomputed.
 
 Dates come from hive-style path segments ``date=YYYY-MM-DD`` (also ``dt=``, ``day=``,
-``ds=``, and ``YYYYMMDD``). ``--window Nd`` keeps the partitions of the N days ending
-at ``--until`` (default: the newest date in the share).
+``ds=``, and ``YYYYMMDD``). ``window = Nd`` keeps the partitions of the N days ending
+at ``until`` (default: the newest date in the share).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import list_parts
 
 CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
@@ -79,10 +79,10 @@ def parse_window(window: str | None) -> int | None:
         return None
     match = WINDOW.match(window.strip().lower())
     if not match or int(match.group(1)) < 1:
-        raise UserError(f"--window {window!r}: use Nd (days), Nw (weeks) or all")
+        raise ParameterError(f"`window` {window!r}: use Nd (days), Nw (weeks) or all")
     days = int(match.group(1)) * (7 if match.group(2) == "w" else 1)
     if days > MAX_WINDOW_DAYS:
-        raise UserError(f"--window {window!r}: at most {MAX_WINDOW_DAYS} days; use all for every partition")
+        raise ParameterError(f"`window` {window!r}: at most {MAX_WINDOW_DAYS} days; use all for every partition")
     return days
 
 
@@ -91,21 +91,21 @@ def select_window(parts: list[PartitionInfo], days: int | None,
     """The partitions inside the window, and the window's description for the report."""
     if days is None:
         if until is not None:
-            raise UserError("until needs a window (--window Nd or Nw, window = \"Nd\" in a job); with the whole "
-                            "share (all) it would be ignored")
+            raise ParameterError("`until` needs a window of Nd or Nw; with the whole share (all) it would be ignored")
         dates = [p.date for p in parts if p.date]
         return parts, {"days": None, "first": min(dates).isoformat() if dates else None,
                        "last": max(dates).isoformat() if dates else None}
     undated = [p.path for p in parts if p.date is None]
     if undated:
-        raise ValueError(f"--window needs date-partitioned logs (date=YYYY-MM-DD/…); "
-                         f"{undated[0]} has no date in its path (use --window all)")
+        raise ParameterError(f"a `window` of {days} days needs date-partitioned logs (date=YYYY-MM-DD/…); "
+                             f"{undated[0]} has no date in its path (use all)")
     last = until or max(p.date for p in parts)
     try:
         first = last - datetime.timedelta(days=days - 1)
     except OverflowError:
-        raise UserError(f"a {days}-day window ending {last} starts before year 1; use a shorter --window") from None
+        raise ParameterError(f"a `window` of {days} days ending {last} starts before year 1; "
+                             "use a shorter one") from None
     chosen = [p for p in parts if first <= p.date <= last]
     if not chosen:
-        raise FileNotFoundError(f"no partitions dated {first} … {last}: check --window and --until")
+        raise FileNotFoundError(f"no partitions dated {first} … {last}: check the window and until")
     return chosen, {"days": days, "first": first.isoformat(), "last": last.isoformat()}

@@ -42,6 +42,8 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
 from dr_scale.outofcore.compute import compute
+from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import binary_csr, compact_index, with_log_metadata
 
 #: Bump when the generator's output changes for the same options.
@@ -136,7 +138,8 @@ def field_starts(n_features: int, settings: WorldSettings) -> np.ndarray:
     """Feature id ranges of the fields: n_f = 2 + ⌊(d − 2F) · r_f / Σ_g r_g⌋, r_f = ratio^(f/(F−1)), summing to d."""
     F = settings.fields
     if n_features < 2 * F:
-        raise ValueError(f"--features must be at least {2 * F} (two ids per field of the {F} fields), got {n_features}")
+        raise ParameterError(f"`features` must be at least {2 * F} (two ids per field of the {F} fields), "
+                             f"got {n_features}")
     share = settings.size_ratio ** (np.arange(F) / (F - 1))
     sizes = 2 + np.floor((n_features - 2 * F) * share / share.sum()).astype(np.int64)
     sizes[-1] += n_features - sizes.sum()  # the largest field takes the rounding
@@ -147,8 +150,7 @@ def field_starts(n_features: int, settings: WorldSettings) -> np.ndarray:
 def make_world(seed: int, n_features: int, n_actions: int, settings: WorldSettings = WorldSettings()) -> World:
     """The world of (seed, d, k): its parameters from ``default_rng([seed, 0xBA4D17])`` (cached per process)."""
     check_size(n_features, n_actions)
-    if seed < 0:
-        raise ValueError(f"--seed must be non-negative, got {seed}")
+    check(NonNegativeInt, "seed", seed)
     s, k = settings, n_actions
     rng = np.random.default_rng([seed, 0xBA4D17])
     offset = rng.normal(s.base, s.base_sd, k)
@@ -167,9 +169,9 @@ def make_world(seed: int, n_features: int, n_actions: int, settings: WorldSettin
 
 def check_size(n_features: int, n_actions: int) -> None:
     if not 2 <= n_actions <= MAX_ACTIONS:
-        raise ValueError(f"--actions must be in [2, {MAX_ACTIONS}], got {n_actions}")
+        raise ParameterError(f"`actions` must be in [2, {MAX_ACTIONS}], got {n_actions}")
     if n_features > MAX_FEATURES:
-        raise ValueError(f"--features must be at most {MAX_FEATURES} (2^24), got {n_features}")
+        raise ParameterError(f"`features` must be at most {MAX_FEATURES} (2^24), got {n_features}")
     field_starts(n_features, WorldSettings())
 
 
@@ -282,17 +284,15 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
     settings and the calibration figures (:meth:`Calibration.summary`).
     """
-    if rows < 1:
-        raise ValueError(f"--rows must be positive, got {rows}")
-    if rows_per_part < 1:
-        raise ValueError(f"--rows-per-part must be positive, got {rows_per_part}")
+    check(PositiveInt, "rows", rows)
+    check(PositiveInt, "rows_per_part", rows_per_part)
     if days is not None and not 1 <= days <= rows:
-        raise ValueError(f"--days must be between 1 and --rows ({rows}), got {days}")
+        raise ParameterError(f"`days` must be between 1 and `rows` ({rows}), got {days}")
     make_world(seed, features, actions)  # bad sizes or seed fail here, before anything is written
     fs, root = url_to_fs(url, storage_options)
     if fs.exists(root) and (not fs.isdir(root) or fs.ls(root)):
         if not overwrite:
-            raise ValueError(f"{url}: exists and is not empty; choose a new folder or pass --overwrite")
+            raise ParameterError(f"{url}: exists and is not empty; choose a new folder or pass `overwrite`")
         fs.rm(root, recursive=True)
     tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
              for path, first, n in part_paths(rows, days, rows_per_part)]

@@ -44,6 +44,8 @@ import pyarrow as pa
 
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.outofcore.compute import compute
+from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import with_log_metadata, write_parquet
 from dr_scale.io import strict_json
 
@@ -126,7 +128,7 @@ def global_model(seed: int, n_features: int, model: VisitsModel = VisitsModel())
     rng = np.random.default_rng((seed, 0))
     block = min(model.block, n_features // 4)  # small d (tests): blocks of a quarter of the features each
     if block < 1:
-        raise ValueError(f"--features {n_features} is too small: the generator needs at least 4")
+        raise ParameterError(f"`features` = {n_features} is too small: the generator needs at least 4")
     n_common = n_features - 2 * block
     perm = rng.permutation(n_features)  # feature ids carry no popularity order
     common, block_a, block_b = (np.zeros(n_features) for _ in range(3))
@@ -188,8 +190,9 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
                     rows_per_part: int = DEFAULT_ROWS_PER_PART, storage_options: dict | None = None,
                     client=None, progress: bool = False) -> dict:
     """Write the set to ``url`` (a folder) in parallel, one Dask task per part; return the manifest."""
-    if rows < 1 or features < 1 or rows_per_part < 1:
-        raise ValueError("rows, features and rows_per_part must be positive")
+    for name, value in (("rows", rows), ("features", features), ("rows_per_part", rows_per_part)):
+        check(PositiveInt, name, value)
+    check(NonNegativeInt, "seed", seed)
     gm = global_model(seed, features)
     bounds = part_bounds(rows, rows_per_part)
     gm_key = dask.delayed(gm, pure=True)

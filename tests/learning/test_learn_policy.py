@@ -108,7 +108,7 @@ def test_learn_command_writes_a_policy_that_evaluate_reads(world, tmp_path, caps
 @pytest.mark.parametrize("args, message", [
     (["--lam", "-1"], "λ must be a positive number or 'auto', got '-1'"),
     (["--lam", "big"], "λ must be a positive number or 'auto', got 'big'"),
-    (["--folds", "1"], "--folds must be at least 2, got 1"),
+    (["--folds", "1"], "argument --folds: should be greater than or equal to 2"),
     (["--reward-model", "/nonexistent/rho.npz"], "/nonexistent/rho.npz"),
     (["--n-actions", "4"], "the log's actions number 3 (its metadata) differs from the given 4"),
 ])

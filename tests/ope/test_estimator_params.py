@@ -38,8 +38,9 @@ def test_specs(spec, label, estimator):
 @pytest.mark.parametrize("spec, message", [
     ("ClippedDR(tau=3)", "has no parameter tau; it takes max_weight"),
     ("IPS(max_weight=3)", "has no parameter max_weight; it takes none"),
-    ("ClippedDR(max_weight=-1)", "max_weight must be > 0"),
-    ("SwitchDR(tau=nan)", "tau must be ≥ 0"),
+    ("ClippedDR(max_weight=-1)", "max_weight should be greater than 0"),
+    ("SwitchDR(tau=nan)", "tau should be greater than or equal to 0"),
+    ("SwitchDR(tau=x)", "tau should be a valid number"),
     ("ClippedDR(50)", "name=value"),
     ("Magic", "unknown estimator"),
 ])
@@ -55,7 +56,7 @@ def test_policies_file_parameters_reach_the_estimates_and_the_fingerprint():
     assert pf.estimators == ["DR", "ClippedDR(max_weight=2.0)", "SwitchDR(tau=3.0)"] and pf.interval == "el"
     with pytest.raises(ValueError, match="p.toml: interval"):
         parse_policies({**data, "interval": "wide"}, "p.toml")
-    with pytest.raises(ValueError, match="p.toml: estimators: .*max_weight must be > 0"):
+    with pytest.raises(ValueError, match="p.toml: estimators: .*max_weight should be greater than 0"):
         parse_policies({**data, "estimators": ["ClippedDR(max_weight=0)"]}, "p.toml")
     model = LinearRewardModel(np.zeros((4, 2)), np.zeros(2))
     evaluations = {m: Evaluation("constant:0", make_estimators([f"ClippedDR(max_weight={m})"]), reward_model=model)

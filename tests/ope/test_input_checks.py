@@ -35,7 +35,7 @@ BAD = {
     "float actions": (changed(action=lambda a: a + 0.9), r"action must hold integer action ids, got dtype float64"),
     "action out of range": (changed(action=at(4, 3)), r"action must be in \[0, 3\): action\[4\] = 3"),
     "negative action": (changed(action=at(1, -1)), r"action must be in \[0, 3\): action\[1\] = -1"),
-    "zero propensity": (changed(propensity=at(3, 0.0)), r"propensity must lie in \(0, 1\]: propensity\[3\] = 0.0"),
+    "zero propensity": (changed(propensity=at(3, 0.0)), r"propensity outside \(0, 1\]: propensity\[3\] = 0.0"),
     "propensity above 1": (changed(propensity=at(5, 1.5)), r"propensity\[5\] = 1.5"),
     "NaN propensity": (changed(propensity=at(0, np.nan)), r"propensity must be finite: propensity\[0\] = nan"),
     "NaN reward": (changed(reward=at(2, np.nan)), r"reward must be finite: reward\[2\] = nan"),
@@ -64,11 +64,11 @@ def test_good_arrays_pass_and_float_actions_are_never_truncated():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: ClippedDR(max_weight=-1), r"max_weight must be > 0, got -1"),
-    (lambda: ClippedDR(max_weight=0), r"max_weight must be > 0, got 0"),
-    (lambda: SwitchDR(tau=float("nan")), r"tau must be ≥ 0, got nan"),
-    (lambda: SwitchDR(tau=-0.5), r"tau must be ≥ 0, got -0.5"),
-    (lambda: SwitchDR(tau="big"), r"tau must be a number"),
+    (lambda: ClippedDR(max_weight=-1), r"max_weight should be greater than 0 \(got -1\)"),
+    (lambda: ClippedDR(max_weight=0), r"max_weight should be greater than 0 \(got 0\)"),
+    (lambda: SwitchDR(tau=float("nan")), r"tau should be greater than or equal to 0 \(got nan\)"),
+    (lambda: SwitchDR(tau=-0.5), r"tau should be greater than or equal to 0 \(got -0.5\)"),
+    (lambda: SwitchDR(tau="big"), r"tau should be a valid number"),
 ])
 def test_bad_parameters_are_refused(make, message):
     with pytest.raises(ValueError, match=message):

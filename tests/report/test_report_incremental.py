@@ -169,7 +169,7 @@ def test_window_keeps_the_last_days(tmp_path):
     chosen, _ = select_window(parts, parse_window("1w"), until=datetime.date(2026, 11, 4))
     assert [p.day for p in chosen] == DAYS[:4]
     assert select_window(parts, parse_window("all"))[0] == parts
-    with pytest.raises(ValueError, match="--window"):
+    with pytest.raises(ValueError, match="^window '7 fortnights': use Nd"):
         parse_window("7 fortnights")
     with pytest.raises(FileNotFoundError, match="2026-12"):
         select_window(parts, 2, until=datetime.date(2026, 12, 31))

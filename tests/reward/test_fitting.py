@@ -187,7 +187,7 @@ def test_bad_options_are_errors_and_nothing_is_written(logs, tmp_path, capsys):
     assert main(["fit", logs[False, 1], "--out", str(out), "--lam", "0"]) == 2
     assert "λ must be a positive number or 'auto'" in capsys.readouterr().err
     assert main(["fit", logs[False, 1], "--out", str(out), "--folds", "1", "--no-progress"]) == 2
-    assert "folds must be at least 2" in capsys.readouterr().err
+    assert "argument --folds: should be greater than or equal to 2" in capsys.readouterr().err
     assert not out.exists()
 
 

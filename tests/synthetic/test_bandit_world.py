@@ -157,20 +157,21 @@ def test_positions_give_the_same_draws_for_any_split():
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--rows", "0"], "--rows must be positive"),
+    (["--rows", "0"], "argument --rows: should be greater than or equal to 1"),
     (["--rows", "10", "--features", "10"], "--features must be at least 80"),
     (["--rows", "10", "--features", str(2**25)], "--features must be at most"),
     (["--rows", "10", "--actions", "1"], "--actions must be in [2, 500]"),
-    (["--rows", "10", "--days", "0"], "--days must be between 1 and --rows"),
+    (["--rows", "10", "--days", "0"], "argument --days: should be greater than or equal to 1"),
     (["--rows", "10", "--days", "11"], "--days must be between 1 and --rows"),
-    (["--rows", "10", "--rows-per-part", "0"], "--rows-per-part must be positive"),
-    (["--rows", "10", "--seed", "-1"], "--seed must be non-negative"),
+    (["--rows", "10", "--rows-per-part", "0"], "argument --rows-per-part: should be greater than or equal to 1"),
+    (["--rows", "10", "--seed", "-1"], "argument --seed: should be greater than or equal to 0"),
 ])
 def test_bad_options_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, options, message):
     out = tmp_path / "out"
     assert main(["generate", "bandit", "--out", str(out), "--features", "256", "--no-progress", *options]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("dr-scale generate: error: ") and message in err and "\n" not in err
+    assert err.startswith(("dr-scale generate: error: ", "dr-scale generate bandit: error: "))  # run, parse
+    assert message in err and "\n" not in err
     assert not out.exists()
 
 

@@ -33,12 +33,16 @@ import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 import dask
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from dr_scale.outofcore.compute import compute
+from dr_scale.io.config import Model, NonNegativeInt, PositiveFinite, PositiveInt
 from dr_scale.logs.contract import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.blocks import solve_in_blocks
@@ -51,17 +55,28 @@ from dr_scale.experiments.visits.sampler import logging_actions, memberships, pr
 PAPER_FRACTIONS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The experiment's options (defaults: the paper's protocol)."""
+class Settings(Model):
+    """The experiment's options, typed and checked (defaults: the paper's protocol).
 
-    fractions: tuple = PAPER_FRACTIONS
-    repetitions: int = 100
-    seed: int = 0
-    lam: float = 100.0  # ridge penalty λ (see docs/visits.md)
-    kernel: str = "density"
-    rtol: float = 3e-8  # CG: ‖residual‖ ≤ rtol ‖rhs‖ for every fit (docs/visits.md: estimates to ~1e-7)
-    max_iter: int = 1000
+    The one description of them: the visits job's keys of the same names
+    (:class:`dr_scale.experiments.visits.job.VisitsJob` extends this model) and the Python API share
+    its rules and defaults. Frozen, unknown keys refused; ``fractions`` may be given as a list.
+    """
+
+    fractions: Annotated[tuple[Annotated[float, Field(gt=0, le=1)], ...], Field(min_length=1)] = PAPER_FRACTIONS
+    repetitions: PositiveInt = 100
+    seed: NonNegativeInt = 0
+    lam: PositiveFinite = 100.0  # ridge penalty λ (see docs/visits.md)
+    kernel: Literal["density", "gaussian"] = "density"
+    rtol: Annotated[float, Field(gt=0, lt=1)] = 3e-8  # CG: ‖residual‖ ≤ rtol ‖rhs‖ (docs/visits.md: ~1e-7)
+    max_iter: PositiveInt = 1000
+
+    @field_validator("fractions", mode="before")
+    @classmethod
+    def _a_list_as_a_tuple(cls, value):
+        if not isinstance(value, (list, tuple)):
+            raise PydanticCustomError("list_type", "Input should be a valid list")
+        return tuple(value)
 
     @property
     def n_fits(self) -> int:

@@ -18,11 +18,10 @@ from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import cache_root, spill_root
-from dr_scale.io.config import Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
+from dr_scale.io.config import PositiveInt, validate
 from dr_scale.core.errors import check_output_folder
 from dr_scale.synthetic import visits as gen
 from dr_scale.experiments.visits.experiment import (
-    PAPER_FRACTIONS,
     Settings,
     load_parts,
     run_experiment,
@@ -31,30 +30,23 @@ from dr_scale.experiments.visits.outputs import write_outputs
 from dr_scale.outofcore.passes import spill_folder
 from dr_scale.io.storage import storage_options
 
-DEFAULTS = {
-    "job": "visits", "data": "", "rows": gen.DEFAULT_ROWS, "features": gen.DEFAULT_FEATURES, "seed": 0,
-    "fractions": list(PAPER_FRACTIONS), "repetitions": 100, "lam": Settings.lam, "kernel": Settings.kernel,
-    "rtol": Settings.rtol, "out": "results/visits", "cache": "", "storage_options": {}, "spill": "disk",
-}
 
-
-class VisitsJob(Model):
-    """The keys of pipelines/visits.toml, typed (defaults: :data:`DEFAULTS`)."""
+class VisitsJob(Settings):
+    """The keys of pipelines/visits.toml, typed, with their defaults: the experiment's
+    :class:`~dr_scale.experiments.visits.experiment.Settings` and where its data, outputs and caches are."""
 
     job: Literal["visits"]
-    data: str = DEFAULTS["data"]
-    rows: Annotated[int, Field(ge=2)] = DEFAULTS["rows"]
-    features: PositiveInt = DEFAULTS["features"]
-    seed: NonNegativeInt = DEFAULTS["seed"]
-    fractions: Annotated[list[Annotated[float, Field(gt=0, le=1)]], Field(min_length=1)] = DEFAULTS["fractions"]
-    repetitions: PositiveInt = DEFAULTS["repetitions"]
-    lam: PositiveFinite = DEFAULTS["lam"]
-    kernel: Literal["density", "gaussian"] = DEFAULTS["kernel"]
-    rtol: Annotated[float, Field(gt=0, lt=1)] = DEFAULTS["rtol"]
-    out: Annotated[str, Field(min_length=1)] = DEFAULTS["out"]
-    cache: str = DEFAULTS["cache"]
-    storage_options: dict | str = DEFAULTS["storage_options"]
-    spill: Annotated[str, Field(min_length=1)] = DEFAULTS["spill"]
+    data: str = ""
+    rows: Annotated[int, Field(ge=2)] = gen.DEFAULT_ROWS
+    features: PositiveInt = gen.DEFAULT_FEATURES
+    out: Annotated[str, Field(min_length=1)] = "results/visits"
+    cache: str = ""
+    storage_options: dict | str = Field(default_factory=dict)
+    spill: Annotated[str, Field(min_length=1)] = "disk"
+
+    def settings(self) -> Settings:
+        """The experiment's settings alone (no storage options: they go into no task graph)."""
+        return Settings(**self.model_dump(include=set(Settings.model_fields)))
 
 
 def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", client=None, progress: bool = False) -> str:
@@ -71,9 +63,8 @@ def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", clien
 
 
 def run(config: dict, client=None, progress: bool = False) -> int:
-    c = validate(VisitsJob, config).model_dump()
-    settings = Settings(fractions=tuple(float(f) for f in c["fractions"]), repetitions=c["repetitions"],
-                        seed=c["seed"], lam=float(c["lam"]), kernel=c["kernel"], rtol=float(c["rtol"]))
+    job = validate(VisitsJob, config)
+    settings, c = job.settings(), job.model_dump()
     options = storage_options(c["storage_options"] or None)  # credentials: job file, else the environment
     out_fs, out_path = url_to_fs(c["out"], options or None)
     check_output_folder(c["out"], out_fs, out_path)
