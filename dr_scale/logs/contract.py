@@ -67,7 +67,7 @@ class LogDataError(UserError):
 
     See Also
     --------
-    read_log, write_log : raise it, naming the first bad row.
+    read_log, write_log : Both raise it, naming the first bad row.
 
     Examples
     --------
@@ -126,8 +126,8 @@ class Partition:
 
     See Also
     --------
-    read_log : reads and validates a log's partitions.
-    dr_scale.evaluate_partitions : evaluates a policy on partitions.
+    read_log : Reads and validates a log's partitions.
+    dr_scale.evaluate_partitions : Evaluates a policy on partitions.
 
     Examples
     --------

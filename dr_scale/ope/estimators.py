@@ -153,9 +153,9 @@ class Estimator:
 
     See Also
     --------
-    DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR : the estimators.
-    make_estimators : estimators by name.
-    dr_scale.ope.moments.Moments : the mergeable state.
+    DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR : The estimators.
+    make_estimators : Estimators by name.
+    dr_scale.ope.moments.Moments : The mergeable state.
 
     Examples
     --------
@@ -276,8 +276,8 @@ class DirectMethod(Estimator):
 
     See Also
     --------
-    IPS : the estimator without a reward model.
-    DoublyRobust : the reward model corrected by the importance-weighted residuals.
+    IPS : The estimator without a reward model.
+    DoublyRobust : The reward model corrected by the importance-weighted residuals.
 
     Examples
     --------
@@ -306,7 +306,7 @@ class IPS(Estimator):
 
     See Also
     --------
-    SNIPS : the self-normalized form.
+    SNIPS : The self-normalized form.
     DoublyRobust : IPS of the reward model's residuals, plus the direct method.
 
     Examples
@@ -341,8 +341,8 @@ class SNIPS(IPS):
 
     See Also
     --------
-    IPS : the unnormalized mean.
-    SNDR : the self-normalized doubly robust estimator.
+    IPS : The unnormalized mean.
+    SNDR : The self-normalized doubly robust estimator.
 
     Examples
     --------
@@ -380,8 +380,8 @@ class DoublyRobust(Estimator):
 
     See Also
     --------
-    DirectMethod, IPS : the two estimators DR combines.
-    SNDR, SwitchDR, ClippedDR : variants that trade bias for variance.
+    DirectMethod, IPS : The two estimators DR combines.
+    SNDR, SwitchDR, ClippedDR : Variants that trade bias for variance.
 
     Examples
     --------
@@ -415,8 +415,8 @@ class SNDR(DoublyRobust):
 
     See Also
     --------
-    DoublyRobust : the unnormalized form.
-    SNIPS : the self-normalized estimator without a reward model.
+    DoublyRobust : The unnormalized form.
+    SNIPS : The self-normalized estimator without a reward model.
 
     Examples
     --------
@@ -559,7 +559,7 @@ class SwitchDR(_Thresholded):
 
     See Also
     --------
-    ClippedDR : the weights clipped at a threshold rather than the correction switched off.
+    ClippedDR : The weights clipped at a threshold rather than the correction switched off.
     DoublyRobust : τ = ∞.
 
     Examples
@@ -600,7 +600,7 @@ class ClippedDR(_Thresholded):
 
     See Also
     --------
-    SwitchDR : the correction switched off above a threshold rather than the weights clipped.
+    SwitchDR : The correction switched off above a threshold rather than the weights clipped.
     DoublyRobust : M = ∞.
 
     Examples
@@ -746,9 +746,9 @@ def make_estimators(specs, *, clip: float | None = None, tau: float | None = Non
     specs : list or tuple of str or dict
         The estimators' specs, each label at most once.
     clip : float or None, default None
-        M for a bare ``ClippedDR`` (None: tuned).
+        The clip M of a bare ``ClippedDR`` (None: tuned).
     tau : float or None, default None
-        τ for a bare ``SwitchDR`` (None: tuned).
+        The threshold τ of a bare ``SwitchDR`` (None: tuned).
 
     Returns
     -------
@@ -762,8 +762,8 @@ def make_estimators(specs, *, clip: float | None = None, tau: float | None = Non
 
     See Also
     --------
-    Estimator : what each value is.
-    dr_scale.Evaluation : takes the same specs.
+    Estimator : What each value is.
+    dr_scale.Evaluation : Takes the same specs.
 
     Examples
     --------

@@ -73,8 +73,8 @@ class Policy:
     See Also
     --------
     ConstantPolicy, ActionColumnPolicy, ProbsColumnPolicy, CallablePolicy, LinearPolicy, SoftmaxPolicy :
-        the six kinds.
-    parse_policy : a policy from its command-line spelling.
+        The six kinds.
+    parse_policy : A policy from its command-line spelling.
 
     Examples
     --------
@@ -149,7 +149,7 @@ class ConstantPolicy(Policy):
 
     See Also
     --------
-    ActionColumnPolicy : a deterministic π whose action varies by row.
+    ActionColumnPolicy : A deterministic π whose action varies by row.
 
     Examples
     --------
@@ -189,7 +189,7 @@ class ActionColumnPolicy(Policy):
 
     See Also
     --------
-    ProbsColumnPolicy : a stochastic π stored in the log.
+    ProbsColumnPolicy : A stochastic π stored in the log.
 
     Examples
     --------
@@ -230,7 +230,7 @@ class ProbsColumnPolicy(Policy):
 
     See Also
     --------
-    ActionColumnPolicy : a deterministic π stored in the log.
+    ActionColumnPolicy : A deterministic π stored in the log.
 
     Examples
     --------
@@ -265,7 +265,7 @@ class ProbsColumnPolicy(Policy):
 
 @dataclass
 class CallablePolicy(Policy):
-    """π computed by a function: ``function(X, row_id)`` returning (n,) actions or (n, k) probabilities.
+    """A policy computed by a function: ``function(X, row_id)`` returning (n,) actions or (n, k) probabilities.
 
     Spec ``callable:module:function``. X is the partition's (n, d) CSR features and ``row_id``
     its row ids; the module is imported when the policy is made, so a missing module or function
@@ -279,7 +279,7 @@ class CallablePolicy(Policy):
 
     See Also
     --------
-    LinearPolicy : a learned policy from a file.
+    LinearPolicy : A learned policy from a file.
 
     Examples
     --------
@@ -367,8 +367,8 @@ class LinearPolicy(Policy):
 
     See Also
     --------
-    SoftmaxPolicy : the same scores as a stochastic policy.
-    dr_scale.learn_policy : learns one from a log.
+    SoftmaxPolicy : The same scores as a stochastic policy.
+    dr_scale.learn_policy : Learns one from a log.
 
     Examples
     --------
@@ -470,7 +470,7 @@ class SoftmaxPolicy(Policy):
 
     See Also
     --------
-    LinearPolicy : the deterministic policy of the same scores.
+    LinearPolicy : The deterministic policy of the same scores.
 
     Examples
     --------

@@ -43,8 +43,8 @@ class RewardModel(Protocol):
 
     See Also
     --------
-    LinearRewardModel : the ridge model ``dr-scale fit`` writes.
-    dr_scale.fit_reward_model : fits one from a log.
+    LinearRewardModel : The ridge model ``dr-scale fit`` writes.
+    dr_scale.fit_reward_model : Fits one from a log.
 
     Examples
     --------
@@ -127,8 +127,8 @@ class LinearRewardModel:
 
     See Also
     --------
-    RewardModel : the protocol it implements.
-    dr_scale.fit_reward_model : fits one from a log.
+    RewardModel : The protocol it implements.
+    dr_scale.fit_reward_model : Fits one from a log.
 
     Examples
     --------
