@@ -206,13 +206,35 @@ class Estimator:
 
     # -- statistics ---------------------------------------------------------
     def state(self, rows: RowInputs) -> Moments:
-        """The mergeable state of a batch of rows."""
+        """The mergeable state of a batch of rows: the moments of the estimator's per-row terms.
+
+        Parameters
+        ----------
+        rows : RowInputs
+            The batch's per-row quantities (:meth:`RowInputs.from_arrays`, :meth:`RowInputs.from_actions`).
+
+        Returns
+        -------
+        dr_scale.ope.moments.Moments
+            The state; states of disjoint batches merge with ``+``.
+        """
         if self.needs_model and rows.reward_hat_pi is None:
             raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
         return Moments.of(*self.terms(rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
-        """Estimate, delta-method standard error, n and the EL summary from a (merged) state."""
+        """Estimate, delta-method standard error, n and the EL summary from a (merged) state.
+
+        Parameters
+        ----------
+        state : dr_scale.ope.moments.Moments
+            A state from :meth:`state`, or the sum of several.
+
+        Returns
+        -------
+        Estimate
+            The estimate; NaN value and standard error for a state of no rows.
+        """
         if state.n == 0:
             return Estimate(float("nan"), float("nan"), 0)
         value, grad, chosen = self.linearize(state)

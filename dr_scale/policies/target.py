@@ -407,7 +407,22 @@ class LinearPolicy(Policy):
         return self.coef.shape[0]
 
     def scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
-        """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0)."""
+        """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0).
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d')
+            The rows' features.
+        source : str, default "<X>"
+            Where X came from, for the message if it has a feature beyond the policy's d.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids, for that message.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) float scores.
+        """
         d = self.n_features
         if X.shape[1] > d:
             X = sp.csr_matrix(X)
@@ -421,7 +436,18 @@ class LinearPolicy(Policy):
         return np.asarray(X @ coef) + self.intercept
 
     def predict(self, X) -> np.ndarray:
-        """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax)."""
+        """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d')
+            The rows' features, d' ≤ d.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) int actions.
+        """
         return np.argmax(self.scores(X), axis=1)
 
     def decisions(self, part, k):
@@ -434,7 +460,15 @@ class LinearPolicy(Policy):
                                f"{self.n_actions}")
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically."""
+        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically.
+
+        Parameters
+        ----------
+        url : str
+            The file to write, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url`` (credentials otherwise from the environment).
+        """
         buf = io.BytesIO()
         np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)))
         fs, path = url_to_fs(url, storage_options)
@@ -442,6 +476,20 @@ class LinearPolicy(Policy):
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearPolicy":
+        """Read a policy saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        Parameters
+        ----------
+        url : str
+            The ``.npz`` file, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url``.
+
+        Returns
+        -------
+        LinearPolicy
+            The policy, ``source`` its URL.
+        """
         arrays = read_linear_file(url, storage_options, f"policy {url}")
         try:
             meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}

@@ -182,6 +182,20 @@ class LinearRewardModel:
 
         With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i)
         (cross-fitting: a model that did not see the row); otherwise by the full-data model.
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
+            The rows' features.
+        actions : numpy.ndarray of int, optional
+            The columns wanted; None for all k.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids (used by a cross-fitted model).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) float predictions, or (n, len(actions)).
         """
         cols = slice(None) if actions is None else actions
         if row_id is None or not self.folds:
@@ -197,7 +211,15 @@ class LinearRewardModel:
         return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON)."""
+        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON).
+
+        Parameters
+        ----------
+        url : str
+            The file to write, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url`` (credentials otherwise from the environment).
+        """
         arrays = {"coef": self.coef, "intercept": self.intercept}
         if self.folds:
             arrays.update(fold_coef=self.fold_coef, fold_intercept=self.fold_intercept,
@@ -214,7 +236,20 @@ class LinearRewardModel:
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
-        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        Parameters
+        ----------
+        url : str
+            The ``.npz`` file, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url``.
+
+        Returns
+        -------
+        LinearRewardModel
+            The model, with its fold models and metadata if the file has them.
+        """
         where = f"reward model {url}"
         arrays = read_linear_file(url, storage_options, where)
         model = cls(arrays["coef"], arrays["intercept"])
