@@ -34,3 +34,15 @@ def warnings_as_lines(command: str):
         yield
     for w in caught:
         print(f"dr-scale {command}: warning: {w.message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def settings_errors_as_flags():
+    """A settings object's error (:class:`dr_scale.fitting.SettingError`, naming a parameter) re-raised naming the
+    parameter's command-line flag: ``folds must be …`` → ``--folds must be …``."""
+    from dr_scale.fitting import SettingError
+
+    try:
+        yield
+    except SettingError as exc:
+        raise SettingError(f"--{exc.parameter.replace('_', '-')}", exc.message) from None

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 
 from dr_scale.cache import spill_root
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
+from dr_scale.commands.common import (add_compute_options, add_storage_option, settings_errors_as_flags,
+                                      storage_options, warnings_as_lines)
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.compute import dask_session
 from dr_scale.config import PositiveInt, option
 from dr_scale.learning.impute import METHODS
-from dr_scale.learning.reduction import LEARNERS, MAX_PASSES, Stages, learn_policy
+from dr_scale.fitting import Stages
+from dr_scale.learning.reduction import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.passes import spill_folder
 
 
@@ -27,7 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
-    p.add_argument("--folds", type=int, default=2, metavar="K",
+    p.add_argument("--folds", type=option(PositiveInt, "positive integer"), default=2, metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
@@ -45,15 +47,14 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
-    if args.folds < 2:
-        raise ValueError(f"--folds must be at least 2, got {args.folds}")
+    with settings_errors_as_flags():
+        settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, folds=args.folds,
+                                 max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
-        policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
-                              folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
-                              n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
-                              max_iter=args.max_iter, progress=not args.no_progress, stages=stages)
+        policy = learn_policy(args.logs, settings, reward_model=args.reward_model, client=client,
+                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"
