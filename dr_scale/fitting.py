@@ -122,8 +122,8 @@ class FitSettings:
     ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes. The default rtol = 1e-2 is sized
     to the statistical error, not to the arithmetic: on the generated 1M-row log (2^18 features, 10
     actions, ``folds=5``, λ = 100 as chosen) the fold models' out-of-fold squared error over all rows at
-    rtol 1e-2 (7 CG passes) is 0.005% above the exact solve's (48 passes at 1e-10) — a thirtieth of the
-    error's own relative standard error there (≈ 0.15%), a hundredth of a 0.5% tolerance — at the
+    rtol 1e-2 (7 CG passes) is 0.005% above the exact solve's (48 passes at 1e-10) — a twentieth of the
+    error's own relative standard error there (0.10%), a hundredth of a 0.5% tolerance — at the
     same λ (docs/reward-models.md gives the table and the command). ``n_features``, ``n_actions``: d and k
     (default: the log's metadata, else the data). ``spill``: where local runs keep the parts between
     passes — ``"disk"`` (files under the cache folder, :func:`dr_scale.cache.spill_root`), ``"memory"``,
