@@ -66,7 +66,8 @@ def main() -> None:
           f"λ = {lam:g}, {args.folds} folds)")
     for rtol, passes, seconds, sse in rows:
         print(f"{rtol:>8g} {passes:>10} {seconds:>8.1f} {sse:>16.6f} {100 * (sse / exact - 1):>+8.3f}%")
-    print(f"relative standard error of the exact out-of-fold SSE: {100 * np.sqrt(second - mean ** 2) / mean / np.sqrt(n):.3f}%")
+    relative_se = np.sqrt(second - mean ** 2) / mean / np.sqrt(n)
+    print(f"relative standard error of the exact out-of-fold SSE: {100 * relative_se:.3f}%")
 
 
 def _squared_error_moments(part, coef, intercept, folds):

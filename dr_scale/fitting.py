@@ -315,7 +315,8 @@ def add_block_products(total, part: GroupedPart, n_features: int, weighted: bool
         total = np.zeros((n_blocks, n_features))
     for b in range(n_blocks):
         lo, hi = part.start[b], part.start[b + 1]
-        add_transposed_product(total[b], part.block(b, n_features), part.reward[lo:hi] if weighted else np.ones(hi - lo))
+        weights = part.reward[lo:hi] if weighted else np.ones(hi - lo)
+        add_transposed_product(total[b], part.block(b, n_features), weights)
     return total
 
 

@@ -42,7 +42,6 @@ laptop and on any cluster, for any number of workers.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
