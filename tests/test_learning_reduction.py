@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 import scipy.sparse as sp
 
 from dr_scale import keyed_random
 from dr_scale.cli import main
 from dr_scale.evaluation import Evaluation, evaluate_log
+from dr_scale.fitting import UnloggedActionWarning
 from dr_scale.learning.reduction import AUTO_GRID, LAMBDA_FACTOR, LearnSettings, learn_policy
 from dr_scale.logdata import csr_to_features, write_log
 from dr_scale.policies import LinearPolicy
@@ -118,6 +120,25 @@ def test_bad_options_are_clear_errors(world, tmp_path, capsys, args, message):
     assert not (tmp_path / "p.npz").exists()
     assert main(["learn", str(folder / "many"), "--out", str(tmp_path / "p.npz"), "--method", "snips"]) == 2
     assert "invalid choice: 'snips'" in capsys.readouterr().err
+
+
+def test_settings_are_checked_at_construction_naming_the_parameter():
+    for kwargs, message in [({"method": "snips"}, "method must be one of dr, ips, dm"),
+                            ({"learner": "tree"}, "learner must be one of ridge, dlm"),
+                            ({"lam": -1.0}, "lam must be a positive number or 'auto'"),
+                            ({"folds": 1}, "folds must be an integer ≥ 2, got 1"),
+                            ({"max_iter": 0}, "max_iter must be an integer ≥ 1")]:
+        with pytest.raises(ValueError, match=message):
+            LearnSettings(**kwargs)
+
+
+def test_an_action_never_logged_warns_as_fit_does(tmp_path):
+    table, X, best = segments_world(2000)
+    kept = table.filter(pa.compute.not_equal(table.column("action"), 2))
+    write_log(kept, str(tmp_path / "log"), n_parts=2, n_features=D, n_actions=K)
+    with pytest.warns(UnloggedActionWarning, match="action.s. 2 never logged"):
+        policy = learn_policy(str(tmp_path / "log"), LearnSettings(method="dm"))
+    assert policy.metadata["reward_model_lam"] > 0
 
 
 def test_bad_log_is_a_clear_error_naming_file_column_and_row(tmp_path, capsys):
