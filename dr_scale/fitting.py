@@ -355,9 +355,10 @@ class Fits:
         """Per-block values (B, …) summed into per-fit ones (F, …): fold model j over the blocks (f, a), f ≠ j,
         the full-data model over all blocks (f, a)."""
         per_block = v.reshape(self.groups, self.n_actions, *v.shape[1:])
-        total = per_block.sum(axis=0)[None]
-        rows = [total - per_block] if self.folds else []
-        return np.concatenate(rows + ([total] if self.full else [])).reshape(self.count, *v.shape[1:])
+        # summed, not the total minus fold j's: fold model j's statistics then do not depend, even in their
+        # last bit, on the rows of fold j
+        rows = [per_block[[f for f in range(self.folds) if f != j]].sum(axis=0) for j in range(self.folds)]
+        return np.stack(rows + ([per_block.sum(axis=0)] if self.full else [])).reshape(self.count, *v.shape[1:])
 
     def stats(self, sums) -> ridge.RidgeStats:
         """The fits' statistics from the block sums (:func:`block_sums`): a fold model sums the blocks (f, a),
