@@ -573,16 +573,22 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     stages = Stages(progress)
     with spill_folder(settings.spill, client, disk=spill_root()) as folder:
         with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            raw = PartSet.build(read_log_part, [(fs, path, n_features, n_actions) for path in paths], client,
-                                progress, folder)
-            extent = raw.sum(Extent.of)
+            if n_features and n_actions:  # grouped as they are read
+                parts = PartSet.build(read_grouped_part, [(fs, path, n_features, n_actions, settings.folds,
+                                                           settings.seed) for path in paths], client, progress, folder)
+                extent = parts.sum(Extent.of)
+            else:  # d or k from the data first
+                raw = PartSet.build(read_log_part, [(fs, path, n_features, n_actions) for path in paths], client,
+                                    progress, folder)
+                extent = raw.sum(Extent.of)
             if extent.n == 0:
                 raise UserError(f"{logs}: the log has no rows; nothing to fit")
             d = int(n_features or extent.max_feature + 1)
             k = int(n_actions or extent.max_action + 1)
-            _, parts = raw.sum_and_derive(_group_step, k, settings.folds, settings.seed)
-            del raw
-            p.append(3)
+            if not (n_features and n_actions):
+                _, parts = raw.sum_and_derive(_group_step, k, settings.folds, settings.seed)
+                del raw
+            p.append(2 if n_features and n_actions else 3)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
     return model

@@ -180,6 +180,18 @@ def test_the_full_data_model_is_the_same_fit_with_or_without_folds(logs):
     np.testing.assert_allclose(crossed.intercept, plain.intercept, atol=1e-9)
 
 
+def test_d_and_k_come_from_the_data_when_the_metadata_lacks_them(logs, tmp_path):
+    table, X, action, reward, _ = make_log(valued=True)
+    url = str(tmp_path / "bare")
+    write_log(table, url, n_parts=3)
+    bare = fit_reward_model(url, FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    known = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    last = int(X.indices.max()) + 1
+    assert bare.metadata["n_features"] == last and bare.metadata["n_actions"] == K
+    np.testing.assert_allclose(bare.fold_coef, known.fold_coef[:, :last], rtol=1e-9, atol=1e-12)
+    assert bare.metadata["fingerprint"] == known.metadata["fingerprint"]
+
+
 def test_settings_are_checked_at_construction_naming_the_parameter():
     for kwargs, message in [({"lam": 0}, "lam must be a positive number or 'auto'"),
                             ({"lam": "best"}, "lam must be a positive number or 'auto'"),
