@@ -487,8 +487,8 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
             del sampled, one
         else:
             sample, sample_stats = parts, Fits(folds, k, False).stats(sums)
-        with stages.stage("ρ̂ λ", f"{len(settings.lam_grid)} values by the out-of-fold error of the "
-                                 f"{'sampled' if share < 1 else ''} rows") as p:
+        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold error of "
+                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
             best, search, passes = choose_lambda(sample, sample_stats, settings.search_folds, k, settings.lam_grid,
                                                  rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
             p.append(passes + (3 if derive else 0))
