@@ -76,6 +76,8 @@ def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
 
 def test_dlm_learner_finds_the_known_best_policy(world):
     folder, X, best = world
+    # ρ̂ solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, a few of the
+    # 4000 rows get another action)
     policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", learner="dlm", max_iter=40, rtol=1e-4))
     np.testing.assert_array_equal(policy.predict(X), best)
 

@@ -27,12 +27,13 @@ same passes on the rows outside a validation fold (row i is in it when u(row_id_
 u keyed by (seed, "learn validation")), picks the λ whose policy has the highest imputed
 value on the validation rows, (1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
 
-**Passes.** Every CG solve of the policy stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
-for all its fits, or after :data:`MAX_PASSES` passes: the policy needs only the argmax,
-and CG stopped early from the shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR
-and DM, unless given) is fitted on the same parts, read once and grouped by (fold,
-action), by the one reward-model fitter (:func:`dr_scale.fitting.fit_on_parts`: cross-fitted
-over K folds, its λ chosen by the out-of-fold error on a keyed sample, its own tolerance).
+**Passes.** Every CG solve (ρ̂'s and the policy's) stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
+for all its fits (the reward-model fitter's tolerance), the policy's also after
+:data:`MAX_PASSES` passes: the policy needs only the argmax, and CG stopped early from the
+shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR and DM, unless given) is fitted
+on the same parts, read once and grouped by (fold, action), by the one reward-model fitter
+(:func:`dr_scale.fitting.fit_on_parts`: cross-fitted over K folds, its λ chosen by the
+out-of-fold error on a keyed sample).
 
 The parts are read once and kept (Dask memory, or spilled to local files,
 :mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
@@ -48,8 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale import keyed_random
-from dr_scale.fitting import (FitSettings, LogPart, SettingError, Stages, check_int, check_lam, check_positive,
-                              fit_on_parts, read_grouped_part)
+from dr_scale.fitting import (RTOL, FitSettings, LogPart, SettingError, Stages, check_int, check_lam,
+                              check_positive, fit_on_parts, read_grouped_part)
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logdata import list_parts, log_metadata
 from dr_scale.outofcore import ridge
@@ -64,8 +65,8 @@ LEARNERS = ("ridge", "dlm")
 LAMBDA_FACTOR = 10.0
 #: λ grid of ``lam="auto"``, relative to the same scale.
 AUTO_GRID = (1.0, 10.0, 100.0)
-#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits, or after MAX_PASSES passes.
-RTOL = 1e-2
+#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits (the reward-model fitter's tolerance), a
+#: policy's also after MAX_PASSES passes.
 MAX_PASSES = 30
 VALIDATION_PURPOSE = "learn validation"
 
@@ -266,7 +267,8 @@ class LearnSettings:
     features · n / 1000); a number; or ``"auto"`` (a validation fold); ``folds``: the cross-fitting folds of
     the ρ̂ fitted on the log (DR, DM) when no reward model is given — fitted by the one fitter,
     :func:`dr_scale.fitting.fit_on_parts`, with its defaults (λ by the out-of-fold error on a keyed sample);
-    ``rtol``, ``max_iter``: the policy's CG solves stop when ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after
+    ``rtol``: every CG solve — ρ̂'s and the policy's — stops when ‖residual‖ ≤ rtol ‖rhs‖ for every fit (the
+    default is the fitter's, :data:`dr_scale.fitting.RTOL`); ``max_iter``: the policy's solves also stop after
     ``max_iter`` passes (early-stopped CG from the shrinkage centre is itself a regulariser); DLM runs at most
     ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
     ``n_features``, ``n_actions``: d and k when the log's metadata lacks them.
@@ -299,8 +301,9 @@ class LearnSettings:
         put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
 
     def reward_fit(self, n_features: int, n_actions: int) -> FitSettings:
-        """The settings of the ρ̂ fitted on the log: the fitter's defaults, these folds and seed."""
-        return FitSettings(folds=self.folds, seed=self.seed, n_features=n_features, n_actions=n_actions)
+        """The settings of the ρ̂ fitted on the log: the fitter's defaults, these folds, seed and rtol."""
+        return FitSettings(folds=self.folds, seed=self.seed, rtol=self.rtol, n_features=n_features,
+                           n_actions=n_actions)
 
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
