@@ -140,7 +140,10 @@ class ConstantPolicy(Policy):
         return self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>")
 
     def __str__(self):
-        return f"constant:{self.item if self.item is not None else self.action}"
+        if self.item is None or self.item == str(self.action):
+            return f"constant:{self.action}"
+        return f"constant:{self.item}" + ("" if self.action is None or self.item == f"#{self.action}"
+                                          else f" (#{self.action})")
 
 
 @dataclass
@@ -178,7 +181,10 @@ class TopKPolicy(Policy):
         return probs
 
     def __str__(self):
-        return f"topk:{','.join(self.items)}"
+        named = f"topk:{','.join(self.items)}"
+        if self.ids is None or list(self.items) == [str(i) for i in self.ids]:
+            return named
+        return f"{named} ({','.join(f'#{i}' for i in self.ids)})"
 
 
 @dataclass

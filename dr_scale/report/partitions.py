@@ -59,7 +59,13 @@ def list_partitions(url: str, storage_options: dict | None = None) -> tuple[obje
     fs, _ = url_to_fs(url, storage_options)
     fs.invalidate_cache()  # a scheduled run must see today's listing, not a cached one
     fs, paths = list_parts(url, storage_options)
-    return fs, [PartitionInfo(p, partition_date(p), identity(fs, p, fs.info(p))) for p in paths]
+    return fs, [PartitionInfo(p, partition_date(p), _with_rows(identity(fs, p, fs.info(p)), p)) for p in paths]
+
+
+def _with_rows(ident: dict, path: str) -> dict:
+    """The identity of a partition read with a split names the split: a state of other rows is not trusted."""
+    log_filter = getattr(path, "log_filter", None)
+    return {**ident, "rows": str(log_filter)} if log_filter is not None and log_filter.selects_rows else ident
 
 
 def parse_window(window: str | None) -> int | None:
