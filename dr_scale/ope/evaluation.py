@@ -371,12 +371,17 @@ def log_states(url: str, evaluation: Evaluation | Comparison, storage_options: d
                log_filter: LogFilter | None = None) -> db.Bag:
     """A bag with one state per Parquet part of the log at ``url`` (:class:`PolicyState`, or a
     :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
+    return _log_states(url, evaluation, storage_options, log_filter)[1]
+
+
+def _log_states(url, evaluation, storage_options, log_filter):
+    """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
     fs, paths = list_parts(url, storage_options, log_filter)
     actions = action_vocabulary(url, storage_options)
     meta = log_metadata(fs, paths[0])
     evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
         else with_log_defaults(evaluation, fs, paths[0], actions, meta)
-    return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+    return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
 
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
@@ -399,9 +404,8 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
     EvaluationResult or ComparisonResult
         ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
     """
-    evaluation = _checked(evaluation)
-    (state,) = compute(tree_reduce(log_states(url, evaluation, storage_options, log_filter)), client=client,
-                       progress=progress)
+    evaluation, states = _log_states(url, _checked(evaluation), storage_options, log_filter)
+    (state,) = compute(tree_reduce(states), client=client, progress=progress)
     if state.rows == 0:
         raise LogDataError(url, None, "the log has no rows; nothing to evaluate" if not filter_of(url, log_filter)
                            else f"no rows of the log are selected ({filter_of(url, log_filter)}); nothing to evaluate")
