@@ -7,7 +7,7 @@ import contextlib
 import sys
 import warnings
 
-from dr_scale.io.config import NonNegativeInt, PositiveInt, option
+from dr_scale.io.config import NonNegativeInt, PositiveInt, TestFraction, option
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 #: ``type=`` of the integer options (counts, sizes, seeds), by the shared rules of :mod:`dr_scale.io.config`.
@@ -42,7 +42,7 @@ def add_filter_options(parser) -> None:
     group.add_argument("--split", choices=SPLITS,
                        help="only the train or the test rows of the keyed split: a row is a test row when "
                             "u(row_id) < --test-fraction, u keyed by (--split-seed, 'train/test split')")
-    group.add_argument("--test-fraction", type=float, default=None, metavar="F",
+    group.add_argument("--test-fraction", type=option(TestFraction, "number in (0, 1)"), default=None, metavar="F",
                        help=f"share of test rows, in (0, 1) (default {DEFAULT_TEST_FRACTION:g})")
     group.add_argument("--split-seed", type=NON_NEGATIVE_INT, default=0, metavar="SEED",
                        help="key of the split (default 0)")

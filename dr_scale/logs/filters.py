@@ -179,12 +179,11 @@ class LogFilter:
             raise ParameterError(f"`days` must be a string such as '2019-11-24:2019-11-28', got {self.days!r}")
         if self.split is not None and self.split not in SPLITS:
             raise ParameterError(f"`split` must be train or test, got {self.split!r}")
-        fraction = self.test_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-            raise ParameterError(f"`test_fraction` must be a number in (0, 1), got {fraction!r}")
-        if isinstance(self.split_seed, bool) or not isinstance(self.split_seed, (int, np.integer)) \
-                or self.split_seed < 0:
-            raise ParameterError(f"`split_seed` must be a non-negative integer, got {self.split_seed!r}")
+        if self.split is not None or self.test_fraction != DEFAULT_TEST_FRACTION or self.split_seed != 0:
+            from dr_scale.io.config import NonNegativeInt, TestFraction, check  # pydantic: only for a split
+
+            object.__setattr__(self, "test_fraction", check(TestFraction, "test_fraction", self.test_fraction))
+            object.__setattr__(self, "split_seed", check(NonNegativeInt, "split_seed", self.split_seed))
 
     @property
     def selects_rows(self) -> bool:

@@ -55,7 +55,7 @@ def test_a_range_without_partitions_and_an_undated_log_are_errors(tmp_path, exam
         list_parts(str(tmp_path / "undated"), log_filter=LogFilter(days="2026-11-01"))
 
 
-@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5, float("nan"), "0.2", True])
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5, float("nan"), "a fifth", True])
 def test_a_fraction_outside_the_open_unit_interval_is_refused(fraction):
     with pytest.raises(ParameterError) as err:
         LogFilter(split="test", test_fraction=fraction)
