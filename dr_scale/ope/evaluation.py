@@ -13,6 +13,7 @@ file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -543,7 +544,8 @@ class Comparison:
         if len(names) > 1:
             raise ParameterError("`evaluations` must all have the same estimators, to compare them")
 
-    def _paired(self) -> dict[str, Evaluation]:
+    @functools.cached_property
+    def paired(self) -> dict[str, Evaluation]:
         """Each evaluation with the comparison's baseline as its own (none for the baseline itself)."""
         if self.baseline == LOGGING:
             return {n: replace(e, baseline=LOGGING) for n, e in self.evaluations.items()}
@@ -560,16 +562,16 @@ class Comparison:
 
     @property
     def needs_features(self) -> bool:
-        return any(e.needs_features for e in self._paired().values())
+        return any(e.needs_features for e in self.paired.values())
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(c for e in self._paired().values() for c in e.columns))
+        return tuple(dict.fromkeys(c for e in self.paired.values() for c in e.columns))
 
     def state(self, part: Partition) -> ComparisonState:
         """Every policy's state on the partition's rows; a policy's rows are built once and shared where the
         evaluations agree on the reward model and k."""
-        paired = self._paired()
+        paired = self.paired
         with np.errstate(over="ignore", invalid="ignore"):
             rows = {n: e.rows(part) for n, e in paired.items()}
             states = {}
@@ -587,7 +589,7 @@ class Comparison:
         return ComparisonState(states)
 
     def result(self, state: ComparisonState) -> ComparisonResult:
-        paired = self._paired()
+        paired = self.paired
         return ComparisonResult({n: e.result(state.states[n]) for n, e in paired.items()}, self.baseline)
 
     def explain(self, exc: LogDataError) -> LogDataError:
