@@ -21,10 +21,11 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import ConfigError, Model, validate
+from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.logs.contract import action_vocabulary
+from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.policies.target import Policy
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
@@ -137,6 +138,10 @@ class ReportJob(Model):
     cache: str | None = None
     skip_bad_partitions: bool = False
     storage_options: dict | str | None = None
+    days: str | None = None  # the rows to read, as the command's --days / --split (dr_scale.logs.filters)
+    split: Literal["train", "test"] | None = None
+    test_fraction: TestFraction = DEFAULT_TEST_FRACTION
+    split_seed: NonNegativeInt = 0
 
 
 def run_job(config: dict, client=None, progress: bool = False) -> int:
@@ -145,7 +150,9 @@ def run_job(config: dict, client=None, progress: bool = False) -> int:
     ``storage_options`` names a JSON file or is a table of options (default ``$DR_SCALE_STORAGE_OPTIONS``).
     """
     job = validate(ReportJob, config)
-    _, status = make_report(job.logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
+    log_filter = LogFilter(days=job.days, split=job.split, test_fraction=job.test_fraction, split_seed=job.split_seed)
+    logs = log_filter.on(job.logs) if log_filter else job.logs
+    _, status = make_report(logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
                             skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
                             client=client, progress=progress)
     return status

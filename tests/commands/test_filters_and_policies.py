@@ -124,3 +124,17 @@ def test_bad_filters_and_specs_are_one_line(tmp_path, capsys, monkeypatch, argv,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_report_job_takes_the_filter_keys(capsys):
+    job = str(Path(__file__).parents[2] / "pipelines" / "report.toml")
+    argv = ["run", job, "--no-progress", "--set", f"logs={LOGS}", "--set", f"policies={POLICIES}",
+            "--set", "window=all"]
+    assert main([*argv, "--set", "out=memory://job-split/r", "--set", "split=test", "--set", "days=2026-11-03"]) == 0
+    import fsspec
+
+    with fsspec.open("memory://job-split/r/report.json") as f:
+        rows = json.load(f)["rows"]
+    assert rows == int(in_test(read_log(LOGS + "/date=2026-11-03", with_features=False)[0].row_id, 0.2).sum())
+    assert main([*argv, "--set", "out=memory://job-split/bad", "--set", "split=half"]) == 2
+    assert "split: should be 'train' or 'test'" in capsys.readouterr().err
