@@ -204,7 +204,7 @@ class LogFilter:
         chosen = [p for p, day in dated if self.days.contains(day)]
         if not chosen:
             days = sorted({day for _, day in dated})
-            raise ParameterError(f"`days` {self.days}: {url} has no partitions in that range (its days run from "
+            raise ParameterError(f"`days` {self.days} matches no partition of {url} (its days run from "
                                  f"{days[0]} to {days[-1]})")
         return chosen
 

@@ -109,7 +109,7 @@ def test_report_on_the_test_rows_does_not_reuse_other_rows_states(tmp_path, caps
 
 @pytest.mark.parametrize("argv, words", [
     (["evaluate", "--days", "2026-13-01"], "--days '2026-13-01': '2026-13-01' is not a day YYYY-MM-DD"),
-    (["evaluate", "--days", "2027-01-01:"], "--days 2027-01-01:: "),
+    (["evaluate", "--days", "2027-01-01:"], "--days 2027-01-01: matches no partition of "),
     (["evaluate", "--split", "test", "--test-fraction", "1"], "argument --test-fraction: should be less than 1"),
     (["fit", LOGS, "--out", "m.npz", "--test-fraction", "0.3"],
      "--test-fraction and --split-seed choose the rows of a --split"),
