@@ -461,7 +461,13 @@ def read_partition(
     log_filter = filter_of(path, log_filter)
     columns = [c for c in REQUIRED_COLUMNS if with_features or c != "features"]
     columns += [c for c in extra_columns if c not in columns]
-    table = read_table(fs, path, columns, optional=("values",) if with_features else ())
+    try:
+        table = read_table(fs, path, columns, optional=("values",) if with_features else ())
+    except LogDataError as exc:
+        if log_filter is not None and log_filter.split and exc.column == "row_id" and exc.reason == "missing column":
+            raise LogDataError(path, "row_id", f"missing column: the {log_filter.split} split is keyed by each "
+                                               "row's row_id") from None
+        raise
     return partition_from_table(table, path, n_features, n_actions, with_features, log_filter)
 
 

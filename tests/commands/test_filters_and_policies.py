@@ -138,3 +138,17 @@ def test_the_report_job_takes_the_filter_keys(capsys):
     assert rows == int(in_test(read_log(LOGS + "/date=2026-11-03", with_features=False)[0].row_id, 0.2).sum())
     assert main([*argv, "--set", "out=memory://job-split/bad", "--set", "split=half"]) == 2
     assert "split: should be 'train' or 'test'" in capsys.readouterr().err
+
+
+def test_split_on_a_log_without_row_ids_is_one_line(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"features": pa.array([[0], [1]], pa.list_(pa.int32())), "action": [0, 1],
+                      "reward": [1.0, 0.0], "propensity": [0.5, 0.5]})
+    pq.write_table(table, tmp_path / "no_ids.parquet")
+    assert main(["evaluate", str(tmp_path / "no_ids.parquet"), "--policy", "uniform", "--n-actions", "2",
+                 "--split", "test", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no_ids.parquet: column 'row_id': missing column: the test split is keyed by each row's row_id" in err
