@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.core import keyed_random
-from dr_scale.core.errors import ParameterError
+from dr_scale.core.errors import ParameterError, UserError
 
 #: The purpose string of the train/test split's keyed draws.
 SPLIT_PURPOSE = "train/test split"
@@ -61,7 +61,7 @@ def partition_date(path: str) -> datetime.date | None:
     try:
         return datetime.date(*map(int, match.groups()))
     except ValueError as exc:
-        raise ValueError(f"{path}: bad date in partition path ({exc})") from exc
+        raise UserError(f"{path}: bad date in partition path ({exc})") from None
 
 
 @dataclass(frozen=True)
