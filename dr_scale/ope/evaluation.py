@@ -404,6 +404,15 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
     -------
     EvaluationResult or ComparisonResult
         ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> result = evaluate_log(logs, {"uniform": Evaluation("uniform"), "always 1": Evaluation("constant:1")},
+    ...                       log_filter=LogFilter(split="test"))
+    >>> list(result.results), result.baseline, sorted(result.results["always 1"].differences)
+    (['uniform', 'always 1'], 'uniform', ['IPS', 'SNIPS'])
     """
     evaluation, states = _log_states(url, _checked(evaluation), storage_options, log_filter)
     (state,) = compute(tree_reduce(states), client=client, progress=progress)
