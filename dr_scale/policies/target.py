@@ -431,7 +431,26 @@ class SoftmaxPolicy(Policy):
 
 
 def parse_policy(spec: str | Policy) -> Policy:
-    """A policy from its command-line spelling (see the module docstring)."""
+    """A policy from its command-line spelling (see the module docstring).
+
+    Parameters
+    ----------
+    spec : str or Policy
+        The spelling (a Policy is returned as it is).
+
+    Returns
+    -------
+    Policy
+
+    Examples
+    --------
+    >>> parse_policy("epsilon-greedy:0.1:constant:2")
+    EpsilonGreedyPolicy(epsilon=0.1, policy=ConstantPolicy(action=2, item='2'))
+    >>> str(parse_policy("topk:news,sports").resolve(["news", "sports", "weather"]))
+    'topk:news,sports (#0,#1)'
+    >>> parse_policy("uniform"), parse_policy("logging")
+    (UniformPolicy(), LoggingPolicy())
+    """
     if isinstance(spec, Policy):
         return spec
     if not isinstance(spec, str):
