@@ -152,3 +152,26 @@ def test_split_on_a_log_without_row_ids_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "no_ids.parquet: column 'row_id': missing column: the test split is keyed by each row's row_id" in err
+
+
+@pytest.mark.slow
+def test_report_policies_by_value_on_a_log_with_a_vocabulary(tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(LOGS, tmp_path / "logs")
+    (tmp_path / "logs" / "_dr_scale_spec.json").write_text(json.dumps({"actions": ["news", "sports", "weather"]}))
+    policies = tmp_path / "policies.toml"
+    policies.write_text('estimators = ["IPS", "SNIPS"]\n'
+                        '[[policy]]\nname = "sports"\nspec = "constant:sports"\n'
+                        '[[policy]]\nname = "shortlist"\nspec = "topk:news,weather"\n'
+                        '[[policy]]\nname = "explore"\nspec = "epsilon-greedy:0.2:constant:weather"\n')
+    assert main(["report", "--logs", str(tmp_path / "logs"), "--policies", str(policies), "--out",
+                 str(tmp_path / "out"), "--no-progress", "--days", ":2026-11-02"]) == 0
+    report = {p["name"]: p for p in json.loads((tmp_path / "out" / "report.json").read_text())["policies"]}
+    f = LogFilter(days=":2026-11-02")
+    for name, spec in (("sports", "constant:#1"), ("shortlist", "topk:#0,#2"),
+                       ("explore", "epsilon-greedy:0.2:constant:2")):
+        direct = evaluate_log(LOGS, Evaluation(spec), log_filter=f).estimates["IPS"]
+        assert report[name]["estimates"]["IPS"]["value"] == pytest.approx(direct.value, rel=1e-12)
+        assert report[name]["estimates"]["IPS"]["n"] == 4000
+    capsys.readouterr()
