@@ -80,3 +80,22 @@ def test_comparison_states_merge_and_round_trip():
 def test_bad_comparisons_name_the_parameter(evaluations, baseline, words):
     with pytest.raises(ParameterError, match=words):
         Comparison(evaluations, baseline)
+
+
+def test_a_comparison_on_a_dask_dataframe_equals_the_log(tmp_path, example):
+    import dask.dataframe as dd
+
+    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.filters import LogFilter
+    from dr_scale.ope.evaluation import evaluate_dataframe
+    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
+
+    table, model, _ = example
+    write_log(table, str(tmp_path / "log"), n_parts=3, n_features=N_FEATURES, n_actions=N_ACTIONS)
+    f = LogFilter(split="train")
+    evaluations = {s: evaluation(s, model) for s in SPECS}
+    frame = evaluate_dataframe(dd.read_parquet(str(tmp_path / "log")), evaluations, log_filter=f)
+    log = evaluate_log(str(tmp_path / "log"), evaluations, log_filter=f)
+    for spec in SPECS:
+        same(frame.results[spec].estimates, log.results[spec].estimates)
+        same(frame.results[spec].differences, log.results[spec].differences)
