@@ -15,13 +15,15 @@ import importlib
 _API = {
     "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
                             "Estimator", "SwitchDR", "make_estimators"),
-    "dr_scale.ope.evaluation": ("Evaluation", "EvaluationResult", "evaluate_dataframe", "evaluate_log",
-                            "evaluate_partitions"),
-    "dr_scale.reward.fitting": ("fit_reward_model",),
-    "dr_scale.learning.learn": ("learn_policy",),
+    "dr_scale.ope.evaluation": ("Comparison", "ComparisonResult", "Evaluation", "EvaluationResult",
+                            "evaluate_dataframe", "evaluate_log", "evaluate_partitions"),
+    "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
+    "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
     "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log"),
-    "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "LinearPolicy", "Policy",
-                          "ProbsColumnPolicy", "SoftmaxPolicy", "parse_policy"),
+    "dr_scale.logs.filters": ("LogFilter",),
+    "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
+                          "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
+                          "TopKPolicy", "UniformPolicy", "parse_policy"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
@@ -47,13 +49,14 @@ __all__ = [
     "make_estimators",
     # evaluating a policy on a log
     "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
+    "Comparison", "ComparisonResult",
     # target policies
-    "Policy", "ConstantPolicy", "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy",
-    "SoftmaxPolicy", "parse_policy",
+    "Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy", "LoggingPolicy",
+    "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
     # the reward model ρ̂
-    "RewardModel", "LinearRewardModel", "fit_reward_model",
+    "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
     # learning a policy from a log (paper Sec. 4)
-    "learn_policy",
+    "LearnSettings", "learn_policy",
     # the logged-data contract
-    "read_log", "write_log", "Partition", "LogDataError",
+    "read_log", "write_log", "Partition", "LogDataError", "LogFilter",
 ]

@@ -5,14 +5,20 @@ from __future__ import annotations
 import sys
 
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import (
+    add_compute_options,
+    add_filter_options,
+    add_storage_option,
+    filtered_log,
+    storage_options,
+)
 from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
-from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
+from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.io.strict_json import dumps
 
@@ -22,9 +28,11 @@ def add_parser(sub) -> None:
                        description="Estimate a target policy's value on a logged data set (Parquet file, "
                                    "folder or URL). With no LOGS, runs on the bundled example log.")
     p.add_argument("logs", nargs="?", help="Parquet file, folder, glob or fsspec URL (default: bundled example)")
-    p.add_argument("--policy", default=None,
-                   help="constant:A | column:NAME | probs:NAME | callable:module:function "
-                        "(default: column:target_action)")
+    p.add_argument("--policy", action="append", default=None,
+                   help="constant:A | topk:A,B,… | uniform | epsilon-greedy:EPS:POLICY | logging | column:NAME | "
+                        "probs:NAME | callable:module:function | linear:POLICY.npz | softmax:POLICY.npz:T "
+                        "(default: column:target_action); repeat it to compare several policies in one pass, "
+                        "each against the first (or --baseline)")
     p.add_argument("--reward-model", metavar="FILE",
                    help="reward model ρ̂ (.npz of a LinearRewardModel, e.g. from dr-scale fit; a cross-fitted file "
                         "predicts each row with the fold model that did not see it)")
@@ -33,7 +41,8 @@ def add_parser(sub) -> None:
                         "then evaluate with them")
     p.add_argument("--baseline", metavar="B",
                    help="also estimate V(policy) − V(B) per estimator from paired per-row terms; B is a policy "
-                        f"spec or '{LOGGING}' (the logged rewards' mean)")
+                        f"spec or '{LOGGING}' (the logged rewards' mean); with several --policy, each is compared "
+                        "with B (default: the first)")
     p.add_argument("--estimators", default=None,
                    help=f"comma-separated, from {','.join(ESTIMATORS)}, optionally with parameters, e.g. "
                         "ClippedDR(max_weight=50) (default: all that apply: IPS,SNIPS without a reward model, "
@@ -52,6 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("--min-ess-ratio", type=option(Share, "number in [0, 1]"), default=DEFAULT_MIN_ESS_RATIO,
                    help=f"warn of poor overlap when ESS / n is below this (default {DEFAULT_MIN_ESS_RATIO})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
+    add_filter_options(p)
     add_model_options(p)
     add_compute_options(p)
     add_storage_option(p)
@@ -59,7 +69,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    logs, model_path, policy = args.logs, args.reward_model, args.policy
+    logs, model_path = args.logs, args.reward_model
+    policies = args.policy or ["column:target_action"]
+    if len(set(policies)) != len(policies):
+        raise UserError(f"--policy {next(p for i, p in enumerate(policies) if p in policies[:i])} is given twice")
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
     if logs is None:
@@ -67,6 +80,7 @@ def run(args) -> int:
 
         logs, example_model = example_paths()
         model_path = model_path or (None if args.fit_reward_model else example_model)
+    logs = filtered_log(args, logs)
     opts = storage_options(args.storage_options)
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
@@ -75,30 +89,51 @@ def run(args) -> int:
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (
         list(ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
 
-    def evaluation_with(reward_model):
-        return Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
+    def evaluation_with(reward_model, policy, baseline):
+        return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path, baseline=args.baseline,
+                          model_source=model_path, baseline=baseline,
                           k_source="--n-actions" if args.n_actions is not None else None)
 
-    evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
+    def comparison_with(reward_model):
+        """One evaluation, or with several --policy a Comparison of them against the first or --baseline."""
+        if len(policies) == 1:
+            return evaluation_with(reward_model, policies[0], args.baseline)
+        specs = policies + ([args.baseline] if args.baseline not in (None, LOGGING, *policies) else [])
+        return Comparison({spec: evaluation_with(reward_model, spec, None) for spec in specs},
+                          baseline=args.baseline)
+
+    evaluation = None if args.fit_reward_model else comparison_with(model)  # options checked before the work
     settings = fit_settings(args) if args.fit_reward_model else None
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts, settings)
-            evaluation = evaluation_with(model)
+            evaluation = comparison_with(model)
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
+    log_filter = getattr(logs, "log_filter", None)
+    where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
         from dr_scale.reward.fitting import summary
 
-        print(f"reward model fitted on {logs}: {summary(model).splitlines()[0]}")
-    print(f"policy {result.policy} on {logs}")
+        print(f"reward model fitted on {where}: {summary(model).splitlines()[0]}")
+    results = result.results if isinstance(result, ComparisonResult) else {None: result}
+    if isinstance(result, ComparisonResult):
+        print(f"{len(results)} policies on {where}, one pass over the log")
+    else:
+        print(f"policy {result.policy} on {where}")
     print(result.table(args.alpha, args.interval))
-    for warning in result.weights.warnings(args.min_ess_ratio):
-        print(f"dr-scale evaluate: warning: {warning}", file=sys.stderr)
+    warnings = {name: r.weights.warnings(args.min_ess_ratio) for name, r in results.items()}
+    for name, lines in warnings.items():
+        for warning in lines:
+            print(f"dr-scale evaluate: warning: {'' if name is None else f'{name}: '}{warning}", file=sys.stderr)
     if args.json:
-        document = {"logs": str(logs), **result.to_dict(args.alpha, args.interval),
-                    "warnings": result.weights.warnings(args.min_ess_ratio)}
+        document = {"logs": str(logs), **({"filter": log_filter.to_dict()} if log_filter else {}),
+                    **result.to_dict(args.alpha, args.interval)}
+        if isinstance(result, ComparisonResult):
+            for name, lines in warnings.items():
+                document["policies"][name]["warnings"] = lines
+        else:
+            document["warnings"] = warnings[None]
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0

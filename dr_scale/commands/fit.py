@@ -8,7 +8,9 @@ from dr_scale.commands.common import (
     NON_NEGATIVE_INT,
     POSITIVE_INT,
     add_compute_options,
+    add_filter_options,
     add_storage_option,
+    filtered_log,
     storage_options,
     warnings_as_lines,
 )
@@ -27,6 +29,7 @@ def add_parser(sub) -> None:
     add_model_options(p)
     p.add_argument("--n-actions", type=POSITIVE_INT,
                    help="number of actions k (default: the log's metadata, else the data)")
+    add_filter_options(p)
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -83,17 +86,22 @@ def fit_from_args(args, logs: str, client, opts: dict, settings=None):
 
     settings = settings or fit_settings(args)
     with warnings_as_lines(args.command):
-        return fit_reward_model(logs, settings, client=client, storage_options=opts or None,
-                                progress=not args.no_progress)
+        model = fit_reward_model(logs, settings, client=client, storage_options=opts or None,
+                                 progress=not args.no_progress)
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter:
+        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
+    return model
 
 
 def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
     opts = storage_options(args.storage_options)
+    logs = filtered_log(args, args.logs)
     settings = fit_settings(args)  # checked before the work
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        model = fit_from_args(args, args.logs, client, opts, settings)
+        model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)
     print(summary(model))
     print(f"wrote {args.out}", file=sys.stderr)

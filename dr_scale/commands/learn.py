@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 
 from dr_scale.io.cache import spill_root
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
+from dr_scale.commands.common import (
+    add_compute_options,
+    add_filter_options,
+    add_storage_option,
+    filtered_log,
+    storage_options,
+    warnings_as_lines,
+)
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Folds, PositiveInt, option
@@ -39,6 +46,7 @@ def add_parser(sub) -> None:
                    help=f"passes at most per solve: CG iterations (ridge) or updates (dlm) (default {MAX_PASSES})")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
+    add_filter_options(p)
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -46,13 +54,17 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
+    logs = filtered_log(args, args.logs)
     settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, folds=args.folds,
                              max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
-        policy = learn_policy(args.logs, settings, reward_model=args.reward_model, client=client,
+        policy = learn_policy(logs, settings, reward_model=args.reward_model, client=client,
                               storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages)
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter:
+        policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import (
+    add_compute_options,
+    add_filter_options,
+    add_storage_option,
+    filtered_log,
+    storage_options,
+)
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -27,6 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--cache", metavar="URL", help="folder for cached per-partition states (default: OUT/state-cache)")
     p.add_argument("--skip-bad-partitions", action="store_true",
                    help="report over the good partitions, listing the bad ones, and exit 0")
+    add_filter_options(p)
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -44,8 +51,9 @@ def run(args) -> int:
     from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
 
     opts = storage_options(args.storage_options)
+    logs = filtered_log(args, args.logs)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        _, status = make_report(args.logs, args.policies, args.out, window=args.window, until=args.until,
+        _, status = make_report(logs, args.policies, args.out, window=args.window, until=args.until,
                                 cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
                                 client=client, progress=not args.no_progress)
     return status

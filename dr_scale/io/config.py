@@ -31,6 +31,8 @@ from dr_scale.core.errors import ParameterError, UserError
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: 1 − confidence level of an interval, in (0, 1).
 Alpha = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+#: The share of test rows of a keyed train/test split (:mod:`dr_scale.logs.filters`), in (0, 1).
+TestFraction = Alpha
 #: A share in [0, 1].
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 #: A positive finite float.

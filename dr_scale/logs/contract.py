@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from dr_scale.io.atomic import atomic_open, url_to_fs
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.logs.filters import LogFilter, filter_of, log_root, part_paths, partition_date
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
 #: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
@@ -160,11 +161,16 @@ def _parquet_files(fs, folder: str) -> list[str]:
     return sorted(p for p in fs.find(folder) if p.endswith(".parquet"))
 
 
-def list_parts(url: str, storage_options: dict | None = None) -> tuple[object, list[str]]:
+def list_parts(url: str, storage_options: dict | None = None,
+               log_filter: LogFilter | None = None) -> tuple[object, list[str]]:
     """The filesystem and the sorted Parquet part files under ``url`` (file, folder or glob).
 
     A glob may match folders too (``logs/date=2026-11-0[1-5]``): their Parquet files count.
+    ``log_filter`` (else the one ``url`` carries, :class:`~dr_scale.logs.filters.FilteredLog`)
+    keeps the parts of its days; with a split, each path carries the filter, so that
+    :func:`read_partition` keeps the split's rows.
     """
+    log_filter = filter_of(url, log_filter)
     fs, path = url_to_fs(url, storage_options)
     if any(ch in path for ch in "*?["):
         paths = [p for match in sorted(fs.glob(path))
@@ -178,7 +184,7 @@ def list_parts(url: str, storage_options: dict | None = None) -> tuple[object, l
     paths = [p for p in paths if not posixpath.basename(p).startswith((".", "_"))]
     if not paths:
         raise FileNotFoundError(f"{url}: no Parquet files found")
-    return fs, paths
+    return fs, part_paths(url, paths, log_filter)
 
 
 def log_metadata(fs, path: str) -> dict[str, int]:
@@ -194,6 +200,40 @@ def log_metadata(fs, path: str) -> dict[str, int]:
     if META_ACTIONS in meta:
         out["n_actions"] = int(meta[META_ACTIONS])
     return out
+
+
+#: The file at a log's root describing how it was imported; its ``actions`` list is the action
+#: vocabulary: the value of action id a is ``actions[a]``.
+SPEC_FILE = "_dr_scale_spec.json"
+
+
+def action_vocabulary(url: str, storage_options: dict | None = None) -> list | None:
+    """The action values of the log at ``url`` in id order (``actions`` of :data:`SPEC_FILE` at the
+    log's root, :func:`~dr_scale.logs.filters.log_root`), or None when the log has no vocabulary.
+
+    A vocabulary that is not a list of distinct values is a :class:`LogDataError` naming the file.
+    """
+    import json
+
+    fs, path = url_to_fs(url, storage_options)
+    spec_path = posixpath.join(log_root(path), SPEC_FILE)
+    try:
+        with fs.open(spec_path, "rb") as f:
+            document = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LogDataError(spec_path, None, f"unreadable JSON ({exc})") from None
+    actions = document.get("actions") if isinstance(document, dict) else None
+    if actions is None:
+        return None
+    if not isinstance(actions, list) or not actions:
+        raise LogDataError(spec_path, None, "'actions' must be a non-empty list of the action values in id order")
+    names = [str(a) for a in actions]
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise LogDataError(spec_path, None, f"'actions' names {dup!r} twice")
+    return actions
 
 
 # -- sparse features -----------------------------------------------------------
@@ -377,8 +417,15 @@ def partition_from_table(
     n_features: int | None = None,
     n_actions: int | None = None,
     with_features: bool = True,
+    log_filter: LogFilter | None = None,
 ) -> Partition:
-    """Validate a table against the contract and convert it to a :class:`Partition`."""
+    """Validate a table against the contract and convert it to a :class:`Partition`.
+
+    ``log_filter`` keeps the rows of its split (:mod:`dr_scale.logs.filters`), and of its days by
+    the table's ``date`` column where it has one, before the rows are validated.
+    """
+    if log_filter:
+        table = filter_table(table, source, log_filter)
     _check_type(table, source, "row_id", pa.types.is_integer, "int64")
     _check_type(table, source, "action", pa.types.is_integer, "an integer type")
     _check_type(table, source, "reward", _is_number, "a numeric type")
@@ -432,6 +479,31 @@ def partition_from_table(
     return Partition(source, row_id, X, action, reward, propensity, table)
 
 
+# -- filtering ------------------------------------------------------------------
+def filter_table(table: pa.Table, source: str, log_filter: LogFilter) -> pa.Table:
+    """The rows of ``table`` that ``log_filter`` keeps: its split's (by ``row_id``), its days' (by a
+    ``date`` column, for a table that is not a date partition's file)."""
+    if log_filter.days is not None and partition_date(source) is None:
+        if "date" not in table.column_names:
+            raise ParameterError(f"`days` {log_filter.days} needs date partitions (date=YYYY-MM-DD/…) or a 'date' "
+                                 f"column; {source} has neither")
+        day = pc.utf8_slice_codeunits(pc.cast(table.column("date"), pa.string()), 0, 10)  # ISO days sort as text
+        keep = pc.is_valid(day)
+        if log_filter.days.first is not None:
+            keep = pc.and_(keep, pc.greater_equal(day, log_filter.days.first.isoformat()))
+        if log_filter.days.last is not None:
+            keep = pc.and_(keep, pc.less_equal(day, log_filter.days.last.isoformat()))
+        table = table.filter(pc.fill_null(keep, False))
+    if log_filter.split is not None:
+        if "row_id" not in table.column_names:
+            raise LogDataError(source, "row_id", f"missing column: the {log_filter.split} split is keyed by "
+                                                 "each row's row_id")
+        _check_type(table, source, "row_id", pa.types.is_integer, "int64")
+        row_id = numeric_values(table.column("row_id"), source, "row_id").astype(np.int64, copy=False)
+        table = table.filter(pa.array(log_filter.row_mask(row_id)))
+    return table
+
+
 # -- reading -----------------------------------------------------------------
 def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[str, ...] = ()) -> pa.Table:
     """Read one Parquet part: ``columns`` (all if None) plus those of ``optional`` present.
@@ -462,28 +534,41 @@ def read_partition(
     n_actions: int | None = None,
     with_features: bool = True,
     extra_columns: tuple[str, ...] = (),
+    log_filter: LogFilter | None = None,
 ) -> Partition:
-    """Read and validate one part file of a logged data set."""
+    """Read and validate one part file of a logged data set.
+
+    ``log_filter`` (else the one ``path`` carries, from :func:`list_parts`) keeps its split's rows.
+    """
+    log_filter = filter_of(path, log_filter)
     columns = [c for c in REQUIRED_COLUMNS if with_features or c != "features"]
     columns += [c for c in extra_columns if c not in columns]
-    table = read_table(fs, path, columns, optional=("values",) if with_features else ())
-    return partition_from_table(table, path, n_features, n_actions, with_features)
+    try:
+        table = read_table(fs, path, columns, optional=("values",) if with_features else ())
+    except LogDataError as exc:
+        if log_filter is not None and log_filter.split and exc.column == "row_id" and exc.reason == "missing column":
+            raise LogDataError(path, "row_id", f"missing column: the {log_filter.split} split is keyed by each "
+                                               "row's row_id") from None
+        raise
+    return partition_from_table(table, path, n_features, n_actions, with_features, log_filter)
 
 
-def read_log(url: str, storage_options: dict | None = None, **kwargs) -> list[Partition]:
+def read_log(url: str, storage_options: dict | None = None, *, log_filter: LogFilter | None = None,
+             **kwargs) -> list[Partition]:
     """All partitions of a (small) logged data set, in memory. For big logs use Dask.
 
     ``kwargs`` are :func:`read_partition`'s: ``n_features``, ``n_actions``, ``with_features``
-    and ``extra_columns`` (a list of names, e.g. ``["target_action"]``).
+    and ``extra_columns`` (a list of names, e.g. ``["target_action"]``). ``log_filter``
+    (:class:`~dr_scale.logs.filters.LogFilter`) reads only its days and its split's rows.
     """
     unknown = sorted(set(kwargs) - {"n_features", "n_actions", "with_features", "extra_columns"})
     if unknown:
-        raise ParameterError(f"read_log has no parameter {unknown[0]!r}; it takes storage_options, n_features, "
-                             "n_actions, with_features and extra_columns")
+        raise ParameterError(f"read_log has no parameter {unknown[0]!r}; it takes storage_options, log_filter, "
+                             "n_features, n_actions, with_features and extra_columns")
     if isinstance(kwargs.get("extra_columns"), str):
         raise ParameterError(f"`extra_columns` must be a list of column names, got the str "
                              f"{kwargs['extra_columns']!r} (write [{kwargs['extra_columns']!r}])")
-    fs, paths = list_parts(url, storage_options)
+    fs, paths = list_parts(url, storage_options, log_filter)
     return [read_partition(fs, p, **kwargs) for p in paths]
 
 

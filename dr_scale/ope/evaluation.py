@@ -13,6 +13,7 @@ file, a folder or URL of partitions, a Dask DataFrame, locally or on a cluster.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -24,7 +25,17 @@ from dr_scale.outofcore.compute import compute
 from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
-from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
+from dr_scale.logs.contract import (
+    SPEC_FILE,
+    LogDataError,
+    Partition,
+    action_vocabulary,
+    list_parts,
+    log_metadata,
+    partition_from_table,
+    read_partition,
+)
+from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.policies.target import Policy, parse_policy
@@ -46,6 +57,10 @@ class PolicyState:
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
                            {k: v + other.differences[k] for k, v in self.differences.items()})
+
+    @property
+    def rows(self) -> int:
+        return self.weights.n
 
     def to_dict(self) -> dict:
         return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
@@ -212,7 +227,14 @@ class Evaluation:
         policy one column, whatever the number of actions.
         """
         policy = policy or self.policy
-        k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", 0)) + 1)
+        if policy.needs_k and self.n_actions is None:
+            raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
+                            "model, or a log with dr_scale.n_actions metadata or an action vocabulary")
+        k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", None) or 0) + 1)
+        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.target.LoggingPolicy)
+            reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
+            reward_hat = self._finite(reward_hat, part)
+            return RowInputs(part.reward, np.ones(len(part)), reward_hat, reward_hat)
         target = policy.decisions(part, k)
         if target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
@@ -253,10 +275,14 @@ class Evaluation:
 
     def _state(self, part: Partition) -> PolicyState:
         rows = self.rows(part)
-        differences = self.differences()
-        if differences:
+        base = None
+        if self.baseline is not None:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
-            differences = {name: d.state(rows, base) for name, d in differences.items()}
+        return self.state_of_rows(part, rows, base)
+
+    def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None) -> PolicyState:
+        """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``)."""
+        differences = {name: d.state(rows, base) for name, d in self.differences().items()}
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
@@ -287,9 +313,10 @@ class Evaluation:
             raise self.explain(exc) from None
         return self.state(part)
 
-    def table_state(self, table: pa.Table, source: str) -> PolicyState:
+    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None) -> PolicyState:
         try:
-            part = partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features)
+            part = partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features,
+                                        log_filter)
         except LogDataError as exc:
             raise self.explain(exc) from None
         return self.state(part)
@@ -308,9 +335,19 @@ def _check_evaluation(evaluation) -> None:
                              f"{type(evaluation).__name__} {evaluation!r:.60}")
 
 
-def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation:
-    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given."""
-    meta = log_metadata(fs, first_path)
+def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list | None = None,
+                      meta: dict | None = None) -> Evaluation:
+    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given, and its
+    policies' actions named by value resolved by the log's vocabulary ``actions`` (which also gives k)."""
+    meta = dict(log_metadata(fs, first_path) if meta is None else meta)
+    if actions is not None:
+        if meta.get("n_actions", len(actions)) != len(actions):
+            raise LogDataError(first_path, "action", f"the log's metadata says {meta['n_actions']} actions, its "
+                                                     f"vocabulary ({SPEC_FILE}) lists {len(actions)}")
+        meta["n_actions"] = len(actions)
+    evaluation = replace(evaluation, policy=evaluation.policy.resolve(actions),
+                         baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
+                         else evaluation.baseline)
     model = evaluation.reward_model
     for what, letter in (("n_actions", "k"), ("n_features", "d")):
         given = getattr(model, what, None)
@@ -331,31 +368,69 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str) -> Evaluation
     return filled
 
 
-def log_states(url: str, evaluation: Evaluation, storage_options: dict | None = None) -> db.Bag:
-    """A bag with one :class:`PolicyState` per Parquet part of the log at ``url``."""
-    fs, paths = list_parts(url, storage_options)
-    evaluation = with_log_defaults(evaluation, fs, paths[0])
-    return db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+def log_states(url: str, evaluation: Evaluation | Comparison, storage_options: dict | None = None,
+               log_filter: LogFilter | None = None) -> db.Bag:
+    """A bag with one state per Parquet part of the log at ``url`` (:class:`PolicyState`, or a
+    :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
+    return _log_states(url, evaluation, storage_options, log_filter)[1]
 
 
-def evaluate_log(url: str, evaluation: Evaluation, *, client=None, storage_options: dict | None = None,
-                 progress: bool = False) -> EvaluationResult:
+def _log_states(url, evaluation, storage_options, log_filter):
+    """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
+    fs, paths = list_parts(url, storage_options, log_filter)
+    actions = action_vocabulary(url, storage_options)
+    meta = log_metadata(fs, paths[0])
+    evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
+        else with_log_defaults(evaluation, fs, paths[0], actions, meta)
+    return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+
+
+def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
+                 storage_options: dict | None = None, progress: bool = False,
+                 log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
     """Evaluate on a Parquet file, folder or URL of partitions, one task per part.
 
-    ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+    Parameters
+    ----------
+    url : str
+        The log (any fsspec URL; a :class:`~dr_scale.logs.filters.FilteredLog` carries its filter).
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``: each part is
+        read once for all of them, and each policy is compared with the first).
+    log_filter : LogFilter, optional
+        The days and the split's rows to read (:mod:`dr_scale.logs.filters`).
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> result = evaluate_log(logs, {"uniform": Evaluation("uniform"), "always 1": Evaluation("constant:1")},
+    ...                       log_filter=LogFilter(split="test"))
+    >>> list(result.results), result.baseline, sorted(result.results["always 1"].differences)
+    (['uniform', 'always 1'], 'uniform', ['IPS', 'SNIPS'])
     """
-    _check_evaluation(evaluation)
-    (state,) = compute(tree_reduce(log_states(url, evaluation, storage_options)), client=client, progress=progress)
-    if state.weights.n == 0:
-        raise LogDataError(url, None, "the log has no rows; nothing to evaluate")
+    evaluation, states = _log_states(url, _checked(evaluation), storage_options, log_filter)
+    (state,) = compute(tree_reduce(states), client=client, progress=progress)
+    if state.rows == 0:
+        raise LogDataError(url, None, "the log has no rows; nothing to evaluate" if not filter_of(url, log_filter)
+                           else f"no rows of the log are selected ({filter_of(url, log_filter)}); nothing to evaluate")
     return evaluation.result(state)
 
 
-def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bool = False) -> EvaluationResult:
-    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition."""
-    _check_evaluation(evaluation)
+def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, client=None, progress: bool = False,
+                       log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
+    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition (``log_filter``: its
+    split's rows, and its days by a ``date`` column)."""
+    evaluation = _checked(evaluation)
+
     def state_of(pdf, i):
-        return [evaluation.table_state(pa.Table.from_pandas(pdf, preserve_index=False), f"<dataframe partition {i}>")]
+        table = pa.Table.from_pandas(pdf, preserve_index=False)
+        return [evaluation.table_state(table, f"<dataframe partition {i}>", log_filter)]
 
     import dask
 
@@ -364,13 +439,191 @@ def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bo
     return evaluation.result(state)
 
 
-def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> EvaluationResult:
+def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict) -> \
+        EvaluationResult | ComparisonResult:
     """Evaluate in memory on already-read partitions (small logs, tests)."""
-    _check_evaluation(evaluation)
+    evaluation = _checked(evaluation)
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 
+def _checked(evaluation):
+    """An Evaluation, or a Comparison (from a dict of Evaluations); anything else is refused."""
+    if isinstance(evaluation, dict):
+        return Comparison(evaluation)
+    if isinstance(evaluation, Comparison):
+        return evaluation
+    _check_evaluation(evaluation)
+    return evaluation
+
+
+# -- several policies ------------------------------------------------------------
+@dataclass(frozen=True)
+class ComparisonState:
+    """The merged :class:`PolicyState` of every policy of a :class:`Comparison`, by name. Merge with ``+``."""
+
+    states: dict[str, PolicyState]
+
+    def __add__(self, other: ComparisonState) -> ComparisonState:
+        return ComparisonState({k: v + other.states[k] for k, v in self.states.items()})
+
+    @property
+    def rows(self) -> int:
+        return next(iter(self.states.values())).weights.n
+
+    def to_dict(self) -> dict:
+        return {k: v.to_dict() for k, v in self.states.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ComparisonState:
+        return cls({k: PolicyState.from_dict(v) for k, v in d.items()})
+
+
+@dataclass
+class ComparisonResult:
+    """Every policy's :class:`EvaluationResult`, by name; each but the baseline with V(policy) − V(baseline)."""
+
+    results: dict[str, EvaluationResult]
+    baseline: str
+
+    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
+        return {"baseline": self.baseline,
+                "policies": {name: r.to_dict(alpha, interval) for name, r in self.results.items()}}
+
+    def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
+        """One fixed-width table of every policy's estimates, then one of the paired differences."""
+        level = f"{100 * (1 - alpha):g}% CI ({interval})"
+        pw = max(8, *map(len, self.results))
+        ew = max(10, *(len(e) for r in self.results.values() for e in r.estimates))
+        head = (f"{'policy':<{pw}} {'estimator':<{ew}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} "
+                f"{'ESS':>12} {'max weight':>11}")
+        lines = [head, "-" * len(head)]
+        for policy, r in self.results.items():
+            for name, e in r.estimates.items():
+                lo, hi = e.ci(alpha, interval)
+                bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} "
+                             f"{bounds:>27} {e.n:>10d} {_num(r.weights.ess, '.1f'):>12} "
+                             f"{_num(r.weights.max_w, '.4g'):>11}")
+        level = f"{100 * (1 - alpha):g}% CI (normal)"
+        head = f"{'policy':<{pw}} {'estimator':<{ew}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
+        lines += ["", f"difference: each policy A − {self.baseline} (paired, on the same rows)", head, "-" * len(head)]
+        for policy, r in self.results.items():
+            for name, e in r.differences.items():
+                lo, hi = e.ci(alpha)
+                bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {_num(e.value, '+.6g'):>12} "
+                             f"{_num(e.stderr, '.4g'):>12} {bounds:>27}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Comparison:
+    """Several policies evaluated on the same rows of one log: each part read once, paired differences.
+
+    Parameters
+    ----------
+    evaluations : dict of str to Evaluation
+        The policies by name (at least two), each an :class:`Evaluation` without a baseline of its own.
+    baseline : str, optional
+        The name of the policy the others are compared with (default: the first), or ``"logging"``
+        (the logged rewards' mean, as ``Evaluation(baseline="logging")``).
+
+    Each policy's result equals a separate ``Evaluation(policy, baseline=<the baseline's policy>)`` with its
+    estimators and reward model: V̂(A) − V̂(B) uses A's estimators and reward model for both terms.
+    """
+
+    evaluations: dict[str, Evaluation]
+    baseline: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.evaluations, dict) or len(self.evaluations) < 2:
+            raise ParameterError("`evaluations` must be a dict of at least two Evaluations by name")
+        for name, e in self.evaluations.items():
+            if not isinstance(name, str):
+                raise ParameterError(f"`evaluations`: the names must be strings, got {name!r}")
+            _check_evaluation(e)
+            if e.baseline is not None:
+                raise ParameterError(f"`evaluations` {name!r} has a baseline of its own; give the comparison's "
+                                     "`baseline` instead")
+        self.baseline = self.baseline if self.baseline is not None else next(iter(self.evaluations))
+        if self.baseline != LOGGING and self.baseline not in self.evaluations:
+            raise ParameterError(f"`baseline` {self.baseline!r} is not one of the policies "
+                                 f"({', '.join(self.evaluations)}) nor {LOGGING!r}")
+        names = {tuple(e.estimators) for e in self.evaluations.values()}
+        if len(names) > 1:
+            raise ParameterError("`evaluations` must all have the same estimators, to compare them")
+
+    @functools.cached_property
+    def paired(self) -> dict[str, Evaluation]:
+        """Each evaluation with the comparison's baseline as its own (none for the baseline itself)."""
+        if self.baseline == LOGGING:
+            return {n: replace(e, baseline=LOGGING) for n, e in self.evaluations.items()}
+        base = self.evaluations[self.baseline].policy
+        return {n: e if n == self.baseline else replace(e, baseline=base) for n, e in self.evaluations.items()}
+
+    def with_log_defaults(self, fs, first_path: str, actions: list | None, meta: dict) -> Comparison:
+        filled = {n: with_log_defaults(e, fs, first_path, actions, meta) for n, e in self.evaluations.items()}
+        ks = {e.n_actions for e in filled.values()}
+        if len(ks) > 1:
+            raise UserError(f"the policies' evaluations disagree on the number of actions k ({sorted(ks, key=str)}); "
+                            "give the same n_actions and reward model to all")
+        return Comparison(filled, self.baseline)
+
+    @property
+    def needs_features(self) -> bool:
+        return any(e.needs_features for e in self.paired.values())
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for e in self.paired.values() for c in e.columns))
+
+    def state(self, part: Partition) -> ComparisonState:
+        """Every policy's state on the partition's rows; a policy's rows are built once and shared where the
+        evaluations agree on the reward model and k."""
+        paired = self.paired
+        with np.errstate(over="ignore", invalid="ignore"):
+            rows = {n: e.rows(part) for n, e in paired.items()}
+            states = {}
+            for n, e in paired.items():
+                base = None
+                if e.baseline is not None:
+                    b = self.evaluations.get(self.baseline)
+                    if e.baseline == LOGGING:
+                        base = rows[n]
+                    elif b is not None and b.reward_model is e.reward_model and b.n_actions == e.n_actions:
+                        base = rows[self.baseline]
+                    else:
+                        base = e.rows(part, e.baseline)
+                states[n] = e.state_of_rows(part, rows[n], base)
+        return ComparisonState(states)
+
+    def result(self, state: ComparisonState) -> ComparisonResult:
+        paired = self.paired
+        return ComparisonResult({n: e.result(state.states[n]) for n, e in paired.items()}, self.baseline)
+
+    def explain(self, exc: LogDataError) -> LogDataError:
+        return next(iter(self.evaluations.values())).explain(exc)
+
+    def file_state(self, fs, path: str) -> ComparisonState:
+        first = next(iter(self.evaluations.values()))
+        try:
+            part = read_partition(fs, path, n_features=first.n_features, n_actions=first.n_actions,
+                                  with_features=self.needs_features, extra_columns=self.columns)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
+        return self.state(part)
+
+    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None) -> ComparisonState:
+        first = next(iter(self.evaluations.values()))
+        try:
+            part = partition_from_table(table, source, first.n_features, first.n_actions, self.needs_features,
+                                        log_filter)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
+        return self.state(part)
+
+
 __all__ = [
-    "LOGGING", "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
-    "evaluate_partitions", "log_states", "reduce_states",
+    "LOGGING", "Comparison", "ComparisonResult", "ComparisonState", "Evaluation", "EvaluationResult", "PolicyState",
+    "evaluate_log", "evaluate_dataframe", "evaluate_partitions", "log_states",
 ]

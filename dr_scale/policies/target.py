@@ -3,9 +3,19 @@
 A policy gives its decisions on a :class:`~dr_scale.logs.contract.Partition` (``decisions``):
 the (n,) actions of a deterministic policy, or the (n, k) action probabilities of a
 stochastic one; ``probs`` gives the (n, k) matrix either way (one-hot rows for a
-deterministic policy). Six kinds:
+deterministic policy). The kinds:
 
-* ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1);
+* ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1); on a log with
+  an action vocabulary (:func:`dr_scale.logs.contract.action_vocabulary`) A is the action's own
+  value (``constant:item_42``), and ``constant:#N`` is the action with id N on any log;
+* ``topk:A,B,…`` — uniform over the listed actions (values or ``#N`` ids, as ``constant``):
+  π(a|x) = 1/m for each of the m listed actions;
+* ``uniform`` — π(a|x) = 1/k over the log's k actions;
+* ``epsilon-greedy:EPS:POLICY`` — π_ε(a|x) = ε/k + (1 − ε) π(a|x), for any other spec POLICY
+  and ε ∈ [0, 1];
+* ``logging`` — the logging policy itself, π = π₀: every row's weight π₀(a_i|x_i)/p̂_i is 1 and
+  ρ̂_π(x_i) is ρ̂_{a_i}(x_i), the model at the logged action (π₀'s other probabilities are not
+  in the log), so IPS, SNIPS and DR all give the mean logged reward;
 * ``column:NAME`` — the target action stored per row in an integer column;
 * ``probs:NAME`` — the target probabilities stored per row in a list<float> column;
 * ``callable:module:function`` — ``function(X, row_id)`` with X the partition's CSR
@@ -35,6 +45,7 @@ import scipy.sparse as sp
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import (
+    SPEC_FILE,
     LogDataError,
     Partition,
     check_distributions,
@@ -96,6 +107,13 @@ class Policy:
     columns: tuple[str, ...] = ()
     needs_features = False
     n_actions: int | None = None  # known from the policy itself, where it is
+    needs_k = False  # its probabilities depend on the number of actions k, which must then be known
+    on_policy = False  # the logging policy: weights 1 (see LoggingPolicy)
+
+    def resolve(self, actions: list | None) -> Policy:
+        """This policy with actions named by value turned into ids, for a log whose action values are
+        ``actions`` (id order; None: the log has no vocabulary)."""
+        return self
 
     def decisions(self, part: Partition, k: int) -> np.ndarray:
         """π's decisions on the partition's rows: (n,) actions if π is deterministic, else (n, k) probabilities.
@@ -136,16 +154,40 @@ class Policy:
         return check_target_actions(actions, k, part.source, column, part.row_id)
 
 
+def action_id(item: str, actions: list | None, spec: str) -> int:
+    """The id of the action ``item`` names: ``#N`` is id N; on a log with a vocabulary ``actions``, the value
+    whose text is ``item``; else ``item`` must be an id (digits)."""
+    if item.startswith("#") and item[1:].isdigit():
+        return int(item[1:])
+    if actions is None:
+        if item.isdigit():
+            return int(item)
+        raise UserError(f"policy {spec}: {item!r} names an action by value, but the log has no action vocabulary "
+                        f"({SPEC_FILE} at its root); name it by id, #N")
+    names = [str(a) for a in actions]
+    if item in names:
+        return names.index(item)
+    shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    raise UserError(f"policy {spec}: {item!r} is not one of the log's {len(names)} actions ({shown}); "
+                    "name an action by its value, or by id as #N")
+
+
 @dataclass
 class ConstantPolicy(Policy):
     """The policy that always takes one action: π(a|x) = 1{a = action} (spec ``constant:A``).
+
+    Named by value (``item``, spec ``constant:ITEM``), the id comes from the log's action vocabulary
+    (:meth:`resolve`); ``constant:#N`` is always id N.
 
     The paper's visits experiment evaluates π ≡ 1 (Dudík, Langford & Li 2011, Sec. 5.2).
 
     Parameters
     ----------
-    action : int
+    action : int or None
         The action A, in [0, k) for the log's k actions (checked on each partition).
+    item : str or None
+        The action as the spec names it (a value of the log's vocabulary, digits, or ``#N``), resolved
+        to ``action`` when the log is read.
 
     See Also
     --------
@@ -166,13 +208,132 @@ class ConstantPolicy(Policy):
     [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
     """
 
-    action: int
+    action: int | None = None
+    item: str | None = None  # the action as the spec names it (a value, digits, or #N)
+
+    def __post_init__(self):
+        if self.action is None and self.item is None:
+            raise UserError("a constant policy needs an action")
+
+    def resolve(self, actions):
+        if self.item is None:
+            return self
+        return ConstantPolicy(action_id(self.item, actions, str(self)), self.item)
 
     def decisions(self, part, k):
+        if self.action is None:
+            action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
         return self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>")
 
     def __str__(self):
-        return f"constant:{self.action}"
+        if self.item is None or self.item == str(self.action):
+            return f"constant:{self.action}"
+        return f"constant:{self.item}" + ("" if self.action is None or self.item == f"#{self.action}"
+                                          else f" (#{self.action})")
+
+
+@dataclass
+class TopKPolicy(Policy):
+    """π(a|x) = 1/m for each of the m listed actions (ids, or values resolved by the log's vocabulary)."""
+
+    items: tuple[str, ...]
+    ids: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        self.items = tuple(self.items)
+        if not self.items or any(not i for i in self.items):
+            raise UserError(f"policy topk:{','.join(self.items)}: list the actions, topk:A,B,…")
+        if len(set(self.items)) != len(self.items):
+            raise UserError(f"policy topk:{','.join(self.items)}: an action is listed twice")
+        if self.ids is None and all(i.isdigit() or (i[:1] == "#" and i[1:].isdigit()) for i in self.items):
+            self.ids = tuple(action_id(i, None, str(self)) for i in self.items)  # ids until a vocabulary says otherwise
+
+    def resolve(self, actions):
+        if actions is None and self.ids is not None:
+            return self
+        ids = tuple(action_id(i, actions, str(self)) for i in self.items)
+        if len(set(ids)) != len(ids):
+            raise UserError(f"policy {self}: two of the listed names are the same action")
+        return TopKPolicy(self.items, ids)
+
+    def decisions(self, part, k):
+        if self.ids is None:
+            self.resolve(None)  # the error: values without a vocabulary
+        ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
+        if len(self.ids) == 1:
+            return np.full(len(part), ids[0])
+        probs = np.zeros((len(part), k))
+        probs[:, ids] = 1.0 / len(ids)
+        return probs
+
+    def __str__(self):
+        named = f"topk:{','.join(self.items)}"
+        if self.ids is None or list(self.items) == [str(i) for i in self.ids]:
+            return named
+        return f"{named} ({','.join(f'#{i}' for i in self.ids)})"
+
+
+@dataclass
+class UniformPolicy(Policy):
+    """π(a|x) = 1/k for each of the log's k actions."""
+
+    needs_k = True
+
+    def decisions(self, part, k):
+        return np.full((len(part), k), 1.0 / k)
+
+    def __str__(self):
+        return "uniform"
+
+
+@dataclass(eq=False)
+class EpsilonGreedyPolicy(Policy):
+    """π_ε(a|x) = ε/k + (1 − ε) π(a|x): ``policy`` π, explored uniformly with probability ε."""
+
+    epsilon: float
+    policy: Policy
+    needs_k = True
+
+    def __post_init__(self):
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or not 0 <= self.epsilon <= 1:
+            raise UserError(f"policy epsilon-greedy:{self.epsilon}:{self.policy}: ε must be a number in [0, 1]")
+        if self.policy.on_policy:
+            raise UserError("policy epsilon-greedy:EPS:logging: the logging policy's probabilities of the actions "
+                            "not logged are unknown; mix a policy with known probabilities")
+        self.columns = self.policy.columns
+        self.needs_features = self.policy.needs_features
+        self.n_actions = self.policy.n_actions
+
+    def resolve(self, actions):
+        inner = self.policy.resolve(actions)
+        return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
+
+    def decisions(self, part, k):
+        probs = self.policy.probs(part, k) * (1 - self.epsilon)
+        probs += self.epsilon / k
+        return probs
+
+    def __str__(self):
+        return f"epsilon-greedy:{self.epsilon!r}:{self.policy}"
+
+
+@dataclass
+class LoggingPolicy(Policy):
+    """π = π₀, the policy that logged the data: w_i = π₀(a_i|x_i) / p̂_i = 1 on every row.
+
+    Only π₀'s probability of the logged action is in the log, so its rows are built from the
+    logged actions (:meth:`dr_scale.ope.evaluation.Evaluation.rows`): ρ̂_π(x_i) = ρ̂_{a_i}(x_i),
+    an unbiased one-sample estimate of Σ_a π₀(a|x_i) ρ̂_a(x_i). IPS = SNIPS = DR = (1/n) Σ_i r_i.
+    """
+
+    on_policy = True
+
+    def decisions(self, part, k):
+        raise UserError("policy logging: the logging policy's probabilities of the actions not logged are not in "
+                        "the log; it can be evaluated (weights 1), not used where π(a|x) is needed for every a")
+
+    def __str__(self):
+        return "logging"
 
 
 @dataclass
@@ -557,14 +718,48 @@ class SoftmaxPolicy(Policy):
 
 
 def parse_policy(spec: str | Policy) -> Policy:
-    """A policy from its command-line spelling (see the module docstring)."""
+    """A policy from its command-line spelling (see the module docstring).
+
+    Parameters
+    ----------
+    spec : str or Policy
+        The spelling (a Policy is returned as it is).
+
+    Returns
+    -------
+    Policy
+
+    Examples
+    --------
+    >>> parse_policy("epsilon-greedy:0.1:constant:2")
+    EpsilonGreedyPolicy(epsilon=0.1, policy=ConstantPolicy(action=2, item='2'))
+    >>> str(parse_policy("topk:news,sports").resolve(["news", "sports", "weather"]))
+    'topk:news,sports (#0,#1)'
+    >>> parse_policy("uniform"), parse_policy("logging")
+    (UniformPolicy(), LoggingPolicy())
+    """
     if isinstance(spec, Policy):
         return spec
     if not isinstance(spec, str):
         raise UserError(f"bad policy {spec!r}: give a string such as column:target_action")
     kind, _, arg = spec.partition(":")
+    if spec in ("uniform", "logging"):
+        return UniformPolicy() if spec == "uniform" else LoggingPolicy()
     if kind == "constant" and arg.isdigit():
-        return ConstantPolicy(int(arg))
+        return ConstantPolicy(int(arg), arg)
+    if kind == "constant" and arg[:1] == "#" and arg[1:].isdigit():
+        return ConstantPolicy(int(arg[1:]), arg)
+    if kind == "constant" and arg and not arg.startswith("-"):
+        return ConstantPolicy(None, arg)
+    if kind == "topk" and arg:
+        return TopKPolicy(tuple(arg.split(",")))
+    if kind == "epsilon-greedy" and ":" in arg:
+        epsilon, _, inner = arg.partition(":")
+        try:
+            epsilon = float(epsilon)
+        except ValueError:
+            raise UserError(f"bad policy {spec!r}: ε of epsilon-greedy:EPS:POLICY must be a number in [0, 1]") from None
+        return EpsilonGreedyPolicy(epsilon, parse_policy(inner))
     if kind == "column":
         return ActionColumnPolicy(arg or "target_action")
     if kind == "probs":
@@ -581,6 +776,7 @@ def parse_policy(spec: str | Policy) -> Policy:
             raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number") from None
         return SoftmaxPolicy(LinearPolicy.load(path), temperature)
     raise UserError(
-        f"bad policy {spec!r}: use constant:A (A ≥ 0), column:NAME, probs:NAME, callable:module:function, "
+        f"bad policy {spec!r}: use constant:A (an action's id, its value, or #ID), topk:A,B,…, uniform, "
+        "epsilon-greedy:EPS:POLICY, logging, column:NAME, probs:NAME, callable:module:function, "
         "linear:POLICY.npz or softmax:POLICY.npz:T"
     )

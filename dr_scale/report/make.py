@@ -15,15 +15,19 @@ from __future__ import annotations
 import datetime
 import posixpath
 import sys
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import ConfigError, Model, validate
+from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.ope.estimators import make_estimators
+from dr_scale.logs.contract import action_vocabulary
+from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.evaluation import LOGGING, Evaluation
+from dr_scale.policies.target import Policy
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
@@ -66,6 +70,15 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
     return out
 
 
+def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[str, Evaluation]:
+    """The evaluations with actions named by value resolved by the log's vocabulary ``actions``, which gives k."""
+    if actions is None:
+        return evaluations
+    return {n: replace(e, policy=e.policy.resolve(actions), n_actions=e.n_actions or len(actions),
+                       baseline=e.baseline.resolve(actions) if isinstance(e.baseline, Policy) else e.baseline)
+            for n, e in evaluations.items()}
+
+
 def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
                    until: datetime.date | None = None, skip_bad: bool = False, storage_options: dict | None = None,
                    client=None, progress: bool = False, log=None) -> dict:
@@ -74,7 +87,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
-    evaluations = evaluations_of(pf, storage_options)
+    evaluations = resolved(evaluations_of(pf, storage_options), action_vocabulary(logs, storage_options))
     try:
         evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
     except UserError as exc:
@@ -125,6 +138,10 @@ class ReportJob(Model):
     cache: str | None = None
     skip_bad_partitions: bool = False
     storage_options: dict | str | None = None
+    days: str | None = None  # the rows to read, as the command's --days / --split (dr_scale.logs.filters)
+    split: Literal["train", "test"] | None = None
+    test_fraction: TestFraction = DEFAULT_TEST_FRACTION
+    split_seed: NonNegativeInt = 0
 
 
 def run_job(config: dict, client=None, progress: bool = False) -> int:
@@ -133,7 +150,9 @@ def run_job(config: dict, client=None, progress: bool = False) -> int:
     ``storage_options`` names a JSON file or is a table of options (default ``$DR_SCALE_STORAGE_OPTIONS``).
     """
     job = validate(ReportJob, config)
-    _, status = make_report(job.logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
+    log_filter = LogFilter(days=job.days, split=job.split, test_fraction=job.test_fraction, split_seed=job.split_seed)
+    logs = log_filter.on(job.logs) if log_filter else job.logs
+    _, status = make_report(logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
                             skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
                             client=client, progress=progress)
     return status

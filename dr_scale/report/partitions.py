@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import list_parts
+from dr_scale.logs.filters import DATE_SEGMENT, partition_date  # noqa: F401 - the report's names for them
 
 CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
 TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
-DATE_SEGMENT = re.compile(r"(?:^|/)(?:date|dt|day|ds)=(\d{4})-?(\d{2})-?(\d{2})(?:/|$)")
 WINDOW = re.compile(r"^(\d+)\s*([dw])$")
 MAX_WINDOW_DAYS = 36_525  # a century
 
@@ -40,17 +40,6 @@ class PartitionInfo:
     @property
     def day(self) -> str | None:
         return self.date.isoformat() if self.date else None
-
-
-def partition_date(path: str) -> datetime.date | None:
-    """The date of a hive-style ``date=YYYY-MM-DD`` segment of ``path``, if any."""
-    match = DATE_SEGMENT.search(path)
-    if not match:
-        return None
-    try:
-        return datetime.date(*map(int, match.groups()))
-    except ValueError as exc:
-        raise ValueError(f"{path}: bad date in partition path ({exc})") from exc
 
 
 def identity(fs, path: str, info: dict) -> dict:
@@ -70,7 +59,13 @@ def list_partitions(url: str, storage_options: dict | None = None) -> tuple[obje
     fs, _ = url_to_fs(url, storage_options)
     fs.invalidate_cache()  # a scheduled run must see today's listing, not a cached one
     fs, paths = list_parts(url, storage_options)
-    return fs, [PartitionInfo(p, partition_date(p), identity(fs, p, fs.info(p))) for p in paths]
+    return fs, [PartitionInfo(p, partition_date(p), _with_rows(identity(fs, p, fs.info(p)), p)) for p in paths]
+
+
+def _with_rows(ident: dict, path: str) -> dict:
+    """The identity of a partition read with a split names the split: a state of other rows is not trusted."""
+    log_filter = getattr(path, "log_filter", None)
+    return {**ident, "rows": str(log_filter)} if log_filter is not None and log_filter.selects_rows else ident
 
 
 def parse_window(window: str | None) -> int | None:

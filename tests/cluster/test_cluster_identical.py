@@ -139,3 +139,27 @@ def test_persist_with_a_client_that_is_not_the_default(dask_cluster):
         assert compute(*[dask.delayed(len)(p) for p in pieces], client=client) == (3, 5)
         with pytest.raises(RuntimeError, match="task failed on a worker"):
             persist(dask.delayed(_boom)(0), client=client)
+
+
+@pytest.mark.timeout(180)
+def test_filters_and_several_policies_identical_on_the_cluster(dask_cluster, example_log):
+    """The split's rows and a comparison of policies, and ρ̂ fitted on the train rows: the same on a cluster of
+    worker processes (which unpickle the filtered part paths) as locally."""
+    from dr_scale.logs.filters import LogFilter
+    from dr_scale.reward.fitting import fit_reward_model
+
+    logs = str(example_log / "logs")
+    specs = ["column:target_action", "uniform", "epsilon-greedy:0.2:constant:1", "logging"]
+
+    def run(client):
+        model = fit_reward_model(LogFilter(split="train", test_fraction=0.3).on(logs), client=client)
+        result = evaluate_log(logs, {s: evaluation(model, s) for s in specs}, client=client,
+                              log_filter=LogFilter(split="test", test_fraction=0.3))
+        return model.metadata["rows"], result.to_dict()
+
+    expected = run(None)
+    with dask_cluster.client() as client:
+        got = run(client)
+    assert got == expected
+    train_rows, result = expected
+    assert train_rows + result["policies"]["uniform"]["estimates"]["IPS"]["n"] == 14_000

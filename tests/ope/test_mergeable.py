@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.ope.diagnostics import WeightStats
-from dr_scale.ope.evaluation import PolicyState
+from dr_scale.ope.evaluation import ComparisonState, PolicyState
 from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.ope.mergeable import Mergeable, Persisted
 from dr_scale.ope.moments import Moments
@@ -62,6 +62,7 @@ STATES = {
                                                                       np.array([REWARD[s].max(initial=-np.inf)]))),
     "WeightStats": lambda s: WeightStats.of(1 / PROPENSITY[s], PROPENSITY[s], REWARD[s]),
     "PolicyState": _policy_state,
+    "ComparisonState": lambda s: ComparisonState({"A": _policy_state(s), "B": STATES["PolicyState"](s)}),
     "Extent": lambda s: Extent.of(_log_part(s)),
     "Projections": lambda s: Projections.of(REWARD[s]),
     "Population": lambda s: Population.of(REWARD[s] ** 2, PROPENSITY[s]),
@@ -129,7 +130,7 @@ def test_running_totals_start_from_an_empty_state_that_is_an_identity():
                 rtol=0)
 
 
-@pytest.mark.parametrize("name", ["Moments", "WeightStats", "PolicyState"])
+@pytest.mark.parametrize("name", ["Moments", "WeightStats", "PolicyState", "ComparisonState"])
 def test_persisted_states_round_trip_through_json_exactly(name):
     state = STATES[name](slice(0, N))
     assert isinstance(state, Persisted)
