@@ -27,8 +27,8 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
 
-from dr_scale.ope import checks as check
 from dr_scale.core.errors import UserError
+from dr_scale.ope import checks as check
 from dr_scale.ope.intervals import Summary, el_interval, summary_of
 from dr_scale.ope.moments import Moments
 
@@ -55,7 +55,7 @@ class RowInputs:
         return (np.array([self.reward.min(), self.weight.min()]), np.array([self.reward.max(), self.weight.max()]))
 
     @classmethod
-    def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> "RowInputs":
+    def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> RowInputs:
         """Build the per-row quantities from obp-style arrays, checked as obp checks them.
 
         ``target_probs`` and ``reward_hat`` have shape (n, k); ``action`` holds
@@ -81,7 +81,7 @@ class RowInputs:
         )
 
     @classmethod
-    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> "RowInputs":
+    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> RowInputs:
         """The per-row quantities for a deterministic π, from its actions π(x_i) — no (n, k) arrays.
 
         w_i = 1{a_i = π(x_i)} / p̂_i and ρ̂_π(x_i) = ρ̂_{π(x_i)}(x_i) (``reward_hat_target``).
@@ -186,13 +186,14 @@ class Estimator:
             return Estimate(float("nan"), float("nan"), 0)
         value, grad, chosen = self.linearize(state)
         variance = float(grad @ state.covariance() @ grad) / state.n
-        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad), chosen)
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad, value),
+                        chosen)
 
-    def summary(self, state: Moments, grad: np.ndarray) -> Summary:
-        """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state."""
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
+        """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state; ``value`` the estimate."""
         a = np.asarray(self.el_map, dtype=np.float64) if len(self.el_map[0]) == state.m else grad[None, :]
         return summary_of(state.n, a @ state.mean, a @ state.comoment @ a.T / state.n,
-                          *self.el_ranges(state), weighted=a.shape[0] == 2)
+                          *self.el_ranges(state), weighted=a.shape[0] == 2, estimate=value)
 
     # -- numpy API ----------------------------------------------------------
     def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
@@ -249,7 +250,7 @@ class IPS(Estimator):
     >>> [round(float(x), 4) for x in est.ci(0.05)]
     [0.3619, 1.0548]
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
-    [0.5342, 0.8878]
+    [0.5342, 0.9353]
     """
 
     name: ClassVar[str] = "IPS"
@@ -308,7 +309,7 @@ class DoublyRobust(Estimator):
     >>> round(est.value, 4), round(est.stderr, 4)
     (0.7881, 0.043)
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
-    [0.5233, 0.8704]
+    [0.5233, 0.8835]
     """
 
     name: ClassVar[str] = "DR"
