@@ -83,7 +83,7 @@ def with_row(s: Summary, w_f: float, y_f: float) -> tuple[float, float, float]:
     return m * (1 - mean_w) ** 2 / s_ww, mean_y + s_wy / s_ww * (1 - mean_w), max(s_yy - s_wy**2 / s_ww, 0.0) / m
 
 
-def el_interval(s: Summary, alpha: float = 0.05) -> tuple[float, float]:
+def el_interval(s: Summary, alpha: float = 0.05, delta: float | None = None) -> tuple[float, float]:
     """The (1 − α) Euclidean-likelihood interval of the module docstring, at a level that reaches the estimate.
 
     T(v) = min_c T_c(v) over four unobserved rows c — weight 0 or ``max_weight``, y at either
@@ -95,9 +95,10 @@ def el_interval(s: Summary, alpha: float = 0.05) -> tuple[float, float]:
     through v̂ — the same construction, never narrower. The interval is cut to
     ``value_range`` widened to hold v̂ (the value lies in the rewards' range; a statistic
     such as DR with a model that predicts outside it may not). So every interval contains
-    its estimate (docs/estimators.md, "One interval per family").
+    its estimate (docs/estimators.md, "One interval per family"). ``delta`` replaces the threshold
+    δ = F⁻¹_{1,n}(1 − α) (a confidence sequence's is :func:`cs_threshold`).
     """
-    delta = threshold(alpha, s.n)
+    delta = threshold(alpha, s.n) if delta is None else delta
     v_hat = s.estimate
     lo_v, hi_v = min(s.value_range[0], v_hat), max(s.value_range[1], v_hat)
     if not s.weighted:  # a plain mean: T(v) = n (ȳ − v)² / S_yy, smallest at ȳ = v̂
@@ -136,3 +137,51 @@ def summary_of(n: int, mean: np.ndarray, cov: np.ndarray, max_weight: float, zer
                        _floats(value_range), weighted=False, estimate=estimate)
     return Summary(n, float(mean[0]), float(mean[1]), float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1]),
                    float(max_weight), _floats(zero_range), _floats(top_range), _floats(value_range), estimate=estimate)
+
+
+# -- confidence sequences ------------------------------------------------------------------
+#: The sample size at which a confidence sequence is tightest unless told otherwise (``rho`` is tuned for it).
+CS_OPTIMAL_N = 10_000
+
+
+def cs_rho(alpha: float, n_opt: float = CS_OPTIMAL_N) -> float:
+    """ρ of the asymptotic confidence sequence that minimises its width at n = ``n_opt``.
+
+    Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2021), *Time-uniform central limit theory
+    and asymptotic confidence sequences*: the ρ minimising the width there (approximately),
+
+        ρ = √((−2 log α + log(−2 log α + 1)) / n_opt).
+
+    >>> round(cs_rho(0.05, 10_000), 5)
+    0.02817
+    """
+    two_log = -2.0 * math.log(alpha)
+    return math.sqrt((two_log + math.log(two_log + 1.0)) / n_opt)
+
+
+def cs_threshold(n: int, alpha: float, rho: float) -> float:
+    """The squared multiplier of the asymptotic confidence sequence at n: 2 (n ρ² + 1) / (n ρ²) · log(√(n ρ² + 1) / α).
+
+    The sequence's half-width is √(this · σ̂² / n) (:func:`cs_half_width`), where a fixed-time
+    interval's is √(z² σ̂² / n): this plays the role of z² — or of the EL threshold δ.
+    """
+    x = n * rho * rho
+    return 2.0 * (x + 1.0) / x * math.log(math.sqrt(x + 1.0) / alpha)
+
+
+def cs_half_width(n: int, sigma: float, alpha: float, rho: float) -> float:
+    """Half-width of the two-sided (1 − α) asymptotic confidence sequence at sample size n.
+
+    Waudby-Smith et al. (2021), Theorem 2.2 (the Gaussian-mixture boundary of Robbins): with σ̂
+    the standard deviation of the per-row (linearised) terms,
+
+        μ̂_n ± σ̂ √( 2 (n ρ² + 1) / (n² ρ²) · log( √(n ρ² + 1) / α ) )
+
+    covers the value at every n at once with probability → 1 − α (time-uniform, so it stays
+    valid when it is looked at after every day of a growing log and the look stops anywhere).
+
+    >>> round(cs_half_width(10_000, 1.0, 0.05, cs_rho(0.05, 10_000)), 5)  # 1.55 × 1.96 / √n
+    0.03035
+    """
+    x = n * rho * rho
+    return sigma * math.sqrt(2.0 * (x + 1.0) / (n * n * rho * rho) * math.log(math.sqrt(x + 1.0) / alpha))
