@@ -8,8 +8,8 @@ from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.commands.fit import add_model_options, fit_from_args
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.io.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
-from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
+from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
 from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
@@ -43,14 +43,18 @@ def add_parser(sub) -> None:
     p.add_argument("--tau", type=option(NonNegativeOrInf, "non-negative number"), default=None,
                    help="switch threshold τ ≥ 0 for SwitchDR (default: chosen by estimated MSE)")
     p.add_argument("--interval", choices=INTERVAL_METHODS, default="normal",
-                   help="normal (Wald) or el (empirical likelihood, for heavy-tailed weights) intervals "
-                        "(default normal)")
+                   help="normal (Wald) or el (empirical likelihood, for heavy-tailed weights) intervals, for the "
+                        "values and the differences (default normal)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
                    help="number of actions k (default: from the reward model, else the log's metadata)")
     p.add_argument("--alpha", type=option(Alpha, "number in (0, 1)"), default=0.05,
                    help="1 − confidence level of the intervals, in (0, 1) (default 0.05)")
     p.add_argument("--min-ess-ratio", type=option(Share, "number in [0, 1]"), default=DEFAULT_MIN_ESS_RATIO,
                    help=f"warn of poor overlap when ESS / n is below this (default {DEFAULT_MIN_ESS_RATIO})")
+    p.add_argument("--min-support", type=option(NonNegativeInt, "non-negative integer"), default=DEFAULT_MIN_SUPPORT,
+                   metavar="K",
+                   help="mark values and differences 'insufficient data' when fewer than K rows have the policy's "
+                        f"action and a non-zero reward (default {DEFAULT_MIN_SUPPORT})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
     add_model_options(p)
     add_compute_options(p)
@@ -78,7 +82,7 @@ def run(args) -> int:
     def evaluation_with(reward_model):
         return Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path, baseline=args.baseline,
+                          model_source=model_path, baseline=args.baseline, min_support=args.min_support,
                           k_source="--n-actions" if args.n_actions is not None else None)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work

@@ -128,7 +128,7 @@ class Estimate:
         if method != "el":
             raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.summary is None:
-            raise ValueError("this estimate has no empirical-likelihood interval (differences have the normal one)")
+            raise ValueError("this estimate has no empirical-likelihood interval")
         if self.n < 2:
             return (float("nan"), float("nan"))
         return el_interval(self.summary, alpha)
@@ -609,9 +609,16 @@ class Difference:
     baseline: Estimator
 
     def state(self, rows: RowInputs, baseline_rows: RowInputs) -> Moments:
-        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows))
+        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
+        """The difference, its paired standard error, and the EL summary of the linearised paired terms.
+
+        The empirical-likelihood interval of a difference is that of a plain mean (Owen 2001): of
+        the per-row terms ψ_i = D̂ + (∇g_A, −∇g_B)·(z_i − z̄), whose mean is D̂ and whose variance is
+        the delta method's, so it is D̂ ± √(δ S_ψψ / n) with δ = F⁻¹_{1,n}(1 − α), cut to the
+        range of a difference of two values in the rewards' range, [min r − max r, max r − min r].
+        """
         if state.n == 0:
             return Estimate(float("nan"), float("nan"), 0)
         m_a = state.m - (1 if isinstance(self.baseline, OnPolicy) else state.m // 2)
@@ -619,7 +626,11 @@ class Difference:
         v_b, g_b, _ = self.baseline.linearize(state.take(np.arange(m_a, state.m)))
         grad = np.concatenate([g_a, -g_b])
         variance = float(grad @ state.covariance() @ grad) / state.n
-        return Estimate(v_a - v_b, float(np.sqrt(max(variance, 0.0))), state.n, None, chosen)
+        value = v_a - v_b
+        spread = float(state.high[0] - state.low[0]) if state.low.size else float("inf")
+        summary = summary_of(state.n, np.array([value]), np.array([[float(grad @ state.comoment @ grad) / state.n]]),
+                             0.0, (0.0, 0.0), (0.0, 0.0), (-spread, spread), weighted=False, estimate=value)
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, summary, chosen)
 
 
 ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR)}

@@ -130,14 +130,18 @@ def test_el_intervals_from_merged_states_equal_the_whole():
         assert merged.chosen == whole.chosen
 
 
-def test_unknown_interval_method_and_differences_have_no_el():
-    log = BanditWorld.make(epsilon=0.3).sample(100, seed=1)
+def test_unknown_interval_method_and_differences_get_the_el_interval_of_their_paired_terms():
+    log = BanditWorld.make(epsilon=0.3).sample(500, seed=1)
     with pytest.raises(ValueError, match="interval method"):
         IPS().estimate(**log).ci(0.05, method="bootstrap")
     rows = RowInputs.from_arrays(**log)
-    diff = Difference(IPS(), OnPolicy())
-    with pytest.raises(ValueError, match="no empirical-likelihood interval"):
-        diff.result(diff.state(rows, rows)).ci(0.05, method="el")
+    for estimator in (IPS(), SNIPS(), DoublyRobust(), SNDR()):
+        diff = Difference(estimator, OnPolicy())
+        d = diff.result(diff.state(rows, rows))
+        lo, hi = d.ci(0.05, method="el")
+        # A plain mean's Euclidean likelihood: D̂ ± √(δ S / n), S the biased variance of the linearised terms.
+        half = np.sqrt(threshold(0.05, d.n) * d.stderr**2 * (d.n - 1) / d.n)
+        np.testing.assert_allclose((lo, hi), (d.value - half, d.value + half), rtol=1e-10)
 
 
 def coverage(epsilon, reps=1000):
