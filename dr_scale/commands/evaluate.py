@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
 from dr_scale.commands.fit import add_model_options, fit_from_args
-from dr_scale.outofcore.compute import dask_session
-from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
-from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
+from dr_scale.io.strict_json import dumps
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
 from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.reward.models import LinearRewardModel
-from dr_scale.io.strict_json import dumps
 
 
 def add_parser(sub) -> None:

@@ -55,11 +55,11 @@ class WeightStats:
     n_rewarded: int = 0  # rows with r ≠ 0
 
     @classmethod
-    def empty(cls) -> "WeightStats":
+    def empty(cls) -> WeightStats:
         return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64), 0, 0, 0)
 
     @classmethod
-    def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> "WeightStats":
+    def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> WeightStats:
         if weight.size == 0:
             return cls.empty()
         return cls(
@@ -75,7 +75,7 @@ class WeightStats:
             int(np.count_nonzero(reward)),
         )
 
-    def __add__(self, other: "WeightStats") -> "WeightStats":
+    def __add__(self, other: WeightStats) -> WeightStats:
         return WeightStats(
             self.n + other.n,
             self.sum_w + other.sum_w,
@@ -150,7 +150,7 @@ class WeightStats:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "WeightStats":
+    def from_dict(cls, d: dict) -> WeightStats:
         return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
                    float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64), int(d["n_matched"]),
                    int(d["n_informative"]), int(d["n_rewarded"]))

@@ -20,13 +20,20 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 
-from dr_scale.outofcore.compute import compute
-from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.logs.contract import (
+    LogDataError,
+    Partition,
+    list_parts,
+    log_metadata,
+    partition_from_table,
+    read_partition,
+)
+from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
-from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
+from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
 from dr_scale.reward.models import predict_columns
 
@@ -297,7 +304,8 @@ class Evaluation:
 
     def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)
         reward_hat = np.zeros(probs.shape)
         reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
@@ -435,5 +443,5 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> Evalu
 
 __all__ = [
     "LOGGING", "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
-    "evaluate_partitions", "log_states", "reduce_states",
+    "evaluate_partitions", "log_states",
 ]

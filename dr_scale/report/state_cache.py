@@ -23,9 +23,9 @@ import hashlib
 import json
 import posixpath
 
+from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState
-from dr_scale.io import strict_json
 from dr_scale.policies.target import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
