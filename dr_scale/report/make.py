@@ -19,9 +19,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, validate
-from dr_scale.core.errors import UserError, check_output_folder
+from dr_scale.io.storage import storage_options
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
@@ -30,7 +31,6 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.reward.models import LinearRewardModel
-from dr_scale.io.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"
@@ -44,7 +44,7 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
-                               model_source=pf.reward_model,
+                               model_source=pf.reward_model, min_support=pf.min_support,
                                k_source=None if pf.n_actions is None else f"n_actions in {pf.source}")
             for c in pf.policies}
 
@@ -61,8 +61,9 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
         for b in names[i + 1:]:
             e = evaluations[a]
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
-                                             n_actions=e.n_actions, n_features=e.n_features, model_source=e.model_source,
-                                             baseline=evaluations[b].policy)
+                                             n_actions=e.n_actions, n_features=e.n_features,
+                                             model_source=e.model_source, baseline=evaluations[b].policy,
+                                             min_support=e.min_support)
     return out
 
 
@@ -85,7 +86,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
                                         client=client, progress=progress)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
-    for path, error in sorted(states.bad.items()):
+    for _path, error in sorted(states.bad.items()):
         print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
     if not states.bad and not sum(states.rows.values()):
         raise UserError(f"{logs}: the partitions in the window have no rows; nothing to report")

@@ -40,7 +40,7 @@ def estimates_plot(policies: list[dict], level: str) -> bytes:
     """Horizontal intervals, one row per (policy, estimator), grouped by policy."""
     rows = [(p["name"], est, e) for p in policies for est, e in p["estimates"].items()]
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) + 0.3 * len(policies)))
-    colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors))
+    colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors, strict=False))
     y, ticks, labels = 0.0, [], []
     for p in policies:
         for est, e in p["estimates"].items():
@@ -83,9 +83,10 @@ def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
 
 
 def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
-    """One panel per policy: every estimator per day, the primary one's interval shaded."""
+    """One panel per policy: every estimator per day, the primary one's interval shaded; the primary one's running
+    estimate on the log so far with its confidence sequence (grey band) and fixed-time interval (dotted)."""
     fig, axes = plt.subplots(len(policies), 1, figsize=(8, 2.6 * len(policies) + 0.4), sharex=True, squeeze=False)
-    for ax, p in zip(axes[:, 0], policies):
+    for ax, p in zip(axes[:, 0], policies, strict=True):
         days = [d["date"] for d in p["by_day"]]
         x = np.arange(len(days))
         for est in p["estimates"]:
@@ -95,6 +96,13 @@ def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
                 lo = [_num(d["estimates"][est]["ci"][0]) for d in p["by_day"]]
                 hi = [_num(d["estimates"][est]["ci"][1]) for d in p["by_day"]]
                 ax.fill_between(x, lo, hi, alpha=0.2, label=f"{est} {level}")
+        if all("running" in d for d in p["by_day"]):  # the running estimate on the log so far, its sequence
+            run = [d["running"][primary] for d in p["by_day"]]
+            ax.plot(x, [_num(r["value"]) for r in run], color="black", lw=1.5, label=f"{primary} running")
+            ax.fill_between(x, [_num(r["cs"][0]) for r in run], [_num(r["cs"][1]) for r in run], color="black",
+                            alpha=0.08, label="confidence sequence")
+            ax.plot(x, [_num(r["ci"][0]) for r in run], color="black", lw=0.8, ls=":", label="fixed-time interval")
+            ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
         ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy")
         ax.set_title(p["name"], fontsize="medium")
