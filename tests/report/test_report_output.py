@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.synthetic.example import example_paths
 from dr_scale.logs.contract import write_log
+from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.report import render
 from dr_scale.report.build import build_states
 from dr_scale.report.make import evaluations_of, make_report
 from dr_scale.report.partitions import list_partitions
 from dr_scale.report.policies_file import load_policies
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
 
 ROOT = Path(__file__).parents[2]
 POLICIES = str(ROOT / "pipelines" / "report_policies.toml")
