@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
                    metavar="K",
                    help="mark values and differences 'insufficient data' when fewer than K rows have the policy's "
                         f"action and a non-zero reward (default {DEFAULT_MIN_SUPPORT})")
+    p.add_argument("--allow-training-overlap", action="store_true",
+                   help="evaluate a learned policy even on partitions it was trained on (its policy file records "
+                        "them); its results are then labelled in-sample")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
     add_model_options(p)
     add_compute_options(p)
@@ -86,6 +89,7 @@ def run(args) -> int:
                           k_source="--n-actions" if args.n_actions is not None else None)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
+    in_sample = training_overlap_of(logs, policy or "column:target_action", args, opts)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts)
@@ -96,12 +100,31 @@ def run(args) -> int:
 
         print(f"reward model fitted on {logs}: {summary(model).splitlines()[0]}")
     print(f"policy {result.policy} on {logs}")
+    for name, days in in_sample.items():
+        print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
     for warning in result.weights.warnings(args.min_ess_ratio):
         print(f"dr-scale evaluate: warning: {warning}", file=sys.stderr)
     if args.json:
         document = {"logs": str(logs), **result.to_dict(args.alpha, args.interval),
-                    "warnings": result.weights.warnings(args.min_ess_ratio)}
+                    "warnings": result.weights.warnings(args.min_ess_ratio),
+                    "in_sample": in_sample}
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def training_overlap_of(logs: str, policy_spec: str, args, opts: dict) -> dict[str, str]:
+    """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap)."""
+    from dr_scale.policies.target import parse_policy
+    from dr_scale.report.partitions import list_partitions
+    from dr_scale.report.training import check_training_overlap, training_of
+
+    specs = {f"{policy_spec} (--policy)": policy_spec}
+    if args.baseline and args.baseline != LOGGING:
+        specs[f"{args.baseline} (--baseline)"] = args.baseline
+    policies = {name: parse_policy(spec) for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
+    if not any(training_of(p) for p in policies.values()):
+        return {}
+    _, parts = list_partitions(logs, opts)
+    return check_training_overlap(policies, parts, allow=args.allow_training_overlap)

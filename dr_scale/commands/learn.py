@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.io.cache import spill_root
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.commands.fit import parse_lambda
-from dr_scale.outofcore.compute import dask_session
+from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, Stages, learn_policy
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
 
 
@@ -52,6 +52,10 @@ def run(args) -> int:
                               folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
                               n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
                               max_iter=args.max_iter, progress=not args.no_progress, stages=stages)
+    from dr_scale.report.training import TRAINING, training_record  # what it was trained on: evaluate/report check it
+
+    policy.metadata[TRAINING] = training_record(
+        args.logs, opts, folds=args.folds if args.method != "ips" and not args.reward_model else None)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"

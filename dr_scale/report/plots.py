@@ -38,7 +38,7 @@ def _num(x) -> float:
 
 def estimates_plot(policies: list[dict], level: str) -> bytes:
     """Horizontal intervals, one row per (policy, estimator), grouped by policy."""
-    rows = [(p["name"], est, e) for p in policies for est, e in p["estimates"].items()]
+    rows = [(p.get("label", p["name"]), est, e) for p in policies for est, e in p["estimates"].items()]
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) + 0.3 * len(policies)))
     colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors, strict=False))
     y, ticks, labels = 0.0, [], []
@@ -48,7 +48,7 @@ def estimates_plot(policies: list[dict], level: str) -> bytes:
             v = _num(e["value"])
             ax.errorbar(v, y, xerr=[[v - lo], [hi - v]], fmt="o", color=colors[est], capsize=3)
             ticks.append(y)
-            labels.append(f"{p['name']} · {est}")
+            labels.append(f"{p.get('label', p['name'])} · {est}")
             y -= 1
         y -= 0.6
     on_policy = _num(policies[0]["diagnostics"]["on_policy_value"]) if policies else float("nan")
@@ -75,8 +75,9 @@ def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
         labelled.add(kind)
     ax.axvline(0.0, color="black", lw=1)
     ax.legend(loc="best", fontsize="small")
-    ax.set_yticks([-y for y in range(len(comparisons))], [f"{c['policy']} − {c['baseline']}" for c in comparisons])
-    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level}, normal)")
+    names = [f"{c['policy']} − {c['baseline']}" + (" (in-sample)" if c.get("in_sample") else "") for c in comparisons]
+    ax.set_yticks([-y for y in range(len(comparisons))], names)
+    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level})")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("Each candidate against the logging policy and the best other candidate")
     return _png(fig)
@@ -105,7 +106,7 @@ def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
             ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
         ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy")
-        ax.set_title(p["name"], fontsize="medium")
+        ax.set_title(p.get("label", p["name"]), fontsize="medium")
         ax.set_xticks(x, days, rotation=30, ha="right")
         ax.grid(alpha=0.3)
         ax.set_ylabel("value")
@@ -128,7 +129,8 @@ def weights_plot(policies: list[dict]) -> bytes:
         if n == 0:
             continue
         ax.stairs(hist[1:-1] / n, WEIGHT_EDGES[1:],
-                  label=f"{p['name']} (w < 0.001: {hist[0] / n:.0%}, max {_num(p['diagnostics']['max_weight']):.3g})")
+                  label=f"{p.get('label', p['name'])} (w < 0.001: {hist[0] / n:.0%}, "
+                        f"max {_num(p['diagnostics']['max_weight']):.3g})")
         shown.extend(np.flatnonzero(hist[1:-1]))
     ax.set_xscale("log")
     if shown:

@@ -59,13 +59,19 @@ def redact(url: str | None) -> str | None:
     return re.sub(r"(://)[^/@]*@", r"\1", url.split("?", 1)[0])
 
 
-def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal") -> dict:
-    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy."""
+def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal",
+                   in_sample: str | None = None) -> dict:
+    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy.
+
+    ``in_sample``: the days of the window the policy was learned on (its results are then labelled so)."""
     result = evaluation.result(total).to_dict(alpha, interval)
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
     warnings = total.weights.warnings(min_ess_ratio) + ([result["support_note"]] if "support_note" in result else [])
+    if in_sample:
+        warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
+                           "optimistic")
     days, running = [], None
     for day, state in by_day.items():  # in date order
         r = evaluation.result(state).to_dict(alpha, interval)
@@ -74,7 +80,8 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
                      "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()}})
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
-            "insufficient_data": result["insufficient_data"], "diagnostics": diag, "warnings": warnings,
+            "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
+            "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
             "weight_histogram": total.weights.histogram.tolist(), "by_day": days}
 
 
@@ -105,7 +112,8 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
 
 
 def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: dict, skip_bad: bool,
-                generated_at: datetime.datetime | None = None, pairs: dict | None = None) -> dict:
+                generated_at: datetime.datetime | None = None, pairs: dict | None = None,
+                in_sample: dict | None = None) -> dict:
     """The report as a JSON-able dict (schema in the module docstring)."""
     pf = policies_file
     failed = bool(states.bad) and not skip_bad
@@ -118,11 +126,13 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     spec = {c.name: c.spec for c in pf.policies}
     policies = [] if failed else [
         policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
-                       pf.min_ess_ratio, pf.interval)
+                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name))
         for name in evaluations if states.totals[name] is not None
     ]
     primary = primary_estimator(pf.estimators)
     compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha, pf.interval)
+    for c in compared:
+        c["in_sample"] = any(n in (in_sample or {}) for n in (c["policy"], c["baseline"]))
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -203,7 +213,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     out += [("h2", "Estimates"), ("img", images["estimates"], "estimates with intervals")]
     for p in report["policies"]:
         d = p["diagnostics"]
-        out.append(("h3", f"{p['name']} (`{p['spec']}`)"))
+        out.append(("h3", f"{p.get('label', p['name'])} (`{p['spec']}`)"))
         for warning in p["warnings"]:
             out.append(("warn", warning))
         out.append(("table", ["estimator", "value", "std. error", level, "n", "support"],
@@ -226,7 +236,8 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       f"{report.get('min_support', 10)} rows with the policy's action and a reward is marked "
                       "insufficient data: its interval supports no conclusion."),
                 ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", level, "support"],
-                 [[c["policy"], c["baseline"], _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
+                 [[c["policy"] + (" (in-sample)" if c.get("in_sample") else ""), c["baseline"],
+                   _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
                    f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]", _support(c)]
                   for c in report["comparisons"]])]
     if any(p["by_day"] for p in report["policies"]):
@@ -238,7 +249,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       "report every day? Read the confidence sequence: it holds on every day at once, where a "
                       "fixed-time interval checked daily excludes the truth on some day far more often than "
                       f"{100 * report['alpha']:g}% of the time."),
-                ("table", ["date"] + [f"{p['name']} {primary}: day · running · sequence · fixed-time"
+                ("table", ["date"] + [f"{p.get('label', p['name'])} {primary}: day · running · sequence · fixed-time"
                                       for p in report["policies"]] + ["logging policy"],
                  [[day["date"]] + [_by_day_cell(p["by_day"][i], primary) for p in report["policies"]]
                   + [_fmt(day["diagnostics"]["on_policy_value"])]
@@ -310,7 +321,8 @@ def render_plots(report: dict) -> dict[str, bytes]:
     level = f"{100 * (1 - report['alpha']):g}% CI ({report['interval']})"
     out = {"estimates": plots.estimates_plot(report["policies"], level)}
     if report["comparisons"]:
-        out["comparisons"] = plots.comparisons_plot(report["comparisons"], f"{100 * (1 - report['alpha']):g}% CI")
+        out["comparisons"] = plots.comparisons_plot(report["comparisons"],
+                                                    f"{100 * (1 - report['alpha']):g}% CI, {report['interval']}")
     if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
         out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
     out["weights"] = plots.weights_plot(report["policies"])
