@@ -123,3 +123,21 @@ def test_evaluate_flags_a_difference_resting_on_no_clicks(tmp_path, capsys):
             assert e["insufficient_data"], (section, name)
             if e["value"] is not None:
                 assert e["ci"][0] <= e["value"] <= e["ci"][1], (section, name, e)
+
+
+def test_evaluate_prints_no_estimate_outside_its_interval_when_the_model_predicts_below_zero(tmp_path, capsys):
+    """A reward model predicting negative click rates (as a ridge fit can): DM and DR fall below the rewards'
+    range [0, 1]; their EL intervals, once cut to that range, excluded them — now each holds its value."""
+    base = LinearRewardModel.load(MODEL)
+    model = tmp_path / "negative.npz"
+    LinearRewardModel(base.coef, base.intercept - 0.7).save(str(model))
+    path = tmp_path / "out.json"
+    assert main(["evaluate", "--reward-model", str(model), "--policy", "constant:2", "--baseline", "logging",
+                 "--interval", "el", "--no-progress", "--json", str(path)]) == 0
+    capsys.readouterr()
+    data = json.loads(path.read_text())
+    assert data["estimates"]["DM"]["value"] < 0
+    for section in ("estimates", "difference"):
+        for name, e in data[section].items():
+            if name != "interval":
+                assert e["ci"][0] <= e["value"] <= e["ci"][1] and e["cs"][0] <= e["value"] <= e["cs"][1], (name, e)
