@@ -75,7 +75,10 @@ def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
         labelled.add(kind)
     ax.axvline(0.0, color="black", lw=1)
     ax.legend(loc="best", fontsize="small")
-    names = [f"{c['policy']} − {c['baseline']}" + (" (in-sample)" if c.get("in_sample") else "") for c in comparisons]
+    def marked(name, c):
+        return f"{name} (in-sample)" if name in c.get("in_sample_policies", ()) else name
+
+    names = [f"{marked(c['policy'], c)} − {marked(c['baseline'], c)}" for c in comparisons]
     ax.set_yticks([-y for y in range(len(comparisons))], names)
     ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level})")
     ax.grid(axis="x", alpha=0.3)

@@ -132,7 +132,8 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     primary = primary_estimator(pf.estimators)
     compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha, pf.interval)
     for c in compared:
-        c["in_sample"] = any(n in (in_sample or {}) for n in (c["policy"], c["baseline"]))
+        c["in_sample_policies"] = [n for n in (c["policy"], c["baseline"]) if n in (in_sample or {})]
+        c["in_sample"] = bool(c["in_sample_policies"])
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -170,6 +171,11 @@ def _fmt(x, spec=".4g") -> str:
 def _chosen(e: dict) -> str:
     """" (tau = 20)" for a tuned estimator's chosen threshold ("∞": DR), else nothing."""
     return "".join(f" ({k} = {'∞' if v == 'inf' else format(v, 'g')})" for k, v in e.get("chosen", {}).items())
+
+
+def _marked(name: str, comparison: dict) -> str:
+    """A policy's name in a comparison, "(in-sample)" after it if it was learned on the window."""
+    return f"{name} (in-sample)" if name in comparison.get("in_sample_policies", ()) else name
 
 
 def _support(e: dict) -> str:
@@ -236,7 +242,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       f"{report.get('min_support', 10)} rows with the policy's action and a reward is marked "
                       "insufficient data: its interval supports no conclusion."),
                 ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", level, "support"],
-                 [[c["policy"] + (" (in-sample)" if c.get("in_sample") else ""), c["baseline"],
+                 [[_marked(c["policy"], c), _marked(c["baseline"], c),
                    _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
                    f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]", _support(c)]
                   for c in report["comparisons"]])]
