@@ -99,8 +99,11 @@ def el_interval(s: Summary, alpha: float = 0.05, delta: float | None = None) -> 
     δ = F⁻¹_{1,n}(1 − α) (a confidence sequence's is :func:`cs_threshold`).
     """
     delta = threshold(alpha, s.n) if delta is None else delta
-    v_hat = s.estimate
-    lo_v, hi_v = min(s.value_range[0], v_hat), max(s.value_range[1], v_hat)
+    # No estimate (an undefined ratio, a Summary built without one): the interval of the EL region alone.
+    v_hat = s.estimate if math.isfinite(s.estimate) else (s.mean_y if not s.weighted else None)
+    lo_v, hi_v = s.value_range
+    if v_hat is not None:
+        lo_v, hi_v = min(lo_v, v_hat), max(hi_v, v_hat)
     if not s.weighted:  # a plain mean: T(v) = n (ȳ − v)² / S_yy, smallest at ȳ = v̂
         half = math.sqrt(delta * max(s.var_y, 0.0) / s.n)
         return max(lo_v, min(v_hat, s.mean_y - half)), min(hi_v, max(v_hat, s.mean_y + half))
@@ -109,12 +112,13 @@ def el_interval(s: Summary, alpha: float = 0.05, delta: float | None = None) -> 
     if not rows:
         return lo_v, hi_v
     level = min(t for t, _, _ in rows) + delta  # T_f does not depend on y_f
-    if math.isfinite(v_hat):
+    if v_hat is not None:
         level = max(level, min(_divergence(row, v_hat) for row in rows))
     reach = [(v, math.sqrt((level - t) * scale)) for t, v, scale in rows if t <= level]
     low, high = min(v - half for v, half in reach), max(v + half for v, half in reach)
-    # T(v̂) ≤ L puts v̂ in [low, high]; min / max only absorb the rounding of the square roots.
-    return max(lo_v, min(v_hat, low)), min(hi_v, max(v_hat, high))
+    if v_hat is not None:  # T(v̂) ≤ L puts v̂ in [low, high]; min / max only absorb the square roots' rounding
+        low, high = min(v_hat, low), max(v_hat, high)
+    return max(lo_v, low), min(hi_v, high)
 
 
 def _divergence(row: tuple[float, float, float], v: float) -> float:
