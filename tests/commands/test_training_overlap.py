@@ -74,3 +74,16 @@ def test_report_refuses_the_training_days_and_labels_them_when_allowed(learned, 
     # The held-out days alone: no overlap, no label.
     assert main([*args[:-3], "--window", "2d", "--no-progress"]) == 0
     assert not json.loads((root / "rep" / "report.json").read_text())["policies"][0]["in_sample"]
+
+
+def test_the_report_job_takes_allow_training_overlap(learned, tmp_path):
+    from dr_scale.report.make import run_job
+
+    root, log, policy = learned
+    policies = tmp_path / "policies.toml"
+    policies.write_text(f'estimators = ["IPS"]\nn_actions = 4\n[[policy]]\nname = "learned"\n'
+                        f'spec = "linear:{policy}"\n')
+    job = {"job": "report", "logs": str(log), "policies": str(policies), "out": str(tmp_path / "rep")}
+    with pytest.raises(ValueError, match="was learned on days 2026-11-01"):
+        run_job(job)
+    assert run_job({**job, "allow_training_overlap": True}) == 0
