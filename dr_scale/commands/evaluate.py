@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
@@ -13,14 +12,15 @@ from dr_scale.commands.common import (
     storage_options,
 )
 from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings
-from dr_scale.outofcore.compute import dask_session
-from dr_scale.io.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
-from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
+from dr_scale.io.strict_json import dumps
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.reward.models import LinearRewardModel
-from dr_scale.io.strict_json import dumps
 
 
 def add_parser(sub) -> None:
@@ -52,14 +52,21 @@ def add_parser(sub) -> None:
     p.add_argument("--tau", type=option(NonNegativeOrInf, "non-negative number"), default=None,
                    help="switch threshold τ ≥ 0 for SwitchDR (default: chosen by estimated MSE)")
     p.add_argument("--interval", choices=INTERVAL_METHODS, default="normal",
-                   help="normal (Wald) or el (empirical likelihood, for heavy-tailed weights) intervals "
-                        "(default normal)")
+                   help="normal (Wald) or el (empirical likelihood, for heavy-tailed weights) intervals, for the "
+                        "values and the differences (default normal)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
                    help="number of actions k (default: from the reward model, else the log's metadata)")
     p.add_argument("--alpha", type=option(Alpha, "number in (0, 1)"), default=0.05,
                    help="1 − confidence level of the intervals, in (0, 1) (default 0.05)")
     p.add_argument("--min-ess-ratio", type=option(Share, "number in [0, 1]"), default=DEFAULT_MIN_ESS_RATIO,
                    help=f"warn of poor overlap when ESS / n is below this (default {DEFAULT_MIN_ESS_RATIO})")
+    p.add_argument("--min-support", type=option(NonNegativeInt, "non-negative integer"), default=DEFAULT_MIN_SUPPORT,
+                   metavar="K",
+                   help="mark values and differences 'insufficient data' when fewer than K rows have the policy's "
+                        f"action and a non-zero reward (default {DEFAULT_MIN_SUPPORT})")
+    p.add_argument("--allow-training-overlap", action="store_true",
+                   help="evaluate a learned policy even on partitions it was trained on (its policy file records "
+                        "them); its results are then labelled in-sample")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
     add_filter_options(p)
     add_model_options(p)
@@ -92,7 +99,7 @@ def run(args) -> int:
     def evaluation_with(reward_model, policy, baseline):
         return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path, baseline=baseline,
+                          model_source=model_path, baseline=baseline, min_support=args.min_support,
                           k_source="--n-actions" if args.n_actions is not None else None)
 
     def comparison_with(reward_model):
@@ -105,6 +112,9 @@ def run(args) -> int:
 
     evaluation = None if args.fit_reward_model else comparison_with(model)  # options checked before the work
     settings = fit_settings(args) if args.fit_reward_model else None
+    in_sample = {}
+    for spec in policies:
+        in_sample.update(training_overlap_of(logs, spec, args, opts))
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts, settings)
@@ -121,6 +131,8 @@ def run(args) -> int:
         print(f"{len(results)} policies on {where}, one pass over the log")
     else:
         print(f"policy {result.policy} on {where}")
+    for name, days in in_sample.items():
+        print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
     warnings = {name: r.weights.warnings(args.min_ess_ratio) for name, r in results.items()}
     for name, lines in warnings.items():
@@ -128,7 +140,7 @@ def run(args) -> int:
             print(f"dr-scale evaluate: warning: {'' if name is None else f'{name}: '}{warning}", file=sys.stderr)
     if args.json:
         document = {"logs": str(logs), **({"filter": log_filter.to_dict()} if log_filter else {}),
-                    **result.to_dict(args.alpha, args.interval)}
+                    **result.to_dict(args.alpha, args.interval), "in_sample": in_sample}
         if isinstance(result, ComparisonResult):
             for name, lines in warnings.items():
                 document["policies"][name]["warnings"] = lines
@@ -137,3 +149,20 @@ def run(args) -> int:
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def training_overlap_of(logs: str, policy_spec: str, args, opts: dict) -> dict[str, str]:
+    """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap)."""
+    from dr_scale.policies.target import parse_policy
+    from dr_scale.report.partitions import list_partitions
+    from dr_scale.report.training import check_training_overlap, training_of
+
+    specs = {f"{policy_spec} (--policy)": policy_spec}
+    if args.baseline and args.baseline != LOGGING:
+        specs[f"{args.baseline} (--baseline)"] = args.baseline
+    policies = {name: parse_policy(spec) for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
+    if not any(training_of(p) for p in policies.values()):
+        return {}
+    _, parts = list_partitions(logs, opts)
+    return check_training_overlap(policies, parts, allow=args.allow_training_overlap,
+                                  read=getattr(logs, "log_filter", None))

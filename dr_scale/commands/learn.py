@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.io.cache import spill_root
 from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
@@ -14,11 +13,12 @@ from dr_scale.commands.common import (
     warnings_as_lines,
 )
 from dr_scale.commands.fit import parse_lambda
-from dr_scale.outofcore.compute import dask_session
+from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
 from dr_scale.reward.fitting import Stages
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
 
 
@@ -65,6 +65,10 @@ def run(args) -> int:
     log_filter = getattr(logs, "log_filter", None)
     if log_filter:
         policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on
+    from dr_scale.report.training import TRAINING, training_record  # what it was trained on: evaluate/report check it
+
+    policy.metadata[TRAINING] = training_record(
+        logs, opts, folds=args.folds if args.method != "ips" and not args.reward_model else None)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"

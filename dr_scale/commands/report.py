@@ -34,6 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--skip-bad-partitions", action="store_true",
                    help="report over the good partitions, listing the bad ones, and exit 0")
     add_filter_options(p)
+    p.add_argument("--allow-training-overlap", action="store_true",
+                   help="report a learned policy even over partitions it was trained on (its policy file records "
+                        "them); its results are then labelled in-sample")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -55,5 +58,6 @@ def run(args) -> int:
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         _, status = make_report(logs, args.policies, args.out, window=args.window, until=args.until,
                                 cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
-                                client=client, progress=not args.no_progress)
+                                client=client, progress=not args.no_progress,
+                                allow_training_overlap=args.allow_training_overlap)
     return status

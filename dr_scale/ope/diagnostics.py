@@ -4,7 +4,10 @@
   weighted rows the weighted sample is worth;
 * the maximum weight, the share of rows with a tiny propensity, and approximate
   weight quantiles from a fixed log-spaced histogram (mergeable by adding counts);
-* the logging policy's own on-policy value, the plain mean of r.
+* the logging policy's own on-policy value, the plain mean of r;
+* the support of the value: the rows with a positive weight (π takes the logged action),
+  those of them with a non-zero reward (``n_informative``: the clicks the value rests on)
+  and the rows with a non-zero reward at all (the logging policy's own support).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ TINY_PROPENSITY = 0.01
 TINY_SHARE_WARNING = 0.01
 #: Overlap is "poor" when ESS / n is below this (the default of ``min_ess_ratio``).
 DEFAULT_MIN_ESS_RATIO = 0.1
+#: A policy's value rests on too few rows — "insufficient data", no significance claim — when fewer than
+#: this many rows have a positive weight (π takes the logged action) and a non-zero reward (a click).
+DEFAULT_MIN_SUPPORT = 10
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -44,13 +50,16 @@ class WeightStats:
     n_tiny: int
     sum_reward: float
     histogram: np.ndarray
+    n_matched: int = 0  # rows with w > 0
+    n_informative: int = 0  # rows with w > 0 and r ≠ 0
+    n_rewarded: int = 0  # rows with r ≠ 0
 
     @classmethod
-    def empty(cls) -> "WeightStats":
-        return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64))
+    def empty(cls) -> WeightStats:
+        return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64), 0, 0, 0)
 
     @classmethod
-    def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> "WeightStats":
+    def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> WeightStats:
         if weight.size == 0:
             return cls.empty()
         return cls(
@@ -61,9 +70,12 @@ class WeightStats:
             int((propensity < TINY_PROPENSITY).sum()),
             float(reward.sum()),
             _weight_histogram(weight),
+            int(np.count_nonzero(weight > 0)),
+            int(np.count_nonzero((weight > 0) & (reward != 0))),
+            int(np.count_nonzero(reward)),
         )
 
-    def __add__(self, other: "WeightStats") -> "WeightStats":
+    def __add__(self, other: WeightStats) -> WeightStats:
         return WeightStats(
             self.n + other.n,
             self.sum_w + other.sum_w,
@@ -72,6 +84,9 @@ class WeightStats:
             self.n_tiny + other.n_tiny,
             self.sum_reward + other.sum_reward,
             self.histogram + other.histogram,
+            self.n_matched + other.n_matched,
+            self.n_informative + other.n_informative,
+            self.n_rewarded + other.n_rewarded,
         )
 
     @property
@@ -95,6 +110,10 @@ class WeightStats:
         if self.n and self.tiny_share > TINY_SHARE_WARNING:
             out.append(f"{self.tiny_share:.2%} of rows have a propensity below {TINY_PROPENSITY:g}")
         return out
+
+    def insufficient(self, min_support: int = DEFAULT_MIN_SUPPORT) -> bool:
+        """Too few rows carry the value: fewer than ``min_support`` with w > 0 and a non-zero reward."""
+        return self.n_informative < min_support
 
     @property
     def tiny_share(self) -> float:
@@ -120,14 +139,18 @@ class WeightStats:
             "weight_quantiles": {str(q): self.quantile(q) for q in (0.5, 0.9, 0.99)},
             "tiny_propensity_share": self.tiny_share,
             "on_policy_value": self.on_policy_value,
+            "matched_rows": self.n_matched,
+            "matched_rows_with_reward": self.n_informative,
         }
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("n", "sum_w", "sum_w2", "max_w", "n_tiny", "sum_reward")}
+        d = {k: getattr(self, k) for k in ("n", "sum_w", "sum_w2", "max_w", "n_tiny", "sum_reward", "n_matched",
+                                           "n_informative", "n_rewarded")}
         d["histogram"] = self.histogram.tolist()
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "WeightStats":
+    def from_dict(cls, d: dict) -> WeightStats:
         return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
-                   float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64))
+                   float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64), int(d["n_matched"]),
+                   int(d["n_informative"]), int(d["n_rewarded"]))

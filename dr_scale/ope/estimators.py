@@ -20,6 +20,7 @@ partitions and Dask (``state`` + ``result``).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
@@ -27,9 +28,9 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
 
-from dr_scale.ope import checks as check
 from dr_scale.core.errors import UserError
-from dr_scale.ope.intervals import Summary, el_interval, summary_of
+from dr_scale.ope import checks as check
+from dr_scale.ope.intervals import CS_OPTIMAL_N, Summary, cs_rho, cs_threshold, el_interval, summary_of
 from dr_scale.ope.moments import Moments
 
 #: The thresholds (weights) among which SwitchDR's τ and ClippedDR's M are chosen when not given.
@@ -55,7 +56,7 @@ class RowInputs:
         return (np.array([self.reward.min(), self.weight.min()]), np.array([self.reward.max(), self.weight.max()]))
 
     @classmethod
-    def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> "RowInputs":
+    def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> RowInputs:
         """Build the per-row quantities from obp-style arrays, checked as obp checks them.
 
         ``target_probs`` and ``reward_hat`` have shape (n, k); ``action`` holds
@@ -81,7 +82,7 @@ class RowInputs:
         )
 
     @classmethod
-    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> "RowInputs":
+    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> RowInputs:
         """The per-row quantities for a deterministic π, from its actions π(x_i) — no (n, k) arrays.
 
         w_i = 1{a_i = π(x_i)} / p̂_i and ρ̂_π(x_i) = ρ̂_{π(x_i)}(x_i) (``reward_hat_target``).
@@ -127,10 +128,53 @@ class Estimate:
         if method != "el":
             raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.summary is None:
-            raise ValueError("this estimate has no empirical-likelihood interval (differences have the normal one)")
+            raise ValueError("this estimate has no empirical-likelihood interval")
         if self.n < 2:
             return (float("nan"), float("nan"))
         return el_interval(self.summary, alpha)
+
+    def cs(self, alpha: float = 0.05, rho: float | None = None, method: str = "el") -> tuple[float, float]:
+        """A (1 − α) asymptotic confidence sequence: valid at every sample size at once.
+
+        Computed on a growing log after every day, the sequence contains the value on *all*
+        days with probability ≈ 1 − α, where a fixed-time interval checked daily misses on
+        some day far more often. Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2021),
+        Theorem 2.2: the normal interval's z² becomes, at sample size n,
+
+            c_n² = 2 (n ρ² + 1) / (n ρ²) · log(√(n ρ² + 1) / α)
+
+        (:func:`dr_scale.ope.intervals.cs_threshold`). ``"normal"``: value ± c_n · stderr, their
+        sequence itself. ``"el"`` (default): the empirical-likelihood interval of :meth:`ci` with
+        its threshold δ replaced by c_n² — the same boundary, plus the EL's unobserved row, which
+        keeps it valid in heavy-tailed weight worlds where the normal one is not (a day's estimate
+        that has not seen the largest weights yet; docs/estimators.md, "Confidence sequences").
+        A difference (no EL summary) gets the normal one. ``rho`` > 0 sets the sample size where
+        the sequence is tightest: the default :func:`~dr_scale.ope.intervals.cs_rho` tunes it
+        for n = 10,000 rows (``CS_OPTIMAL_N``); it must not be chosen from the data monitored.
+
+        Examples
+        --------
+        >>> from dr_scale.synthetic.finite_world import BanditWorld
+        >>> log = BanditWorld.make(epsilon=0.3).sample(2000, seed=1)
+        >>> est = DoublyRobust().estimate(**log)
+        >>> lo, hi = est.cs(0.05, method="normal")
+        >>> bool(lo < est.ci(0.05)[0] < est.value < est.ci(0.05)[1] < hi)
+        True
+        >>> lo, hi = est.cs(0.05)
+        >>> bool(lo < est.ci(0.05, "el")[0] < est.value < est.ci(0.05, "el")[1] < hi)
+        True
+        """
+        alpha = _checked("Alpha", "alpha", alpha)
+        rho = cs_rho(alpha, CS_OPTIMAL_N) if rho is None else _checked("PositiveFinite", "rho", rho)
+        if method not in INTERVAL_METHODS:
+            raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+        if self.n < 2 or not np.isfinite(self.stderr):
+            return (float("nan"), float("nan"))
+        c2 = cs_threshold(self.n, alpha, rho)
+        if method == "el" and self.summary is not None:
+            return tuple(map(float, el_interval(self.summary, alpha, c2)))
+        half = math.sqrt(c2) * float(self.stderr)
+        return (float(self.value - half), float(self.value + half))
 
 
 @dataclass(frozen=True)
@@ -239,13 +283,14 @@ class Estimator:
             return Estimate(float("nan"), float("nan"), 0)
         value, grad, chosen = self.linearize(state)
         variance = float(grad @ state.covariance() @ grad) / state.n
-        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad), chosen)
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad, value),
+                        chosen)
 
-    def summary(self, state: Moments, grad: np.ndarray) -> Summary:
-        """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state."""
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
+        """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state; ``value`` the estimate."""
         a = np.asarray(self.el_map, dtype=np.float64) if len(self.el_map[0]) == state.m else grad[None, :]
         return summary_of(state.n, a @ state.mean, a @ state.comoment @ a.T / state.n,
-                          *self.el_ranges(state), weighted=a.shape[0] == 2)
+                          *self.el_ranges(state), weighted=a.shape[0] == 2, estimate=value)
 
     # -- numpy API ----------------------------------------------------------
     def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
@@ -341,7 +386,7 @@ class IPS(Estimator):
     >>> [round(float(x), 4) for x in est.ci(0.05)]
     [0.3619, 1.0548]
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
-    [0.5342, 0.8878]
+    [0.5342, 0.9353]
     """
 
     name: ClassVar[str] = "IPS"
@@ -413,7 +458,7 @@ class DoublyRobust(Estimator):
     >>> round(est.value, 4), round(est.stderr, 4)
     (0.7881, 0.043)
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
-    [0.5233, 0.8704]
+    [0.5233, 0.8835]
     """
 
     name: ClassVar[str] = "DR"
@@ -686,9 +731,16 @@ class Difference:
     baseline: Estimator
 
     def state(self, rows: RowInputs, baseline_rows: RowInputs) -> Moments:
-        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows))
+        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
+        """The difference, its paired standard error, and the EL summary of the linearised paired terms.
+
+        The empirical-likelihood interval of a difference is that of a plain mean (Owen 2001): of
+        the per-row terms ψ_i = D̂ + (∇g_A, −∇g_B)·(z_i − z̄), whose mean is D̂ and whose variance is
+        the delta method's, so it is D̂ ± √(δ S_ψψ / n) with δ = F⁻¹_{1,n}(1 − α), cut to the
+        range of a difference of two values in the rewards' range, [min r − max r, max r − min r].
+        """
         if state.n == 0:
             return Estimate(float("nan"), float("nan"), 0)
         m_a = state.m - (1 if isinstance(self.baseline, OnPolicy) else state.m // 2)
@@ -696,7 +748,11 @@ class Difference:
         v_b, g_b, _ = self.baseline.linearize(state.take(np.arange(m_a, state.m)))
         grad = np.concatenate([g_a, -g_b])
         variance = float(grad @ state.covariance() @ grad) / state.n
-        return Estimate(v_a - v_b, float(np.sqrt(max(variance, 0.0))), state.n, None, chosen)
+        value = v_a - v_b
+        spread = float(state.high[0] - state.low[0]) if state.low.size else float("inf")
+        summary = summary_of(state.n, np.array([value]), np.array([[float(grad @ state.comoment @ grad) / state.n]]),
+                             0.0, (0.0, 0.0), (0.0, 0.0), (-spread, spread), weighted=False, estimate=value)
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, summary, chosen)
 
 
 ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR)}

@@ -21,9 +21,8 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 
-from dr_scale.outofcore.compute import compute
-from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logs.contract import (
     SPEC_FILE,
@@ -38,6 +37,7 @@ from dr_scale.logs.contract import (
 from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
+from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
 from dr_scale.reward.models import predict_columns
 
@@ -52,11 +52,14 @@ class PolicyState:
     estimators: dict[str, Moments]
     weights: WeightStats
     differences: dict[str, Moments] = field(default_factory=dict)
+    baseline_weights: WeightStats | None = None  # the baseline policy's (not for "logging")
 
-    def __add__(self, other: "PolicyState") -> "PolicyState":
+    def __add__(self, other: PolicyState) -> PolicyState:
+        base = (None if self.baseline_weights is None or other.baseline_weights is None
+                else self.baseline_weights + other.baseline_weights)
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
-                           {k: v + other.differences[k] for k, v in self.differences.items()})
+                           {k: v + other.differences[k] for k, v in self.differences.items()}, base)
 
     @property
     def rows(self) -> int:
@@ -64,17 +67,22 @@ class PolicyState:
 
     def to_dict(self) -> dict:
         return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
-                "differences": {k: v.to_dict() for k, v in self.differences.items()}}
+                "differences": {k: v.to_dict() for k, v in self.differences.items()},
+                "baseline_weights": None if self.baseline_weights is None else self.baseline_weights.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PolicyState":
+    def from_dict(cls, d: dict) -> PolicyState:
+        base = d.get("baseline_weights")
         return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
-                   {k: Moments.from_dict(v) for k, v in d["differences"].items()})
+                   {k: Moments.from_dict(v) for k, v in d["differences"].items()},
+                   None if base is None else WeightStats.from_dict(base))
 
 
-def estimate_dict(e: Estimate, alpha: float, interval: str) -> dict:
-    """value, stderr, interval (``ci``), n and, for a tuned estimator, the chosen parameters (∞ as "inf")."""
-    out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))), "n": e.n}
+def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict:
+    """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag and, for a
+    tuned estimator, the chosen parameters (∞ as "inf")."""
+    out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))),
+           "cs": list(map(float, e.cs(alpha, method=interval))), "n": e.n, "insufficient_data": bool(insufficient)}
     chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
     return {**out, "chosen": chosen} if chosen else out
 
@@ -88,24 +96,65 @@ class EvaluationResult:
     policy: str = ""
     differences: dict[str, Estimate] = field(default_factory=dict)
     baseline: str | None = None
+    baseline_weights: WeightStats | None = None  # the baseline policy's; None for "logging" or no baseline
+    min_support: int = DEFAULT_MIN_SUPPORT
+
+    @property
+    def insufficient(self) -> bool:
+        """The policy's value rests on fewer than ``min_support`` rows with w > 0 and a non-zero reward."""
+        return self.weights.insufficient(self.min_support)
+
+    @property
+    def baseline_insufficient(self) -> bool:
+        """The baseline's value rests on too few rows (for "logging": rows with a non-zero reward)."""
+        if self.baseline is None:
+            return False
+        if self.baseline_weights is None:  # the logging policy: every row is its own
+            return self.weights.n_rewarded < self.min_support
+        return self.baseline_weights.insufficient(self.min_support)
+
+    def support_note(self) -> str | None:
+        """Why values or differences carry "insufficient data", in words (None when they do not)."""
+        notes = []
+        if self.insufficient:
+            notes.append(f"{self.policy}: {self.weights.n_informative} rows where it takes the logged action and "
+                         f"the reward is non-zero ({self.weights.n_matched} where it takes the logged action)")
+        if self.baseline_insufficient:
+            count = (self.weights.n_rewarded if self.baseline_weights is None
+                     else self.baseline_weights.n_informative)
+            notes.append(f"{self.baseline}: {count} such rows")
+        if not notes:
+            return None
+        return (f"insufficient data: {'; '.join(notes)} — fewer than {self.min_support}; the values and differences "
+                "that rest on them support no conclusion")
 
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
         out = {
             "policy": self.policy,
             "interval": interval,
-            "estimates": {name: estimate_dict(e, alpha, interval) for name, e in self.estimates.items()},
+            "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient)
+                          for name, e in self.estimates.items()},
             "diagnostics": self.weights.summary(),
+            "min_support": self.min_support,
+            "insufficient_data": self.insufficient,
         }
         if self.baseline is not None:
+            flag = self.insufficient or self.baseline_insufficient
             out["baseline"] = self.baseline
-            out["difference"] = {"interval": "normal",
-                                 **{name: estimate_dict(e, alpha, "normal") for name, e in self.differences.items()}}
+            out["difference"] = {"interval": interval,
+                                 **{name: estimate_dict(e, alpha, interval, flag)
+                                    for name, e in self.differences.items()}}
+        note = self.support_note()
+        if note:
+            out["support_note"] = note
         return out
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
         """The results as a fixed-width text table; the interval's kind is in the header. An undefined
-        number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN."""
+        number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN.
+        A value or difference resting on too few rows is marked "insufficient data" (:meth:`support_note`)."""
         level = f"{100 * (1 - alpha):g}% CI ({interval})"
+        flag = "   insufficient data" if self.insufficient else ""
         width = max(10, *map(len, self.estimates))
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
                 f"{'max weight':>11}")
@@ -117,17 +166,21 @@ class EvaluationResult:
             lines.append(
                 f"{name:<{width}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27} {e.n:>10d} "
                 f"{_num(self.weights.ess, '.1f'):>12} {_num(self.weights.max_w, '.4g'):>11}"
-                + (f"   ({chosen})" if chosen else "")
+                + (f"   ({chosen})" if chosen else "") + flag
             )
         if self.baseline is not None:
-            level = f"{100 * (1 - alpha):g}% CI (normal)"
+            diff_flag = "   insufficient data" if self.insufficient or self.baseline_insufficient else ""
             head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
             lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
                       "-" * len(head)]
             for name, e in self.differences.items():
-                lo, hi = e.ci(alpha)
+                lo, hi = e.ci(alpha, interval)
                 bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
-                lines.append(f"{name:<{width}} {_num(e.value, '+.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27}")
+                lines.append(f"{name:<{width}} {_num(e.value, '+.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27}"
+                             + diff_flag)
+        note = self.support_note()
+        if note:
+            lines += ["", note]
         return "\n".join(lines)
 
 
@@ -152,6 +205,7 @@ class Evaluation:
     model_source: str | None = None  # where the reward model came from, for messages
     k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
     baseline: Policy | str | None = None
+    min_support: int = DEFAULT_MIN_SUPPORT  # fewer rows with w > 0 and r ≠ 0: "insufficient data"
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -170,6 +224,9 @@ class Evaluation:
         for name in ("n_actions", "n_features"):
             if getattr(self, name) is not None:
                 setattr(self, name, _checked_count(name, getattr(self, name)))
+        from dr_scale.io.config import NonNegativeInt, check  # pydantic: imported on first use
+
+        self.min_support = check(NonNegativeInt, "min_support", self.min_support)
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
             raise ParameterError(f"{', '.join(needs)} need(s) a reward model ρ̂; give one as `reward_model`")
@@ -262,7 +319,8 @@ class Evaluation:
 
     def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)
         reward_hat = np.zeros(probs.shape)
         reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
@@ -283,10 +341,13 @@ class Evaluation:
     def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None) -> PolicyState:
         """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``)."""
         differences = {name: d.state(rows, base) for name, d in self.differences().items()}
+        base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
+                        if base is not None and self.baseline != LOGGING else None)
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
             differences,
+            base_weights,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
@@ -302,6 +363,8 @@ class Evaluation:
                 str(self.policy),
                 {name: d.result(state.differences[name]) for name, d in self.differences().items()},
                 None if self.baseline is None else str(self.baseline),
+                state.baseline_weights,
+                self.min_support,
             )
 
     # -- sources -------------------------------------------------------------

@@ -56,6 +56,11 @@ class Summary:
     top_range: tuple[float, float]
     value_range: tuple[float, float]
     weighted: bool = True
+    estimate: float = math.nan  # the estimator's own statistic v̂, which the interval contains
+
+
+def _floats(pair) -> tuple[float, ...]:
+    return tuple(map(float, pair))
 
 
 def threshold(alpha: float, n: int) -> float:
@@ -78,35 +83,109 @@ def with_row(s: Summary, w_f: float, y_f: float) -> tuple[float, float, float]:
     return m * (1 - mean_w) ** 2 / s_ww, mean_y + s_wy / s_ww * (1 - mean_w), max(s_yy - s_wy**2 / s_ww, 0.0) / m
 
 
-def el_interval(s: Summary, alpha: float = 0.05) -> tuple[float, float]:
-    """The (1 − α) Euclidean-likelihood interval (module docstring), clipped to ``value_range``.
+def el_interval(s: Summary, alpha: float = 0.05, delta: float | None = None) -> tuple[float, float]:
+    """The (1 − α) Euclidean-likelihood interval of the module docstring, at a level that reaches the estimate.
 
-    Each end is the farthest v* ∓ √((δ − T_f + T_min) S_yy·w / m) over the two unobserved
-    rows (weight 0 and ``max_weight``, y at that end of its range) whose T_f ≤ T_min + δ,
-    T_min the smaller T_f of the two.
+    T(v) = min_c T_c(v) over four unobserved rows c — weight 0 or ``max_weight``, y at either
+    end of its range — with T_c(v) = T_c + m (v − v*_c)² / S_yy·w,c; the EL interval is
+    {v : T(v) ≤ L}, L = T_min + δ, T_min the smallest T_c: each end is the farthest
+    v*_c ∓ √((L − T_c) S_yy·w,c / m) over the rows with T_c ≤ L. The estimator's own
+    statistic v̂ (``s.estimate``: IPS's mean of w r, SNIPS's ratio, …) ignores the
+    constraint E[w] = 1 and may lie outside that set; L is then T(v̂), the level set
+    through v̂ — the same construction, never narrower. The interval is cut to
+    ``value_range`` widened to hold v̂ (the value lies in the rewards' range; a statistic
+    such as DR with a model that predicts outside it may not). So every interval contains
+    its estimate (docs/estimators.md, "One interval per family"). ``delta`` replaces the threshold
+    δ = F⁻¹_{1,n}(1 − α) (a confidence sequence's is :func:`cs_threshold`).
     """
-    delta = threshold(alpha, s.n)
+    delta = threshold(alpha, s.n) if delta is None else delta
+    # No estimate (an undefined ratio, a Summary built without one): the interval of the EL region alone.
+    v_hat = s.estimate if math.isfinite(s.estimate) else (s.mean_y if not s.weighted else None)
     lo_v, hi_v = s.value_range
-    if not s.weighted:  # a plain mean: T(v) = n (ȳ − v)² / S_yy
+    if v_hat is not None:
+        lo_v, hi_v = min(lo_v, v_hat), max(hi_v, v_hat)
+    if not s.weighted:  # a plain mean: T(v) = n (ȳ − v)² / S_yy, smallest at ȳ = v̂
         half = math.sqrt(delta * max(s.var_y, 0.0) / s.n)
-        return max(lo_v, s.mean_y - half), min(hi_v, s.mean_y + half)
-    fakes = [[with_row(s, 0.0, s.zero_range[side]), with_row(s, s.max_weight, s.top_range[side])] for side in (0, 1)]
-    t_min = min(t for t, _, _ in fakes[0])  # T_f does not depend on y_f
-    bounds = []
-    for side, sign in ((0, -1), (1, 1)):
-        ends = [v + sign * math.sqrt((delta + t_min - t) * scale)
-                for t, v, scale in fakes[side] if t <= t_min + delta and math.isfinite(v)]
-        end = (max(ends) if sign > 0 else min(ends)) if ends else (hi_v if sign > 0 else lo_v)
-        bounds.append(min(hi_v, max(lo_v, end)))
-    return bounds[0], bounds[1]
+        return max(lo_v, min(v_hat, s.mean_y - half)), min(hi_v, max(v_hat, s.mean_y + half))
+    rows = [with_row(s, w_f, y_f) for w_f, ys in ((0.0, s.zero_range), (s.max_weight, s.top_range)) for y_f in ys]
+    rows = [row for row in rows if math.isfinite(row[0]) and math.isfinite(row[1])]
+    if not rows:
+        return lo_v, hi_v
+    level = min(t for t, _, _ in rows) + delta  # T_f does not depend on y_f
+    if v_hat is not None:
+        level = max(level, min(_divergence(row, v_hat) for row in rows))
+    reach = [(v, math.sqrt((level - t) * scale)) for t, v, scale in rows if t <= level]
+    low, high = min(v - half for v, half in reach), max(v + half for v, half in reach)
+    if v_hat is not None:  # T(v̂) ≤ L puts v̂ in [low, high]; min / max only absorb the square roots' rounding
+        low, high = min(v_hat, low), max(v_hat, high)
+    return max(lo_v, low), min(hi_v, high)
+
+
+def _divergence(row: tuple[float, float, float], v: float) -> float:
+    """T_c(v) = T_c + (v − v*_c)² / (S_yy·w,c / m) for one unobserved row c = (T_c, v*_c, S_yy·w,c / m)."""
+    t, v_star, scale = row
+    if scale > 0:
+        return t + (v - v_star) ** 2 / scale
+    return t if v == v_star else math.inf
 
 
 def summary_of(n: int, mean: np.ndarray, cov: np.ndarray, max_weight: float, zero_range, top_range, value_range,
-               weighted: bool = True) -> Summary:
-    """A :class:`Summary` from the mean and biased covariance of (y, w) (or of y alone)."""
-    floats = (lambda pair: tuple(map(float, pair)))
+               weighted: bool = True, estimate: float | None = None) -> Summary:
+    """A :class:`Summary` from the mean and biased covariance of (y, w) (or of y alone).
+
+    ``estimate`` is the estimator's statistic (default ȳ, that of a plain mean).
+    """
+    estimate = float(mean[0]) if estimate is None else float(estimate)
     if not weighted:
         return Summary(n, float(mean[0]), 1.0, float(cov[0, 0]), 0.0, 0.0, 1.0, (0.0, 0.0), (0.0, 0.0),
-                       floats(value_range), weighted=False)
+                       _floats(value_range), weighted=False, estimate=estimate)
     return Summary(n, float(mean[0]), float(mean[1]), float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1]),
-                   float(max_weight), floats(zero_range), floats(top_range), floats(value_range))
+                   float(max_weight), _floats(zero_range), _floats(top_range), _floats(value_range), estimate=estimate)
+
+
+# -- confidence sequences ------------------------------------------------------------------
+#: The sample size at which a confidence sequence is tightest unless told otherwise (``rho`` is tuned for it).
+CS_OPTIMAL_N = 10_000
+
+
+def cs_rho(alpha: float, n_opt: float = CS_OPTIMAL_N) -> float:
+    """ρ of the asymptotic confidence sequence that minimises its width at n = ``n_opt``.
+
+    Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2021), *Time-uniform central limit theory
+    and asymptotic confidence sequences*: the ρ minimising the width there (approximately),
+
+        ρ = √((−2 log α + log(−2 log α + 1)) / n_opt).
+
+    >>> round(cs_rho(0.05, 10_000), 5)
+    0.02817
+    """
+    two_log = -2.0 * math.log(alpha)
+    return math.sqrt((two_log + math.log(two_log + 1.0)) / n_opt)
+
+
+def cs_threshold(n: int, alpha: float, rho: float) -> float:
+    """The squared multiplier of the asymptotic confidence sequence at n: 2 (n ρ² + 1) / (n ρ²) · log(√(n ρ² + 1) / α).
+
+    The sequence's half-width is √(this · σ̂² / n) (:func:`cs_half_width`), where a fixed-time
+    interval's is √(z² σ̂² / n): this plays the role of z² — or of the EL threshold δ.
+    """
+    x = n * rho * rho
+    return 2.0 * (x + 1.0) / x * math.log(math.sqrt(x + 1.0) / alpha)
+
+
+def cs_half_width(n: int, sigma: float, alpha: float, rho: float) -> float:
+    """Half-width of the two-sided (1 − α) asymptotic confidence sequence at sample size n.
+
+    Waudby-Smith et al. (2021), Theorem 2.2 (the Gaussian-mixture boundary of Robbins): with σ̂
+    the standard deviation of the per-row (linearised) terms,
+
+        μ̂_n ± σ̂ √( 2 (n ρ² + 1) / (n² ρ²) · log( √(n ρ² + 1) / α ) )
+
+    covers the value at every n at once with probability → 1 − α (time-uniform, so it stays
+    valid when it is looked at after every day of a growing log and the look stops anywhere).
+
+    >>> round(cs_half_width(10_000, 1.0, 0.05, cs_rho(0.05, 10_000)), 5)  # 1.55 × 1.96 / √n
+    0.03035
+    """
+    x = n * rho * rho
+    return sigma * math.sqrt(2.0 * (x + 1.0) / (n * n * rho * rho) * math.log(math.sqrt(x + 1.0) / alpha))

@@ -20,9 +20,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
-from dr_scale.core.errors import UserError, check_output_folder
+from dr_scale.io.storage import storage_options
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.logs.contract import action_vocabulary
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
@@ -33,8 +34,8 @@ from dr_scale.report.partitions import list_partitions, parse_window, select_win
 from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
+from dr_scale.report.training import check_training_overlap
 from dr_scale.reward.models import LinearRewardModel
-from dr_scale.io.storage import storage_options
 
 EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
 CACHE_FOLDER = "state-cache"
@@ -48,7 +49,7 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
-                               model_source=pf.reward_model,
+                               model_source=pf.reward_model, min_support=pf.min_support,
                                k_source=None if pf.n_actions is None else f"n_actions in {pf.source}")
             for c in pf.policies}
 
@@ -65,8 +66,9 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
         for b in names[i + 1:]:
             e = evaluations[a]
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
-                                             n_actions=e.n_actions, n_features=e.n_features, model_source=e.model_source,
-                                             baseline=evaluations[b].policy)
+                                             n_actions=e.n_actions, n_features=e.n_features,
+                                             model_source=e.model_source, baseline=evaluations[b].policy,
+                                             min_support=e.min_support)
     return out
 
 
@@ -81,13 +83,24 @@ def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[s
 
 def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
                    until: datetime.date | None = None, skip_bad: bool = False, storage_options: dict | None = None,
-                   client=None, progress: bool = False, log=None) -> dict:
-    """The report of ``logs`` as a dict (nothing written but cache entries); notes go to ``log`` (stderr)."""
+                   client=None, progress: bool = False, log=None, allow_training_overlap: bool = False) -> dict:
+    """The report of ``logs`` as a dict (nothing written but cache entries); notes go to ``log`` (stderr).
+
+    A candidate learned on partitions of the window (its policy file's ``training`` record,
+    :mod:`dr_scale.report.training`) stops the run with a ``UserError`` naming the days, unless
+    ``allow_training_overlap``: then its results are labelled in-sample.
+    """
     log = log or sys.stderr
     pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = resolved(evaluations_of(pf, storage_options), action_vocabulary(logs, storage_options))
+    in_sample = check_training_overlap({name: e.policy for name, e in evaluations.items()}, parts,
+                                       read=getattr(logs, "log_filter", None),
+                                       allow=allow_training_overlap)
+    for name, days in in_sample.items():
+        print(f"dr-scale report: warning: {name} was learned on {days} of the window; its results are in-sample",
+              file=log)
     try:
         evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
     except UserError as exc:
@@ -98,17 +111,18 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
                                         client=client, progress=progress)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
-    for path, error in sorted(states.bad.items()):
+    for _path, error in sorted(states.bad.items()):
         print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
     if not states.bad and not sum(states.rows.values()):
         raise UserError(f"{logs}: the partitions in the window have no rows; nothing to report")
-    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad, pairs=pairs)
+    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad, pairs=pairs,
+                       in_sample=in_sample)
 
 
 def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
                 until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
                 storage_options: dict | None = None, client=None, progress: bool = False,
-                log=None) -> tuple[dict, int]:
+                log=None, allow_training_overlap: bool = False) -> tuple[dict, int]:
     """Write the report of ``logs`` under ``out`` (cache default ``OUT/state-cache``); return (report, exit status)."""
     log = log or sys.stderr
     fs, root = url_to_fs(out, storage_options)
@@ -117,7 +131,7 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
         check_output_folder(cache, *url_to_fs(cache, storage_options))
     report = compute_report(logs, policies, cache or posixpath.join(out, CACHE_FOLDER), window=window, until=until,
                             skip_bad=skip_bad, storage_options=storage_options, client=client, progress=progress,
-                            log=log)
+                            log=log, allow_training_overlap=allow_training_overlap)
     write_report(out, report, storage_options)
     count = {k: sum(p["source"] == k for p in report["partitions"]) for k in ("read", "cache", "bad")}
     bad = f", {count['bad']} bad" if count["bad"] else ""
@@ -137,6 +151,7 @@ class ReportJob(Model):
     until: Annotated[datetime.date | None, Field(strict=False)] = None
     cache: str | None = None
     skip_bad_partitions: bool = False
+    allow_training_overlap: bool = False
     storage_options: dict | str | None = None
     days: str | None = None  # the rows to read, as the command's --days / --split (dr_scale.logs.filters)
     split: Literal["train", "test"] | None = None
@@ -154,5 +169,5 @@ def run_job(config: dict, client=None, progress: bool = False) -> int:
     logs = log_filter.on(job.logs) if log_filter else job.logs
     _, status = make_report(logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
                             skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
-                            client=client, progress=progress)
+                            client=client, progress=progress, allow_training_overlap=job.allow_training_overlap)
     return status

@@ -38,9 +38,9 @@ def _num(x) -> float:
 
 def estimates_plot(policies: list[dict], level: str) -> bytes:
     """Horizontal intervals, one row per (policy, estimator), grouped by policy."""
-    rows = [(p["name"], est, e) for p in policies for est, e in p["estimates"].items()]
+    rows = [(p.get("label", p["name"]), est, e) for p in policies for est, e in p["estimates"].items()]
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) + 0.3 * len(policies)))
-    colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors))
+    colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors, strict=False))
     y, ticks, labels = 0.0, [], []
     for p in policies:
         for est, e in p["estimates"].items():
@@ -48,7 +48,7 @@ def estimates_plot(policies: list[dict], level: str) -> bytes:
             v = _num(e["value"])
             ax.errorbar(v, y, xerr=[[v - lo], [hi - v]], fmt="o", color=colors[est], capsize=3)
             ticks.append(y)
-            labels.append(f"{p['name']} · {est}")
+            labels.append(f"{p.get('label', p['name'])} · {est}")
             y -= 1
         y -= 0.6
     on_policy = _num(policies[0]["diagnostics"]["on_policy_value"]) if policies else float("nan")
@@ -75,17 +75,22 @@ def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
         labelled.add(kind)
     ax.axvline(0.0, color="black", lw=1)
     ax.legend(loc="best", fontsize="small")
-    ax.set_yticks([-y for y in range(len(comparisons))], [f"{c['policy']} − {c['baseline']}" for c in comparisons])
-    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level}, normal)")
+    def marked(name, c):
+        return f"{name} (in-sample)" if name in c.get("in_sample_policies", ()) else name
+
+    names = [f"{marked(c['policy'], c)} − {marked(c['baseline'], c)}" for c in comparisons]
+    ax.set_yticks([-y for y in range(len(comparisons))], names)
+    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level})")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("Each candidate against the logging policy and the best other candidate")
     return _png(fig)
 
 
 def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
-    """One panel per policy: every estimator per day, the primary one's interval shaded."""
+    """One panel per policy: every estimator per day, the primary one's interval shaded; the primary one's running
+    estimate on the log so far with its confidence sequence (grey band) and fixed-time interval (dotted)."""
     fig, axes = plt.subplots(len(policies), 1, figsize=(8, 2.6 * len(policies) + 0.4), sharex=True, squeeze=False)
-    for ax, p in zip(axes[:, 0], policies):
+    for ax, p in zip(axes[:, 0], policies, strict=True):
         days = [d["date"] for d in p["by_day"]]
         x = np.arange(len(days))
         for est in p["estimates"]:
@@ -95,9 +100,16 @@ def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
                 lo = [_num(d["estimates"][est]["ci"][0]) for d in p["by_day"]]
                 hi = [_num(d["estimates"][est]["ci"][1]) for d in p["by_day"]]
                 ax.fill_between(x, lo, hi, alpha=0.2, label=f"{est} {level}")
+        if all("running" in d for d in p["by_day"]):  # the running estimate on the log so far, its sequence
+            run = [d["running"][primary] for d in p["by_day"]]
+            ax.plot(x, [_num(r["value"]) for r in run], color="black", lw=1.5, label=f"{primary} running")
+            ax.fill_between(x, [_num(r["cs"][0]) for r in run], [_num(r["cs"][1]) for r in run], color="black",
+                            alpha=0.08, label="confidence sequence")
+            ax.plot(x, [_num(r["ci"][0]) for r in run], color="black", lw=0.8, ls=":", label="fixed-time interval")
+            ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
         ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy")
-        ax.set_title(p["name"], fontsize="medium")
+        ax.set_title(p.get("label", p["name"]), fontsize="medium")
         ax.set_xticks(x, days, rotation=30, ha="right")
         ax.grid(alpha=0.3)
         ax.set_ylabel("value")
@@ -120,7 +132,8 @@ def weights_plot(policies: list[dict]) -> bytes:
         if n == 0:
             continue
         ax.stairs(hist[1:-1] / n, WEIGHT_EDGES[1:],
-                  label=f"{p['name']} (w < 0.001: {hist[0] / n:.0%}, max {_num(p['diagnostics']['max_weight']):.3g})")
+                  label=f"{p.get('label', p['name'])} (w < 0.001: {hist[0] / n:.0%}, "
+                        f"max {_num(p['diagnostics']['max_weight']):.3g})")
         shown.extend(np.flatnonzero(hist[1:-1]))
     ax.set_xscale("log")
     if shown:

@@ -9,6 +9,7 @@ TOML (or YAML, same keys)::
     alpha = 0.05                           # 1 − confidence level of the intervals
     interval = "normal"                    # or "el" (empirical likelihood, for heavy-tailed weights)
     min_ess_ratio = 0.1                    # "poor overlap" when ESS / n is below this
+    min_support = 10                       # "insufficient data" below this many rows with π's action and a reward
     # n_actions = 3, n_features = 50       # optional; default from the reward model or the log's metadata
 
     [[policy]]
@@ -28,13 +29,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import Alpha, ConfigError, Model, PositiveInt, Share, read_config_file, validate
-from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
 from dr_scale.core.errors import UserError
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.io.config import Alpha, ConfigError, Model, NonNegativeInt, PositiveInt, Share, read_config_file, validate
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
 from dr_scale.policies.target import parse_policy
-
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).
 DEFAULT_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR")
@@ -60,6 +60,7 @@ class PoliciesFile:
     n_actions: int | None = None
     n_features: int | None = None
     source: str = ""
+    min_support: int = DEFAULT_MIN_SUPPORT
 
 
 def _resolve(path: str, base: str) -> str:
@@ -97,6 +98,7 @@ class PoliciesFileModel(Model):
     alpha: Alpha = 0.05
     interval: Literal["normal", "el"] = "normal"
     min_ess_ratio: Share = DEFAULT_MIN_ESS_RATIO
+    min_support: NonNegativeInt = DEFAULT_MIN_SUPPORT
     n_actions: PositiveInt | None = None
     n_features: PositiveInt | None = None
 
@@ -134,7 +136,7 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
             raise ConfigError(f"estimators: {label} appears twice", source)
         names.append(label)
     return PoliciesFile(policies, names, reward_model, model.alpha, model.interval, model.min_ess_ratio,
-                        model.n_actions, model.n_features, source)
+                        model.n_actions, model.n_features, source, model.min_support)
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:

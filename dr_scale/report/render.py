@@ -7,8 +7,11 @@ normal or el) over the window, its paired difference from the logging policy
 tiny propensities, the logging policy's on-policy value, the overlap verdict), the
 weight histogram (counts over :data:`dr_scale.ope.diagnostics.WEIGHT_EDGES`) and the same
 estimates per day; the comparisons (each candidate against the logging policy and
-the best other candidate, by the primary estimator, paired); plus the window, every partition with its rows and whether it was
-read or taken from the cache, and the bad or skipped partitions with their errors.
+the best other candidate, by the primary estimator, paired); plus the window, every partition with its
+rows and whether it was read or taken from the cache, and the bad or skipped partitions with their errors.
+Every estimate carries ``cs``, its confidence sequence, and ``insufficient_data``; each day also has
+``running`` (the estimates on the log up to that day) and ``cs`` (their confidence sequences by
+estimator), the numbers to read when the report is looked at every day.
 Non-finite numbers are written as ``null``.
 
 Overlap is **poor** when ESS / n < ``min_ess_ratio`` (default 0.1): the weighted
@@ -38,12 +41,12 @@ import math
 import posixpath
 import re
 
+from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write_all, remove_temporaries, url_to_fs
+from dr_scale.io.strict_json import finite
 from dr_scale.ope.diagnostics import WEIGHT_EDGES
 from dr_scale.ope.evaluation import LOGGING, estimate_dict
 from dr_scale.report import plots
-from dr_scale.io import strict_json
-from dr_scale.io.strict_json import finite
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1
@@ -56,44 +59,61 @@ def redact(url: str | None) -> str | None:
     return re.sub(r"(://)[^/@]*@", r"\1", url.split("?", 1)[0])
 
 
-def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal") -> dict:
-    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy."""
+def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal",
+                   in_sample: str | None = None) -> dict:
+    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy.
+
+    ``in_sample``: the days of the window the policy was learned on (its results are then labelled so)."""
     result = evaluation.result(total).to_dict(alpha, interval)
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
-    warnings = total.weights.warnings(min_ess_ratio)
-    days = []
-    for day, state in by_day.items():
+    warnings = total.weights.warnings(min_ess_ratio) + ([result["support_note"]] if "support_note" in result else [])
+    if in_sample:
+        warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
+                           "optimistic")
+    days, running = [], None
+    for day, state in by_day.items():  # in date order
         r = evaluation.result(state).to_dict(alpha, interval)
-        days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"]})
+        running = state if running is None else running + state
+        so_far = evaluation.result(running).to_dict(alpha, interval)["estimates"]
+        days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
+                     "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()}})
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
-            "diagnostics": diag, "warnings": warnings, "weight_histogram": total.weights.histogram.tolist(),
-            "by_day": days}
+            "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
+            "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
+            "weight_histogram": total.weights.histogram.tolist(), "by_day": days}
 
 
-def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float) -> list[dict]:
+def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
+                interval: str = "normal") -> list[dict]:
     """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired."""
     value = {n: evaluations[n].result(states.totals[n]).estimates[primary].value
              for n in evaluations if states.totals[n] is not None}
     out = []
     for a in value:
-        d = evaluations[a].result(states.totals[a]).differences[primary]
-        out.append({"policy": a, "baseline": LOGGING, "estimator": primary, **estimate_dict(d, alpha, "normal")})
+        result = evaluations[a].result(states.totals[a])
+        d = result.differences[primary]
+        out.append({"policy": a, "baseline": LOGGING, "estimator": primary,
+                    **estimate_dict(d, alpha, interval, result.insufficient or result.baseline_insufficient)})
         others = [b for b in value if b != a and math.isfinite(value[b])]
         if not others:
             continue
         b = max(others, key=value.get)
         key, sign = (("pair", a, b), 1.0) if ("pair", a, b) in pairs else (("pair", b, a), -1.0)
-        d = pairs[key].result(states.totals[key]).differences[primary]
-        lo, hi = sorted(sign * x for x in map(float, d.ci(alpha)))
+        pair = pairs[key].result(states.totals[key])
+        d = pair.differences[primary]
+        lo, hi = sorted(sign * x for x in map(float, d.ci(alpha, interval)))
+        cs_lo, cs_hi = sorted(sign * x for x in d.cs(alpha, method=interval))
         out.append({"policy": a, "baseline": b, "estimator": primary, "value": sign * d.value, "stderr": d.stderr,
-                    "ci": [lo, hi], "n": d.n})
+                    "ci": [lo, hi], "cs": [cs_lo, cs_hi], "n": d.n,
+                    "insufficient_data": pair.insufficient or pair.baseline_insufficient})
     return out
 
 
 def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: dict, skip_bad: bool,
-                generated_at: datetime.datetime | None = None, pairs: dict | None = None) -> dict:
+                generated_at: datetime.datetime | None = None, pairs: dict | None = None,
+                in_sample: dict | None = None) -> dict:
     """The report as a JSON-able dict (schema in the module docstring)."""
     pf = policies_file
     failed = bool(states.bad) and not skip_bad
@@ -106,11 +126,14 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     spec = {c.name: c.spec for c in pf.policies}
     policies = [] if failed else [
         policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
-                       pf.min_ess_ratio, pf.interval)
+                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name))
         for name in evaluations if states.totals[name] is not None
     ]
     primary = primary_estimator(pf.estimators)
-    compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha)
+    compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha, pf.interval)
+    for c in compared:
+        c["in_sample_policies"] = [n for n in (c["policy"], c["baseline"]) if n in (in_sample or {})]
+        c["in_sample"] = bool(c["in_sample_policies"])
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -123,6 +146,7 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
         "alpha": pf.alpha,
         "interval": pf.interval,
         "min_ess_ratio": pf.min_ess_ratio,
+        "min_support": pf.min_support,
         "estimators": pf.estimators,
         "primary_estimator": primary,
         "rows": sum(r for r in states.rows.values()),
@@ -149,6 +173,28 @@ def _chosen(e: dict) -> str:
     return "".join(f" ({k} = {'∞' if v == 'inf' else format(v, 'g')})" for k, v in e.get("chosen", {}).items())
 
 
+def _marked(name: str, comparison: dict) -> str:
+    """A policy's name in a comparison, "(in-sample)" after it if it was learned on the window."""
+    return f"{name} (in-sample)" if name in comparison.get("in_sample_policies", ()) else name
+
+
+def _support(e: dict) -> str:
+    """The support column: "insufficient data" where the value rests on too few rows, else "ok"."""
+    return "insufficient data" if e.get("insufficient_data") else "ok"
+
+
+def _interval(pair) -> str:
+    return f"[{_fmt(pair[0])}, {_fmt(pair[1])}]"
+
+
+def _by_day_cell(day: dict, primary: str) -> str:
+    """A day's own estimate ± stderr · the running estimate · its confidence sequence · its fixed-time interval."""
+    own, run = day["estimates"][primary], day["running"][primary]
+    flag = " (insufficient data)" if run.get("insufficient_data") else ""
+    return (f"{_fmt(own['value'])} ± {_fmt(own['stderr'], '.2g')} · {_fmt(run['value'])} · "
+            f"{_interval(run['cs'])} · {_interval(run['ci'])}{flag}")
+
+
 def _weight(q) -> str:
     """A weight quantile; the histogram's first bin reads "< 0.001" (in practice w = 0)."""
     return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else _fmt(q)
@@ -173,13 +219,13 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     out += [("h2", "Estimates"), ("img", images["estimates"], "estimates with intervals")]
     for p in report["policies"]:
         d = p["diagnostics"]
-        out.append(("h3", f"{p['name']} (`{p['spec']}`)"))
+        out.append(("h3", f"{p.get('label', p['name'])} (`{p['spec']}`)"))
         for warning in p["warnings"]:
             out.append(("warn", warning))
-        out.append(("table", ["estimator", "value", "std. error", level, "n"],
+        out.append(("table", ["estimator", "value", "std. error", level, "n", "support"],
                     [[k + _chosen(e), _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
                       f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
-                      str(e["n"])] for k, e in p["estimates"].items()]))
+                      str(e["n"]), _support(e)] for k, e in p["estimates"].items()]))
         q = d["weight_quantiles"]
         out.append(("table", ["rows", "ESS", "ESS/n", "overlap", "max w", "w q50 / q90 / q99", "p̂ < 0.01",
                               "logging policy value"],
@@ -190,19 +236,28 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         pct = f"{100 * (1 - report['alpha']):g}%"
         out += [("h2", "Comparisons"), ("img", images["comparisons"], "paired differences"),
                 ("p", f"V(policy) − V(baseline) by {report['primary_estimator']}, from paired per-row terms on the "
-                      f"same rows (their correlation counted), with a normal {pct} interval; the logging policy's "
-                      "value is its logged rewards' mean, and each candidate is also compared with the best other "
-                      "candidate."),
-                ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", f"{pct} CI (normal)"],
-                 [[c["policy"], c["baseline"], _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
-                   f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]"] for c in report["comparisons"]])]
+                      f"same rows (their correlation counted), with a {report['interval']} {pct} interval; the "
+                      "logging policy's value is its logged rewards' mean, and each candidate is also compared with "
+                      "the best other candidate. A difference resting on fewer than "
+                      f"{report.get('min_support', 10)} rows with the policy's action and a reward is marked "
+                      "insufficient data: its interval supports no conclusion."),
+                ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", level, "support"],
+                 [[_marked(c["policy"], c), _marked(c["baseline"], c),
+                   _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
+                   f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]", _support(c)]
+                  for c in report["comparisons"]])]
     if any(p["by_day"] for p in report["policies"]):
         primary = report["primary_estimator"]
+        pct = f"{100 * (1 - report['alpha']):g}%"
         out += [("h2", "By day"), ("img", images["over_time"], "estimates by day"),
-                ("table", ["date"] + [f"{p['name']} {primary}" for p in report["policies"]] + ["logging policy"],
-                 [[day["date"]] + [f"{_fmt(p['by_day'][i]['estimates'][primary]['value'])} ± "
-                                   f"{_fmt(p['by_day'][i]['estimates'][primary]['stderr'], '.2g')}"
-                                   for p in report["policies"]]
+                ("p", f"Each day's own {primary} estimate, and the running estimate on the log so far with its {pct} "
+                      f"confidence sequence ({report['interval']}) beside its fixed-time {pct} interval. Look at the "
+                      "report every day? Read the confidence sequence: it holds on every day at once, where a "
+                      "fixed-time interval checked daily excludes the truth on some day far more often than "
+                      f"{100 * report['alpha']:g}% of the time."),
+                ("table", ["date"] + [f"{p.get('label', p['name'])} {primary}: day · running · sequence · fixed-time"
+                                      for p in report["policies"]] + ["logging policy"],
+                 [[day["date"]] + [_by_day_cell(p["by_day"][i], primary) for p in report["policies"]]
                   + [_fmt(day["diagnostics"]["on_policy_value"])]
                   for i, day in enumerate(report["policies"][0]["by_day"])])]
     out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
@@ -272,7 +327,8 @@ def render_plots(report: dict) -> dict[str, bytes]:
     level = f"{100 * (1 - report['alpha']):g}% CI ({report['interval']})"
     out = {"estimates": plots.estimates_plot(report["policies"], level)}
     if report["comparisons"]:
-        out["comparisons"] = plots.comparisons_plot(report["comparisons"], f"{100 * (1 - report['alpha']):g}% CI")
+        out["comparisons"] = plots.comparisons_plot(report["comparisons"],
+                                                    f"{100 * (1 - report['alpha']):g}% CI, {report['interval']}")
     if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
         out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
     out["weights"] = plots.weights_plot(report["policies"])

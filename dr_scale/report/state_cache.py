@@ -3,7 +3,7 @@
 One JSON file per (evaluation, partition)::
 
     <cache>/<evaluation fingerprint>/<sha256(partition path)>.json
-    {"format": "dr-scale/state-cache", "version": 2, "fingerprint": …, "identity": {…},
+    {"format": "dr-scale/state-cache", "version": 3, "fingerprint": …, "identity": {…},
      "state": PolicyState.to_dict(), "sha256": <sha256 of the canonical JSON of the rest>}
 
 The **fingerprint** hashes everything a state depends on besides the data: the policy
@@ -23,13 +23,13 @@ import hashlib
 import json
 import posixpath
 
+from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState
-from dr_scale.io import strict_json
 from dr_scale.policies.target import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 2
+STATE_VERSION = 3
 FORMAT = "dr-scale/state-cache"
 
 

@@ -64,7 +64,8 @@ def test_baseline_outside_the_policies_joins_the_table(tmp_path, capsys):
 
 def test_one_policy_keeps_its_output(tmp_path, capsys):
     doc, printed = run_json(tmp_path, capsys, "evaluate", "--policy", "uniform")
-    assert set(doc) == {"logs", "policy", "interval", "estimates", "diagnostics", "warnings"}
+    assert set(doc) == {"logs", "policy", "interval", "estimates", "diagnostics", "warnings", "in_sample", "min_support",
+                        "insufficient_data"}
     assert printed.startswith("policy uniform on ")
 
 

@@ -27,6 +27,7 @@ def outputs(root: Path) -> dict:
     assert main(["fit", log, "--out", rho, "--folds", "2"]) == 0
     assert main(["learn", log, "--out", pol]) == 0
     assert main(["evaluate", log, "--policy", f"linear:{pol}", "--fit-reward-model", "--folds", "2",
+                 "--allow-training-overlap",
                  "--json", ev]) == 0
     with np.load(rho, allow_pickle=False) as z:
         model = {key: z[key].ravel().tolist() for key in ("coef", "intercept", "fold_coef", "fold_intercept")}

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from dr_scale.synthetic.finite_world import BanditWorld
 from dr_scale.cli import main
 from dr_scale.ope.estimators import IPS, SNIPS, Difference, DoublyRobust, OnPolicy, RowInputs
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.synthetic.example import example_paths
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
+from dr_scale.synthetic.finite_world import BanditWorld
 
 LOGS, MODEL = example_paths()
 
@@ -94,3 +94,50 @@ def test_evaluate_command_baseline_logging_and_el(tmp_path, capsys):
     el = data["estimates"]["DR"]["ci"]
     assert el != pytest.approx([data["estimates"]["DR"]["value"] - 1.96 * data["estimates"]["DR"]["stderr"],
                                 data["estimates"]["DR"]["value"] + 1.96 * data["estimates"]["DR"]["stderr"]])
+
+
+def test_evaluate_flags_a_difference_resting_on_no_clicks(tmp_path, capsys):
+    """A constant policy matching 21 rows of 2,000, none clicked: values and paired differences (EL intervals
+    too) are printed with "insufficient data", and every interval holds its estimate."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(LOGS)
+    action, reward = table["action"].to_numpy(), table["reward"].to_numpy()
+    matched = np.flatnonzero((action == 2) & (reward == 0))[:21]
+    others = np.flatnonzero(action != 2)[:1979]
+    log = tmp_path / "log.parquet"
+    pq.write_table(table.take(np.sort(np.concatenate([matched, others]))), log)
+    path = tmp_path / "out.json"
+    assert main(["evaluate", str(log), "--policy", "constant:2", "--baseline", "logging", "--interval", "el",
+                 "--reward-model", str(MODEL), "--estimators", "IPS,SNIPS,DR,SNDR", "--no-progress",
+                 "--json", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "insufficient data: constant:2: 0 rows where it takes the logged action and the reward is non-zero " \
+           "(21 where it takes the logged action)" in shown
+    data = json.loads(path.read_text())
+    assert data["insufficient_data"] and data["difference"]["interval"] == "el"
+    for section in ("estimates", "difference"):
+        for name, e in data[section].items():
+            if name == "interval":
+                continue
+            assert e["insufficient_data"], (section, name)
+            if e["value"] is not None:
+                assert e["ci"][0] <= e["value"] <= e["ci"][1], (section, name, e)
+
+
+def test_evaluate_prints_no_estimate_outside_its_interval_when_the_model_predicts_below_zero(tmp_path, capsys):
+    """A reward model predicting negative click rates (as a ridge fit can): DM and DR fall below the rewards'
+    range [0, 1]; their EL intervals, once cut to that range, excluded them — now each holds its value."""
+    base = LinearRewardModel.load(MODEL)
+    model = tmp_path / "negative.npz"
+    LinearRewardModel(base.coef, base.intercept - 0.7).save(str(model))
+    path = tmp_path / "out.json"
+    assert main(["evaluate", "--reward-model", str(model), "--policy", "constant:2", "--baseline", "logging",
+                 "--interval", "el", "--no-progress", "--json", str(path)]) == 0
+    capsys.readouterr()
+    data = json.loads(path.read_text())
+    assert data["estimates"]["DM"]["value"] < 0
+    for section in ("estimates", "difference"):
+        for name, e in data[section].items():
+            if name != "interval":
+                assert e["ci"][0] <= e["value"] <= e["ci"][1] and e["cs"][0] <= e["value"] <= e["cs"][1], (name, e)

@@ -1,9 +1,10 @@
 """Empirical-likelihood intervals: the closed form against a direct solution, merge invariance, coverage."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 from dr_scale.ope.estimators import (
     IPS,
     SNDR,
@@ -17,6 +18,7 @@ from dr_scale.ope.estimators import (
     SwitchDR,
 )
 from dr_scale.ope.intervals import el_interval, threshold, with_row
+from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 
 
 def least_norm_divergence(w, y, v):
@@ -47,23 +49,62 @@ def test_closed_form_is_the_minimum_divergence():
 
 
 def test_interval_ends_sit_on_the_threshold():
-    """Each end not clipped to the reward range is where T − T_min = δ for the row that reaches farthest."""
+    """Each end not clipped to the range is where T_c − T_min = δ for the unobserved row c reaching farthest
+    (or, for an estimate outside the EL region, where T_c equals the divergence of the estimate)."""
     log = BanditWorld.make(epsilon=0.02).sample(2000, seed=5)
-    for estimator in (IPS(), DoublyRobust()):
-        s = estimator.estimate(**log).summary
+    for estimator in (IPS(), DoublyRobust(), SNIPS(), SNDR()):
+        est = estimator.estimate(**log)
+        s = est.summary
         lo, hi = el_interval(s, 0.05)
-        delta = threshold(0.05, s.n)
-        fakes = [[with_row(s, 0.0, s.zero_range[i]), with_row(s, s.max_weight, s.top_range[i])] for i in (0, 1)]
-        t_min = min(t for t, _, _ in fakes[0])
-        for end, side in ((lo, 0), (hi, 1)):
-            if end in s.value_range:
+        rows = [with_row(s, w_f, y_f) for w_f, ys in ((0.0, s.zero_range), (s.max_weight, s.top_range)) for y_f in ys]
+        t_min = min(t for t, _, _ in rows)
+        divergence = [t + (est.value - v) ** 2 / scale for t, v, scale in rows]
+        level = max(t_min + threshold(0.05, s.n), min(divergence))
+        for end in (lo, hi):
+            if end in s.value_range or end == est.value:
                 continue
-            gaps = [t + (end - v) ** 2 / scale - t_min for t, v, scale in fakes[side]]
-            assert min(gaps, key=lambda g: abs(g - delta)) == pytest.approx(delta, rel=1e-9)
+            gaps = [t + (end - v) ** 2 / scale for t, v, scale in rows]
+            assert min(gaps, key=lambda g: abs(g - level)) == pytest.approx(level, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 0.02])
+def test_every_interval_contains_its_estimate(epsilon):
+    """Both methods, every estimator: lo ≤ value ≤ hi, on logs where the EL region alone can miss it."""
+    for seed in range(20):
+        log = BanditWorld.make(epsilon=epsilon).sample(300, seed=seed)
+        for estimator in (DirectMethod(), IPS(), SNIPS(), DoublyRobust(), SNDR(), SwitchDR(), ClippedDR()):
+            est = estimator.estimate(**log)
+            for method in ("normal", "el"):
+                lo, hi = est.ci(0.05, method)
+                assert lo <= est.value <= hi, (seed, estimator, method, est.value, lo, hi)
+
+
+def test_the_el_region_is_widened_only_to_reach_the_estimate():
+    """An estimate inside the (1 − α) EL region leaves it as it is; one outside moves an end just to reach it."""
+    inside = outside = 0
+    for seed in range(30):
+        log = BanditWorld.make(epsilon=0.02).sample(300, seed=seed)
+        for estimator in (IPS(), SNIPS(), DoublyRobust(), SNDR()):
+            est = estimator.estimate(**log)
+            s = est.summary
+            rows = [with_row(s, w_f, y_f) for w_f, ys in ((0.0, s.zero_range), (s.max_weight, s.top_range))
+                    for y_f in ys]
+            el_point = min(rows)[1]  # v* of the row with the smallest T_f: where the EL is largest
+            region = el_interval(replace(s, estimate=el_point), 0.05)
+            lo, hi = est.ci(0.05, "el")
+            if region[0] <= est.value <= region[1]:
+                inside += 1
+                assert (lo, hi) == pytest.approx(region, rel=1e-12)
+            else:
+                outside += 1
+                assert lo <= region[0] and hi >= region[1]
+                assert est.value == pytest.approx(lo if est.value < region[0] else hi, rel=1e-9)
+    assert inside and outside  # both cases occur on these logs
 
 
 def test_self_normalized_share_the_plain_intervals_and_dr_without_model_is_ips():
     log = BanditWorld.make(epsilon=0.1).sample(1000, seed=6)
+    # The EL region is the same; each interval reaches its own estimate (the same here, both inside it).
     assert SNIPS().estimate(**log).ci(0.05, "el") == IPS().estimate(**log).ci(0.05, "el")
     np.testing.assert_allclose(SNDR().estimate(**log).ci(0.05, "el"), DoublyRobust().estimate(**log).ci(0.05, "el"),
                                rtol=1e-12)
@@ -77,7 +118,7 @@ def test_el_intervals_from_merged_states_equal_the_whole():
     rows = RowInputs.from_arrays(**log)
     cuts = [0, 17, 1100, 1101, 2500, 3000]
     pieces = [RowInputs(*(f[a:b] for f in (rows.reward, rows.weight, rows.reward_hat_pi, rows.reward_hat_logged)))
-              for a, b in zip(cuts, cuts[1:])]
+              for a, b in zip(cuts, cuts[1:], strict=False)]
     for est in (DirectMethod(), IPS(), SNIPS(), DoublyRobust(), SNDR(), SwitchDR(), ClippedDR()):
         whole = est.result(est.state(rows))
         states = [est.state(p) for p in pieces]
@@ -89,14 +130,18 @@ def test_el_intervals_from_merged_states_equal_the_whole():
         assert merged.chosen == whole.chosen
 
 
-def test_unknown_interval_method_and_differences_have_no_el():
-    log = BanditWorld.make(epsilon=0.3).sample(100, seed=1)
+def test_unknown_interval_method_and_differences_get_the_el_interval_of_their_paired_terms():
+    log = BanditWorld.make(epsilon=0.3).sample(500, seed=1)
     with pytest.raises(ValueError, match="interval method"):
         IPS().estimate(**log).ci(0.05, method="bootstrap")
     rows = RowInputs.from_arrays(**log)
-    diff = Difference(IPS(), OnPolicy())
-    with pytest.raises(ValueError, match="no empirical-likelihood interval"):
-        diff.result(diff.state(rows, rows)).ci(0.05, method="el")
+    for estimator in (IPS(), SNIPS(), DoublyRobust(), SNDR()):
+        diff = Difference(estimator, OnPolicy())
+        d = diff.result(diff.state(rows, rows))
+        lo, hi = d.ci(0.05, method="el")
+        # A plain mean's Euclidean likelihood: D̂ ± √(δ S / n), S the biased variance of the linearised terms.
+        half = np.sqrt(threshold(0.05, d.n) * d.stderr**2 * (d.n - 1) / d.n)
+        np.testing.assert_allclose((lo, hi), (d.value - half, d.value + half), rtol=1e-10)
 
 
 def coverage(epsilon, reps=1000):
@@ -106,10 +151,16 @@ def coverage(epsilon, reps=1000):
 
 @pytest.mark.slow
 def test_el_coverage_moderate_world():
-    """ε = 0.3 (max weight 17): 95% ± 2% (2.9 Monte-Carlo SEs at R = 1000), width ≤ 1.3× the normal one."""
+    """ε = 0.3 (max weight 17): 95% ± 2% (2.9 Monte-Carlo SEs at R = 1000), width ≤ 1.3× the normal one.
+
+    IPS's interval must also reach IPS's own mean of w r, which ignores E[w] = 1 and lies outside the
+    EL region in about a fifth of these logs: it is conservative by construction, so for IPS only
+    the lower bound and a looser upper one (≤ 99%) hold.
+    """
     covered, width = coverage(0.3)
     for name in ("IPS", "SNIPS", "DR", "SNDR"):
-        assert abs(covered[name, "el"] - 0.95) <= 0.02 + 1e-12, (name, covered[name, "el"])
+        assert covered[name, "el"] >= 0.93 - 1e-12, (name, covered[name, "el"])
+        assert covered[name, "el"] <= (0.99 if name == "IPS" else 0.97) + 1e-12, (name, covered[name, "el"])
         assert width[name, "el"] <= 1.3 * width[name, "normal"], name
 
 

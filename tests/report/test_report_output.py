@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.synthetic.example import example_paths
 from dr_scale.logs.contract import write_log
+from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.report import render
 from dr_scale.report.build import build_states
 from dr_scale.report.make import evaluations_of, make_report
 from dr_scale.report.partitions import list_partitions
 from dr_scale.report.policies_file import load_policies
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
 
 ROOT = Path(__file__).parents[2]
 POLICIES = str(ROOT / "pipelines" / "report_policies.toml")
@@ -304,3 +304,22 @@ def test_bad_policies_file_is_a_clear_error(tmp_path, capsys, text, message):
     err = capsys.readouterr().err
     assert message in err and str(path) in err
     assert not (tmp_path / "o").exists()
+
+
+def test_every_day_has_the_running_estimate_and_its_confidence_sequence(example_report):
+    """report.json: per day, the estimates on the log so far (``running``), each with ``cs`` ⊇ its ``ci``; the
+    last day's running estimate is the window's; the page shows the sequence beside the fixed-time interval."""
+    out, report = example_report
+    for p in report["policies"]:
+        seen = 0
+        for day in p["by_day"]:
+            seen += day["estimates"]["DR"]["n"]
+            for name, run in day["running"].items():
+                assert run["n"] == seen
+                assert day["cs"][name] == run["cs"]
+                lo, hi = run["cs"]
+                assert lo <= run["ci"][0] <= run["value"] <= run["ci"][1] <= hi, (p["name"], day["date"], name)
+        for name, e in p["estimates"].items():
+            np.testing.assert_allclose(p["by_day"][-1]["running"][name]["cs"], e["cs"], rtol=1e-9)
+            assert e["insufficient_data"] is False
+    assert "confidence sequence" in (out / "report.md").read_text()
