@@ -12,8 +12,9 @@ split at a part boundary is the same as two logs of N and H rows. VW's text for 
 training rows (``a:cost:p | id id …``, actions from 1, cost = −reward) is written once,
 then read from the page cache (the conversion is not timed).
 
-In one run, each as its own process, each line printed as soon as it has run (wall time, CPU time of the process and its
-children, peak resident memory, and the load average before and after it):
+In one run, each as its own process, its line printed as soon as it has run (wall time,
+CPU time of the process and its children, peak resident memory, and the load average
+before and after it):
 
 (a) VW 9.11.9 ``--cb 10 --cb_type dr -b 18`` through its own text driver, one pass over
     the N training rows;
