@@ -20,6 +20,7 @@ _API = {
     "dr_scale.reward.fitting": ("fit_reward_model",),
     "dr_scale.learning.learn": ("learn_policy",),
     "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log"),
+    "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "LinearPolicy", "Policy",
                           "ProbsColumnPolicy", "SoftmaxPolicy", "parse_policy"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
@@ -54,6 +55,6 @@ __all__ = [
     "RewardModel", "LinearRewardModel", "fit_reward_model",
     # learning a policy from a log (paper Sec. 4)
     "learn_policy",
-    # the logged-data contract
-    "read_log", "write_log", "Partition", "LogDataError",
+    # the logged-data contract, and raw tables into it
+    "read_log", "write_log", "Partition", "LogDataError", "import_log", "from_pandas", "from_dask",
 ]

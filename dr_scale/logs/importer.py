@@ -18,8 +18,11 @@ vocabulary instead, so a later day gets the same ids; a value it lacks is an err
 naming it, or the reserved id ``<other>`` when the spec says ``unseen_actions = "reserved"``.
 
 Row ids: the ``row_id`` column, or a stable id from the file and the row's position,
-``(h(file) << 36) | line`` with h a 27-bit MurmurHash3 of the file's path relative to RAW
-(two files of one import with equal h are an error asking for a ``row_id`` column).
+``(h(file) << 36) | position`` with h a 27-bit MurmurHash3 of the file's path (without the
+URL's protocol) and position the row's index in the file (its data line, from 0): the same
+file at the same path gets the same ids in every import. The spec file stored with the log
+keeps each file's h; two files with one h — in one import, or a file and one imported
+before — are an error asking for a ``row_id`` column, and a file imported before is refused.
 
 Bad rows — a field that is not a number, a missing action, reward or propensity, a
 propensity outside (0, 1], a timestamp that does not parse, a malformed CSV line — are an
@@ -122,7 +125,7 @@ class Block:
 
     index: int
     path: str
-    name: str            # the path relative to RAW, for stable row ids
+    name: str            # the path relative to RAW
     fmt: str
     compression: str | None
     start: int = 0
@@ -289,7 +292,7 @@ def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list
 
             table = _json_columns(pj.read_json(io.BytesIO(text)), used)
     except pa.ArrowInvalid as exc:
-        raise _parse_error(fs, block, text, prepended or (block.fmt == "csv"), exc, handler) from None
+        raise _parse_error(fs, block, text, prepended, exc, handler) from None
     skip["malformed line"] += handler.count
     yield table, 0
 
@@ -353,6 +356,8 @@ def _converted(array: pa.Array, convert, rows: _Rows, column: str, reason: str, 
         return convert(array)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         bad = _bad_positions(array, convert)
+        if not bad.size:  # every piece converts, the whole does not
+            raise LogDataError(rows.source, column, f"{reason}: the values do not convert together") from None
         mask = np.zeros(len(array), dtype=bool)
         mask[bad] = True
         rows.flag(mask, column, f"{reason} ({array[int(bad[0])].as_py()!r})")
@@ -402,18 +407,17 @@ def _timestamps(array: pa.Array, zone: str) -> pa.Array:
     """UTC timestamps: ISO-8601 text (a naive time is in ``zone``), Arrow timestamps, or seconds since the epoch."""
     t = array.type
     if pa.types.is_timestamp(t):
-        return array if t.tz else pc.assume_timezone(array, zone)
+        return array if t.tz else pc.assume_timezone(array, zone, ambiguous="earliest", nonexistent="earliest")
     if _numeric_type(t):
         return pc.cast(pc.cast(pc.multiply(pc.cast(array, pa.float64()), 1e6), pa.int64()), pa.timestamp("us", "UTC"))
     if pa.types.is_date(t):
         return pc.assume_timezone(pc.cast(array, pa.timestamp("us")), zone)
     text = pc.utf8_trim_whitespace(pc.cast(array, pa.string()))
-    try:
-        return pc.cast(text, pa.timestamp("us", "UTC"))
-    except pa.ArrowInvalid as exc:
-        if "zone offset" not in str(exc):
-            raise
-    return pc.assume_timezone(pc.cast(text, pa.timestamp("us")), zone, ambiguous="earliest", nonexistent="earliest")
+    zoned = pc.fill_null(pc.match_substring_regex(text, r"(Z|[+-]\d\d(:?\d\d)?)$"), False)
+    aware = pc.cast(pc.if_else(zoned, text, pa.scalar(None, pa.string())), pa.timestamp("us", "UTC"))
+    naive = pc.cast(pc.if_else(zoned, pa.scalar(None, pa.string()), text), pa.timestamp("us"))
+    local = pc.assume_timezone(naive, zone, ambiguous="earliest", nonexistent="earliest").cast(aware.type)
+    return pc.if_else(zoned, aware, local)
 
 
 def _dates(array: pa.Array, zone: str) -> pa.Array:
@@ -802,15 +806,18 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
             line = 2 if block.fmt == "csv" else 1
         starts.append(line)
         line += lines  # the data lines of the byte blocks before, in the same file
-    file_ids = {}
+    file_ids: dict = {}
+    earlier = {int(fid): path for path, fid in (saved or {}).get("row_id_files", {}).items()}
     if cols.row_id is None:
         for block in blocks:
-            file_ids.setdefault(block.path, _file_id(block.name))
-        by_id: dict = {}
+            file_ids.setdefault(block.path, _file_id(block.path))
+        by_id = dict(earlier)
         for path, fid in file_ids.items():
-            if fid in by_id:
+            if by_id.get(fid, path) != path:
                 raise UserError(f"{by_id[fid]} and {path} get the same stable row ids; name a row_id column in the "
                                 "spec")
+            if fid in earlier:
+                raise UserError(f"{path}: already imported into {out}; its rows would repeat")
             by_id[fid] = path
 
     staging = _staging_name(out_fs, out_path)
@@ -832,6 +839,8 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
                 raise UserError(f"{out}: already holds date={clash[0]}; import that day into a new log, or remove "
                                 "its folder first")
         document = saved_spec(spec, cols, vocabulary)
+        if cols.row_id is None:  # each file's id, so that a later import refuses a file whose ids would clash
+            document["row_id_files"] = {**(saved or {}).get("row_id_files", {}), **file_ids}
         atomic_write(out_fs, posixpath.join(staging, SPEC_FILE), dumps(document, indent=2))
         n_catalogue = None
         if catalogue is not None:

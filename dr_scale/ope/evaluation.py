@@ -20,13 +20,21 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 
-from dr_scale.outofcore.compute import compute
-from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.logs.contract import (
+    LogDataError,
+    Partition,
+    list_parts,
+    log_metadata,
+    partition_from_table,
+    read_partition,
+    table_from_pandas,
+)
+from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
-from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
+from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
 from dr_scale.reward.models import predict_columns
 
@@ -42,7 +50,7 @@ class PolicyState:
     weights: WeightStats
     differences: dict[str, Moments] = field(default_factory=dict)
 
-    def __add__(self, other: "PolicyState") -> "PolicyState":
+    def __add__(self, other: PolicyState) -> PolicyState:
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
                            {k: v + other.differences[k] for k, v in self.differences.items()})
@@ -52,7 +60,7 @@ class PolicyState:
                 "differences": {k: v.to_dict() for k, v in self.differences.items()}}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PolicyState":
+    def from_dict(cls, d: dict) -> PolicyState:
         return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
                    {k: Moments.from_dict(v) for k, v in d["differences"].items()})
 
@@ -240,7 +248,8 @@ class Evaluation:
 
     def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
         """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)  # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
+        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)
         reward_hat = np.zeros(probs.shape)
         reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
         return reward_hat
@@ -355,7 +364,8 @@ def evaluate_dataframe(ddf, evaluation: Evaluation, *, client=None, progress: bo
     """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition."""
     _check_evaluation(evaluation)
     def state_of(pdf, i):
-        return [evaluation.table_state(pa.Table.from_pandas(pdf, preserve_index=False), f"<dataframe partition {i}>")]
+        source = f"<dataframe partition {i}>"
+        return [evaluation.table_state(table_from_pandas(pdf, source), source)]
 
     import dask
 
@@ -372,5 +382,5 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation) -> Evalu
 
 __all__ = [
     "LOGGING", "Evaluation", "EvaluationResult", "PolicyState", "evaluate_log", "evaluate_dataframe",
-    "evaluate_partitions", "log_states", "reduce_states",
+    "evaluate_partitions", "log_states",
 ]
