@@ -68,6 +68,7 @@ from dr_scale.logs.spec import (
     Vocabulary,
     check_same_hashing,
     hash_keys,
+    hash_strings,
     load_saved,
     read_spec,
     saved_spec,
@@ -165,12 +166,14 @@ class _Invalid:
         return "error"
 
 
-def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler):
+def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler, numeric=()):
+    """pyarrow's CSV options: the ``used`` columns as text, those of ``numeric`` parsed as float64."""
     import pyarrow.csv as pcsv
 
+    types = {c: pa.float64() if c in numeric else pa.string() for c in used}
     return dict(parse_options=pcsv.ParseOptions(delimiter=spec.delimiter, invalid_row_handler=handler),
                 convert_options=pcsv.ConvertOptions(include_columns=used, strings_can_be_null=True,
-                                                    column_types={c: pa.string() for c in used}))
+                                                    column_types=types))
 
 
 def header(fs, block: Block, spec: ImportSpec) -> list[str]:
@@ -234,12 +237,14 @@ def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exc
 
 
 def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list[str], skip: Counter,
-                data: bytes | None = None):
+                data: bytes | None = None, numeric=()):
     """Yield (table of the ``used`` columns, line or row number of its first row) for the block.
 
     Lines count from 1 (a CSV's header is line 1); Parquet rows from 0. A byte block's tables
     carry its line offset within the block (the caller knows the block's first line); ``data``
     are its bytes if already read. Malformed CSV lines skipped under ``skip_bad_rows`` are counted in ``skip``.
+    The columns of ``numeric`` in an uncompressed CSV are parsed as numbers by the parser; if one does not
+    parse, the block is read again as text, where the converter names the line (the parser does not).
     """
     handler = _Invalid(spec.skip_bad_rows)
     if block.fmt == "parquet":
@@ -286,7 +291,13 @@ def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list
         if block.fmt == "csv":
             import pyarrow.csv as pcsv
 
-            table = pcsv.read_csv(io.BytesIO(text), **_csv_options(spec, names, used, handler))
+            try:
+                table = pcsv.read_csv(io.BytesIO(text), **_csv_options(spec, names, used, handler, numeric))
+            except pa.ArrowInvalid as exc:
+                if not numeric or "conversion error" not in str(exc):
+                    raise
+                handler = _Invalid(spec.skip_bad_rows)
+                table = pcsv.read_csv(io.BytesIO(text), **_csv_options(spec, names, used, handler))
         else:
             import pyarrow.json as pj
 
@@ -427,37 +438,55 @@ def _dates(array: pa.Array, zone: str) -> pa.Array:
 
 def _hashed(keys: pa.Array, prefix: str, bits: int, fps: list) -> np.ndarray:
     """Indices of the distinct ``keys`` (text) under ``prefix=``; their fingerprints appended to ``fps``."""
-    idx, fp = hash_keys([f"{prefix}={k}" for k in keys.to_pylist()], bits)
+    idx, fp = hash_strings(pc.binary_join_element_wise(f"{prefix}=", keys, ""), bits)
     fps.append(fp)
     return idx
 
 
+_ABSENT = np.int64(1 << 31)  # above every index: absent entries sort last in a row
+
+
 def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows, fps: list):
-    """(row, index, value) triples of every hashed feature (module docstring of :mod:`dr_scale.logs.spec`)."""
-    parts_r, parts_i, parts_v = [], [], []
-    for c in cols.categorical:
-        encoded = _one(table.column(c))
-        encoded = pc.dictionary_encode(_text(encoded))
+    """(row, index, value) triples of every hashed feature (module docstring of :mod:`dr_scale.logs.spec`), by row
+    and index within a row, the values of one index in a row summed.
+
+    Categorical and numeric columns give at most one feature per row each: they fill an n × m matrix of
+    indices (absent ones last) sorted within each row, no sort of the whole block; token columns add their
+    (row, index) pairs and a sort by (row, index).
+    """
+    n = table.num_rows
+    dense = cols.categorical + cols.numeric
+    shift = max(1, (len(dense) - 1).bit_length())
+    index = np.full((n, len(dense)), _ABSENT, dtype=np.int64)
+    value = np.empty((n, len(dense)))
+    value[:, :len(cols.categorical)] = 1.0
+    for j, c in enumerate(cols.categorical):
+        encoded = pc.dictionary_encode(_text(_one(table.column(c))))
         present = pc.is_valid(encoded.indices).to_numpy(zero_copy_only=False)
         if not len(encoded.dictionary) or not present.any():
             continue
         idx = _hashed(encoded.dictionary, c, spec.hash_bits, fps)
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        r = np.flatnonzero(present)
-        parts_r.append(r)
-        parts_i.append(idx[codes[r].astype(np.int64)])
-        parts_v.append(np.ones(r.size))
+        codes = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
+        index[:, j] = np.where(present, idx[codes], _ABSENT)
     if cols.numeric:
         name_idx, fp = hash_keys(list(cols.numeric), spec.hash_bits)
         fps.append(fp)
-        for j, c in enumerate(cols.numeric):
+        for j, c in enumerate(cols.numeric, start=len(cols.categorical)):
             x = _column_numbers(table, c, rows, required=False)
-            r = np.flatnonzero(np.isfinite(x) & (x != 0))
-            bad = ~np.isfinite(x) & ~np.isnan(x)
-            rows.flag(bad, c, "infinite value")
-            parts_r.append(r)
-            parts_i.append(np.full(r.size, name_idx[j], dtype=np.int32))
-            parts_v.append(x[r])
+            rows.flag(np.isinf(x), c, "infinite value")
+            present = np.isfinite(x) & (x != 0)
+            index[:, j] = np.where(present, name_idx[j - len(cols.categorical)], _ABSENT)
+            value[:, j] = x
+    key = index << shift | np.arange(len(dense), dtype=np.int64)
+    key.sort(axis=1)
+    index = key >> shift
+    value = np.take_along_axis(value, key & ((1 << shift) - 1), axis=1)
+    valid = index != _ABSENT
+    r = np.repeat(np.arange(n, dtype=np.int64), valid.sum(axis=1))
+    i, v = index[valid], value[valid]
+    if not cols.tokens:
+        return _summed_repeats(r, i, v)
+    parts_r, parts_i, parts_v = [r], [i], [v]
     for c in cols.tokens:
         array = _one(table.column(c))
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
@@ -470,21 +499,29 @@ def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows, fps
             continue
         idx = _hashed(encoded.dictionary, c, spec.hash_bits, fps)
         codes = encoded.indices.to_numpy(zero_copy_only=False)[keep].astype(np.int64)
-        parts_r.append(parent[keep])
-        parts_i.append(idx[codes])
+        parts_r.append(parent[keep].astype(np.int64))
+        parts_i.append(idx[codes].astype(np.int64))
         parts_v.append(np.ones(codes.size))
-    if not parts_r:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
-    r = np.concatenate(parts_r).astype(np.int64)
-    i = np.concatenate(parts_i).astype(np.int64)
-    v = np.concatenate(parts_v)
+    r, i, v = np.concatenate(parts_r), np.concatenate(parts_i), np.concatenate(parts_v)
     key = r << 31 | i
     order = np.argsort(key, kind="stable")
-    key, v = key[order], v[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
-    summed = np.add.reduceat(v, starts) if key.size else v
-    key = key[starts]
-    return key >> 31, (key & ((1 << 31) - 1)).astype(np.int32), summed
+    return _summed_repeats(r[order], i[order], v[order])
+
+
+def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray):
+    """(row, index, value) sorted by (row, index), each index of a row once, its values summed.
+
+    Repeats (two features of a row hashed to one index) are rare: only their entries are moved.
+    """
+    repeat = np.flatnonzero((i[1:] == i[:-1]) & (r[1:] == r[:-1])) + 1
+    if repeat.size:
+        first = np.ones(i.size, dtype=bool)
+        first[repeat] = False
+        starts = np.flatnonzero(first)
+        v = v.copy()
+        np.add.at(v, starts[np.searchsorted(starts, repeat, side="right") - 1], v[repeat])
+        r, i, v = r[first], i[first], v[first]
+    return r, i.astype(np.int32), v
 
 
 def _list_column(offsets: np.ndarray, flat: np.ndarray, typ) -> pa.Array:
@@ -630,7 +667,8 @@ def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Co
     kind = "row" if block.fmt == "parquet" else "line"
     header_lines = 0 if block.fmt == "parquet" else (2 if block.fmt == "csv" else 1)
     with contextlib.ExitStack() as stack:
-        for table, first in read_tables(fs, block, spec, names, cols.used, skip):
+        numeric = {*cols.numeric, cols.reward, cols.propensity}
+        for table, first in read_tables(fs, block, spec, names, cols.used, skip, numeric=numeric):
             if block.length is not None:
                 first = line0 + first
             out = convert_table(table, cols, spec, vocabulary, source=block.path, line0=first, kind=kind,
@@ -653,7 +691,8 @@ def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Co
                     out_fs.makedirs(folder, exist_ok=True)
                     f = stack.enter_context(out_fs.open(posixpath.join(folder, f"part-{tag}-{block.index:05d}.parquet"),
                                                         "wb"))
-                    writer = writers[day] = stack.enter_context(pq.ParquetWriter(f, piece.schema, compression="zstd"))
+                    writer = writers[day] = stack.enter_context(pq.ParquetWriter(
+                        f, piece.schema, compression="zstd", use_dictionary=["action"], write_statistics=["row_id"]))
                 elif writer.schema != piece.schema:  # e.g. a block whose first batch had no values column
                     piece = piece.cast(writer.schema) if set(piece.schema.names) == set(writer.schema.names) else piece
                 writer.write_table(piece)

@@ -31,11 +31,14 @@ the namespace's hash as the seed; here the namespace is part of the key instead,
 is what FeatureHasher does and keeps the two equal. Features of one row that land on one
 index are summed (as both do).
 
-The library is ``sklearn.utils.murmurhash3_32``: scikit-learn is already a dependency,
-well kept, its C MurmurHash3 is the one FeatureHasher uses (identical ids by
-construction), and it hashes a key in ~0.2 µs — keys are hashed once per distinct value
-of a block, not per row, so that is never the bottleneck. ``mmh3`` computes the same
-function but would be a new dependency; ``xxhash`` is a different function (no
+The function is ``sklearn.utils.murmurhash3_32``'s: scikit-learn is already a dependency,
+well kept, and its C MurmurHash3 is the one FeatureHasher uses — identical ids are the
+point. Keys are hashed once per distinct value of a block, not per row; :func:`murmurhash3_32`
+here computes the same function vectorised with numpy over a pyarrow array of keys (a
+Python call per key cost ~8 µs with the string conversions, the hashing of a block's
+≈10⁵–10⁶ distinct keys seconds; vectorised it is milliseconds), and the tests check it
+against scikit-learn's key by key. ``mmh3`` computes the same function but would be a new
+dependency with the same per-key call; ``xxhash`` is a different function (no
 FeatureHasher or Vowpal Wabbit compatibility).
 
 A collision is a distinct key whose index another distinct key already has; they are
@@ -192,16 +195,82 @@ def hash_keys(keys: list[str], bits: int) -> tuple[np.ndarray, np.ndarray]:
     >>> sorted(idx.tolist()) == sorted(X.indices.tolist())
     True
     """
-    from sklearn.utils import murmurhash3_32
+    import pyarrow as pa
 
-    n = len(keys)
-    h = np.fromiter(map(murmurhash3_32, keys), dtype=np.int64, count=n)
+    return hash_strings(pa.array(keys, pa.string()), bits)
+
+
+def hash_strings(keys, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hash_keys` of a pyarrow string array (no nulls), without a Python call per key."""
+    h = murmurhash3_32(keys, 0).astype(np.int64)
     mask = (1 << bits) - 1
     # |h| mod 2^bits, with FeatureHasher's rule for h = -2^31 (whose |h| overflows int32)
     idx = np.where(h == -(1 << 31), (2147483647 - mask) & mask, np.abs(h) & mask).astype(np.int32)
-    h1 = np.fromiter((murmurhash3_32(k, 1) for k in keys), dtype=np.int64, count=n)
-    fp = ((h & 0xFFFFFFFF).astype(np.uint64) << np.uint64(32)) | (h1 & 0xFFFFFFFF).astype(np.uint64)
+    h1 = murmurhash3_32(keys, 1)
+    fp = ((h & 0xFFFFFFFF).astype(np.uint64) << np.uint64(32)) | h1.view(np.uint32).astype(np.uint64)
     return idx, fp
+
+
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def murmurhash3_32(keys, seed: int) -> np.ndarray:
+    """MurmurHash3 x86 32-bit of each UTF-8 string of a pyarrow array, signed (``sklearn.utils.murmurhash3_32``).
+
+    Vectorised with numpy over the keys of each length (Appleby's reference algorithm:
+    4-byte little-endian blocks, the tail, then the finaliser ``fmix32``); equal to
+    ``sklearn.utils.murmurhash3_32(key, seed)`` key by key (tests/logs/test_import.py checks it).
+
+    >>> import pyarrow as pa
+    >>> from sklearn.utils import murmurhash3_32 as reference
+    >>> keys = ["", "a", "ab", "abc", "abcd", "color=red", "größe=groß"]
+    >>> murmurhash3_32(pa.array(keys), 7).tolist() == [reference(k, 7) for k in keys]
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = pc.cast(keys, pa.large_string()) if not pa.types.is_large_string(keys.type) else keys
+    if keys.offset or keys.null_count:
+        keys = pa.concat_arrays([pc.fill_null(keys, "")])
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int64, count=len(keys) + 1)
+    data = keys.buffers()[2]
+    buf = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    out = np.empty(len(keys), dtype=np.uint32)
+    for length in np.unique(lengths):
+        rows = np.flatnonzero(lengths == length)
+        length = int(length)
+        h = np.full(rows.size, seed, dtype=np.uint32)
+        if length:
+            chars = buf[starts[rows, None] + np.arange(length)]
+            n_blocks = length // 4
+            if n_blocks:
+                blocks = np.ascontiguousarray(chars[:, : 4 * n_blocks]).view("<u4")
+                for j in range(n_blocks):
+                    k = blocks[:, j] * _C1
+                    k = _rotl(k, 15) * _C2
+                    h ^= k
+                    h = _rotl(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+            tail = chars[:, 4 * n_blocks:].astype(np.uint32)
+            if tail.shape[1]:
+                k = np.zeros(rows.size, dtype=np.uint32)
+                for j in range(tail.shape[1] - 1, -1, -1):
+                    k ^= tail[:, j] << np.uint32(8 * j)
+                k = _rotl(k * _C1, 15) * _C2
+                h ^= k
+        h ^= np.uint32(length)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+        out[rows] = h
+    return out.view(np.int32)
 
 
 # -- the saved spec: vocabulary and hashing --------------------------------------------------------
