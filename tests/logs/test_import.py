@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -422,3 +423,68 @@ def test_local_cluster_identical(tmp_path, capsys):
     assert log_table(tmp_path / "local").equals(log_table(tmp_path / "cluster"))
     assert pq.read_table(tmp_path / "local" / "_actions.parquet").equals(
         pq.read_table(tmp_path / "cluster" / "_actions.parquet"))
+
+
+def doc_blocks(page: Path) -> list[tuple[str, str]]:
+    """The page's ``bash`` and ``python`` blocks that run (not preceded by ``<!-- not run: … -->``), in order."""
+    text = page.read_text()
+    out = []
+    for m in re.finditer(r"(<!-- not run:[^>]*-->\n)?```(bash|python)\n(.*?)```", text, flags=re.S):
+        if not m.group(1):
+            out.append((m.group(2), m.group(3)))
+    return out
+
+
+@pytest.mark.slow
+def test_import_page_runs(tmp_path, monkeypatch):
+    """docs/import.md's blocks run as written in a folder with the sample in data/obd/; the printed summary and
+    estimates are the page's."""
+    page = Path(__file__).parents[2] / "docs" / "import.md"
+    (tmp_path / "data" / "obd").mkdir(parents=True)
+    shutil.copy(OBD / "all.csv.gz", tmp_path / "data" / "obd")
+    shutil.copy(OBD / "item_context.csv", tmp_path / "data" / "obd")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dr-scale").write_text(f'#!/bin/sh\nexec {sys.executable} -m dr_scale.cli "$@"\n')
+    (bin_dir / "dr-scale").chmod(0o755)
+    repo = str(Path(__file__).parents[2])
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    monkeypatch.chdir(tmp_path)
+    printed = ""
+    blocks = doc_blocks(page)
+    assert [kind for kind, _ in blocks].count("bash") >= 3 and any(kind == "python" for kind, _ in blocks)
+    for kind, code in blocks:
+        if kind == "bash":
+            done = subprocess.run(["bash", "-e", "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            printed += done.stdout
+        else:
+            exec(compile(code, str(page), "exec"), {})
+    text = page.read_text()
+    assert "imported 10,000 rows" in printed and "IPS              0.0038" in printed
+    for line in printed.splitlines():
+        if line.startswith(("imported", "days:", "actions:", "features:", "IPS", "SNIPS")):
+            assert line.replace(str(tmp_path) + "/", "") in text, line
+
+
+def test_colliding_features_summed_as_feature_hasher():
+    """With 2^3 columns most rows hold two features on one index: summed, as FeatureHasher sums them."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    rng = np.random.default_rng(7)
+    n = 300
+    df = pd.DataFrame({"a": rng.integers(0, 2, n), "r": np.ones(n), "p": np.full(n, 0.5),
+                       **{f"c{j}": rng.choice(list("uvwxyz"), n) for j in range(4)},
+                       **{f"x{j}": np.round(rng.normal(size=n), 3) for j in range(4)}})
+    spec = {"action": "a", "reward": "r", "propensity": "p", "hash_bits": 3,
+            "features": {"categorical": ["c*"], "numeric": ["x*"]}}
+    log = from_pandas(df, spec)
+    dicts = df[[f"c{j}" for j in range(4)] + [f"x{j}" for j in range(4)]].to_dict("records")
+    X = FeatureHasher(8, alternate_sign=False).transform(dicts).tocsr()
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    ours = log.X.toarray()
+    assert np.allclose(ours, X.toarray(), atol=1e-6)  # values are float32 in the log
+    assert all(np.all(np.diff(log.X.indices[s:e]) > 0) for s, e in zip(log.X.indptr[:-1], log.X.indptr[1:],
+                                                                         strict=True))  # sorted, once per row
