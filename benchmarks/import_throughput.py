@@ -5,7 +5,8 @@
 A generated raw CSV: a timestamp over 7 days, an action of 20 values, a click, its
 propensity, 5 categorical columns of 10^3, 10^4, 10^5, 10^6 and 10^6 levels and 20 numeric
 columns (default 10M rows). Both runs are separate processes, timed by wall clock, with
-their peak RSS from ``wait4``:
+their CPU time (user + system) and peak RSS from ``wait4`` (CPU time is the figure other
+processes on a shared machine leave alone; the load average is printed beside):
 
 * ``dr-scale import RAW --spec SPEC --out LOGS`` (Dask's local threaded scheduler);
 * the baseline: ``pandas.read_csv`` of the whole file, ``FeatureHasher(2**18,
@@ -99,8 +100,11 @@ def _schema() -> pa.Schema:
     return pa.schema(fields)
 
 
-def run_child(argv: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS GiB, stdout) — the child's own rusage via wait4."""
+def run_child(argv: list[str], env: dict) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds (user + system), peak RSS GiB, stdout) — the child's own rusage via wait4.
+
+    CPU seconds are the figure that other processes on a shared machine do not change.
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     chunks_out, err_chunks = [], []
@@ -113,7 +117,7 @@ def run_child(argv: list[str], env: dict) -> tuple[float, float, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:4])} failed ({proc.returncode}):\n{err_chunks[0].decode()[-3000:]}")
-    return wall, usage.ru_maxrss / 2**20, chunks_out[0].decode()
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 2**20, chunks_out[0].decode()
 
 
 def rows_by_day(folder: Path) -> dict:
@@ -169,13 +173,16 @@ def main() -> None:
     result = {"rows": args.rows, "csv_gib": round(raw.stat().st_size / 2**30, 3)}
     for name in ("ours", "baseline"):
         shutil.rmtree(work / name, ignore_errors=True)
-    wall, rss, out = run_child([sys.executable, "-m", "dr_scale.cli", "import", str(raw), "--spec",
-                                str(work / "spec.toml"), "--out", str(work / "ours"), "--no-progress"], env)
-    result["import"] = {"seconds": round(wall, 2), "peak_rss_gib": round(rss, 3), "summary": out.strip()}
+    wall, cpu, rss, out = run_child([sys.executable, "-m", "dr_scale.cli", "import", str(raw), "--spec",
+                                     str(work / "spec.toml"), "--out", str(work / "ours"), "--no-progress"], env)
+    result["import"] = {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "peak_rss_gib": round(rss, 3),
+                        "summary": out.strip()}
+    result["load_average"] = os.getloadavg()
     if not args.no_baseline:
-        wall, rss, _ = run_child([sys.executable, "-c", BASELINE, str(raw), str(work / "baseline")], env)
-        result["baseline"] = {"seconds": round(wall, 2), "peak_rss_gib": round(rss, 3)}
+        wall, cpu, rss, _ = run_child([sys.executable, "-c", BASELINE, str(raw), str(work / "baseline")], env)
+        result["baseline"] = {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "peak_rss_gib": round(rss, 3)}
         result["speedup"] = round(result["baseline"]["seconds"] / result["import"]["seconds"], 2)
+        result["cpu_ratio"] = round(result["baseline"]["cpu_seconds"] / result["import"]["cpu_seconds"], 2)
         result["rss_ratio"] = round(result["baseline"]["peak_rss_gib"] / result["import"]["peak_rss_gib"], 2)
         result["features"] = compare(work / "ours", work / "baseline")
     if not args.keep:

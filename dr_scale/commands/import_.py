@@ -5,6 +5,8 @@ from __future__ import annotations
 from dr_scale.commands.common import POSITIVE_INT, add_compute_options, add_storage_option, storage_options
 from dr_scale.outofcore.compute import dask_session
 
+DEFAULT_BLOCKSIZE = 16 << 20  # dr_scale.logs.importer.DEFAULT_BLOCKSIZE, without importing pyarrow for --help
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("import", help="import a raw table (CSV, JSON lines, Parquet) as a logged data set",
@@ -16,8 +18,9 @@ def add_parser(sub) -> None:
     p.add_argument("raw", help="CSV / JSON-lines / Parquet file, folder, glob or fsspec URL")
     p.add_argument("--spec", required=True, metavar="SPEC.toml", help="the import spec (docs/import.md)")
     p.add_argument("--out", required=True, metavar="LOGS", help="the log's folder (any fsspec URL)")
-    p.add_argument("--blocksize", type=POSITIVE_INT, default=64 << 20, metavar="BYTES",
-                   help="bytes per task of an uncompressed CSV / JSON-lines file (default 67108864)")
+    p.add_argument("--blocksize", type=POSITIVE_INT, default=DEFAULT_BLOCKSIZE, metavar="BYTES",
+                   help=f"bytes per task of an uncompressed CSV / JSON-lines file (default {DEFAULT_BLOCKSIZE}); a "
+                        "task holds about 60 times its block at most")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)

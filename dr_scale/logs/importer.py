@@ -75,7 +75,7 @@ from dr_scale.logs.spec import (
 )
 
 #: Bytes per block of an uncompressed CSV / JSON-lines file.
-DEFAULT_BLOCKSIZE = 64 << 20
+DEFAULT_BLOCKSIZE = 16 << 20
 #: Rows per batch when a compressed file or a Parquet file is streamed.
 BATCH_ROWS = 262_144
 FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
