@@ -635,9 +635,10 @@ class BlockStats:
 
 
 def _file_id(name: str) -> int:
-    from sklearn.utils import murmurhash3_32
+    """A file's 27-bit id: its path's MurmurHash3 (unsigned), masked."""
+    from dr_scale.logs.spec import murmurhash3_32
 
-    return murmurhash3_32(name, 0, positive=True) & ((1 << FILE_BITS) - 1)
+    return int(murmurhash3_32(pa.array([name]), 0).view(np.uint32)[0]) & ((1 << FILE_BITS) - 1)
 
 
 def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: str):
