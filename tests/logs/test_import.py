@@ -85,29 +85,42 @@ def _obp_estimators():
     return estimators
 
 
-def test_obd_evaluate_equals_obp(obd_log, obd_raw, capsys, tmp_path, monkeypatch):
-    out, summary = obd_log
+@pytest.fixture(scope="module")
+def obd_estimates(obd_log, tmp_path_factory):
+    """IPS and SNIPS of the uniform policy on the imported sample, by `dr-scale evaluate`."""
+    out, _ = obd_log
+    result = tmp_path_factory.mktemp("obd-eval") / "r.json"
+    tests = str(Path(__file__).parents[1])  # tests/obd_policies.py
+    sys.path.insert(0, tests)
+    try:
+        status = main(["evaluate", str(out), "--policy", "callable:obd_policies:uniform_80", "--estimators",
+                       "IPS,SNIPS", "--json", str(result), "--no-progress"])
+    finally:
+        sys.path.remove(tests)
+    assert status == 0
+    return {k: e["value"] for k, e in json.loads(result.read_text())["estimates"].items()}
+
+
+def test_obd_evaluate_equals_the_formulas(obd_log, obd_raw, obd_estimates):
+    _, summary = obd_log
     assert (summary.rows, len(summary.days), summary.n_actions, summary.actions_logged) == (10_000, 7, K, K)
     assert summary.propensity == (0.0125, 0.0125)
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))  # tests/obd_policies.py
-    status, _, err = run(capsys, "evaluate", str(out), "--policy", "callable:obd_policies:uniform_80",
-                         "--estimators", "IPS,SNIPS", "--json", str(tmp_path / "r.json"), "--no-progress")
-    assert status == 0, err
-    ours = {k: e["value"] for k, e in json.loads((tmp_path / "r.json").read_text())["estimates"].items()}
-
     r, p = obd_raw["click"].to_numpy(float), obd_raw["propensity_score"].to_numpy()
     w = (1 / K) / p
-    assert ours["IPS"] == pytest.approx(np.mean(w * r), abs=1e-12, rel=0)
-    assert ours["SNIPS"] == pytest.approx(np.sum(w * r) / np.sum(w), abs=1e-12, rel=0)
+    assert obd_estimates["IPS"] == pytest.approx(np.mean(w * r), abs=1e-12, rel=0)
+    assert obd_estimates["SNIPS"] == pytest.approx(np.sum(w * r) / np.sum(w), abs=1e-12, rel=0)
 
+
+def test_obd_evaluate_equals_obp(obd_raw, obd_estimates):
     ob = _obp_estimators()
     n = len(obd_raw)
-    theirs = dict(reward=r, action=obd_raw["item_id"].to_numpy(), pscore=p,
-                  position=obd_raw["position"].to_numpy() - 1, action_dist=np.full((n, K, 3), 1 / K))
-    assert ours["IPS"] == pytest.approx(ob.InverseProbabilityWeighting().estimate_policy_value(**theirs),
-                                        abs=1e-12, rel=0)
-    assert ours["SNIPS"] == pytest.approx(
-        ob.SelfNormalizedInverseProbabilityWeighting().estimate_policy_value(**theirs), abs=1e-12, rel=0)
+    theirs = dict(reward=obd_raw["click"].to_numpy(float), action=obd_raw["item_id"].to_numpy(),
+                  pscore=obd_raw["propensity_score"].to_numpy(), position=obd_raw["position"].to_numpy() - 1,
+                  action_dist=np.full((n, K, 3), 1 / K))
+    ipw = ob.InverseProbabilityWeighting().estimate_policy_value(**theirs)
+    snipw = ob.SelfNormalizedInverseProbabilityWeighting().estimate_policy_value(**theirs)
+    assert obd_estimates["IPS"] == pytest.approx(ipw, abs=1e-12, rel=0)
+    assert obd_estimates["SNIPS"] == pytest.approx(snipw, abs=1e-12, rel=0)
 
 
 def test_obd_rows_actions_and_features(obd_log, obd_raw):
