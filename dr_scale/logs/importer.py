@@ -641,8 +641,8 @@ def _file_id(name: str) -> int:
     return int(murmurhash3_32(pa.array([name]), 0).view(np.uint32)[0]) & ((1 << FILE_BITS) - 1)
 
 
-def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: str):
-    """First pass: (data lines in a byte block, distinct action values as text)."""
+def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: str, values_wanted: bool = True):
+    """First pass: (data lines in a byte block, distinct action values as text — only if ``values_wanted``)."""
     values: set = set()
     lines = 0
     data = None
@@ -650,6 +650,8 @@ def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: s
     if block.length is not None:
         data = _block_bytes(fs, block)
         lines = _line_count(data) - (1 if block.first and block.fmt == "csv" else 0)
+    if not values_wanted:
+        return lines, values
     for table, _ in read_tables(fs, block, spec, names, [action], skip, data):
         values.update(v for v in pc.unique(_text(_one(table.column(action)))).to_pylist() if v is not None)
     return lines, values
@@ -833,8 +835,11 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
 
     import dask
 
-    survey = [dask.delayed(survey_block, pure=False)(fs, b, spec, names, cols.action) for b in blocks]
-    surveyed = compute(*survey, client=client, progress=progress)
+    wanted = vocabulary is None  # a log imported before lends its vocabulary: the first pass only counts lines
+    survey = [dask.delayed(survey_block, pure=False)(fs, b, spec, names, cols.action, wanted) for b in blocks
+              if wanted or b.length is not None]
+    surveyed = iter(compute(*survey, client=client, progress=progress))
+    surveyed = [next(surveyed) if wanted or b.length is not None else (0, set()) for b in blocks]
     if vocabulary is None:
         values = set().union(*(v for _, v in surveyed))
         if catalogue is not None:
