@@ -501,3 +501,34 @@ def test_colliding_features_summed_as_feature_hasher():
     assert np.allclose(ours, X.toarray(), atol=1e-6)  # values are float32 in the log
     assert all(np.all(np.diff(log.X.indices[s:e]) > 0) for s, e in zip(log.X.indptr[:-1], log.X.indptr[1:],
                                                                          strict=True))  # sorted, once per row
+
+
+@pytest.mark.slow
+def test_killed_import_leaves_no_log(tmp_path):
+    """SIGKILL while the parts are being written: no output folder, only the hidden staging folder beside it."""
+    import signal
+    import time
+
+    csv = tmp_path / "all.csv"
+    with gzip.open(OBD / "all.csv.gz", "rb") as f:
+        body = f.read()
+    head, _, rows = body.partition(b"\n")
+    csv.write_bytes(head + b"\n" + rows * 20)  # 200,000 rows: seconds of work
+    repo = str(Path(__file__).parents[2])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    spec = tmp_path / "spec.toml"
+    spec.write_text((OBD / "obd.toml").read_text().split("[actions]")[0].replace('timestamp = "timestamp"\n', ""))
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "import", str(csv), "--spec", str(spec), "--out",
+                             str(tmp_path / "logs"), "--blocksize", "1000000", "--no-progress"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    staged = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        staged = [p for p in tmp_path.glob(".logs.import-*") if any(p.rglob("*.parquet"))]
+        if staged:
+            break
+        time.sleep(0.05)
+    assert staged, "the import ended before it wrote a part; make the input bigger"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (tmp_path / "logs").exists()
