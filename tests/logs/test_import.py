@@ -532,3 +532,23 @@ def test_killed_import_leaves_no_log(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert not (tmp_path / "logs").exists()
+
+
+def test_any_fsspec_url():
+    """Raw data and log on another filesystem (memory://): the staged folder is moved, not renamed."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    with fs.open("/import-test/raw.csv", "w") as f:
+        f.write(RAW)
+    spec = {"action": "item", "reward": "click", "propensity": "p", "timestamp": "ts",
+            "features": {"categorical": ["color"]}}
+    try:
+        summary = import_log("memory://import-test/raw.csv", spec, "memory://import-test/logs")
+        assert summary.rows == 4
+        assert sorted(p.rsplit("/", 2)[-2] for p in fs.find("/import-test/logs") if p.endswith(".parquet")) == [
+            "date=2026-11-01", "date=2026-11-02"]
+        assert not [p for p in fs.ls("/import-test", detail=False) if ".import-" in p]
+        assert sum(len(p) for p in read_log("memory://import-test/logs")) == 4
+    finally:
+        fs.rm("/import-test", recursive=True)
