@@ -400,7 +400,7 @@ def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[
                 return pf.read()
             present = set(pf.schema_arrow.names)
             missing = [c for c in columns if c not in present]
-            if len([c for c in REQUIRED_COLUMNS if c not in present]) > 1:
+            if len([c for c in missing if c in REQUIRED_COLUMNS]) > 1:  # not one column lost: another table
                 shown = ", ".join(pf.schema_arrow.names[:8]) + (", …" if len(pf.schema_arrow.names) > 8 else "")
                 raise LogDataError(path, None, f"not in the log contract: no {', '.join(missing[:3])} column (its "
                                                f"columns: {shown}); {IMPORT_HINT}")

@@ -456,31 +456,32 @@ def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows, fps
     """
     n = table.num_rows
     dense = cols.categorical + cols.numeric
-    shift = max(1, (len(dense) - 1).bit_length())
-    index = np.full((n, len(dense)), _ABSENT, dtype=np.int64)
-    value = np.empty((n, len(dense)))
-    value[:, :len(cols.categorical)] = 1.0
+    m = len(dense)
+    shift = max(1, (m - 1).bit_length())
+    # one row per column (contiguous), each entry its index shifted left with the column number in the low bits
+    key = np.full((m, n), _ABSENT << shift, dtype=np.int64)
+    value = np.empty((m, n))
+    value[: len(cols.categorical)] = 1.0
     for j, c in enumerate(cols.categorical):
         encoded = pc.dictionary_encode(_text(_one(table.column(c))))
         present = pc.is_valid(encoded.indices).to_numpy(zero_copy_only=False)
         if not len(encoded.dictionary) or not present.any():
             continue
-        idx = _hashed(encoded.dictionary, c, spec.hash_bits, fps)
+        idx = _hashed(encoded.dictionary, c, spec.hash_bits, fps).astype(np.int64) << shift | j
         codes = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
-        index[:, j] = np.where(present, idx[codes], _ABSENT)
+        np.copyto(key[j], idx[codes], where=present)
     if cols.numeric:
         name_idx, fp = hash_keys(list(cols.numeric), spec.hash_bits)
         fps.append(fp)
         for j, c in enumerate(cols.numeric, start=len(cols.categorical)):
             x = _column_numbers(table, c, rows, required=False)
             rows.flag(np.isinf(x), c, "infinite value")
-            present = np.isfinite(x) & (x != 0)
-            index[:, j] = np.where(present, name_idx[j - len(cols.categorical)], _ABSENT)
-            value[:, j] = x
-    key = index << shift | np.arange(len(dense), dtype=np.int64)
+            key[j, np.isfinite(x) & (x != 0)] = np.int64(name_idx[j - len(cols.categorical)]) << shift | j
+            value[j] = x
+    key = key.T.copy()  # (n, m), C order: each row's entries together
     key.sort(axis=1)
     index = key >> shift
-    value = np.take_along_axis(value, key & ((1 << shift) - 1), axis=1)
+    value = value.T[np.arange(n)[:, None], key & ((1 << shift) - 1)]
     valid = index != _ABSENT
     r = np.repeat(np.arange(n, dtype=np.int64), valid.sum(axis=1))
     i, v = index[valid], value[valid]
