@@ -101,23 +101,22 @@ def _format_of(path: str, given: str | None) -> tuple[str, str | None]:
     return fmt, compression
 
 
-def list_raw(url: str, storage_options: dict | None = None) -> tuple[object, list[str], str]:
-    """The filesystem, the sorted raw files under ``url`` (file, folder or glob) and the root their names are
-    relative to."""
+def list_raw(url: str, storage_options: dict | None = None) -> tuple[object, list[str]]:
+    """The filesystem and the sorted raw files under ``url`` (file, folder or glob; names starting with ``.`` or
+    ``_`` skipped)."""
     fs, path = url_to_fs(url, storage_options)
     if any(ch in path for ch in "*?["):
         files = sorted(p for match in fs.glob(path) for p in (fs.find(match) if fs.isdir(match) else [match]))
-        root = posixpath.dirname(path.split("*")[0].split("?")[0].split("[")[0])
     elif fs.isdir(path):
-        files, root = sorted(fs.find(path)), path
+        files = sorted(fs.find(path))
     elif fs.exists(path):
-        files, root = [path], posixpath.dirname(path)
+        files = [path]
     else:
         raise UserError(f"{url}: no such file or folder")
     files = [p for p in files if not posixpath.basename(p).startswith((".", "_"))]
     if not files:
         raise UserError(f"{url}: no files found")
-    return fs, files, root
+    return fs, files
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,6 @@ class Block:
 
     index: int
     path: str
-    name: str            # the path relative to RAW
     fmt: str
     compression: str | None
     start: int = 0
@@ -137,17 +135,16 @@ class Block:
         return self.start == 0
 
 
-def plan_blocks(fs, files: list[str], root: str, spec: ImportSpec, blocksize: int) -> list[Block]:
+def plan_blocks(fs, files: list[str], spec: ImportSpec, blocksize: int) -> list[Block]:
     blocks = []
     for path in files:
         fmt, compression = _format_of(path, spec.format)
-        name = posixpath.relpath(path, root) if root else path
         if fmt == "parquet" or compression:
-            blocks.append(Block(len(blocks), path, name, fmt, compression))
+            blocks.append(Block(len(blocks), path, fmt, compression))
             continue
         size = fs.size(path)
         for start in range(0, max(size, 1), blocksize):
-            blocks.append(Block(len(blocks), path, name, fmt, None, start, blocksize))
+            blocks.append(Block(len(blocks), path, fmt, None, start, blocksize))
     return blocks
 
 
@@ -770,7 +767,7 @@ def _collisions(fingerprints: np.ndarray, bits: int) -> tuple[int, int]:
     return used, fingerprints.size - used
 
 
-def _staging_name(fs, out: str) -> str:
+def _staging_name(out: str) -> str:
     parent, name = posixpath.split(out.rstrip("/"))
     return posixpath.join(parent, f".{name}.import-{uuid.uuid4().hex}")
 
@@ -814,8 +811,8 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
 
     check(PositiveInt, "blocksize", blocksize)
     spec, spec_source = read_spec(spec, storage_options)
-    fs, files, root = list_raw(raw, storage_options)
-    blocks = plan_blocks(fs, files, root, spec, blocksize)
+    fs, files = list_raw(raw, storage_options)
+    blocks = plan_blocks(fs, files, spec, blocksize)
     names = header(fs, blocks[0], spec)
     cols = Columns(spec, names, spec_source, files[0])
     out_fs, out_path = url_to_fs(out, storage_options)
@@ -866,7 +863,7 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
                 raise UserError(f"{path}: already imported into {out}; its rows would repeat")
             by_id[fid] = path
 
-    staging = _staging_name(out_fs, out_path)
+    staging = _staging_name(out_path)
     tag = uuid.uuid4().hex[:8]
     try:
         convert = dask.delayed(convert_block, pure=False)
