@@ -786,8 +786,13 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
         The log's folder: new, or a log imported before with the same spec (new days are added).
     client : distributed.Client, optional
         Where the tasks run (default: Dask's local threaded scheduler).
+    storage_options : dict, optional
+        fsspec options of the raw data's and the log's filesystems (credentials, an endpoint).
     blocksize : int
-        Bytes per block of an uncompressed CSV / JSON-lines file.
+        Bytes per block of an uncompressed CSV / JSON-lines file (a task holds about 60 times its block
+        at most).
+    progress : bool
+        Show a progress bar of the two passes.
 
     Returns
     -------
@@ -1063,6 +1068,21 @@ def from_dask(ddf, spec, *, actions=None):
     are Arrow list columns (``pandas.ArrowDtype``), which Dask's string conversion leaves
     alone; ``evaluate_dataframe`` takes the result. With a timestamp, a ``date`` column
     (``YYYY-MM-DD``) is added.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The raw table (any string dtype; Dask's ``dataframe.convert-string`` on or off).
+    spec : str, dict or ImportSpec
+        The import spec (a TOML file, a mapping or a model).
+    actions : list, optional
+        The vocabulary, the action values in id order; default: the values in ``ddf``, sorted.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The log's columns (``row_id``, ``features``, ``action``, ``reward``, ``propensity``, ``values``
+        and ``date`` with a timestamp), converted partition by partition when computed.
 
     Examples
     --------
