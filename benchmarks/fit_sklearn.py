@@ -9,7 +9,7 @@ out of core, all actions in each pass, parts spilled to local files between pass
 
 Each side runs in its own process, so its peak RSS (``ru_maxrss``) and CPU time are its
 own. Also measured: the time of one solver pass (one Gram product of every action over
-the persisted, lifted parts) against a bare read pass (every part read and validated
+the persisted parts, grouped by action) against a bare read pass (every part read and validated
 into CSR, nothing else), both on the local threaded scheduler.
 
     python benchmarks/fit_sklearn.py --logs URL [--lam 1] [--rtol 1e-10]
@@ -73,22 +73,22 @@ def side_sklearn(args) -> dict:
 
 
 def side_fit(args) -> dict:
-    from dr_scale.reward.fitting import fit_reward_model
+    from dr_scale.reward.fitting import FitSettings, fit_reward_model
 
     start = _clock()
-    model = fit_reward_model(args.logs, lam=args.lam, rtol=args.rtol)
+    model = fit_reward_model(args.logs, FitSettings(lam=args.lam, rtol=args.rtol))
     total = _since(start)
     np.savez(args.result, coef=model.coef, intercept=model.intercept)
     return {"total": total, "peak_rss_mib": _peak_rss_mib(), "cg_passes": model.metadata["cg_iterations"]}
 
 
 def side_passes(args) -> dict:
-    """A bare read pass, then the lifted parts built as fit builds them and timed solver passes."""
+    """A bare read pass, then the parts grouped by action as fit builds them and timed solver passes."""
     import dask
 
     from dr_scale.io.cache import spill_root
     from dr_scale.outofcore.compute import compute
-    from dr_scale.reward.fitting import ALL, add_gram, lift_and_sum, read_log_part
+    from dr_scale.reward.fitting import Fits, add_fit_gram, read_grouped_part
     from dr_scale.logs.contract import list_parts, log_metadata, read_partition
     from dr_scale.outofcore.passes import PartSet, spill_folder
 
@@ -105,14 +105,13 @@ def side_passes(args) -> dict:
         compute(*[dask.delayed(read_rows)(p) for p in paths])
         reads.append(_since(start))
     with spill_folder("disk", None, disk=spill_root()) as folder:
-        raw = PartSet.build(read_log_part, [(fs, p, d, k) for p in paths], spill=folder)
-        _, lifted = raw.sum_and_derive(lift_and_sum, d, k, [ALL], 0, 0)
-        del raw
-        P = np.random.default_rng(0).normal(size=(1, k * d))
+        parts = PartSet.build(read_grouped_part, [(fs, p, d, k, None, 0) for p in paths], spill=folder)
+        fits = Fits(0, k, full=True)
+        P = np.random.default_rng(0).normal(size=(k, d))
         passes = []
         for _ in range(args.repeat):
             start = _clock()
-            lifted.accumulate(add_gram, P, [(0, ALL)])
+            parts.accumulate(add_fit_gram, P, fits, np.ones(k, bool))
             passes.append(_since(start))
     return {"read_pass": _median(reads), "solver_pass": _median(passes)}
 

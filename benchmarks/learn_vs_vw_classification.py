@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale import learn_policy
+from dr_scale.learning.learn import LearnSettings
 from dr_scale.experiments.classification.bandit import losses_from_labels, to_bandit
 from dr_scale.experiments.classification.datasets import NAMES, load_dataset
 from dr_scale.experiments.classification.protocol import dataset_key, split_rows
@@ -86,7 +87,7 @@ def one_repetition(name: str, rep: int, seed: int, data_dir: str | None, vw_pass
         write_log(log_table(train, X_train, bandit.action, reward, bandit.propensity), log, n_parts=2,
                   n_features=X_train.shape[1], n_actions=k)
         start, cpu = time.perf_counter(), time.process_time()
-        policy = learn_policy(log, method=method)
+        policy = learn_policy(log, LearnSettings(method=method))
         ours_time, ours_cpu = time.perf_counter() - start, time.process_time() - cpu
         ours = np.mean(policy.predict(X_test.astype(np.float32).astype(np.float64)) != data.y[test])
         start, cpu = time.perf_counter(), time.process_time()

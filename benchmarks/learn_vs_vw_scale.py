@@ -10,8 +10,9 @@ V(π) = mean E[r | x, π(x)] from ``expected_reward``. Both learners run as sepa
 processes on the same rows, in the same run:
 
 * dr-scale: ``dr-scale learn TRAIN --method dr --out POLICY.npz`` with its defaults
-  (ρ̂ cross-fitted over 2 folds, its λ by out-of-fold error on a sample; the policy's λ by
-  the default rule; every CG solve to a relative residual of 1e-2), its stage line printed;
+  (ρ̂ cross-fitted over 2 folds by the reward-model fitter's defaults, its λ by out-of-fold
+  error on a sample; the policy's λ by the default rule, its CG solves to a relative residual
+  of 1e-2), its stage line printed;
 * VW 9.11.9: ``--cb K --cb_type dr -b B`` through its own text driver over a file in its
   text format (``a:cost:p | id id …``, actions from 1, cost = −reward; numeric feature
   names are their own hash, so -b 18 keeps the 2^18 ids apart), one pass; written before

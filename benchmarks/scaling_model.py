@@ -200,10 +200,10 @@ def run_visits(client, data: str, log: list[Pass]):
 
 
 def run_fit(client, logs: str, log: list[Pass]):
-    from dr_scale.reward.fitting import fit_reward_model
+    from dr_scale.reward.fitting import FitSettings, fit_reward_model
 
     with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        fit_reward_model(logs, client=client, spill="memory")  # kept in the workers, as on other machines
+        fit_reward_model(logs, FitSettings(spill="memory"), client=client)  # kept in the workers, as on other machines
 
 
 def run_evaluate(client, logs: str, log: list[Pass]):

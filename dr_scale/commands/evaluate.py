@@ -6,7 +6,7 @@ import sys
 
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
-from dr_scale.commands.fit import add_model_options, fit_from_args
+from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
@@ -82,9 +82,10 @@ def run(args) -> int:
                           k_source="--n-actions" if args.n_actions is not None else None)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
+    settings = fit_settings(args) if args.fit_reward_model else None
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
-            model = fit_from_args(args, logs, client, opts)
+            model = fit_from_args(args, logs, client, opts, settings)
             evaluation = evaluation_with(model)
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
     if args.fit_reward_model:

@@ -12,8 +12,8 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Folds, PositiveFinite, option
+from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:
@@ -34,21 +34,23 @@ def add_parser(sub) -> None:
 
 def add_model_options(p) -> None:
     """--lam, --folds, --seed, --rtol, --n-features (shared with ``evaluate --fit-reward-model``)."""
-    from dr_scale.reward.fitting import DEFAULT_LAMBDA as default_lambda
-    from dr_scale.reward.fitting import HOLDOUT as holdout
     from dr_scale.reward.fitting import LAMBDA_GRID as grid
+    from dr_scale.reward.fitting import RTOL as rtol
+    from dr_scale.reward.fitting import SEARCH_FOLDS as search_folds
+    from dr_scale.reward.fitting import SEARCH_ROWS as search_rows
 
     p = p.add_argument_group("fitting the reward model")
-    p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
-                   help=f"ridge penalty λ > 0, or 'auto': chosen from {', '.join(f'{g:g}' for g in grid)} by the "
-                        f"squared error on {100 * holdout:g}%% held-out rows keyed by row_id (default {default_lambda:g})")
+    p.add_argument("--lam", type=parse_lambda, default="auto", metavar="λ|auto",
+                   help=f"ridge penalty λ > 0, or 'auto' (default): chosen from {', '.join(f'{g:g}' for g in grid)} by "
+                        f"the out-of-fold squared error of the fold models (--folds K, else {search_folds} folds) on a "
+                        f"keyed sample of {search_rows:,} rows")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
                         "model j, fitted on the other folds, predicts the rows of fold j")
     p.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
-                   help="key of the folds and the held-out rows (default 0)")
-    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=1e-10,
-                   help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
+                   help="key of the folds and the λ sample (default 0)")
+    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=rtol,
+                   help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
 
@@ -67,22 +69,31 @@ def parse_lambda(text: str):
     return value
 
 
-def fit_from_args(args, logs: str, client, opts: dict):
+def fit_settings(args):
+    """The :class:`dr_scale.reward.fitting.FitSettings` the options describe."""
+    from dr_scale.reward.fitting import FitSettings
+
+    return FitSettings(lam=args.lam, folds=args.folds, seed=args.seed, rtol=args.rtol,
+                           n_features=args.n_features, n_actions=args.n_actions)
+
+
+def fit_from_args(args, logs: str, client, opts: dict, settings=None):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
     from dr_scale.reward.fitting import fit_reward_model
 
+    settings = settings or fit_settings(args)
     with warnings_as_lines(args.command):
-        return fit_reward_model(logs, lam=args.lam, folds=args.folds, client=client, storage_options=opts or None,
-                                progress=not args.no_progress, n_features=args.n_features,
-                                n_actions=args.n_actions, seed=args.seed, rtol=args.rtol)
+        return fit_reward_model(logs, settings, client=client, storage_options=opts or None,
+                                progress=not args.no_progress)
 
 
 def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
     opts = storage_options(args.storage_options)
+    settings = fit_settings(args)  # checked before the work
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        model = fit_from_args(args, args.logs, client, opts)
+        model = fit_from_args(args, args.logs, client, opts, settings)
     model.save(args.out, opts or None)
     print(summary(model))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -10,7 +10,8 @@ from dr_scale.commands.fit import parse_lambda
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
-from dr_scale.learning.learn import LEARNERS, MAX_PASSES, Stages, learn_policy
+from dr_scale.reward.fitting import Stages
+from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.passes import spill_folder
 
 
@@ -45,13 +46,13 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
+    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, folds=args.folds,
+                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
-        policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
-                              folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
-                              n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
-                              max_iter=args.max_iter, progress=not args.no_progress, stages=stages)
+        policy = learn_policy(args.logs, settings, reward_model=args.reward_model, client=client,
+                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"

@@ -28,10 +28,12 @@ u keyed by (seed, "learn validation")), picks the λ whose policy has the highes
 value on the validation rows, (1/m) Σ_{i ∈ val} Γ_{π(x_i)}(x_i), and refits on all rows with it.
 
 **Passes.** Every CG solve (ρ̂'s and the policy's) stops when ‖residual‖ ≤ :data:`RTOL` ‖rhs‖
-for all its fits, or after :data:`MAX_PASSES` passes: the policy needs only the argmax,
-and CG stopped early from the shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR
-and DM, unless given) is fitted on the same parts, read once and grouped by (fold,
-action) (:mod:`.grouped`: cross-fitted over K folds, its λ chosen on a keyed sample).
+for all its fits (the reward-model fitter's tolerance), the policy's also after
+:data:`MAX_PASSES` passes: the policy needs only the argmax, and CG stopped early from the
+shrinkage centre (δ = 0) is itself a regulariser. ρ̂ (for DR and DM, unless given) is fitted
+on the same parts, read once and grouped by (fold, action), by the one reward-model fitter
+(:func:`dr_scale.reward.fitting.fit_on_parts`: cross-fitted over K folds, its λ chosen by the
+out-of-fold error on a keyed sample).
 
 The parts are read once and kept (Dask memory, or spilled to local files,
 :mod:`dr_scale.outofcore.passes`); every pass maps over them and tree-reduces.
@@ -41,22 +43,19 @@ laptop and on any cluster, for any number of workers.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.outofcore.compute import compute
-from dr_scale.reward.fitting import LogPart
-from dr_scale.reward import grouped
+from dr_scale.core.errors import ParameterError
+from dr_scale.reward.fitting import (RTOL, FitSettings, LogPart, Stages, check_int, check_lam,
+                              check_positive, fit_on_parts, read_grouped_part)
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.contract import list_parts, log_metadata
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import PartSet, load_part
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.outofcore.progress import Passes
@@ -67,8 +66,8 @@ LEARNERS = ("ridge", "dlm")
 LAMBDA_FACTOR = 10.0
 #: λ grid of ``lam="auto"``, relative to the same scale.
 AUTO_GRID = (1.0, 10.0, 100.0)
-#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits, or after MAX_PASSES passes.
-RTOL = 1e-2
+#: Every CG solve stops at ‖residual‖ ≤ RTOL ‖rhs‖ for all its fits (the reward-model fitter's tolerance), a
+#: policy's also after MAX_PASSES passes.
 MAX_PASSES = 30
 VALIDATION_PURPOSE = "learn validation"
 
@@ -260,58 +259,79 @@ def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | Non
     return int(d), int(k)
 
 
-class Stages:
-    """The stages of a run: name, passes over the parts and seconds of each (``learn`` prints them)."""
+@dataclass(frozen=True)
+class LearnSettings:
+    """How :func:`learn_policy` learns; checked at construction (errors name the parameter).
 
-    def __init__(self, progress: bool):
-        self.progress, self.done = progress, []
+    ``method``: the reward imputation, one of :data:`~dr_scale.learning.impute.METHODS`; ``learner``: one of
+    :data:`LEARNERS`; ``lam``: the policy's ridge penalty — None: :data:`LAMBDA_FACTOR` × (mean active
+    features · n / 1000); a number; or ``"auto"`` (a validation fold); ``folds``: the cross-fitting folds of
+    the ρ̂ fitted on the log (DR, DM) when no reward model is given — fitted by the one fitter,
+    :func:`dr_scale.reward.fitting.fit_on_parts`, with its defaults (λ by the out-of-fold error on a keyed sample);
+    ``rtol``: every CG solve — ρ̂'s and the policy's — stops when ‖residual‖ ≤ rtol ‖rhs‖ for every fit (the
+    default is the fitter's, :data:`dr_scale.reward.fitting.RTOL`); ``max_iter``: the policy's solves also stop after
+    ``max_iter`` passes (early-stopped CG from the shrinkage centre is itself a regulariser); DLM runs at most
+    ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
+    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them.
+    """
 
-    @contextlib.contextmanager
-    def stage(self, name: str, detail: str = ""):
-        """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
-        _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
-        passes, start = [], time.perf_counter()
-        yield passes
-        self.done.append((name, int(sum(passes)), time.perf_counter() - start))
+    method: str = "dr"
+    learner: str = "ridge"
+    lam: float | str | None = None
+    folds: int = 2
+    rtol: float = RTOL
+    max_iter: int = MAX_PASSES
+    epsilon: float = 0.1
+    seed: int = 0
+    n_features: int | None = None
+    n_actions: int | None = None
 
-    def passes(self) -> dict:
-        return {name: n for name, n, _ in self.done}
+    def __post_init__(self):
+        put = object.__setattr__
+        if self.method not in METHODS:
+            raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.learner not in LEARNERS:
+            raise ParameterError(f"`learner` must be one of {', '.join(LEARNERS)}, got {self.learner!r}")
+        put(self, "lam", check_lam(self.lam, allow_none=True))
+        put(self, "folds", check_int(self.folds, "folds", 2))
+        put(self, "rtol", check_positive(self.rtol, "rtol"))
+        put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
+        put(self, "epsilon", check_positive(self.epsilon, "epsilon"))
+        put(self, "seed", check_int(self.seed, "seed", 0))
+        put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
+        put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
+
+    def reward_fit(self, n_features: int, n_actions: int) -> FitSettings:
+        """The settings of the ρ̂ fitted on the log: the fitter's defaults, these folds, seed and rtol."""
+        return FitSettings(folds=self.folds, seed=self.seed, rtol=self.rtol, n_features=n_features,
+                           n_actions=n_actions)
 
 
-def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: float | str | None = None,
-                 folds: int = 2, reward_model=None, n_features: int | None = None, n_actions: int | None = None,
-                 client=None, storage_options: dict | None = None, spill: str | None = None, rtol: float = RTOL,
-                 max_iter: int = MAX_PASSES, epsilon: float = 0.1, seed: int = 0, progress: bool = False,
+def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
+                 storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
                  stages: Stages | None = None) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
-    ``lam``: the policy's ridge penalty — None: :data:`LAMBDA_FACTOR` × (mean active features · n / 1000);
-    a number; or ``"auto"`` (a validation fold). ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz``
-    path; a cross-fitted one predicts every row out of fold). Without one, DR and DM fit ρ̂ on the log,
-    cross-fitted over ``folds`` folds (:mod:`.grouped`, λ chosen on a keyed sample). ``rtol``, ``max_iter``:
-    every CG solve stops when ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes
-    (early-stopped CG from the shrinkage centre is itself a regulariser). ``spill``: a folder for the
-    parts between passes (local runs), else they stay in memory. ``stages``: collects each stage's passes
-    and seconds.
+    ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
+    folds). ``reward_model``: ρ̂ for DR / DM (a model or an ``.npz`` path; a cross-fitted one predicts every
+    row out of fold); without one, DR and DM fit ρ̂ on the log with the one fitter
+    (:func:`dr_scale.reward.fitting.fit_on_parts`), cross-fitted over ``settings.folds`` folds. ``spill``: a folder
+    for the parts between passes (local runs), else they stay in memory. ``stages``: collects each stage's
+    passes and seconds.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if learner not in LEARNERS:
-        raise ValueError(f"unknown learner {learner!r}; choose from {', '.join(LEARNERS)}")
-    if lam not in (None, "auto") and not (isinstance(lam, (int, float)) and lam > 0):
-        raise ValueError(f"--lam must be a positive number or 'auto', got {lam!r}")
-    if folds < 2:
-        raise ValueError(f"--folds must be at least 2, got {folds}")
+    settings = settings or LearnSettings()
+    method, learner, lam, folds, seed = settings.method, settings.learner, settings.lam, settings.folds, settings.seed
+    rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)
     fs, paths = list_parts(logs, storage_options)
     if isinstance(reward_model, str):
         from dr_scale.reward.models import LinearRewardModel
 
         reward_model = LinearRewardModel.load(reward_model, storage_options)
-    d, k = log_shape(fs, paths, n_features, n_actions, reward_model)
+    d, k = log_shape(fs, paths, settings.n_features, settings.n_actions, reward_model)
     crossfit = method != "ips" and reward_model is None
     with stages.stage("read", f"{len(paths)} part(s)") as passes:
-        parts = PartSet.build(grouped.read_grouped_part, [(fs, p, d, k, folds if crossfit else 1, seed) for p in paths],
+        parts = PartSet.build(read_grouped_part, [(fs, p, d, k, folds if crossfit else None, seed) for p in paths],
                               client, progress, spill)
         n, active = parts.sum(_rows_and_active_features)
         passes.append(2)
@@ -319,8 +339,8 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
     if crossfit:
-        reward_model = fit_reward_model_on(parts, n, d, k, folds, seed=seed, rtol=rtol, max_iter=max_iter,
-                                           progress=progress, stages=stages)
+        reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
+                                    name=str(logs))
     rho = reward_model if method != "ips" else None
     meta["reward_model_folds"] = getattr(rho, "folds", None)
     if crossfit:
@@ -344,58 +364,13 @@ def learn_policy(logs: str, *, method: str = "dr", learner: str = "ridge", lam: 
             m, sx, sxx = parts.sum(_moments, d)
             var = sxx / m[0] - (sx / m[0]) ** 2
             scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
-            coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=epsilon, max_iter=max_iter,
-                                                   n_iter_no_change=max(10, max_iter // 4), seed=seed,
-                                                   progress=progress)
+            coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=settings.epsilon,
+                                                   max_iter=max_iter, n_iter_no_change=max(10, max_iter // 4),
+                                                   seed=seed, progress=progress)
             p.append(1 + info["passes"])
-        meta.update(info, epsilon=epsilon)
+        meta.update(info, epsilon=settings.epsilon)
     meta["stage_passes"] = stages.passes()
     return LinearPolicy(coef, intercept, meta, "<learned>")
-
-
-def fit_reward_model_on(parts: PartSet, n: float, d: int, k: int, folds: int, *, seed: int, rtol: float,
-                        max_iter: int, progress: bool, stages: Stages):
-    """ρ̂ cross-fitted over ``folds`` folds on the grouped parts, λ chosen on a keyed sample (:mod:`.grouped`)."""
-    share = min(1.0, grouped.SEARCH_ROWS / max(n, 1.0))
-    with stages.stage("ρ̂ sums", f"per (fold, action) block{', and the λ search sample' if share < 1 else ''}") as p:
-        stats, sample, sample_stats = _fold_stats_and_sample(parts, d, k, folds, share, seed)
-        p.append(3 + (share < 1) * 3)
-    sample_rows = int(sample_stats.n.sum()) // (folds - 1)
-    with stages.stage("ρ̂ λ", f"{len(grouped.LAMBDA_GRID)} values by the out-of-fold error of "
-                      f"{sample_rows:,} sampled rows") as p:
-        best, errors, passes = grouped.choose_lambda(sample, sample_stats, folds, k, rtol=max(rtol, grouped.SEARCH_RTOL),
-                                                     max_iter=min(max_iter, grouped.SEARCH_PASSES), progress=progress)
-        p.append(passes)
-    del sample, sample_stats  # the sample's (fold, action) × features arrays: not needed any more
-    lam = grouped.LAMBDA_GRID[best]
-    with stages.stage("ρ̂", f"{folds * k} fold models on all rows, λ = {lam:g}") as p:
-        fit, intercept = grouped.fit_fold_models(parts, stats, lam, folds, k, rtol=rtol, max_iter=max_iter,
-                                                 progress=progress)
-        p.append(fit.iterations)
-    search = {"grid": list(grouped.LAMBDA_GRID), "out_of_fold_sse": errors, "sample_rows": sample_rows}
-    return grouped.cross_fitted_model(fit, intercept, folds, k, seed, {"lam": lam, "lambda_search": search})
-
-
-def _fold_stats_and_sample(parts: PartSet, d: int, k: int, folds: int, share: float, seed: int):
-    """(the fold models' statistics on all rows, the λ search sample as a PartSet of one part on its own features,
-    the fold models' statistics on it); with ``share`` = 1 the sample is all of ``parts``."""
-    if share >= 1:
-        stats = grouped.fold_stats(grouped.block_sums(parts, d), folds, k)
-        return stats, parts, stats
-    counts, sampled = parts.sum_and_derive(_counts_and_sample, d, share, seed)
-    stats = grouped.fold_stats(grouped.block_sums(parts, d, counts), folds, k)
-    one, sample_d = grouped.concatenated([load_part(p) for p in compute(*sampled.parts, client=parts.client)])
-    sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: few, small passes
-    return stats, sample, grouped.fold_stats(grouped.block_sums(sample, sample_d), folds, k)
-
-
-def _given(part):
-    return part
-
-
-def _counts_and_sample(_, part, d: int, share: float, seed: int):
-    """The part's block counts, and its rows in the λ search sample (a step of :meth:`PartSet.sum_and_derive`)."""
-    return grouped.block_counts(part, d), grouped.sample_of(part, share, d, seed)
 
 
 def _rows_and_active_features(part: LogPart):
@@ -406,7 +381,3 @@ def _moments(part: LogPart, n_features: int):
     X = part.matrix(n_features)
     return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
 
-
-def _stage(progress: bool, message: str) -> None:
-    if progress:
-        print(message, file=sys.stderr, flush=True)

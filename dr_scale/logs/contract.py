@@ -48,7 +48,50 @@ META_ACTIONS = b"dr_scale.n_actions"
 
 
 class LogDataError(UserError):
-    """Bad logged data: the message names the file, the column, the reason and a row."""
+    """Bad logged data: the message names the file, the column, the reason and a row.
+
+    The message reads ``SOURCE: column 'COLUMN': REASON (e.g. row_id=ROW)``; the command line
+    prints it as one line and exits with status 2. A :class:`~dr_scale.core.errors.UserError`,
+    hence a ``ValueError``.
+
+    Parameters
+    ----------
+    source : str
+        The file (or other source) of the bad data.
+    column : str or None
+        The column at fault; None for the whole file (e.g. unreadable).
+    reason : str
+        What is wrong, e.g. ``"propensity outside (0, 1]"``.
+    row_id : int, optional
+        An example row's id.
+
+    See Also
+    --------
+    read_log, write_log : Both raise it, naming the first bad row.
+
+    Examples
+    --------
+    >>> error = LogDataError("logs/part-00000.parquet", "reward", "NaN or infinite reward", 12)
+    >>> str(error)
+    "logs/part-00000.parquet: column 'reward': NaN or infinite reward (e.g. row_id=12)"
+    >>> error.column, error.row_id, isinstance(error, ValueError)
+    ('reward', 12, True)
+
+    ``write_log`` checks the whole table before writing anything:
+
+    >>> import os, tempfile
+    >>> import pyarrow as pa
+    >>> from dr_scale import write_log
+    >>> table = pa.table({"row_id": pa.array([7, 8], pa.int64()),
+    ...                   "features": pa.array([[0, 3], [1]], pa.list_(pa.int32())),
+    ...                   "action": [0, 1], "reward": [1.0, 0.0], "propensity": [0.5, 0.0]})  # row 8: p̂ = 0
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     try:
+    ...         write_log(table, os.path.join(folder, "logs"))
+    ...     except LogDataError as exc:
+    ...         print(exc.column, exc.row_id, exc.reason, os.listdir(folder))
+    propensity 8 propensity outside (0, 1] []
+    """
 
     def __init__(self, source: str, column: str | None, reason: str, row_id=None):
         where = f"{source}: column '{column}'" if column else source
@@ -59,7 +102,46 @@ class LogDataError(UserError):
 
 @dataclass
 class Partition:
-    """One partition of a logged data set, as arrays."""
+    """One partition of a logged data set, as arrays: the rows (x_i, a_i, r_i, p̂_i) of one part file.
+
+    What :func:`read_log` returns (one per part file) and what a :class:`~dr_scale.policies.target.Policy`
+    decides on. ``len(part)`` is its number of rows n.
+
+    Parameters
+    ----------
+    source : str
+        Where the rows came from (the part file's path), for messages.
+    row_id : numpy.ndarray of int64, shape (n,)
+        The rows' unique, stable ids.
+    X : scipy.sparse.csr_matrix or None, shape (n, d)
+        The features x_i; None when read without them (``with_features=False``).
+    action : numpy.ndarray of int64, shape (n,)
+        The logged actions a_i ∈ [0, k).
+    reward : numpy.ndarray of float64, shape (n,)
+        The observed rewards r_i.
+    propensity : numpy.ndarray of float64, shape (n,)
+        The logging probabilities p̂(a_i|x_i) ∈ (0, 1].
+    table : pyarrow.Table
+        Every column read, for what a target policy needs (``target_action``, ``target_probs``).
+
+    See Also
+    --------
+    read_log : Reads and validates a log's partitions.
+    dr_scale.evaluate_partitions : Evaluates a policy on partitions.
+
+    Examples
+    --------
+    >>> from dr_scale import read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()  # the bundled example: a week, one part file a day
+    >>> parts = read_log(logs)
+    >>> len(parts), len(parts[0]), parts[0].X.shape
+    (7, 2000, (2000, 50))
+    >>> parts[0].source
+    '...date=2026-11-01/part-00000.parquet'
+    >>> parts[0].action[:5].tolist(), parts[0].propensity.dtype
+    ([1, 0, 0, 2, 1], dtype('float64'))
+    """
 
     source: str
     row_id: np.ndarray

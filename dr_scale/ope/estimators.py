@@ -135,12 +135,43 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Estimator:
-    """Base class: a per-row term, a function of its means, and the delta method.
+    """Base class of the estimators: a per-row term, a function of its means, and the delta method.
 
-    Subclasses define ``name``, ``needs_model``, ``terms(rows) -> list[array]`` and,
-    for ratio estimators, ``value_of(means)`` and ``gradient(means)``; ``el_map`` maps
-    the terms to (y, w) for the empirical-likelihood interval (one row: a plain mean),
-    and ``model_term`` is the index of the term ρ̂_π, if any.
+    An estimator is V̂ = g(t̄), a function g (``value_of``) of the means t̄ = (1/n) Σ_i t(row_i)
+    of its per-row terms (``terms``), with the delta method's standard error
+
+        SE(V̂) = √( ∇g(t̄)ᵀ Σ̂ ∇g(t̄) / n ),    Σ̂ the terms' sample covariance,
+
+    exact for the plain means (DM, IPS, DR). Subclasses define ``name``, ``needs_model``,
+    ``terms(rows) -> list[array]`` and, for ratio estimators, ``value_of(means)`` and
+    ``gradient(means)``; ``el_map`` maps the terms to (y, w) for the empirical-likelihood
+    interval (one row: a plain mean), and ``model_term`` is the index of the term ρ̂_π, if any.
+    The base class takes no parameters and has no terms of its own: use a subclass.
+
+    Two ways in: :meth:`estimate` from numpy arrays in obp's layout, or ``state`` on
+    batches of rows, merged with ``+``, then ``result`` (Parquet partitions, Dask).
+
+    See Also
+    --------
+    DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR : The estimators.
+    make_estimators : Estimators by name.
+    dr_scale.ope.moments.Moments : The mergeable state.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> estimator = DoublyRobust()
+    >>> isinstance(estimator, Estimator), estimator.name, estimator.needs_model
+    (True, 'DR', True)
+
+    The state of two halves of the rows, merged, gives the estimate of the whole:
+
+    >>> halves = [{key: array[s] for key, array in log.items()} for s in (slice(0, 1000), slice(1000, None))]
+    >>> states = [estimator.state(RowInputs.from_arrays(**half)) for half in halves]
+    >>> merged = estimator.result(states[0] + states[1])
+    >>> round(merged.value, 4) == round(estimator.estimate(**log).value, 4), merged.n
+    (True, 2000)
     """
 
     name: ClassVar[str] = "estimator"
@@ -175,13 +206,35 @@ class Estimator:
 
     # -- statistics ---------------------------------------------------------
     def state(self, rows: RowInputs) -> Moments:
-        """The mergeable state of a batch of rows."""
+        """The mergeable state of a batch of rows: the moments of the estimator's per-row terms.
+
+        Parameters
+        ----------
+        rows : RowInputs
+            The batch's per-row quantities (:meth:`RowInputs.from_arrays`, :meth:`RowInputs.from_actions`).
+
+        Returns
+        -------
+        dr_scale.ope.moments.Moments
+            The state; states of disjoint batches merge with ``+``.
+        """
         if self.needs_model and rows.reward_hat_pi is None:
             raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
         return Moments.of(*self.terms(rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
-        """Estimate, delta-method standard error, n and the EL summary from a (merged) state."""
+        """Estimate, delta-method standard error, n and the EL summary from a (merged) state.
+
+        Parameters
+        ----------
+        state : dr_scale.ope.moments.Moments
+            A state from :meth:`state`, or the sum of several.
+
+        Returns
+        -------
+        Estimate
+            The estimate; NaN value and standard error for a state of no rows.
+        """
         if state.n == 0:
             return Estimate(float("nan"), float("nan"), 0)
         value, grad, chosen = self.linearize(state)
@@ -196,7 +249,33 @@ class Estimator:
 
     # -- numpy API ----------------------------------------------------------
     def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
-        """Estimate the target policy's value from arrays (obp's argument layout)."""
+        """Estimate the target policy's value from arrays (obp's argument layout).
+
+        Parameters
+        ----------
+        reward : array_like of float, shape (n,)
+            The logged rewards r_i; at least one row.
+        action : array_like of int, shape (n,)
+            The logged actions a_i, in [0, k).
+        propensity : array_like of float, shape (n,)
+            p̂_i, the logging policy's probability of a_i, in (0, 1].
+        target_probs : array_like of float, shape (n, k)
+            π(a|x_i), rows summing to 1 (one-hot rows for a deterministic π).
+        reward_hat : array_like of float, shape (n, k), optional
+            ρ̂_a(x_i); required by the estimators that use a reward model (``needs_model``).
+
+        Returns
+        -------
+        Estimate
+            The value, its standard error, n, and the interval's summary.
+
+        Examples
+        --------
+        >>> est = IPS().estimate(reward=[1.0, 0.0, 1.0], action=[0, 1, 1], propensity=[0.5, 0.5, 0.25],
+        ...                      target_probs=[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+        >>> round(est.value, 4), est.n  # (1/3)(1/0.5 + 0 + 0.5/0.25)
+        (1.3333, 3)
+        """
         check.vector("reward", reward)  # at least one row
         rows = RowInputs.from_arrays(reward, action, propensity, target_probs, reward_hat)
         return self.result(self.state(rows))
@@ -209,11 +288,18 @@ class Estimator:
 
 @dataclass(frozen=True)
 class DirectMethod(Estimator):
-    """Direct method (paper, Sec. 2.1): the reward model's value of π.
+    """Direct method (Dudík, Langford & Li 2011, Sec. 2.1): the reward model's value of π.
 
-        V̂ = (1/n) Σ_i Σ_a π(a|x_i) ρ̂_a(x_i)
+        V̂_DM = (1/n) Σ_i Σ_a π(a|x_i) ρ̂_a(x_i)
 
-    Its empirical-likelihood interval is that of a plain mean.
+    (the paper's V̂_DM = (1/|S|) Σ_x ρ̂_{π(x)}(x) for a deterministic π). Unbiased when ρ̂ is;
+    the logged rewards are not used. Its empirical-likelihood interval is that of a plain mean.
+    Takes no parameters.
+
+    See Also
+    --------
+    IPS : The estimator without a reward model.
+    DoublyRobust : The reward model corrected by the importance-weighted residuals.
 
     Examples
     --------
@@ -232,12 +318,18 @@ class DirectMethod(Estimator):
 
 @dataclass(frozen=True)
 class IPS(Estimator):
-    """Inverse propensity scoring (paper, Sec. 2.1).
+    """Inverse propensity scoring (Dudík, Langford & Li 2011, Sec. 2.1).
 
-        V̂ = (1/n) Σ_i w_i r_i,    w_i = π(a_i|x_i) / p̂_i
+        V̂_IPS = (1/n) Σ_i w_i r_i,    w_i = π(a_i|x_i) / p̂_i
 
+    (the paper's r_a 1(π(x) = a) / p̂(a|x, h) for a deterministic π). No reward model.
     The state holds the moments of (w r, w): the empirical-likelihood interval uses
-    the constraint E[w] = 1 (:mod:`dr_scale.ope.intervals`).
+    the constraint E[w] = 1 (:mod:`dr_scale.ope.intervals`). Takes no parameters.
+
+    See Also
+    --------
+    SNIPS : The self-normalized form.
+    DoublyRobust : IPS of the reward model's residuals, plus the direct method.
 
     Examples
     --------
@@ -264,10 +356,15 @@ class IPS(Estimator):
 class SNIPS(IPS):
     """Self-normalized IPS, with the delta method's standard error on the ratio of means.
 
-        V̂ = Σ_i w_i r_i / Σ_i w_i
+        V̂_SNIPS = Σ_i w_i r_i / Σ_i w_i,    w_i = π(a_i|x_i) / p̂_i
 
-    Under the empirical-likelihood constraint E_Q[w] = 1 the ratio is E_Q[w r], so its
-    EL interval is IPS's.
+    (Swaminathan & Joachims 2015; not in Dudík, Langford & Li 2011). Under the empirical-likelihood
+    constraint E_Q[w] = 1 the ratio is E_Q[w r], so its EL interval is IPS's. Takes no parameters.
+
+    See Also
+    --------
+    IPS : The unnormalized mean.
+    SNDR : The self-normalized doubly robust estimator.
 
     Examples
     --------
@@ -293,12 +390,20 @@ class SNIPS(IPS):
 
 @dataclass(frozen=True)
 class DoublyRobust(Estimator):
-    """Doubly robust estimator (paper, eq. 1, for stochastic π).
+    """Doubly robust estimator (Dudík, Langford & Li 2011, Sec. 2.2, eq. 1, for stochastic π).
 
-        V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + w_i (r_i − ρ̂_{a_i}(x_i)) ]
+        V̂_DR = (1/n) Σ_i [ ρ̂_π(x_i) + w_i (r_i − ρ̂_{a_i}(x_i)) ],
+        ρ̂_π(x) = Σ_a π(a|x) ρ̂_a(x),    w_i = π(a_i|x_i) / p̂_i
 
-    The state holds the moments of (the bracket, w, ρ̂_π); the empirical-likelihood
-    interval treats the bracket as IPS treats w r (docs/estimators.md).
+    For a deterministic π this is eq. 1, (1/|S|) Σ [ (r_a − ρ̂_a(x)) 1(π(x) = a) / p̂(a|x, h) + ρ̂_{π(x)}(x) ]:
+    its bias is |E_x[Δ δ]|, the product of ρ̂'s and p̂'s errors, so it is unbiased when either is exact
+    (Theorem 1). The state holds the moments of (the bracket, w, ρ̂_π); the empirical-likelihood
+    interval treats the bracket as IPS treats w r (docs/estimators.md). Takes no parameters.
+
+    See Also
+    --------
+    DirectMethod, IPS : The two estimators DR combines.
+    SNDR, SwitchDR, ClippedDR : Variants that trade bias for variance.
 
     Examples
     --------
@@ -324,9 +429,16 @@ class DoublyRobust(Estimator):
 class SNDR(DoublyRobust):
     """Self-normalized DR, with the delta method's standard error on the three means.
 
-        V̂ = (1/n) Σ_i ρ̂_π(x_i) + Σ_i w_i (r_i − ρ̂_{a_i}(x_i)) / Σ_i w_i
+        V̂_SNDR = (1/n) Σ_i ρ̂_π(x_i) + Σ_i w_i (r_i − ρ̂_{a_i}(x_i)) / Σ_i w_i
 
-    Its empirical-likelihood interval is DR's (under E_Q[w] = 1 the two agree).
+    DR (Dudík, Langford & Li 2011, eq. 1) with the correction's weights normalized to sum to 1, as
+    obp's ``SelfNormalizedDoublyRobust``. Its empirical-likelihood interval is DR's (under E_Q[w] = 1
+    the two agree). Takes no parameters.
+
+    See Also
+    --------
+    DoublyRobust : The unnormalized form.
+    SNIPS : The self-normalized estimator without a reward model.
 
     Examples
     --------
@@ -464,8 +576,13 @@ class SwitchDR(_Thresholded):
 
     Parameters
     ----------
-    tau : float or None
-        The switching threshold τ ≥ 0, or None to tune it.
+    tau : float or None, default None
+        The switching threshold τ ≥ 0 (``inf`` allowed: DR), or None to tune it.
+
+    See Also
+    --------
+    ClippedDR : The weights clipped at a threshold rather than the correction switched off.
+    DoublyRobust : τ = ∞.
 
     Examples
     --------
@@ -491,7 +608,7 @@ class SwitchDR(_Thresholded):
 
 @dataclass(frozen=True)
 class ClippedDR(_Thresholded):
-    """DR with importance weights clipped at M.
+    """DR (Dudík, Langford & Li 2011, eq. 1) with importance weights clipped at M.
 
         V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + min(w_i, M) (r_i − ρ̂_{a_i}(x_i)) ]
 
@@ -500,8 +617,13 @@ class ClippedDR(_Thresholded):
 
     Parameters
     ----------
-    max_weight : float or None
-        The clip M > 0, or None to tune it.
+    max_weight : float or None, default None
+        The clip M > 0 (``inf`` allowed: DR), or None to tune it.
+
+    See Also
+    --------
+    SwitchDR : The correction switched off above a threshold rather than the weights clipped.
+    DoublyRobust : M = ∞.
 
     Examples
     --------
@@ -635,7 +757,43 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
 
 
 def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
-    """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'."""
+    """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'.
+
+    A spec is a name from ``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``,
+    optionally with parameters (``"ClippedDR(max_weight=50)"``), or a table
+    (``{"name": "SwitchDR", "tau": 20}``). A spec with parameters is labelled with them.
+
+    Parameters
+    ----------
+    specs : list or tuple of str or dict
+        The estimators' specs, each label at most once.
+    clip : float or None, default None
+        The clip M of a bare ``ClippedDR`` (None: tuned).
+    tau : float or None, default None
+        The threshold τ of a bare ``SwitchDR`` (None: tuned).
+
+    Returns
+    -------
+    dict of str to Estimator
+        The estimators, keyed by label, in the order of ``specs``.
+
+    Raises
+    ------
+    UserError
+        An unknown name or parameter, a label given twice, or ``specs`` not a list.
+
+    See Also
+    --------
+    Estimator : What each value is.
+    dr_scale.Evaluation : Takes the same specs.
+
+    Examples
+    --------
+    >>> make_estimators(["DR", "IPS", "ClippedDR(max_weight=50)"])
+    {'DR': DoublyRobust(), 'IPS': IPS(), 'ClippedDR(max_weight=50.0)': ClippedDR(max_weight=50.0)}
+    >>> make_estimators(["SwitchDR", {"name": "SwitchDR", "tau": 5}], tau=20)
+    {'SwitchDR': SwitchDR(tau=20.0), 'SwitchDR(tau=5.0)': SwitchDR(tau=5.0)}
+    """
     if not isinstance(specs, (list, tuple)):
         raise UserError(f"estimators {specs!r}: give a list of names, e.g. [\"DR\", \"IPS\"]")
     out = {}

@@ -4,9 +4,8 @@ A state summarises a batch of rows so that the state of all rows is the sum of t
 for any partitioning and any grouping of the merges (a tree reduction, local or on a cluster):
 
 - ``State.of(...)`` builds the state of one batch of rows (``PolicyState`` is built by
-  :meth:`dr_scale.ope.evaluation.Evaluation.state`, which needs the policy's rows; ``FitSums`` and
-  ``GroupSums`` by :func:`dr_scale.experiments.visits.experiment.subsample_part` and
-  :func:`dr_scale.reward.fitting.lift_and_sum`, which add a part's sums into a running total);
+  :meth:`dr_scale.ope.evaluation.Evaluation.state`, which needs the policy's rows; ``FitSums`` by
+  :func:`dr_scale.experiments.visits.experiment.subsample_part`, which adds a part's sums into a running total);
 - ``a + b`` merges two states; it is associative and commutative (exactly for counts, minima,
   maxima and samples; up to float rounding for float sums); a state that needs an identity
   (a running total, a sum over no rows) has ``State.empty(...)``;
@@ -15,7 +14,7 @@ for any partitioning and any grouping of the merges (a tree reduction, local or 
 
 The states: :class:`~dr_scale.ope.moments.Moments`, :class:`~dr_scale.ope.diagnostics.WeightStats`,
 :class:`~dr_scale.ope.evaluation.PolicyState`, :class:`~dr_scale.reward.fitting.Extent`,
-:class:`~dr_scale.reward.fitting.GroupSums`, :class:`~dr_scale.experiments.visits.experiment.Projections`,
+:class:`~dr_scale.experiments.visits.experiment.Projections`,
 :class:`~dr_scale.experiments.visits.experiment.Population`, :class:`~dr_scale.experiments.visits.experiment.FitSums`,
 :class:`~dr_scale.experiments.visits.pca.RowSample`,
 :class:`~dr_scale.experiments.visits.pca.FirstPass`, :class:`~dr_scale.synthetic.bandit.Calibration`.

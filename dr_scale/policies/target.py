@@ -63,18 +63,72 @@ def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
 
 
 class Policy:
-    """Base class. ``columns`` are extra log columns the policy reads."""
+    """Base class of the target policies π(a|x) the estimators evaluate.
+
+    A subclass defines :meth:`decisions`; :meth:`probs` is π(a|x_i) as an (n, k) matrix either way.
+    ``columns`` are extra log columns the policy reads, ``needs_features`` whether it reads the
+    features X, ``n_actions`` k where the policy itself knows it (else None). The base class takes
+    no parameters.
+
+    See Also
+    --------
+    ConstantPolicy, ActionColumnPolicy, ProbsColumnPolicy, CallablePolicy, LinearPolicy, SoftmaxPolicy :
+        The six kinds.
+    parse_policy : A policy from its command-line spelling.
+
+    Examples
+    --------
+    A policy that picks the last action on every row:
+
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
+    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    >>> class Last(Policy):
+    ...     def decisions(self, part, k):
+    ...         return np.full(len(part), k - 1)
+    >>> Last().probs(part, 3).tolist()
+    [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    """
 
     columns: tuple[str, ...] = ()
     needs_features = False
     n_actions: int | None = None  # known from the policy itself, where it is
 
     def decisions(self, part: Partition, k: int) -> np.ndarray:
-        """π's decisions on the partition's rows: (n,) actions if π is deterministic, else (n, k) probabilities."""
+        """π's decisions on the partition's rows: (n,) actions if π is deterministic, else (n, k) probabilities.
+
+        Parameters
+        ----------
+        part : Partition
+            The logged rows.
+        k : int
+            The number of actions.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) int actions in [0, k), or (n, k) float probabilities with rows summing to 1.
+        """
         raise NotImplementedError
 
     def probs(self, part: Partition, k: int) -> np.ndarray:
-        """π(a|x_i) as an (n, k) matrix."""
+        """π(a|x_i) as an (n, k) matrix (one-hot rows for a deterministic π).
+
+        Parameters
+        ----------
+        part : Partition
+            The logged rows.
+        k : int
+            The number of actions.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) float probabilities.
+        """
         target = self.decisions(part, k)
         return one_hot(target, k) if target.ndim == 1 else target
 
@@ -84,7 +138,33 @@ class Policy:
 
 @dataclass
 class ConstantPolicy(Policy):
-    """π(a|x) = 1{a = action}."""
+    """The policy that always takes one action: π(a|x) = 1{a = action} (spec ``constant:A``).
+
+    The paper's visits experiment evaluates π ≡ 1 (Dudík, Langford & Li 2011, Sec. 5.2).
+
+    Parameters
+    ----------
+    action : int
+        The action A, in [0, k) for the log's k actions (checked on each partition).
+
+    See Also
+    --------
+    ActionColumnPolicy : A deterministic π whose action varies by row.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
+    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    >>> policy = ConstantPolicy(2)
+    >>> policy.decisions(part, 3).tolist(), str(policy)
+    ([2, 2, 2], 'constant:2')
+    >>> ConstantPolicy(1).probs(part, 2).tolist()
+    [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+    """
 
     action: int
 
@@ -97,7 +177,32 @@ class ConstantPolicy(Policy):
 
 @dataclass
 class ActionColumnPolicy(Policy):
-    """π(a|x_i) = 1{a = target_i}, with target_i read from an integer column."""
+    """A deterministic π stored in the log: π(a|x_i) = 1{a = target_i}, target_i from an integer column.
+
+    Spec ``column:NAME``. Each target_i must be in [0, k); a null or out-of-range value is a
+    :class:`LogDataError` naming the file, column and row.
+
+    Parameters
+    ----------
+    column : str, default "target_action"
+        The integer column holding π(x_i).
+
+    See Also
+    --------
+    ProbsColumnPolicy : A stochastic π stored in the log.
+
+    Examples
+    --------
+    >>> from dr_scale import read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()  # the bundled example: 3 actions, a candidate policy in ``target_action``
+    >>> part = read_log(logs + "/date=2026-11-01", extra_columns=["target_action"])[0]
+    >>> policy = ActionColumnPolicy()
+    >>> policy.columns, str(policy)
+    (('target_action',), 'column:target_action')
+    >>> policy.decisions(part, 3)[:5].tolist()
+    [0, 0, 0, 0, 0]
+    """
 
     column: str = "target_action"
 
@@ -113,7 +218,34 @@ class ActionColumnPolicy(Policy):
 
 @dataclass
 class ProbsColumnPolicy(Policy):
-    """π(·|x_i) read from a list<float> column of length k per row."""
+    """A stochastic π stored in the log: π(·|x_i) read from a list<float> column of length k per row.
+
+    Spec ``probs:NAME``. Each row's list must hold k probabilities summing to 1; anything else is a
+    :class:`LogDataError` naming the file, column and row.
+
+    Parameters
+    ----------
+    column : str, default "target_probs"
+        The list<float> column holding π(·|x_i).
+
+    See Also
+    --------
+    ActionColumnPolicy : A deterministic π stored in the log.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
+    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    >>> policy = ProbsColumnPolicy()
+    >>> policy.decisions(part, 3).tolist()
+    [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]
+    >>> policy.first_length(part), str(policy)
+    (3, 'probs:target_probs')
+    """
 
     column: str = "target_probs"
 
@@ -133,7 +265,35 @@ class ProbsColumnPolicy(Policy):
 
 @dataclass
 class CallablePolicy(Policy):
-    """π from ``module:function(X, row_id)`` returning (n,) actions or (n, k) probabilities."""
+    """A policy computed by a function: ``function(X, row_id)`` returning (n,) actions or (n, k) probabilities.
+
+    Spec ``callable:module:function``. X is the partition's (n, d) CSR features and ``row_id``
+    its row ids; the module is imported when the policy is made, so a missing module or function
+    is an error before any log is read. What the function returns is checked as a column's
+    actions or probabilities are.
+
+    Parameters
+    ----------
+    target : str
+        ``"module:function"``, the module importable (installed or on ``PYTHONPATH``).
+
+    See Also
+    --------
+    LinearPolicy : A learned policy from a file.
+
+    Examples
+    --------
+    The bundled example's candidate policy, computed from the features, is the one stored in
+    its ``target_action`` column:
+
+    >>> from dr_scale import read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()  # the bundled example: 3 actions, a candidate policy in ``target_action``
+    >>> part = read_log(logs + "/date=2026-11-01", extra_columns=["target_action"])[0]
+    >>> policy = CallablePolicy("dr_scale.synthetic.example:candidate_policy")
+    >>> bool((policy.decisions(part, 3) == ActionColumnPolicy().decisions(part, 3)).all())
+    True
+    """
 
     target: str
     needs_features = True
@@ -186,7 +346,50 @@ class CallablePolicy(Policy):
 
 @dataclass(eq=False)
 class LinearPolicy(Policy):
-    """π(x) = argmax_a x·coef[:, a] + intercept[a], the first (lowest) action on ties; coef is (d, k)."""
+    """A learned linear policy: π(x) = argmax_a s_a(x),  s_a(x) = x·coef[:, a] + intercept[a].
+
+    Ties go to the first (lowest) action. Spec ``linear:POLICY.npz``, the file ``dr-scale learn``
+    writes (:meth:`save`, :meth:`load`). A log with fewer features than the policy reads the
+    absent ones as 0; a feature index beyond the policy's, or a log with another number of
+    actions, is a :class:`LogDataError`. ``str(policy)`` carries the parameters' sha256, so a
+    re-learned file is another policy.
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, k)
+        The weights, finite.
+    intercept : numpy.ndarray, shape (k,)
+        The per-action intercepts, finite.
+    metadata : dict, optional
+        What the learner recorded (saved as JSON).
+    source : str, default "<in memory>"
+        Where the parameters came from, for messages.
+
+    See Also
+    --------
+    SoftmaxPolicy : The same scores as a stochastic policy.
+    dr_scale.learn_policy : Learns one from a log.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
+    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    >>> policy = LinearPolicy(coef=np.array([[1.0, 0.0, 0.5], [0.0, 2.0, 0.5]]), intercept=np.array([0.0, -0.5, 0.0]))
+    >>> policy.scores(X).tolist()
+    [[1.0, -0.5, 0.5], [0.0, 1.5, 0.5], [1.0, 1.5, 1.0]]
+    >>> policy.decisions(part, 3).tolist()
+    [0, 1, 1]
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     policy.save(os.path.join(folder, "policy.npz"))
+    ...     again = LinearPolicy.load(os.path.join(folder, "policy.npz"))
+    >>> again.digest == policy.digest
+    True
+    """
 
     coef: np.ndarray
     intercept: np.ndarray
@@ -204,7 +407,22 @@ class LinearPolicy(Policy):
         return self.coef.shape[0]
 
     def scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
-        """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0)."""
+        """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0).
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d')
+            The rows' features.
+        source : str, default "<X>"
+            Where X came from, for the message if it has a feature beyond the policy's d.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids, for that message.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) float scores.
+        """
         d = self.n_features
         if X.shape[1] > d:
             X = sp.csr_matrix(X)
@@ -218,7 +436,18 @@ class LinearPolicy(Policy):
         return np.asarray(X @ coef) + self.intercept
 
     def predict(self, X) -> np.ndarray:
-        """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax)."""
+        """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d')
+            The rows' features, d' ≤ d.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n,) int actions.
+        """
         return np.argmax(self.scores(X), axis=1)
 
     def decisions(self, part, k):
@@ -231,7 +460,15 @@ class LinearPolicy(Policy):
                                f"{self.n_actions}")
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically."""
+        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically.
+
+        Parameters
+        ----------
+        url : str
+            The file to write, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url`` (credentials otherwise from the environment).
+        """
         buf = io.BytesIO()
         np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)))
         fs, path = url_to_fs(url, storage_options)
@@ -239,6 +476,20 @@ class LinearPolicy(Policy):
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearPolicy":
+        """Read a policy saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        Parameters
+        ----------
+        url : str
+            The ``.npz`` file, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url``.
+
+        Returns
+        -------
+        LinearPolicy
+            The policy, ``source`` its URL.
+        """
         arrays = read_linear_file(url, storage_options, f"policy {url}")
         try:
             meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
@@ -253,7 +504,37 @@ class LinearPolicy(Policy):
 
 @dataclass(eq=False)
 class SoftmaxPolicy(Policy):
-    """π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T) over a linear policy's scores s, temperature T > 0."""
+    """A stochastic policy from a linear policy's scores: π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T).
+
+    Spec ``softmax:POLICY.npz:T``. As T → 0 it approaches the linear policy's argmax; as T → ∞
+    the uniform policy.
+
+    Parameters
+    ----------
+    linear : LinearPolicy
+        The policy whose scores s_a(x) = x·coef[:, a] + intercept[a] are used.
+    temperature : float
+        T > 0, finite.
+
+    See Also
+    --------
+    LinearPolicy : The deterministic policy of the same scores.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
+    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    >>> linear = LinearPolicy(coef=np.array([[1.0, 0.0, 0.5], [0.0, 2.0, 0.5]]), intercept=np.array([0.0, -0.5, 0.0]))
+    >>> probs = SoftmaxPolicy(linear, temperature=0.5).decisions(part, 3)
+    >>> probs.round(3).tolist()
+    [[0.705, 0.035, 0.259], [0.042, 0.844, 0.114], [0.212, 0.576, 0.212]]
+    >>> probs.argmax(axis=1).tolist() == linear.decisions(part, 3).tolist()
+    True
+    """
 
     linear: LinearPolicy
     temperature: float

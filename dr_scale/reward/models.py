@@ -35,8 +35,46 @@ FOLD_PURPOSE = "cross-fit fold"
 
 
 class RewardModel(Protocol):
+    """The reward model ρ̂_a(x) ≈ E[r | x, a] that DM and DR use (Dudík, Langford & Li 2011, Sec. 2.1).
+
+    Anything with ``predict(X) -> (n, k)`` is one (a protocol: no base class to inherit);
+    ``actions`` and ``row_id`` are optional extras a model may take (:func:`predict_columns`
+    passes them only where ``predict`` accepts them).
+
+    See Also
+    --------
+    LinearRewardModel : The ridge model ``dr-scale fit`` writes.
+    dr_scale.fit_reward_model : Fits one from a log.
+
+    Examples
+    --------
+    A model predicting 0.5 for every action is a reward model:
+
+    >>> import numpy as np
+    >>> class Half:
+    ...     def predict(self, X):
+    ...         return np.full((X.shape[0], 3), 0.5)
+    >>> predict_columns(Half(), np.zeros((2, 4)), actions=np.array([2])).tolist()
+    [[0.5], [0.5]]
+    """
+
     def predict(self, X, actions=None, row_id=None) -> np.ndarray:
-        """ρ̂_a(x_i): (n, k), or (n, len(actions)) for the given actions' columns."""
+        """ρ̂_a(x_i): (n, k), or (n, len(actions)) for the given actions' columns.
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
+            The rows' features.
+        actions : numpy.ndarray of int, optional
+            The columns wanted; None for all k.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids, for a cross-fitted model to predict each row with a model that did not see it.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) predictions, or (n, len(actions)).
+        """
 
 
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
@@ -63,11 +101,60 @@ def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
 
 @dataclass
 class LinearRewardModel:
-    """ρ̂_a(x) = x·coef[:, a] + intercept[a];  coef has shape (d, k).
+    """A linear reward model: ρ̂_a(x) = x·coef[:, a] + intercept[a], the form of the paper's ridge models.
 
     A cross-fitted model also has ``fold_coef`` (K, d, k) and ``fold_intercept`` (K, k),
-    the fold models, and ``fold_seed``, the key of :func:`fold_of`. ``metadata`` is what
-    the fit recorded (λ, rows per action, folds, the data's fingerprint …).
+    the fold models, and ``fold_seed``, the key of :func:`fold_of`: given the rows' ids,
+    :meth:`predict` predicts row i with fold model fold(row_id_i) = ⌊K · u(row_id_i)⌋, which
+    was fitted without it; without ids, with the full-data model. ``metadata`` is what
+    the fit recorded (λ, rows per action, folds, the data's fingerprint …). Saved as a
+    ``.npz`` of arrays and JSON (:meth:`save`, :meth:`load`), never a pickle.
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, k)
+        The full-data model's weights, finite.
+    intercept : numpy.ndarray, shape (k,)
+        The full-data model's intercepts, finite.
+    fold_coef : numpy.ndarray, shape (K, d, k), optional
+        The fold models' weights (cross-fitted models only).
+    fold_intercept : numpy.ndarray, shape (K, k), optional
+        The fold models' intercepts (with ``fold_coef``).
+    fold_seed : int, default 0
+        The key of the rows' folds (:func:`fold_of`).
+    metadata : dict, optional
+        What the fit recorded (saved as JSON).
+
+    See Also
+    --------
+    RewardModel : The protocol it implements.
+    dr_scale.fit_reward_model : Fits one from a log.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> model = LinearRewardModel(coef=np.array([[0.2, 0.5], [0.4, -0.1]]), intercept=np.array([0.1, 0.3]))
+    >>> model.predict(X).round(2).tolist()
+    [[0.3, 0.8], [0.5, 0.2], [0.7, 0.7]]
+    >>> model.predict(X, actions=np.array([1])).round(2).tolist()
+    [[0.8], [0.2], [0.7]]
+
+    Cross-fitted with K = 2 (fold model 1 doubles the weights): row id 6 is in fold 0,
+    ids 7 and 8 in fold 1.
+
+    >>> crossfit = LinearRewardModel(model.coef, model.intercept, fold_coef=np.stack([model.coef, 2 * model.coef]),
+    ...                              fold_intercept=np.stack([model.intercept, model.intercept]))
+    >>> fold_of(np.array([6, 7, 8]), folds=2).tolist(), crossfit.folds
+    ([0, 1, 1], 2)
+    >>> crossfit.predict(X, row_id=np.array([6, 7, 8])).round(2).tolist()
+    [[0.3, 0.8], [0.9, 0.1], [1.3, 1.1]]
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     crossfit.save(os.path.join(folder, "model.npz"))
+    ...     again = LinearRewardModel.load(os.path.join(folder, "model.npz"))
+    >>> again.folds, bool(np.array_equal(again.fold_coef, crossfit.fold_coef))
+    (2, True)
     """
 
     coef: np.ndarray
@@ -95,6 +182,20 @@ class LinearRewardModel:
 
         With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i)
         (cross-fitting: a model that did not see the row); otherwise by the full-data model.
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
+            The rows' features.
+        actions : numpy.ndarray of int, optional
+            The columns wanted; None for all k.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids (used by a cross-fitted model).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) float predictions, or (n, len(actions)).
         """
         cols = slice(None) if actions is None else actions
         if row_id is None or not self.folds:
@@ -110,7 +211,15 @@ class LinearRewardModel:
         return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON)."""
+        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON).
+
+        Parameters
+        ----------
+        url : str
+            The file to write, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url`` (credentials otherwise from the environment).
+        """
         arrays = {"coef": self.coef, "intercept": self.intercept}
         if self.folds:
             arrays.update(fold_coef=self.fold_coef, fold_intercept=self.fold_intercept,
@@ -127,7 +236,20 @@ class LinearRewardModel:
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
-        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        Parameters
+        ----------
+        url : str
+            The ``.npz`` file, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url``.
+
+        Returns
+        -------
+        LinearRewardModel
+            The model, with its fold models and metadata if the file has them.
+        """
         where = f"reward model {url}"
         arrays = read_linear_file(url, storage_options, where)
         model = cls(arrays["coef"], arrays["intercept"])

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
-from sklearn.linear_model import Ridge
 
 from dr_scale.core import keyed_random
 from dr_scale.logs.contract import csr_to_features, write_log
@@ -58,6 +57,8 @@ def candidate_policy(X, row_id=None) -> np.ndarray:
 
 def make_example(seed: int = 0) -> tuple[pa.Table, LinearRewardModel, float]:
     """The example log (with a ``date`` column), its reward model and the true target value."""
+    from sklearn.linear_model import Ridge  # imported when the example is made, not when its paths are read
+
     n = ROWS_PER_DAY * DAYS
     row_id, X, expected, logging = simulate(n, seed)
     action = keyed_random.categorical(logging, row_id, seed, "example-action")

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.learning.learn import learn_policy
+from dr_scale.learning.learn import LearnSettings, learn_policy
 from dr_scale.logs.contract import read_log
 from dr_scale.outofcore import ridge
 from dr_scale.synthetic.bandit import generate_bandit
@@ -64,8 +64,8 @@ def test_dr_learned_policy_captures_most_of_the_full_information_gain(tmp_path):
     full = max((values_of(np.argmax(X @ c + b, axis=1)) for c, b in
                 (full_information_scores(X_train, expected_train, lam) for lam in (1.0, 10.0, 100.0, 1000.0))),
                key=np.mean)
-    dr = values_of(learn_policy(first, method="dr").predict(X))
-    ips = values_of(learn_policy(first, method="ips").predict(X))
+    dr = values_of(learn_policy(first, LearnSettings(method="dr")).predict(X))
+    ips = values_of(learn_policy(first, LearnSettings(method="ips")).predict(X))
 
     m = len(rows)
     gain = full.mean() - logging.mean()

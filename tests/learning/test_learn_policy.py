@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.cli import main
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.learning.learn import AUTO_GRID, LAMBDA_FACTOR, learn_policy
+from dr_scale.reward.fitting import UnloggedActionWarning
+from dr_scale.learning.learn import AUTO_GRID, LAMBDA_FACTOR, LearnSettings, learn_policy
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.policies.target import LinearPolicy
 
@@ -55,7 +57,7 @@ def world(tmp_path_factory):
 @pytest.mark.parametrize("method", ["dr", "ips", "dm"])
 def test_known_best_policy_is_found(world, method):
     folder, X, best = world
-    policy = learn_policy(str(folder / "many"), method=method, folds=2)
+    policy = learn_policy(str(folder / "many"), LearnSettings(method=method, folds=2))
     np.testing.assert_array_equal(policy.predict(X), best)
     assert policy.coef.shape == (D, K) and policy.intercept.shape == (K,)
     assert policy.metadata["method"] == method and policy.metadata["rows"] == 4000
@@ -65,7 +67,7 @@ def test_known_best_policy_is_found(world, method):
 
 def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
     folder, X, best = world
-    policy = learn_policy(str(folder / "many"), method="dr", lam="auto", folds=2)
+    policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam="auto", folds=2))
     search = policy.metadata["lam_search"]
     np.testing.assert_allclose(search["grid"], np.asarray(AUTO_GRID) * X.nnz / 1000)
     assert policy.metadata["lam"] == search["grid"][int(np.argmax(search["validation_values"]))]
@@ -74,17 +76,17 @@ def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
 
 def test_dlm_learner_finds_the_known_best_policy(world):
     folder, X, best = world
-    # ρ̂ solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, 9 of 4000 rows
-    # get another action)
-    policy = learn_policy(str(folder / "many"), method="dr", learner="dlm", max_iter=40, rtol=1e-4)
+    # ρ̂ solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, a few of the
+    # 4000 rows get another action)
+    policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", learner="dlm", max_iter=40, rtol=1e-4))
     np.testing.assert_array_equal(policy.predict(X), best)
 
 
 def test_one_part_and_many_parts_agree(world):
     """Sums over 1 or 5 parts differ only in rounding: the coefficients agree to 1e-9, the decisions exactly."""
     folder, X, best = world
-    one = learn_policy(str(folder / "one"), method="dr", lam=2.0, folds=2, rtol=1e-10)
-    many = learn_policy(str(folder / "many"), method="dr", lam=2.0, folds=2, rtol=1e-10)
+    one = learn_policy(str(folder / "one"), LearnSettings(method="dr", lam=2.0, folds=2, rtol=1e-10))
+    many = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam=2.0, folds=2, rtol=1e-10))
     np.testing.assert_allclose(many.coef, one.coef, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(many.intercept, one.intercept, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(many.predict(X), one.predict(X))
@@ -122,6 +124,25 @@ def test_bad_options_are_clear_errors(world, tmp_path, capsys, args, message):
     assert "invalid choice: 'snips'" in capsys.readouterr().err
 
 
+def test_settings_are_checked_at_construction_naming_the_parameter():
+    for kwargs, message in [({"method": "snips"}, "method must be one of dr, ips, dm"),
+                            ({"learner": "tree"}, "learner must be one of ridge, dlm"),
+                            ({"lam": -1.0}, "lam should be greater than 0"),
+                            ({"folds": 1}, "folds should be greater than or equal to 2"),
+                            ({"max_iter": 0}, "max_iter should be greater than or equal to 1")]:
+        with pytest.raises(ValueError, match=message):
+            LearnSettings(**kwargs)
+
+
+def test_an_action_never_logged_warns_as_fit_does(tmp_path):
+    table, X, best = segments_world(2000)
+    kept = table.filter(pa.compute.not_equal(table.column("action"), 2))
+    write_log(kept, str(tmp_path / "log"), n_parts=2, n_features=D, n_actions=K)
+    with pytest.warns(UnloggedActionWarning, match="action.s. 2 never logged"):
+        policy = learn_policy(str(tmp_path / "log"), LearnSettings(method="dm"))
+    assert policy.metadata["reward_model_lam"] > 0
+
+
 def test_bad_log_is_a_clear_error_naming_file_column_and_row(tmp_path, capsys):
     table, X, best = segments_world(300)
     propensity = table.column("propensity").to_numpy().copy()
@@ -142,9 +163,9 @@ def test_bad_log_is_a_clear_error_naming_file_column_and_row(tmp_path, capsys):
 @pytest.mark.slow
 def test_local_and_cluster_are_identical(world, dask_cluster):
     folder, X, best = world
-    local = learn_policy(str(folder / "many"), method="dr", lam="auto", folds=2)
+    local = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam="auto", folds=2))
     with dask_cluster.client() as client:
-        remote = learn_policy(str(folder / "many"), method="dr", lam="auto", folds=2, client=client)
+        remote = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam="auto", folds=2), client=client)
     np.testing.assert_array_equal(remote.coef, local.coef)
     np.testing.assert_array_equal(remote.intercept, local.intercept)
     assert remote.metadata == local.metadata

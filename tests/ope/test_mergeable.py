@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.ope.evaluation import PolicyState
-from dr_scale.reward.fitting import Extent, GroupSums, LogPart
+from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.ope.mergeable import Mergeable, Persisted
 from dr_scale.ope.moments import Moments
 from dr_scale.synthetic.bandit import Calibration
@@ -124,9 +124,6 @@ def test_running_totals_start_from_an_empty_state_that_is_an_identity():
     fits = FitSums(*(rng.normal(size=4) for _ in range(5)), *(rng.normal(size=(4, D)) for _ in range(3)),
                    Population.of(rng.normal(size=9), rng.uniform(size=9)))
     assert_same(FitSums.empty(4, D) + fits, fits, rtol=0)
-    groups = GroupSums(rng.normal(size=(2, K)), rng.normal(size=(2, K)), rng.normal(size=(2, K * D)),
-                       rng.normal(size=(2, K * D)), rng.normal(size=(2, K * D)))
-    assert_same(GroupSums.empty(2, K, D) + groups, groups, rtol=0)
     assert_same(Moments.empty(2, 1) + STATES["Moments"](slice(0, N)), STATES["Moments"](slice(0, N)), rtol=0)
     assert_same(WeightStats.empty() + STATES["WeightStats"](slice(0, N)), STATES["WeightStats"](slice(0, N)),
                 rtol=0)

@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from dr_scale.reward.sklearn_models import SklearnRewardModel, cross_fit
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
-from dr_scale.reward.fitting import UnloggedActionWarning, fit_reward_model
+from dr_scale.reward.fitting import FitSettings, UnloggedActionWarning, fit_reward_model
 from dr_scale.logs.contract import read_log, write_log
 from dr_scale.reward.models import fold_of
 from test_fitting import D, K, N, make_log
@@ -24,7 +24,7 @@ def test_per_action_sklearn_ridge_is_the_objective_dr_scale_fit_solves(log, tmp_
     table, X, action, reward, row_id = log
     url = str(tmp_path / "log")
     write_log(table, url, n_parts=3, n_features=D, n_actions=K)
-    ours = fit_reward_model(url, lam=2.5)
+    ours = fit_reward_model(url, FitSettings(lam=2.5, rtol=1e-10))
     theirs = SklearnRewardModel.fit(Ridge(alpha=2.5, solver="sparse_cg", tol=1e-12), X, action, reward, K)
     np.testing.assert_allclose(theirs.predict(X), ours.predict(X), rtol=1e-8, atol=1e-10)
     np.testing.assert_array_equal(theirs.predict(X, actions=np.array([3, 1])), theirs.predict(X)[:, [3, 1]])

@@ -6,9 +6,10 @@ the logs are independent draws of the same world. The target policy π is a good
 deterministic candidate, argmax_a (b_a + x·W_a) (the linear part of the true score);
 its true value on a log is V = (1/N) Σ_i E[r | x_i, π(x_i)] from ``expected_reward``.
 
-ρ̂ is what ``dr-scale evaluate --fit-reward-model --folds 5`` fits: per action a and fold
+ρ̂ is what ``dr-scale evaluate --fit-reward-model --folds 5 --lam 1`` fits: per action a and fold
 j, ridge with an unpenalised intercept on the rows that logged a outside fold j,
-min Σ (r_i − b − x_i·w)² + λ‖w‖² with fit's default λ, fold(i) keyed by row id
+min Σ (r_i − b − x_i·w)² + λ‖w‖² with λ = 1 (fixed here: the fitter's own default chooses
+λ by the out-of-fold error on a keyed sample), fold(i) keyed by row id
 (``reward_models.fold_of``); here solved in memory from per-(fold, action) sums, which
 ``test_the_in_memory_fit_is_the_products_fit`` checks against ``fit_reward_model`` on the
 written log. DR and IPS and their normal 95% intervals come from the product's
@@ -26,12 +27,13 @@ from threadpoolctl import threadpool_limits
 
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
-from dr_scale.reward.fitting import DEFAULT_LAMBDA, fit_reward_model
+from dr_scale.reward.fitting import FitSettings, fit_reward_model
 from dr_scale.logs.contract import partition_from_table
 from dr_scale.reward.models import LinearRewardModel, fold_of
 from dr_scale.synthetic.bandit import generate_bandit, generate_rows, make_world
 
 D, K, FOLDS, N, SEED = 128, 4, 5, 5000, 0
+LAM = 1.0
 #: Replicates: a nominal 95% interval's coverage over R independent logs has binomial sd
 #: √(0.95 · 0.05 / R) = 0.69% at R = 1000, so the ±2% tolerance is 2.9 sd (a two-sided
 #: 0.4% chance of a false alarm for an exact interval).
@@ -50,7 +52,7 @@ def replicate(r: int):
     return part, float(expected[np.arange(N), target].mean())
 
 
-def cross_fitted_ridge(part, lam: float = DEFAULT_LAMBDA) -> LinearRewardModel:
+def cross_fitted_ridge(part, lam: float = LAM) -> LinearRewardModel:
     """The K·FOLDS fold models (and the full-data ones) from per-(fold, action) sums.
 
     For the rows S of a fit (n rows, μ = Σ_S x/n, ȳ = Σ_S r/n), the centred normal equations
@@ -87,12 +89,12 @@ def estimates(part, model) -> dict:
 
 @pytest.mark.slow
 def test_the_in_memory_fit_is_the_products_fit(tmp_path):
-    """Replicate 0 is the first N rows of ``generate bandit``'s log: ``fit_reward_model --folds 5`` agrees."""
+    """Replicate 0 is the first N rows of ``generate bandit``'s log: ``fit_reward_model`` (λ = 1, 5 folds) agrees."""
     generate_bandit(str(tmp_path / "log"), rows=N, features=D, actions=K, seed=SEED)
-    product = fit_reward_model(str(tmp_path / "log"), folds=FOLDS, spill="memory")
+    product = fit_reward_model(str(tmp_path / "log"), FitSettings(lam=LAM, folds=FOLDS, rtol=1e-10, spill="memory"))
     part, _ = replicate(0)
     ours = cross_fitted_ridge(part)
-    assert product.folds == FOLDS and product.metadata["lam"] == DEFAULT_LAMBDA
+    assert product.folds == FOLDS and product.metadata["lam"] == LAM
     np.testing.assert_allclose(ours.fold_coef, product.fold_coef, atol=1e-6)
     np.testing.assert_allclose(ours.fold_intercept, product.fold_intercept, atol=1e-6)
     assert estimates(part, ours)["DR"].value == pytest.approx(estimates(part, product)["DR"].value, abs=1e-8)

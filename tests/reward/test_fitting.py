@@ -2,8 +2,8 @@
 
 Checked against dense solves of the normal equations (numpy/scipy), for binary and
 valued features; cross-fitting's rule (a row is never predicted by a model that saw
-it); 1 vs many parts and spilled vs in-memory parts; λ = auto against held-out errors
-computed directly; an action never logged; local vs a LocalCluster and a command-line
+it); 1 vs many parts and spilled vs in-memory parts; λ = auto against out-of-fold errors
+on the keyed sample computed directly; an action never logged; local vs a LocalCluster and a command-line
 cluster; bad input through the command line.
 """
 
@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.cli import main
-from dr_scale.reward.fitting import HOLDOUT, HOLDOUT_PURPOSE, UnloggedActionWarning, fit_reward_model
+from dr_scale.reward.fitting import SAMPLE_PURPOSE, FitSettings, UnloggedActionWarning, fit_reward_model
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.reward.models import LinearRewardModel, fold_of
 
@@ -83,7 +83,7 @@ def logs(tmp_path_factory):
 @pytest.mark.parametrize("valued", [False, True])
 def test_each_actions_model_is_the_dense_ridge_solution(logs, valued):
     X, action, reward, _ = logs[valued]
-    model = fit_reward_model(logs[valued, 6], lam=2.5)
+    model = fit_reward_model(logs[valued, 6], FitSettings(lam=2.5, rtol=1e-10))
     assert model.coef.shape == (D, K) and model.intercept.shape == (K,)
     for a in range(K):
         assert_model_is(model.coef[:, a], model.intercept[a], X[action == a], reward[action == a], 2.5)
@@ -94,9 +94,9 @@ def test_each_actions_model_is_the_dense_ridge_solution(logs, valued):
 
 @pytest.mark.parametrize("valued", [False, True])
 def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs, valued):
-    one = fit_reward_model(logs[valued, 1], lam=2.5, folds=3)
-    many = fit_reward_model(logs[valued, 6], lam=2.5, folds=3)
-    in_memory = fit_reward_model(logs[valued, 6], lam=2.5, folds=3, spill="memory")
+    one = fit_reward_model(logs[valued, 1], FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    many = fit_reward_model(logs[valued, 6], FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    in_memory = fit_reward_model(logs[valued, 6], FitSettings(lam=2.5, folds=3, spill="memory", rtol=1e-10))
     for name in ("coef", "intercept", "fold_coef", "fold_intercept"):
         np.testing.assert_allclose(getattr(many, name), getattr(one, name), rtol=1e-9, atol=1e-12)
         np.testing.assert_array_equal(getattr(in_memory, name), getattr(many, name))
@@ -106,7 +106,7 @@ def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs, valued):
 @pytest.mark.slow
 def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(logs, tmp_path):
     X, action, reward, row_id = logs[False]
-    model = fit_reward_model(logs[False, 1], lam=1.5, folds=4, seed=3)
+    model = fit_reward_model(logs[False, 1], FitSettings(lam=1.5, folds=4, seed=3, rtol=1e-10))
     fold = fold_of(row_id, 4, 3)
     assert set(np.unique(fold)) == {0, 1, 2, 3}
     for j in range(4):
@@ -126,7 +126,7 @@ def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(lo
     url = str(tmp_path / "changed")
     write_log(table.set_column(table.column_names.index("reward"), "reward", pa.array(changed)), url,
               n_features=D, n_actions=K)
-    refit = fit_reward_model(url, lam=1.5, folds=4, seed=3)
+    refit = fit_reward_model(url, FitSettings(lam=1.5, folds=4, seed=3, rtol=1e-10))
     again = refit.predict(X, row_id=row_id)
     np.testing.assert_array_equal(again[fold == 0], predicted[fold == 0])
     assert np.abs(again[fold != 0] - predicted[fold != 0]).max() > 1.0  # the others did see the change
@@ -137,26 +137,70 @@ def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(lo
     assert loaded.folds == 4 and loaded.fold_seed == 3 and loaded.metadata == model.metadata
 
 
-def test_lambda_auto_picks_the_smallest_held_out_error(logs):
+@pytest.mark.parametrize("folds", [3, None])
+def test_lambda_auto_picks_the_smallest_out_of_fold_error_on_the_keyed_sample(logs, folds):
     X, action, reward, row_id = logs[False]
-    model = fit_reward_model(logs[False, 6], lam="auto", lam_grid=(0.1, 3.0, 300.0))
-    held = keyed_random.uniform(row_id, 0, HOLDOUT_PURPOSE) < HOLDOUT
+    grid = (0.1, 3.0, 300.0)
+    model = fit_reward_model(logs[False, 6], FitSettings(folds=folds, lam_grid=grid, search_rows=N // 2, rtol=1e-10))
+    sample = keyed_random.uniform(row_id, 0, SAMPLE_PURPOSE) < 0.5
+    search_folds = folds or 5  # SEARCH_FOLDS without folds
+    fold = fold_of(row_id, search_folds, 0)
     errors = []
-    for lam in (0.1, 3.0, 300.0):
+    for lam in grid:
         sse = np.zeros(K)
-        for a in range(K):
-            c = dense_ridge(X[~held & (action == a)].toarray(), reward[~held & (action == a)], lam)
-            test = held & (action == a)
-            sse[a] = np.sum((reward[test] - c[0] - X[test] @ c[1:]) ** 2)
+        for j in range(search_folds):
+            for a in range(K):
+                train, test = sample & (fold != j) & (action == a), sample & (fold == j) & (action == a)
+                c = dense_ridge(X[train].toarray(), reward[train], lam)
+                sse[a] += np.sum((reward[test] - c[0] - X[test] @ c[1:]) ** 2)
         errors.append(sse)
-    errors = np.array(errors)
     search = model.metadata["lambda_search"]
-    n_held = np.bincount(action[held], minlength=K)
-    np.testing.assert_allclose(np.array(search["holdout_mse"]), errors / n_held, rtol=1e-8)
-    assert model.metadata["lam"] == (0.1, 3.0, 300.0)[int(np.argmin(errors.sum(axis=1)))]
+    assert search["sample_rows"] == sample.sum() and search["grid"] == list(grid)
+    # scanned from the largest λ down, stopping at the first error above the smallest so far
+    scanned = []
+    for i in (2, 1, 0):
+        scanned.append(i)
+        if errors[i].sum() > min(errors[j].sum() for j in scanned):
+            break
+    for i in range(3):
+        if i in scanned:
+            np.testing.assert_allclose(search["out_of_fold_sse"][i], errors[i], rtol=1e-8)
+        else:
+            assert search["out_of_fold_sse"][i] is None
+    assert model.metadata["lam"] == grid[min(scanned, key=lambda i: errors[i].sum())]
     for a in range(K):  # and then fitted on all rows with the chosen λ
         assert_model_is(model.coef[:, a], model.intercept[a], X[action == a], reward[action == a],
                         model.metadata["lam"])
+
+
+def test_the_full_data_model_is_the_same_fit_with_or_without_folds(logs):
+    plain = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, rtol=1e-12))
+    crossed = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, folds=4, rtol=1e-12))
+    np.testing.assert_allclose(crossed.coef, plain.coef, atol=1e-9)
+    np.testing.assert_allclose(crossed.intercept, plain.intercept, atol=1e-9)
+
+
+def test_d_and_k_come_from_the_data_when_the_metadata_lacks_them(logs, tmp_path):
+    table, X, action, reward, _ = make_log(valued=True)
+    url = str(tmp_path / "bare")
+    write_log(table, url, n_parts=3)
+    bare = fit_reward_model(url, FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    known = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, folds=3, rtol=1e-10))
+    last = int(X.indices.max()) + 1
+    assert bare.metadata["n_features"] == last and bare.metadata["n_actions"] == K
+    np.testing.assert_allclose(bare.fold_coef, known.fold_coef[:, :last], rtol=1e-9, atol=1e-12)
+    assert bare.metadata["fingerprint"] == known.metadata["fingerprint"]
+
+
+def test_settings_are_checked_at_construction_naming_the_parameter():
+    for kwargs, message in [({"lam": 0}, "lam should be greater than 0"),
+                            ({"lam": "best"}, "lam must be a positive number or 'auto'"),
+                            ({"folds": 1}, "folds should be greater than or equal to 2"),
+                            ({"rtol": float("nan")}, "rtol should be a finite number"),
+                            ({"max_iter": 0}, "max_iter should be greater than or equal to 1"),
+                            ({"lam_grid": ()}, "lam_grid must be a non-empty sequence")]:
+        with pytest.raises(ValueError, match=message):
+            FitSettings(**kwargs)
 
 
 def test_an_action_never_logged_warns_and_falls_back_to_the_pooled_mean(tmp_path):
@@ -164,7 +208,7 @@ def test_an_action_never_logged_warns_and_falls_back_to_the_pooled_mean(tmp_path
     url = str(tmp_path / "log")
     write_log(table, url, n_parts=3, n_features=D, n_actions=K)
     with pytest.warns(UnloggedActionWarning, match="action.s. 2 never logged"):
-        model = fit_reward_model(url, lam=1.0)
+        model = fit_reward_model(url, FitSettings(lam=1.0, rtol=1e-10))
     assert model.intercept[2] == pytest.approx(reward.mean(), rel=1e-12) and not model.coef[:, 2].any()
     assert model.metadata["unlogged_actions"] == [2]
 
@@ -175,7 +219,7 @@ def test_the_command_writes_the_model_and_evaluate_uses_it(logs, tmp_path, capsy
     printed = capsys.readouterr().out
     assert "λ = 2.5" in printed and "3 folds" in printed
     model = LinearRewardModel.load(out)
-    direct = fit_reward_model(logs[True, 6], lam=2.5, folds=3)
+    direct = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, folds=3))
     np.testing.assert_array_equal(model.fold_coef, direct.fold_coef)
     assert model.metadata == direct.metadata
     assert main(["evaluate", logs[True, 6], "--policy", "constant:1", "--reward-model", out, "--no-progress"]) == 0
@@ -220,12 +264,12 @@ def test_bad_data_is_an_error_naming_file_column_and_row_and_nothing_is_written(
 def test_identical_locally_on_a_local_cluster_and_on_a_command_line_cluster(logs, dask_cluster):
     from distributed import Client, LocalCluster
 
-    local = fit_reward_model(logs[True, 6], lam="auto", folds=3)
+    local = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
-        on_local_cluster = fit_reward_model(logs[True, 6], lam="auto", folds=3, client=client)
+        on_local_cluster = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3), client=client)
     with dask_cluster.client() as client:
-        on_cluster = fit_reward_model(logs[True, 6], lam="auto", folds=3, client=client)
+        on_cluster = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3), client=client)
     for other in (on_local_cluster, on_cluster):
         for name in ("coef", "intercept", "fold_coef", "fold_intercept"):
             np.testing.assert_array_equal(getattr(other, name), getattr(local, name))
@@ -235,7 +279,7 @@ def test_identical_locally_on_a_local_cluster_and_on_a_command_line_cluster(logs
 def test_warnings_are_quiet_for_a_clean_log(logs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fit_reward_model(logs[False, 1], lam=1.0)
+        fit_reward_model(logs[False, 1], FitSettings(lam=1.0))
 
 
 def test_evaluate_fits_then_evaluates_with_the_cross_fitted_model(logs, tmp_path, capsys):

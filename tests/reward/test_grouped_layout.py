@@ -1,4 +1,5 @@
-"""``learn``'s parts grouped by (fold, action) and ρ̂ cross-fitted on them, against direct in-memory computations."""
+"""The reward-model fitter's parts grouped by (fold, action) and ρ̂ cross-fitted on them, against direct in-memory
+computations."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.reward.fitting import LogPart
-from dr_scale.reward import grouped
+from dr_scale.reward import fitting as grouped
+from dr_scale.reward.fitting import Fits, LogPart
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -47,16 +48,17 @@ def test_rows_are_grouped_by_fold_and_action_and_keep_their_features(parts):
 
 
 def fit_rows(cat, j, a):
-    """The rows of fold model j of action a: logged a, outside fold j."""
+    """The rows of fold model j of action a: logged a, outside fold j (j = FOLDS: the full-data model, all folds)."""
     return np.flatnonzero((cat["action"] == a) & (fold_of(cat["row_id"], FOLDS, SEED) != j))
 
 
 def test_fold_statistics_and_gram_products_equal_direct_sums(parts):
     made, X, cat = parts
-    stats = grouped.fold_stats(grouped.block_sums(PartSet(made), D), FOLDS, K)
-    P = np.random.default_rng(3).standard_normal((FOLDS * K, D))
-    gram = PartSet(made).accumulate(grouped.add_fold_gram, P, FOLDS, K)
-    for j in range(FOLDS):
+    stats = Fits(FOLDS, K, full=True).stats(grouped.block_sums(PartSet(made), D))
+    P = np.random.default_rng(3).standard_normal(((FOLDS + 1) * K, D))
+    fits = Fits(FOLDS, K, full=True)
+    gram = PartSet(made).accumulate(grouped.add_fit_gram, P, fits, np.ones(fits.count, bool))
+    for j in range(FOLDS + 1):  # the fold models, then the full-data models (j = FOLDS)
         for a in range(K):
             f, rows = j * K + a, fit_rows(cat, j, a)
             Xs, y = X[rows], cat["reward"][rows]
@@ -67,52 +69,62 @@ def test_fold_statistics_and_gram_products_equal_direct_sums(parts):
             np.testing.assert_allclose(gram[f], Xs.T @ (Xs @ P[f]), atol=1e-10)
 
 
-def test_fold_models_equal_in_memory_ridge_and_predict_out_of_fold(parts):
+def test_fold_and_full_data_models_equal_in_memory_ridge_and_out_of_fold_errors_are_direct(parts):
     made, X, cat = parts
     partset = PartSet(made)
-    stats = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
-    fit, intercept = grouped.fit_fold_models(partset, stats, 2.0, FOLDS, K, rtol=1e-12, max_iter=200)
-    for j in range(FOLDS):
+    fits = Fits(FOLDS, K, full=True)
+    fit, intercept = grouped.solve(partset, fits.stats(grouped.block_sums(partset, D)), 2.0, fits, rtol=1e-12,
+                                   max_iter=200)
+    for j in range(FOLDS + 1):
         for a in range(K):
             rows = fit_rows(cat, j, a)
             direct = ridge.fit_in_memory(X[rows], cat["reward"][rows], 2.0, rtol=1e-12)
             np.testing.assert_allclose(fit.coef[j * K + a], direct.coef[0], atol=1e-8)
             assert intercept[j * K + a] == pytest.approx(direct.intercept[0], abs=1e-8)
-    model = grouped.cross_fitted_model(fit, intercept, FOLDS, K, SEED, {"lam": 2.0})
     fold = fold_of(cat["row_id"], FOLDS, SEED)
-    predicted = model.predict(X, row_id=cat["row_id"])
-    for i in (0, 17, 99):
-        j = fold[i]
-        np.testing.assert_allclose(predicted[i], (X[i] @ model.fold_coef[j]).ravel() + model.fold_intercept[j])
-    np.testing.assert_allclose(model.coef, model.fold_coef.mean(axis=0))
-    sse = partset.sum(grouped.out_of_fold_errors, fit.coef, intercept, FOLDS)
-    residual = cat["reward"] - predicted[np.arange(len(fold)), cat["action"]]
+    coef = fit.coef[:FOLDS * K]
+    sse, sy, syy = partset.sum(grouped.out_of_fold_errors, coef, intercept[:FOLDS * K], FOLDS)
+    predicted = np.array([X[i] @ coef[fold[i] * K + cat["action"][i]] + intercept[fold[i] * K + cat["action"][i]]
+                          for i in range(len(fold))]).ravel()
+    residual = cat["reward"] - predicted
     np.testing.assert_allclose(sse, np.bincount(cat["action"], residual ** 2, K))
+    np.testing.assert_allclose(sy, np.bincount(cat["action"], cat["reward"], K))
 
 
-def test_lambda_is_the_grid_value_with_the_smallest_out_of_fold_error(parts):
+def test_lambda_is_the_first_minimum_of_the_out_of_fold_error_scanning_down_the_grid(parts):
     made, X, cat = parts
     partset = PartSet(made)
-    sums = grouped.fold_stats(grouped.block_sums(partset, D), FOLDS, K)
+    fits = Fits(FOLDS, K, full=False)
+    stats = fits.stats(grouped.block_sums(partset, D))
     grid = (0.01, 1.0, 1e6)
-    best, errors, passes = grouped.choose_lambda(partset, sums, FOLDS, K, rtol=1e-10, max_iter=200, grid=grid)
-    for lam, error in zip(grid, errors):
-        fit, intercept = grouped.fit_fold_models(partset, sums, lam, FOLDS, K, rtol=1e-10, max_iter=200)
-        assert error == pytest.approx(partset.sum(grouped.out_of_fold_errors, fit.coef, intercept, FOLDS).sum())
-    assert best == int(np.argmin(errors)) and passes > len(grid)
+    best, search, passes = grouped.choose_lambda(partset, stats, FOLDS, K, grid, rtol=1e-10, max_iter=200)
+    errors = []
+    for lam in grid:
+        fit, intercept = grouped.solve(partset, stats, lam, fits, rtol=1e-10, max_iter=200)
+        errors.append(partset.sum(grouped.out_of_fold_errors, fit.coef, intercept, FOLDS)[0].sum())
+    scanned = [2, 1] if errors[1] > errors[2] else [2, 1, 0]
+    for i in range(3):
+        got = search["out_of_fold_sse"][i]
+        assert (got is None) == (i not in scanned)
+        if got is not None:
+            assert sum(got) == pytest.approx(errors[i])
+    assert best == min(scanned, key=lambda i: errors[i]) and passes > len(scanned)
+    assert search["sample_rows"] == len(cat["row_id"])
 
 
 def test_an_action_never_logged_in_a_fit_gets_the_pooled_mean():
     part = log_part(60, 0, 4, False)
     part.action[:] = np.where(part.action == 2, 0, part.action)
-    made = grouped.grouped(part, fold_of(part.row_id, 2, SEED) * K + part.action, 2 * K)
+    made = grouped.group(part, 2, K, SEED)
     partset = PartSet([made])
-    stats = grouped.fold_stats(grouped.block_sums(partset, D), 2, K)
-    fit, intercept = grouped.fit_fold_models(partset, stats, 1.0, 2, K, rtol=1e-10, max_iter=100)
+    fits = Fits(2, K, full=True)
+    fit, intercept = grouped.solve(partset, fits.stats(grouped.block_sums(partset, D)), 1.0, fits, rtol=1e-10,
+                                   max_iter=100)
     fold = fold_of(part.row_id, 2, SEED)
     for j in range(2):
         assert intercept[j * K + 2] == pytest.approx(part.reward[fold != j].mean())
         assert not fit.coef[j * K + 2].any()
+    assert intercept[2 * K + 2] == pytest.approx(part.reward.mean())
 
 
 def test_sample_keeps_the_grouping_and_is_keyed_by_row_id(parts):
@@ -138,7 +150,7 @@ def test_transposed_products_add_into_the_output():
 
 def test_concatenated_parts_keep_each_blocks_rows_in_order_on_the_features_present(parts):
     made, X, cat = parts
-    one, m = grouped.concatenated(made)
+    one, m = grouped.concatenated(made, FOLDS, K, SEED)
     present = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel())
     assert len(one) == len(made[0]) + len(made[1]) and m == present.size
     for b in range(FOLDS * K):

@@ -25,6 +25,9 @@ after the fits. The passes over the parts (kept between passes, :mod:`dr_scale.o
    blocks' pieces (:meth:`Lifted.piece`) once, and each block's task runs every CG
    iteration Lᵀ(L P) over its pieces (:func:`add_lifted_gram`);
 5. the ridge fits' R² on all rows (first repetition of each fraction).
+
+Not the reward-model fitter of :mod:`dr_scale.reward.fitting`: each of the F = fractions × repetitions fits is one
+ridge on its own keyed subsample of rows (a row in many fits), not one per logged action and fold of a log.
 """
 
 from __future__ import annotations
