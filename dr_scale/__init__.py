@@ -21,6 +21,7 @@ _API = {
     "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
     "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log"),
     "dr_scale.logs.filters": ("LogFilter",),
+    "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
                           "TopKPolicy", "UniformPolicy", "parse_policy"),
@@ -57,6 +58,6 @@ __all__ = [
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
-    # the logged-data contract
-    "read_log", "write_log", "Partition", "LogDataError", "LogFilter",
+    # the logged-data contract, and raw tables into it
+    "read_log", "write_log", "Partition", "LogDataError", "LogFilter", "import_log", "from_pandas", "from_dask",
 ]

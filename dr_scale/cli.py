@@ -21,8 +21,10 @@ import traceback
 
 from dr_scale.core.errors import describe
 
-#: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)``.
-COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate")
+#: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)`` (``import`` is the module
+#: ``import_``: ``import`` is a Python keyword).
+COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate", "import")
+MODULES = {"import": "import_"}
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 
 
@@ -50,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(f"dr_scale.commands.{name}").add_parser(sub)
+        importlib.import_module(f"dr_scale.commands.{MODULES.get(name, name)}").add_parser(sub)
     _add_debug(parser)
     return parser
 

@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from dr_scale.io.atomic import atomic_open, url_to_fs
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.io.atomic import atomic_open, url_to_fs
 from dr_scale.logs.filters import LogFilter, filter_of, log_root, part_paths, partition_date
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
@@ -183,8 +183,43 @@ def list_parts(url: str, storage_options: dict | None = None,
         raise FileNotFoundError(f"{url}: no such file or folder")
     paths = [p for p in paths if not posixpath.basename(p).startswith((".", "_"))]
     if not paths:
+        others = [p for p in (fs.find(path) if fs.isdir(path) else []) if not posixpath.basename(p).startswith(".")]
+        if others:
+            raise LogDataError(url, None, f"no Parquet files found, only {len(others)} other file(s) such as "
+                                          f"{posixpath.basename(others[0])}; {IMPORT_HINT}")
         raise FileNotFoundError(f"{url}: no Parquet files found")
     return fs, part_paths(url, paths, log_filter)
+
+
+#: What to do with a table that is not in the contract.
+IMPORT_HINT = ("a raw table becomes a log with `dr-scale import RAW --spec SPEC.toml --out LOGS` "
+               "(dr_scale.import_log, dr_scale.from_pandas; docs/import.md)")
+
+
+def _not_parquet(fs, path: str) -> str | None:
+    """What a file that is not Parquet looks like (``"CSV or text"``, ``"JSON"``, ``"gzip-compressed"``…), else None."""
+    try:
+        with fs.open(path, "rb") as f:
+            head = f.read(512)
+    except Exception:  # noqa: BLE001 - unreadable: the caller's own error says so
+        return None
+    if head[:4] == b"PAR1":
+        return None
+    if head[:2] == b"\x1f\x8b":
+        return "a gzip-compressed file"
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        return "JSON"
+    if head and all(32 <= b < 127 or b in (9, 10, 13) or b >= 128 for b in head):
+        return "CSV or text"
+    return "not Parquet" if head else "an empty file"
+
+
+def _unreadable(fs, path: str, exc: Exception) -> LogDataError:
+    kind = _not_parquet(fs, path)
+    if kind is not None:
+        return LogDataError(path, None, f"not a Parquet log file (it looks like {kind}); {IMPORT_HINT}")
+    return LogDataError(path, None, f"unreadable Parquet file ({type(exc).__name__}: {exc})")
 
 
 def log_metadata(fs, path: str) -> dict[str, int]:
@@ -193,7 +228,7 @@ def log_metadata(fs, path: str) -> dict[str, int]:
         with fs.open(path, "rb") as f:
             meta = pq.read_schema(f).metadata or {}
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-        raise LogDataError(path, None, f"unreadable Parquet file ({exc})") from exc
+        raise _unreadable(fs, path, exc) from exc
     out = {}
     if META_FEATURES in meta:
         out["n_features"] = int(meta[META_FEATURES])
@@ -208,15 +243,19 @@ SPEC_FILE = "_dr_scale_spec.json"
 
 
 def action_vocabulary(url: str, storage_options: dict | None = None) -> list | None:
-    """The action values of the log at ``url`` in id order (``actions`` of :data:`SPEC_FILE` at the
-    log's root, :func:`~dr_scale.logs.filters.log_root`), or None when the log has no vocabulary.
+    """The action values of the log at ``url`` in id order (``action.values`` of :data:`SPEC_FILE` at the
+    log's root, :func:`~dr_scale.logs.filters.log_root`, as ``dr-scale import`` writes it), or None when the
+    log has no vocabulary.
 
     A vocabulary that is not a list of distinct values is a :class:`LogDataError` naming the file.
     """
     import json
 
     fs, path = url_to_fs(url, storage_options)
-    spec_path = posixpath.join(log_root(path), SPEC_FILE)
+    root = log_root(path)
+    if fs.isfile(root):  # one part file, or a file that is no log (the reader says so)
+        root = posixpath.dirname(root)
+    spec_path = posixpath.join(root, SPEC_FILE)
     try:
         with fs.open(spec_path, "rb") as f:
             document = json.load(f)
@@ -224,15 +263,16 @@ def action_vocabulary(url: str, storage_options: dict | None = None) -> list | N
         return None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LogDataError(spec_path, None, f"unreadable JSON ({exc})") from None
-    actions = document.get("actions") if isinstance(document, dict) else None
+    action = document.get("action") if isinstance(document, dict) else None
+    actions = action.get("values") if isinstance(action, dict) else None
     if actions is None:
         return None
     if not isinstance(actions, list) or not actions:
-        raise LogDataError(spec_path, None, "'actions' must be a non-empty list of the action values in id order")
+        raise LogDataError(spec_path, None, "'action.values' must be a non-empty list of the action values in id order")
     names = [str(a) for a in actions]
     if len(set(names)) != len(names):
         dup = next(n for i, n in enumerate(names) if n in names[:i])
-        raise LogDataError(spec_path, None, f"'actions' names {dup!r} twice")
+        raise LogDataError(spec_path, None, f"'action.values' names {dup!r} twice")
     return actions
 
 
@@ -448,7 +488,8 @@ def partition_from_table(
     bad = _first_bad(~np.isfinite(reward), row_id)
     if bad is not None:
         raise LogDataError(source, "reward", "NaN or infinite reward", bad)
-    bad = _first_bad((action < 0) | (action >= (n_actions if n_actions is not None else np.iinfo(np.int64).max)), row_id)
+    k = n_actions if n_actions is not None else np.iinfo(np.int64).max
+    bad = _first_bad((action < 0) | (action >= k), row_id)
     if bad is not None:
         raise LogDataError(source, "action", f"action out of range [0, {n_actions})", bad)
 
@@ -473,7 +514,8 @@ def partition_from_table(
             lengths_differ = pc.not_equal(pc.list_value_length(values), pc.list_value_length(features))
             mismatch = lengths_differ.to_numpy(zero_copy_only=False)
             if mismatch.any():
-                raise LogDataError(source, "values", "list length differs from 'features'", _first_bad(mismatch, row_id))
+                raise LogDataError(source, "values", "list length differs from 'features'",
+                                   _first_bad(mismatch, row_id))
         d = n_features if n_features is not None else (int(flat.max()) + 1 if flat.size else 0)
         X = _csr(indptr, flat, d, values)
     return Partition(source, row_id, X, action, reward, propensity, table)
@@ -517,13 +559,17 @@ def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[
                 return pf.read()
             present = set(pf.schema_arrow.names)
             missing = [c for c in columns if c not in present]
+            if len([c for c in missing if c in REQUIRED_COLUMNS]) > 1:  # not one column lost: another table
+                shown = ", ".join(pf.schema_arrow.names[:8]) + (", …" if len(pf.schema_arrow.names) > 8 else "")
+                raise LogDataError(path, None, f"not in the log contract: no {', '.join(missing[:3])} column (its "
+                                               f"columns: {shown}); {IMPORT_HINT}")
             if missing:
                 raise LogDataError(path, missing[0], "missing column")
             return pf.read(columns=list(columns) + [c for c in optional if c in present and c not in columns])
     except LogDataError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-        raise LogDataError(path, None, f"unreadable Parquet file ({type(exc).__name__}: {exc})") from exc
+        raise _unreadable(fs, path, exc) from exc
 
 
 def read_partition(
@@ -599,8 +645,13 @@ def write_log(
     n_features: int | None = None,
     n_actions: int | None = None,
     storage_options: dict | None = None,
+    partition_by: str | None = None,
 ) -> list[str]:
     """Validate ``table`` against the whole contract and write it as a logged data set.
+
+    ``partition_by="date"``: one folder ``date=VALUE/`` per value of the table's ``date``
+    column (text ``YYYY-MM-DD`` or a date type; the column itself is not written into the
+    parts), each holding ``n_parts`` parts (fewer for a day with fewer rows).
 
     ``url`` ending in ``.parquet`` gives one file; otherwise a folder of ``n_parts``
     part files ``part-00000.parquet`` … of near-equal, non-zero row counts
@@ -622,20 +673,97 @@ def write_log(
     for name, value in (("n_features", n_features), ("n_actions", n_actions)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise UserError(f"{url}: {name} = {value!r}: give a positive integer (or None)")
+    if partition_by is not None:
+        if partition_by != "date":
+            raise ParameterError(f"`partition_by` must be None or 'date', got {partition_by!r}")
+        if "date" not in table.column_names:
+            raise LogDataError(url, "date", "missing column (partition_by='date' writes one folder per date)")
+        dates = table.column("date")
+        if dates.null_count:
+            raise LogDataError(url, "date", "null values", int(table.column("row_id")[first_null(dates)].as_py()))
+        dates = pc.cast(dates, pa.string())
+        table = table.drop_columns(["date"])
     part = partition_from_table(table, url, n_features, n_actions, with_features=True)
     check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
     fs, path = url_to_fs(url, storage_options)
+    if partition_by is not None:
+        if path.endswith(".parquet"):
+            raise UserError(f"{url}: partition_by='date' writes a folder per date; give a folder, not a .parquet file")
+        written = []
+        for day in sorted(pc.unique(dates).to_pylist()):
+            piece = table.filter(pc.equal(dates, day))
+            written += _write_parts(piece, fs, posixpath.join(path, f"date={day}"), min(n_parts, piece.num_rows))
+        return written
     if path.endswith(".parquet"):
         if n_parts != 1:
             raise UserError(f"{url}: a .parquet file holds one part; give a folder for n_parts = {n_parts}")
         return [write_parquet(table, path, fs=fs)]
+    return _write_parts(table, fs, path, n_parts)
+
+
+def _write_parts(table: pa.Table, fs, path: str, n_parts: int) -> list[str]:
     bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(int)
     written = []
     for i in range(n_parts):
         piece = table.slice(bounds[i], bounds[i + 1] - bounds[i])
         written.append(write_parquet(piece, posixpath.join(path, f"part-{i:05d}.parquet"), fs=fs))
     return written
+
+
+#: The contract's list columns and their value types, for :func:`table_from_pandas`.
+LIST_COLUMNS = {"features": pa.int32(), "values": pa.float32(), "target_probs": pa.float64()}
+
+
+def table_from_pandas(frame, source: str = "<DataFrame>") -> pa.Table:
+    """A pandas DataFrame (e.g. a Dask partition) as an Arrow table, its list columns as lists.
+
+    Dask's ``dataframe.convert-string`` (on by default) turns an object column of Python
+    lists into text (``"[3, 17]"``) when the DataFrame is made; the contract's list columns
+    (``features``, ``values``, ``target_probs``) that arrive as text are parsed back as
+    JSON arrays. Text that is not one — numpy's ``"[3 17]"``, or a long array shortened
+    with ``...`` — is an error saying how to keep the lists (Arrow list dtypes, which Dask
+    leaves alone, or ``dr_scale.from_dask``).
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name, value_type in LIST_COLUMNS.items():
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        table = table.set_column(table.column_names.index(name), name,
+                                 _lists_from_text(combined(column), value_type, source, name))
+    return table
+
+
+def _lists_from_text(text: pa.Array, value_type, source: str, column: str) -> pa.Array:
+    import io
+
+    import pyarrow.json as pj
+
+    if text.null_count:
+        raise LogDataError(source, column, "null values")
+    body = "\n".join(f'{{"v":{t}}}' for t in text.to_pylist()).encode()
+    try:
+        parsed = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema([("v", pa.list_(value_type))]))).column("v")
+    except pa.ArrowInvalid:
+        import json
+
+        def not_a_list(t: str) -> bool:
+            try:
+                return not isinstance(json.loads(t), list)
+            except ValueError:
+                return True
+
+        example = next(t for t in text.to_pylist() if not_a_list(t))
+        raise LogDataError(source, column, f"wrong type {text.type}: a list column became text (e.g. "
+                                           f"{example[:40]!r}), as Dask's dataframe.convert-string does to "
+                                           "object columns, and the text is not a list of numbers; keep the lists "
+                                           "as pandas.ArrowDtype(pyarrow.list_(...)) columns, or build the log with "
+                                           "dr_scale.from_dask") from None
+    return combined(parsed)
 
 
 # -- target-policy columns ---------------------------------------------------------

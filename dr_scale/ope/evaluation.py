@@ -33,6 +33,7 @@ from dr_scale.logs.contract import (
     log_metadata,
     partition_from_table,
     read_partition,
+    table_from_pandas,
 )
 from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.mergeable import merge_all, tree_reduce
@@ -492,8 +493,8 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
     evaluation = _checked(evaluation)
 
     def state_of(pdf, i):
-        table = pa.Table.from_pandas(pdf, preserve_index=False)
-        return [evaluation.table_state(table, f"<dataframe partition {i}>", log_filter)]
+        source = f"<dataframe partition {i}>"
+        return [evaluation.table_state(table_from_pandas(pdf, source), source, log_filter)]
 
     import dask
 

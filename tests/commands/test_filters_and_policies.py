@@ -160,7 +160,7 @@ def test_report_policies_by_value_on_a_log_with_a_vocabulary(tmp_path, capsys):
     import shutil
 
     shutil.copytree(LOGS, tmp_path / "logs")
-    (tmp_path / "logs" / "_dr_scale_spec.json").write_text(json.dumps({"actions": ["news", "sports", "weather"]}))
+    (tmp_path / "logs" / "_dr_scale_spec.json").write_text(json.dumps({"action": {"values": ["news", "sports", "weather"]}}))
     policies = tmp_path / "policies.toml"
     policies.write_text('estimators = ["IPS", "SNIPS"]\n'
                         '[[policy]]\nname = "sports"\nspec = "constant:sports"\n'

@@ -35,7 +35,7 @@ def arrays():
 def named_log(tmp_path):
     """The bundled log (date partitions) with an action vocabulary at its root."""
     shutil.copytree(LOGS, tmp_path / "logs")
-    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"actions": ACTIONS}))
+    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"action": {"values": ACTIONS}}))
     return str(tmp_path / "logs")
 
 
@@ -121,11 +121,11 @@ def test_an_unknown_value_or_a_value_without_a_vocabulary_is_an_error(named_log)
 
 
 def test_a_vocabulary_that_disagrees_with_the_metadata_or_repeats_a_value(named_log, tmp_path):
-    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"actions": ["a", "b"]}))
+    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"action": {"values": ["a", "b"]}}))
     with pytest.raises(UserError, match="metadata says 3 actions, its vocabulary"):
         ips("constant:a", named_log)
-    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"actions": ["a", "b", "a"]}))
-    with pytest.raises(UserError, match="'actions' names 'a' twice"):
+    (tmp_path / "logs" / SPEC_FILE).write_text(json.dumps({"action": {"values": ["a", "b", "a"]}}))
+    with pytest.raises(UserError, match="'action.values' names 'a' twice"):
         action_vocabulary(named_log)
 
 
