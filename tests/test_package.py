@@ -43,13 +43,6 @@ def test_the_package_imports_its_api_on_first_use():
     assert set(dr_scale.__all__) <= set(dir(dr_scale))  # dir() lists the names not imported yet
 
 
-#: The public names whose docstrings are being rewritten with their functions; each must stay in ``__all__``.
-PENDING = {"parse_policy", "write_log", "read_log", "fit_reward_model", "learn_policy", "Estimate", "evaluate_log",
-           "evaluate_dataframe", "evaluate_partitions", "Evaluation", "EvaluationResult", "Comparison",
-           "ComparisonResult", "LogFilter", "UniformPolicy", "EpsilonGreedyPolicy", "LoggingPolicy", "TopKPolicy",
-           "FitSettings", "LearnSettings"}
-
-
 def _numpydoc(obj):
     """numpydoc's parse of ``obj``'s docstring, its warnings (a bad section, a wrong underline) made errors."""
     import inspect
@@ -72,17 +65,13 @@ def _signature_parameters(obj) -> list[str]:
     return list(inspect.signature(obj).parameters)
 
 
-def test_the_pending_docstrings_are_public_names():
-    assert PENDING < set(dr_scale.__all__)
-
-
 def test_every_public_name_has_numpydoc_sections():
     """A summary, Examples, Parameters naming every parameter with its type (a class: its constructor's; a Protocol
     has none), and Returns for a function. The examples themselves run as doctests (pytest --doctest-modules)."""
     import inspect
 
     faults = []
-    for name in sorted(set(dr_scale.__all__) - PENDING):
+    for name in dr_scale.__all__:
         obj = getattr(dr_scale, name)
         doc = _numpydoc(obj)
         if not "".join(doc["Summary"]).strip():

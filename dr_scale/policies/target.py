@@ -234,7 +234,37 @@ class ConstantPolicy(Policy):
 
 @dataclass
 class TopKPolicy(Policy):
-    """π(a|x) = 1/m for each of the m listed actions (ids, or values resolved by the log's vocabulary)."""
+    """π(a|x) = 1/m for each of the m listed actions (spec ``topk:A,B,…``), 0 for the others.
+
+    The actions are named as the spec names them: ids (digits, or ``#N``, always id N) or values of
+    the log's action vocabulary, resolved to ids when the log is read (:meth:`resolve`). With one
+    action it is :class:`ConstantPolicy`'s deterministic π.
+
+    Parameters
+    ----------
+    items : tuple of str
+        The m actions as the spec names them, each listed once.
+    ids : tuple of int or None
+        Their ids in [0, k); None until resolved (digits and ``#N`` resolve at once).
+
+    See Also
+    --------
+    ConstantPolicy : One action on every row.
+    UniformPolicy : All k actions.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
+    >>> policy = TopKPolicy(("0", "2"))
+    >>> policy.ids, str(policy)
+    ((0, 2), 'topk:0,2')
+    >>> policy.probs(part, 3).tolist()
+    [[0.5, 0.0, 0.5], [0.5, 0.0, 0.5], [0.5, 0.0, 0.5]]
+    """
 
     items: tuple[str, ...]
     ids: tuple[int, ...] | None = None
@@ -275,7 +305,26 @@ class TopKPolicy(Policy):
 
 @dataclass
 class UniformPolicy(Policy):
-    """π(a|x) = 1/k for each of the log's k actions."""
+    """The uniformly random policy: π(a|x) = 1/k for each of the log's k actions (spec ``uniform``).
+
+    Its value is the mean over actions of E[r_a], the baseline a learned policy is compared with.
+    Takes no parameters.
+
+    See Also
+    --------
+    EpsilonGreedyPolicy : A policy mixed with this one.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
+    >>> policy = UniformPolicy()
+    >>> policy.probs(part, 4).tolist()[0], str(policy)
+    ([0.25, 0.25, 0.25, 0.25], 'uniform')
+    """
 
     needs_k = True
 
@@ -288,7 +337,33 @@ class UniformPolicy(Policy):
 
 @dataclass(eq=False)
 class EpsilonGreedyPolicy(Policy):
-    """π_ε(a|x) = ε/k + (1 − ε) π(a|x): ``policy`` π, explored uniformly with probability ε."""
+    """``policy`` π explored uniformly with probability ε: π_ε(a|x) = ε/k + (1 − ε) π(a|x).
+
+    Spec ``epsilon-greedy:EPS:POLICY``. The inner π must have known probabilities for every action
+    (not :class:`LoggingPolicy`).
+
+    Parameters
+    ----------
+    epsilon : float
+        The exploration probability ε, in [0, 1].
+    policy : Policy
+        The policy π that is followed with probability 1 − ε.
+
+    See Also
+    --------
+    UniformPolicy : The policy mixed in (ε = 1).
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
+    >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
+    >>> policy = EpsilonGreedyPolicy(0.3, ConstantPolicy(0))
+    >>> policy.probs(part, 3)[0].round(4).tolist(), str(policy)
+    ([0.8, 0.1, 0.1], 'epsilon-greedy:0.3:constant:0')
+    """
 
     epsilon: float
     policy: Policy
@@ -324,6 +399,18 @@ class LoggingPolicy(Policy):
     Only π₀'s probability of the logged action is in the log, so its rows are built from the
     logged actions (:meth:`dr_scale.ope.evaluation.Evaluation.rows`): ρ̂_π(x_i) = ρ̂_{a_i}(x_i),
     an unbiased one-sample estimate of Σ_a π₀(a|x_i) ρ̂_a(x_i). IPS = SNIPS = DR = (1/n) Σ_i r_i.
+    Spec ``logging``; takes no parameters.
+
+    See Also
+    --------
+    dr_scale.ope.evaluation.Evaluation : Evaluates it (the on-policy value of the log).
+
+    Examples
+    --------
+    >>> from dr_scale import parse_policy
+    >>> policy = parse_policy("logging")
+    >>> policy, policy.on_policy
+    (LoggingPolicy(), True)
     """
 
     on_policy = True
