@@ -601,11 +601,42 @@ def read_partition(
 
 def read_log(url: str, storage_options: dict | None = None, *, log_filter: LogFilter | None = None,
              **kwargs) -> list[Partition]:
-    """All partitions of a (small) logged data set, in memory. For big logs use Dask.
+    """All partitions of a (small) logged data set, in memory, each validated against the contract.
 
-    ``kwargs`` are :func:`read_partition`'s: ``n_features``, ``n_actions``, ``with_features``
-    and ``extra_columns`` (a list of names, e.g. ``["target_action"]``). ``log_filter``
-    (:class:`~dr_scale.logs.filters.LogFilter`) reads only its days and its split's rows.
+    For big logs use the out-of-core functions (:func:`~dr_scale.ope.evaluation.evaluate_log`), which
+    read one part per task.
+
+    Parameters
+    ----------
+    url : str
+        The log: a Parquet file, a folder of parts, or any fsspec URL of them.
+    storage_options : dict or None
+        fsspec's options for ``url`` (credentials, endpoint).
+    log_filter : LogFilter or None
+        Read only its days and its split's rows (:class:`~dr_scale.logs.filters.LogFilter`).
+    **kwargs : dict
+        :func:`read_partition`'s: ``n_features``, ``n_actions``, ``with_features`` and
+        ``extra_columns`` (a list of names, e.g. ``["target_action"]``); any other is refused.
+
+    Returns
+    -------
+    list of Partition
+        One per part file, in the log's order.
+
+    See Also
+    --------
+    write_log : Writes a log this reads.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> parts = read_log(logs)
+    >>> len(parts), sum(len(p) for p in parts), parts[0].X.shape
+    (7, 14000, (2000, 50))
+    >>> from dr_scale import LogFilter
+    >>> sum(len(p) for p in read_log(logs, log_filter=LogFilter(split="test")))  # its keyed 20 %
+    2792
     """
     unknown = sorted(set(kwargs) - {"n_features", "n_actions", "with_features", "extra_columns"})
     if unknown:
@@ -660,6 +691,46 @@ def write_log(
     policy columns ``target_action`` (integers in [0, k)) and ``target_probs`` (k
     probabilities per row summing to 1) when present. Each part is written atomically;
     docs/data-contract.md says what a crash part-way leaves.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        The rows: ``row_id``, ``features`` (lists of feature indices), ``action``, ``reward``,
+        ``propensity`` and the optional columns of docs/data-contract.md.
+    url : str
+        Where to write: a ``.parquet`` file or a folder (any fsspec URL).
+    n_parts : int
+        The number of part files (per day with ``partition_by``), 1 ≤ ``n_parts`` ≤ rows.
+    n_features : int or None
+        The number of features d, stored in the parts' metadata (None: worked out when read).
+    n_actions : int or None
+        The number of actions k, stored in the parts' metadata (None: worked out when read).
+    storage_options : dict or None
+        fsspec's options for ``url``.
+    partition_by : str or None
+        ``"date"`` for one folder per day, or None.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+
+    See Also
+    --------
+    read_log : Reads them back.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow as pa
+    >>> table = pa.table({"row_id": [0, 1, 2, 3], "features": [[0], [1], [0, 1], []], "action": [0, 1, 1, 0],
+    ...                   "reward": [1.0, 0.0, 1.0, 0.0], "propensity": [0.5, 0.5, 0.5, 0.5]})
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     paths = write_log(table, folder + "/log", n_parts=2, n_actions=2)
+    ...     parts = read_log(folder + "/log")
+    >>> [p.rsplit("/", 1)[1] for p in paths]
+    ['part-00000.parquet', 'part-00001.parquet']
+    >>> [len(p) for p in parts], parts[0].X.shape, parts[1].action.tolist()
+    ([2, 2], (2, 2), [1, 0])
     """
     if not isinstance(table, pa.Table):
         hint = (" (convert a pandas DataFrame with pyarrow.Table.from_pandas(df, preserve_index=False))"
