@@ -121,6 +121,43 @@ class FitSettings:
     (default: the log's metadata, else the data). ``spill``: where local runs keep the parts between
     passes — ``"disk"`` (files under the cache folder, :func:`dr_scale.io.cache.spill_root`), ``"memory"``,
     or a folder.
+
+    Parameters
+    ----------
+    lam : float or str
+        The ridge penalty λ > 0, or ``"auto"``: the value of ``lam_grid`` with the least out-of-fold error.
+    folds : int or None
+        K ≥ 2 cross-fitting folds (K fold models beside the full-data one), or None.
+    seed : int
+        The key of the folds and of the λ search's sample.
+    rtol : float
+        Every conjugate-gradient solve stops when ‖residual‖ ≤ rtol ‖rhs‖.
+    max_iter : int
+        …or after this many passes over the data.
+    lam_grid : tuple of float
+        The λ values ``"auto"`` tries.
+    search_rows : int
+        The rows of the keyed sample the λ search fits on.
+    n_features : int or None
+        The number of features d (default: the log's metadata, else the data).
+    n_actions : int or None
+        The number of actions k (default: the log's metadata, else the data).
+    spill : str
+        ``"disk"``, ``"memory"`` or a folder: where local runs keep the parts between passes.
+
+    See Also
+    --------
+    fit_reward_model : Fits with these settings.
+
+    Examples
+    --------
+    >>> settings = FitSettings(lam=10.0, folds=5)
+    >>> settings.lam, settings.folds, settings.spill
+    (10.0, 5, 'disk')
+    >>> FitSettings(folds=1)
+    Traceback (most recent call last):
+    ...
+    dr_scale.core.errors.ParameterError: folds should be greater than or equal to 2 (got 1)
     """
 
     lam: float | str = "auto"
@@ -552,10 +589,46 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     log's schema metadata unless given, else from the data. The model's ``metadata`` records λ (and its search),
     rows per action, folds, the CG passes and the data's fingerprint (:class:`Extent`).
 
-    >>> FitSettings(folds=1)
-    Traceback (most recent call last):
-    ...
-    dr_scale.core.errors.ParameterError: folds should be greater than or equal to 2 (got 1)
+    Each ρ̂_a minimises Σ_{i: a_i = a} (r_i − b_a − x_i·w_a)² + λ ‖w_a‖², the regression of the reward
+    on the features over the rows that logged action a, by conjugate gradients, one pass over the parts
+    per iteration. It is the reward model of the direct method and of doubly robust estimation
+    (Dudík, Langford & Li 2011, Sec. 2.1: ρ̂_a(x) estimates E[r_a | x]).
+
+    Parameters
+    ----------
+    logs : str
+        The log: a Parquet file, a folder of parts or any fsspec URL (a :class:`~dr_scale.logs.filters.LogFilter`'s
+        ``.on(url)`` reads only its rows).
+    settings : FitSettings or None
+        How to fit (default ``FitSettings()``: λ by the out-of-fold error on a keyed sample, no folds).
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    storage_options : dict or None
+        fsspec's options for ``logs``.
+    progress : bool
+        Show each stage's progress on stderr.
+
+    Returns
+    -------
+    LinearRewardModel
+        ρ̂ with ``coef`` (d × k) and ``intercept`` (k); with ``folds``, the fold models too.
+
+    See Also
+    --------
+    FitSettings : The settings.
+    dr_scale.reward.models.LinearRewardModel : The model returned.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from dr_scale.synthetic.bandit import generate_bandit
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> logs = folder.name + "/log"
+    >>> _ = generate_bandit(logs, rows=2000, features=100, actions=3)  # a generated 2,000-row log
+    >>> model = fit_reward_model(logs, FitSettings(folds=2))
+    >>> model.coef.shape, model.metadata["lam"], model.metadata["rows_per_action"]
+    ((100, 3), 100.0, [843, 828, 329])
+    >>> folder.cleanup()
     """
     settings = settings or FitSettings()
     fs, paths = list_parts(logs, storage_options)
