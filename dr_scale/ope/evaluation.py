@@ -90,7 +90,55 @@ def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool =
 
 @dataclass
 class EvaluationResult:
-    """Estimates (value, stderr, CI) per estimator, the weight diagnostics and V(A) − V(baseline)."""
+    """One policy's estimates (value, stderr, intervals) per estimator, its weight diagnostics and V(A) − V(baseline).
+
+    Returned by :func:`evaluate_log`, :func:`evaluate_dataframe` and :func:`evaluate_partitions` for an
+    :class:`Evaluation`; ``to_dict`` and ``table`` give the intervals at a level α (:meth:`Estimate.ci`,
+    :meth:`Estimate.cs`).
+
+    Parameters
+    ----------
+    estimates : dict of str to Estimate
+        V̂(policy) by estimator name.
+    weights : WeightStats
+        The weights' diagnostics w_i = π(a_i|x_i) / p̂_i: effective sample size, largest weight, support.
+    policy : str
+        The policy, as its spec reads.
+    differences : dict of str to Estimate
+        V̂(policy) − V̂(baseline) by estimator name, from paired per-row terms (empty without a baseline).
+    baseline : str or None
+        The baseline policy, as its spec reads, or None.
+    baseline_weights : WeightStats or None
+        The baseline's weight diagnostics (None for ``"logging"`` or no baseline).
+    min_support : int
+        Fewer rows with w > 0 and a non-zero reward than this mark the values "insufficient data".
+
+    See Also
+    --------
+    Evaluation : What is evaluated.
+    ComparisonResult : Several policies' results.
+
+    Examples
+    --------
+    >>> from dr_scale import LinearRewardModel, read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, model_path = example_paths()  # the bundled example: 7 days of 2,000 rows, k = 3 actions
+    >>> evaluation = Evaluation("uniform", ["IPS", "DR"], reward_model=LinearRewardModel.load(model_path),
+    ...                         baseline="logging")
+    >>> result = evaluate_partitions(read_log(logs), evaluation)
+    >>> {name: round(e.value, 4) for name, e in result.estimates.items()}
+    {'IPS': 0.3959, 'DR': 0.4072}
+    >>> {name: round(e.value, 4) for name, e in result.differences.items()}  # V(uniform) − V(logging)
+    {'IPS': 0.0299, 'DR': 0.0412}
+    >>> round(result.weights.ess, 1), result.insufficient
+    (5970.1, False)
+    >>> print(result.table())  # doctest: +ELLIPSIS
+    estimator         value   std. error             95% CI (normal)          n          ESS  max weight
+    ----------------------------------------------------------------------------------------------------
+    IPS            0.395895     0.006971        [0.382233, 0.409558]      14000       5970.1       65.24
+    DR              0.40716     0.004935        [0.397488, 0.416832]      14000       5970.1       65.24
+    ...
+    """
 
     estimates: dict[str, Estimate]
     weights: WeightStats
@@ -196,6 +244,50 @@ class Evaluation:
     ``baseline`` — another policy (any :func:`~dr_scale.policies.target.parse_policy` spelling) or
     ``"logging"`` (the logged rewards' mean) — adds V(policy) − V(baseline) per estimator,
     from paired per-row terms.
+
+    Each estimator sees, per row, w_i = π(a_i|x_i) / p̂_i and (for DM, DR) ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i)
+    (Dudík, Langford & Li 2011, Sec. 2); each part gives a state of the terms' moments, and the states
+    merge, so a log is evaluated one part per task.
+
+    Parameters
+    ----------
+    policy : Policy or str
+        The target policy π, or its spec (:func:`~dr_scale.policies.target.parse_policy`).
+    estimators : dict of str to Estimator, or list of str
+        The estimators by name, or their names (:func:`~dr_scale.ope.estimators.make_estimators`);
+        default IPS and SNIPS.
+    reward_model : RewardModel or None
+        ρ̂, needed by DM, DR and their variants (e.g. :class:`~dr_scale.reward.models.LinearRewardModel`).
+    n_actions : int or None
+        The number of actions k (default: the reward model's, the policy's, or the log's metadata).
+    n_features : int or None
+        The number of features d (default: the log's metadata).
+    model_source : str or None
+        Where the reward model came from, for messages.
+    k_source : str or None
+        Where ``n_actions`` came from, for messages (default: worked out here).
+    baseline : Policy, str or None
+        A policy (or spec) or ``"logging"`` to compare with, or None.
+    min_support : int
+        Fewer rows with w > 0 and a non-zero reward than this mark the values "insufficient data".
+
+    See Also
+    --------
+    evaluate_log : Runs it on a log, out of core.
+    Comparison : Several policies on the same rows.
+
+    Examples
+    --------
+    >>> from dr_scale import LinearRewardModel, read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, model_path = example_paths()  # the bundled example: 7 days of 2,000 rows, k = 3 actions
+    >>> evaluation = Evaluation("constant:1", ["IPS", "DR"], reward_model=LinearRewardModel.load(model_path),
+    ...                         baseline="uniform")
+    >>> str(evaluation.policy), evaluation.n_actions, evaluation.k_source
+    ('constant:1', 3, 'the reward model')
+    >>> result = evaluate_partitions(read_log(logs)[:2], evaluation)
+    >>> round(result.differences["DR"].value, 4), round(result.differences["DR"].stderr, 4)
+    (-0.045, 0.0132)
     """
 
     policy: Policy | str
@@ -452,7 +544,10 @@ def _log_states(url, evaluation, storage_options, log_filter):
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
                  storage_options: dict | None = None, progress: bool = False,
                  log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
-    """Evaluate on a Parquet file, folder or URL of partitions, one task per part.
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
+
+    Each part's state (the moments of the estimators' per-row terms, the weights' diagnostics) is
+    computed where the part is read and tree-reduced; only the states travel.
 
     Parameters
     ----------
@@ -461,6 +556,12 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
     evaluation : Evaluation, Comparison or dict of Evaluation
         One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``: each part is
         read once for all of them, and each policy is compared with the first).
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    storage_options : dict or None
+        fsspec's options for ``url``.
+    progress : bool
+        Show the progress on stderr.
     log_filter : LogFilter, optional
         The days and the split's rows to read (:mod:`dr_scale.logs.filters`).
 
@@ -468,6 +569,11 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
     -------
     EvaluationResult or ComparisonResult
         ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+
+    See Also
+    --------
+    evaluate_dataframe : The same on a Dask DataFrame.
+    evaluate_partitions : The same in memory.
 
     Examples
     --------
@@ -488,8 +594,45 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
 
 def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, client=None, progress: bool = False,
                        log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
-    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition (``log_filter``: its
-    split's rows, and its days by a ``date`` column)."""
+    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition.
+
+    The frame's columns are the contract's (docs/data-contract.md; :func:`~dr_scale.logs.importer.from_dask`
+    makes them from raw columns). It carries no log metadata: give k as ``n_actions`` or with a reward model.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The logged rows.
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    progress : bool
+        Show the progress on stderr.
+    log_filter : LogFilter or None
+        Its split's rows, and its days by a ``date`` column.
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        As :func:`evaluate_log`'s.
+
+    See Also
+    --------
+    evaluate_log : The same on a log's files.
+
+    Examples
+    --------
+    >>> import dask.dataframe as dd
+    >>> from dr_scale import LogFilter
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> ddf = dd.read_parquet(logs)  # 7 partitions, one per day, with a date column
+    >>> two_days = LogFilter(days="2026-11-01:2026-11-02")
+    >>> result = evaluate_dataframe(ddf, Evaluation("uniform", ["IPS", "SNIPS"], n_actions=3), log_filter=two_days)
+    >>> round(result.estimates["IPS"].value, 4), result.estimates["IPS"].n
+    (0.4145, 4000)
+    """
     evaluation = _checked(evaluation)
 
     def state_of(pdf, i):
@@ -505,7 +648,36 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
 
 def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict) -> \
         EvaluationResult | ComparisonResult:
-    """Evaluate in memory on already-read partitions (small logs, tests)."""
+    """Evaluate in memory on already-read partitions (small logs, tests).
+
+    The same per-part states as :func:`evaluate_log`'s, merged in the partitions' order.
+
+    Parameters
+    ----------
+    parts : list of Partition
+        The partitions, e.g. :func:`~dr_scale.logs.contract.read_log`'s or
+        :func:`~dr_scale.logs.importer.from_pandas`'s.
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        As :func:`evaluate_log`'s.
+
+    See Also
+    --------
+    evaluate_log : The same out of core on a log's files.
+
+    Examples
+    --------
+    >>> from dr_scale import read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> parts = read_log(example_paths()[0])
+    >>> result = evaluate_partitions(parts, Evaluation("uniform", ["IPS", "SNIPS"], n_actions=3))
+    >>> {name: round(e.value, 4) for name, e in result.estimates.items()}
+    {'IPS': 0.3959, 'SNIPS': 0.3999}
+    """
     evaluation = _checked(evaluation)
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
@@ -544,7 +716,44 @@ class ComparisonState:
 
 @dataclass
 class ComparisonResult:
-    """Every policy's :class:`EvaluationResult`, by name; each but the baseline with V(policy) − V(baseline)."""
+    """Every policy's :class:`EvaluationResult`, by name; each but the baseline with V(policy) − V(baseline).
+
+    Returned for a :class:`Comparison` (or a dict of Evaluations); ``to_dict`` and ``table`` give every
+    policy's estimates, then the paired differences.
+
+    Parameters
+    ----------
+    results : dict of str to EvaluationResult
+        The policies' results by name, in the comparison's order.
+    baseline : str
+        The name of the policy the others are compared with, or ``"logging"``.
+
+    See Also
+    --------
+    Comparison : What is compared.
+
+    Examples
+    --------
+    >>> from dr_scale import LinearRewardModel, read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, model_path = example_paths()  # the bundled example: 7 days of 2,000 rows, k = 3 actions
+    >>> model = LinearRewardModel.load(model_path)
+    >>> result = evaluate_partitions(read_log(logs)[:2],
+    ...                              {"uniform": Evaluation("uniform", ["DR"], reward_model=model),
+    ...                               "always 1": Evaluation("constant:1", ["DR"], reward_model=model)})
+    >>> list(result.results), result.baseline
+    (['uniform', 'always 1'], 'uniform')
+    >>> print(result.table())
+    policy   estimator         value   std. error             95% CI (normal)          n          ESS  max weight
+    -------------------------------------------------------------------------------------------------------------
+    uniform  DR             0.403609      0.01056        [0.382914, 0.424304]       4000       1785.8       37.61
+    always 1 DR             0.358643      0.01365        [0.331892, 0.385395]       4000        836.7       34.35
+    <BLANKLINE>
+    difference: each policy A − uniform (paired, on the same rows)
+    policy   estimator   V(A) − V(B)   std. error             95% CI (normal)
+    -------------------------------------------------------------------------
+    always 1 DR           -0.0449654      0.01321    [-0.0708511, -0.0190798]
+    """
 
     results: dict[str, EvaluationResult]
     baseline: str
@@ -584,6 +793,10 @@ class ComparisonResult:
 class Comparison:
     """Several policies evaluated on the same rows of one log: each part read once, paired differences.
 
+    Each policy's result equals a separate ``Evaluation(policy, baseline=<the baseline's policy>)`` with its
+    estimators and reward model: V̂(A) − V̂(B) uses A's estimators and reward model for both terms, the
+    difference of the per-row terms, so its standard error reflects the pairing.
+
     Parameters
     ----------
     evaluations : dict of str to Evaluation
@@ -592,8 +805,22 @@ class Comparison:
         The name of the policy the others are compared with (default: the first), or ``"logging"``
         (the logged rewards' mean, as ``Evaluation(baseline="logging")``).
 
-    Each policy's result equals a separate ``Evaluation(policy, baseline=<the baseline's policy>)`` with its
-    estimators and reward model: V̂(A) − V̂(B) uses A's estimators and reward model for both terms.
+    See Also
+    --------
+    evaluate_log : Runs it on a log, out of core.
+    ComparisonResult : Its result.
+
+    Examples
+    --------
+    >>> from dr_scale import LinearRewardModel, read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, model_path = example_paths()  # the bundled example: 7 days of 2,000 rows, k = 3 actions
+    >>> model = LinearRewardModel.load(model_path)
+    >>> comparison = Comparison({"always 0": Evaluation("constant:0", ["DR"], reward_model=model),
+    ...                          "always 1": Evaluation("constant:1", ["DR"], reward_model=model)}, baseline="logging")
+    >>> result = evaluate_partitions(read_log(logs)[:2], comparison)
+    >>> {name: round(r.differences["DR"].value, 4) for name, r in result.results.items()}  # V(A) − V(logging)
+    {'always 0': -0.0926, 'always 1': -0.0159}
     """
 
     evaluations: dict[str, Evaluation]
