@@ -102,10 +102,44 @@ class RowInputs:
 
 @dataclass(frozen=True)
 class Estimate:
-    """An estimate of a policy's value with its standard error.
+    """An estimate of a policy's value with its standard error, and its intervals.
 
-    ``summary`` holds what the empirical-likelihood interval needs (None for a
-    difference of two values); ``chosen`` the parameters a tuned estimator chose.
+    ``value`` is V̂ = g(t̄), a function of the means of the estimator's per-row terms, and ``stderr``
+    the delta method's √(∇gᵀ Σ̂ ∇g / n) (:class:`Estimator`). :meth:`ci` gives a (1 − α) interval at one
+    sample size — Wald's, or the empirical-likelihood one (Karampatziakis, Mineiro & Ramdas 2020) —
+    and :meth:`cs` a confidence sequence valid at every sample size at once (Waudby-Smith et al. 2021).
+
+    Parameters
+    ----------
+    value : float
+        The estimate V̂ (NaN when undefined, e.g. SNIPS when π never takes a logged action).
+    stderr : float
+        Its standard error.
+    n : int
+        The rows it rests on.
+    summary : Summary or None
+        What the empirical-likelihood interval needs (:class:`~dr_scale.ope.intervals.Summary`);
+        None for a difference of two values.
+    chosen : dict
+        The parameters a tuned estimator chose (e.g. SwitchDR's τ), by name.
+
+    See Also
+    --------
+    Estimator.estimate : Makes one from a log's arrays.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> est = DoublyRobust().estimate(**log)
+    >>> round(est.value, 4), round(est.stderr, 4), est.n
+    (0.7881, 0.043, 2000)
+    >>> [round(float(x), 4) for x in est.ci(0.05)]  # value ± 1.96 stderr
+    [0.7039, 0.8724]
+    >>> [round(x, 4) for x in est.ci(0.05, method="el")]  # reaches toward weights not seen yet
+    [0.5233, 0.8835]
+    >>> [round(x, 4) for x in est.cs(0.05, method="normal")]  # valid on every day of a growing log
+    [0.6435, 0.9327]
     """
 
     value: float
@@ -119,7 +153,36 @@ class Estimate:
 
         ``"normal"``: value ± z_{1−α/2} · stderr (Wald). ``"el"``: the empirical-likelihood
         interval of :func:`dr_scale.ope.intervals.el_interval`, which widens toward values a
-        heavy-tailed weight distribution has not shown yet.
+        heavy-tailed weight distribution has not shown yet. It is Karampatziakis, Mineiro & Ramdas
+        (2020)'s construction with the Euclidean (Cressie–Read λ = −2) divergence: the values v with
+
+            min_Q {T(Q) : E_Q[w] = 1, E_Q[y] = v} − T_min ≤ F⁻¹_{1,n}(1 − α),
+
+        Q over the n rows (weight w, per-row term y) plus one unobserved row of weight 0 or of the
+        largest weight seen; T is quadratic in v, so each end is a closed form from the moments in
+        ``summary``. The level is raised, if needed, to reach the estimate, so the interval contains it.
+
+        Parameters
+        ----------
+        alpha : float
+            The level α, in (0, 1).
+        method : str
+            ``"normal"`` or ``"el"``.
+
+        Returns
+        -------
+        tuple of float
+            (low, high); NaNs for an ``"el"`` interval from fewer than 2 rows.
+
+        Raises
+        ------
+        ValueError
+            ``"el"`` for an estimate without a ``summary`` (a difference of two values).
+
+        Examples
+        --------
+        >>> [round(float(x), 4) for x in Estimate(0.5, 0.1, 100).ci(0.05)]
+        [0.304, 0.696]
         """
         alpha = _checked("Alpha", "alpha", alpha)
         if method == "normal":
@@ -151,6 +214,20 @@ class Estimate:
         A difference (no EL summary) gets the normal one. ``rho`` > 0 sets the sample size where
         the sequence is tightest: the default :func:`~dr_scale.ope.intervals.cs_rho` tunes it
         for n = 10,000 rows (``CS_OPTIMAL_N``); it must not be chosen from the data monitored.
+
+        Parameters
+        ----------
+        alpha : float
+            The level α, in (0, 1): the chance that the sequence misses the value on any day.
+        rho : float or None
+            ρ > 0, the sample size where the sequence is tightest; None: tuned for n = 10,000.
+        method : str
+            ``"el"`` or ``"normal"``.
+
+        Returns
+        -------
+        tuple of float
+            (low, high); NaNs from fewer than 2 rows or an undefined standard error.
 
         Examples
         --------
