@@ -27,8 +27,8 @@ from threadpoolctl import threadpool_limits
 
 from dr_scale.experiments.classification.evaluation_experiment import prepare
 from dr_scale.experiments.classification.protocol import dataset_names
-from dr_scale.reward.sklearn_models import SklearnRewardModel
 from dr_scale.io.tomlcompat import tomllib
+from dr_scale.reward.sklearn_models import SklearnRewardModel
 
 PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "classification_eval.toml"
 

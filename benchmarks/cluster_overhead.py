@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dr_scale.experiments.visits.job import run as run_visits
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.synthetic import visits as gen
-from dr_scale.experiments.visits.job import run as run_visits
 
 FRACTIONS = [0.0005, 0.001, 0.005, 0.01, 0.05]
 
@@ -77,8 +77,8 @@ def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, make_example
     from dr_scale.logs.contract import write_log
+    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, make_example
 
     table, model, _ = make_example(seed=0)
     table = table.drop_columns(["date"])
@@ -136,7 +136,8 @@ def main() -> None:
     parser.add_argument("--rows-per-part", type=int, default=25_000)
     parser.add_argument("--data", help="an existing visits set (instead of generating --rows × --features)")
     parser.add_argument("--job-protocol", action="store_true",
-                        help="the job's own fractions and repetitions (6 × 100), as `dr-scale run pipelines/visits.toml`")
+                        help="the job's own fractions and repetitions (6 × 100), as "
+                             "`dr-scale run pipelines/visits.toml`")
     parser.add_argument("--repetitions", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2, help="timed runs per mode (the minimum is reported)")
     parser.add_argument("--evaluate-copies", type=int, default=100,
@@ -144,7 +145,8 @@ def main() -> None:
     parser.add_argument("--evaluate-parts", type=int, default=16)
     parser.add_argument("--jobs", default="visits,evaluate", help="which jobs to time (comma-separated)")
     parser.add_argument("--dask-defaults", action="store_true",
-                        help="the cluster with Dask's default worker settings, not dr_scale.outofcore.compute.WORKER_CONFIG")
+                        help="the cluster with Dask's default worker settings, not "
+                             "dr_scale.outofcore.compute.WORKER_CONFIG")
     args = parser.parse_args()
     jobs = set(args.jobs.split(","))
     cluster_name = "LocalCluster 2 × 1 thr" + (", Dask's defaults" if args.dask_defaults else " (--local-workers 2)")

@@ -43,7 +43,7 @@ def main() -> None:
     rows = RowInputs.from_actions(*arrays)
     total = 0.0
     for est in (DirectMethod(), IPS(), SNIPS(), DoublyRobust(), SNDR(), SwitchDR(), ClippedDR()):
-        ms = cpu_ms(lambda: est.state(rows))
+        ms = cpu_ms(lambda est=est: est.state(rows))
         total += ms
         print(f"{repr(est) + '.state':<36} {ms:7.2f} ms CPU  {ms / base:5.2f}× baseline")
     print(f"{'all seven states':<36} {total:7.2f} ms CPU  {total / base:5.2f}× baseline")

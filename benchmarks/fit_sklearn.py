@@ -87,10 +87,10 @@ def side_passes(args) -> dict:
     import dask
 
     from dr_scale.io.cache import spill_root
-    from dr_scale.outofcore.compute import compute
-    from dr_scale.reward.fitting import Fits, add_fit_gram, read_grouped_part
     from dr_scale.logs.contract import list_parts, log_metadata, read_partition
+    from dr_scale.outofcore.compute import compute
     from dr_scale.outofcore.passes import PartSet, spill_folder
+    from dr_scale.reward.fitting import Fits, add_fit_gram, read_grouped_part
 
     fs, paths = list_parts(args.logs)
     meta = log_metadata(fs, paths[0])

@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 from dr_scale.ope.estimators import IPS, SNDR, SNIPS, DoublyRobust
+from dr_scale.synthetic.finite_world import BanditWorld, interval_coverage
 
 ESTIMATORS = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}
 N = 2000

@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale import learn_policy
-from dr_scale.learning.learn import LearnSettings
 from dr_scale.experiments.classification.bandit import losses_from_labels, to_bandit
 from dr_scale.experiments.classification.datasets import NAMES, load_dataset
 from dr_scale.experiments.classification.protocol import dataset_key, split_rows
+from dr_scale.learning.learn import LearnSettings
 from dr_scale.logs.contract import csr_to_features, write_log
 
 
@@ -107,7 +107,8 @@ def main() -> None:
     parser.add_argument("--vw-passes", type=int, default=1, help="VW passes over the training rows (default 1)")
     args = parser.parse_args()
     names = list(NAMES) if args.datasets == "all" else args.datasets.split(",")
-    print(f"{'data set':<11} {'n':>6} {'k':>3} {'dr-scale ' + args.method.upper():>16} {'VW cb dr':>16} {'VW − ours':>10} "
+    print(f"{'data set':<11} {'n':>6} {'k':>3} {'dr-scale ' + args.method.upper():>16} {'VW cb dr':>16} "
+          f"{'VW − ours':>10} "
           f"{'ours ≤ VW':>9} {'time ours / VW (s)':>19}")
     worse = []
     for name in names:
@@ -116,7 +117,7 @@ def main() -> None:
         ours, vw = np.array([r["ours"] for r in records]), np.array([r["vw"] for r in records])
         se = np.sqrt(args.repetitions)
 
-        def fmt(e):
+        def fmt(e, se=se):
             return f"{e.mean():.4f} ± {e.std(ddof=1) / se:.4f}" if len(e) > 1 else f"{e.mean():.4f}"
 
         ok = ours.mean() <= vw.mean()

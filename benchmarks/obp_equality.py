@@ -45,8 +45,8 @@ sys.modules["torch"].Tensor = type("Tensor", (), {})  # scipy asks whether an ar
 import numpy as np  # noqa: E402
 from obp.ope import estimators as ob  # noqa: E402
 
-from dr_scale.synthetic.finite_world import BanditWorld  # noqa: E402
 from dr_scale.ope.estimators import IPS, SNDR, SNIPS, DirectMethod, DoublyRobust, SwitchDR  # noqa: E402
+from dr_scale.synthetic.finite_world import BanditWorld  # noqa: E402
 
 
 def main() -> None:

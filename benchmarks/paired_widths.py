@@ -15,8 +15,8 @@ import numpy as np
 
 from dr_scale.ope.estimators import OnPolicy
 from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_log
-from dr_scale.synthetic.example import example_paths
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
 
 NAMES = ["IPS", "DR", "SNIPS", "SNDR"]
 COMPARISONS = (("column:target_action", LOGGING), ("column:target_action", "constant:2"), ("constant:0", "constant:1"))

@@ -31,11 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dr_scale.outofcore.compute import dask_session
-from dr_scale.synthetic.example import example_paths
 from dr_scale.logs.contract import write_log
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.report.make import compute_report
 from dr_scale.report.render import write_report
+from dr_scale.synthetic.example import example_paths
 
 POLICIES = str(Path(__file__).parents[1] / "pipelines" / "report_policies.toml")
 

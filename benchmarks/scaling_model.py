@@ -51,9 +51,10 @@ import dask
 import numpy as np
 from distributed import get_task_stream
 
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore import blocks, passes
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import PartSet
+
 
 @dataclasses.dataclass
 class Pass:
@@ -209,9 +210,9 @@ def run_fit(client, logs: str, log: list[Pass]):
 def run_evaluate(client, logs: str, log: list[Pass]):
     """evaluate's one pass (all estimators, a linear ρ̂ of the log's d × k): a task per part, reduced by a tree
     of fan-in 8; its task time is that of every task of the pass."""
+    from dr_scale.logs.contract import list_parts, log_metadata
     from dr_scale.ope.estimators import ESTIMATORS
     from dr_scale.ope.evaluation import Evaluation, evaluate_log
-    from dr_scale.logs.contract import list_parts, log_metadata
     from dr_scale.reward.models import LinearRewardModel
 
     fs, paths = list_parts(logs)
@@ -246,7 +247,8 @@ def main() -> None:
         bandit = f"{tmp}/bandit"
         generate_bandit(bandit, rows=args.bandit_rows, features=1 << 18, actions=10, client=client,
                         rows_per_part=args.bandit_rows_per_part)  # the CLI defaults
-        client.run(lambda: __import__("dr_scale.experiments.visits.experiment") and __import__("dr_scale.reward.fitting"))
+        client.run(lambda: __import__("dr_scale.experiments.visits.experiment")
+                   and __import__("dr_scale.reward.fitting"))
         jobs = {}
         for name, run, source, rows in (("visits job", run_visits, data, args.visits_rows),
                                         ("fit", run_fit, bandit, args.bandit_rows),

@@ -30,12 +30,12 @@ import scipy.sparse as sp
 from sklearn.decomposition import PCA
 from sklearn.linear_model import Ridge
 
-from dr_scale.logs.contract import features_to_csr, list_parts
 from dr_scale.experiments.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
 from dr_scale.experiments.visits.job import embedded_dataset
-from dr_scale.outofcore.passes import spill_folder
-from dr_scale.outofcore.lanczos import orient
 from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
+from dr_scale.logs.contract import features_to_csr, list_parts
+from dr_scale.outofcore.lanczos import orient
+from dr_scale.outofcore.passes import spill_folder
 
 
 def baseline(url: str, s: Settings, n_features: int = 5000):
@@ -91,7 +91,8 @@ def main() -> None:
         ips, dr = baseline(url, s)
         times["baseline"].append(time.perf_counter() - start)
         print(f"round {len(times['pipeline'])}: pipeline {times['pipeline'][-1]:.1f} s (stages {res.timings}), "
-              f"baseline {times['baseline'][-1]:.1f} s: {times['baseline'][-1] / times['pipeline'][-1]:.2f}x", flush=True)
+              f"baseline {times['baseline'][-1]:.1f} s: {times['baseline'][-1] / times['pipeline'][-1]:.2f}x",
+              flush=True)
     diff = max(np.nanmax(np.abs(res.ips - ips) / np.abs(ips)), np.nanmax(np.abs(res.dr - dr) / np.abs(dr)))
     pipeline, base = min(times["pipeline"]), min(times["baseline"])
     print(f"data {url}: {res.n_rows:,} rows, {len(s.fractions)} fractions × {s.repetitions} repetitions, "

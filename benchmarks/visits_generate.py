@@ -69,7 +69,8 @@ def main() -> None:
     gm = global_model(0, DEFAULT_FEATURES)
     best = {"library": (np.inf, np.inf), "plain numpy": (np.inf, np.inf)}
     for r in range(args.rounds):
-        (lw, lc, ours), (pw, pc, plain) = (timed(f, args.parts, args.rows_per_part, gm) for f in (generate_part, plain_part))
+        (lw, lc, ours), (pw, pc, plain) = (timed(f, args.parts, args.rows_per_part, gm)
+                                           for f in (generate_part, plain_part))
         assert all(a.equals(b) for a, b in zip(ours, plain)), "the two sides drew different rows"
         best = {"library": min(best["library"], (lw, lc)), "plain numpy": min(best["plain numpy"], (pw, pc))}
         print(f"round {r + 1}: library {lw / args.parts:.3f} s per part, plain numpy {pw / args.parts:.3f} s "

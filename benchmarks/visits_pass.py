@@ -38,17 +38,17 @@ import time
 import dask
 import numpy as np
 
-from dr_scale.outofcore.compute import compute
-from dr_scale.ope.estimators import make_estimators
-from dr_scale.ope.evaluation import Evaluation
-from dr_scale.logs.contract import list_parts, read_partition
-from dr_scale.reward.models import LinearRewardModel
 from dr_scale.experiments.visits.data import read_visits_part, visits_parts
 from dr_scale.experiments.visits.experiment import fit_sampler, load_parts
 from dr_scale.experiments.visits.job import embedded_dataset
 from dr_scale.experiments.visits.logged import full_data_sums, write_logged_view
-from dr_scale.outofcore.passes import tree_sum
 from dr_scale.experiments.visits.sampler import propensity
+from dr_scale.logs.contract import list_parts, read_partition
+from dr_scale.ope.estimators import make_estimators
+from dr_scale.ope.evaluation import Evaluation
+from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.passes import tree_sum
+from dr_scale.reward.models import LinearRewardModel
 
 
 def read_view(fs, path, d):

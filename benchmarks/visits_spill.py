@@ -29,10 +29,10 @@ from pathlib import Path
 
 import dask
 
-from dr_scale.io.cache import spill_root
-from dr_scale.outofcore.compute import MEMORY_LIMIT_KEY, dask_session
 from dr_scale.experiments.visits.job import embedded_dataset
 from dr_scale.experiments.visits.job import run as run_visits
+from dr_scale.io.cache import spill_root
+from dr_scale.outofcore.compute import MEMORY_LIMIT_KEY, dask_session
 
 GIB = 2 ** 30
 

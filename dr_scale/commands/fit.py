@@ -1,4 +1,5 @@
-"""``dr-scale fit LOGS --out MODEL.npz``: per-action ridge reward models ρ̂, out of core (:mod:`dr_scale.reward.fitting`)."""
+"""``dr-scale fit LOGS --out MODEL.npz``: per-action ridge reward models ρ̂, out of core
+(:mod:`dr_scale.reward.fitting`)."""
 
 from __future__ import annotations
 

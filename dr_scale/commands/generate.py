@@ -101,8 +101,8 @@ def run_visits(args) -> int:
 def _view_and_calibration(args, opts, client, spill) -> int:
     """The logged view and the calibration figures, from the set's parts read once (spilled when local)."""
     from dr_scale.experiments.visits.experiment import Settings, fit_sampler, load_parts, run_experiment
-    from dr_scale.synthetic.visits import TARGETS
     from dr_scale.experiments.visits.logged import write_logged_view
+    from dr_scale.synthetic.visits import TARGETS
 
     progress = not args.no_progress
     parts = load_parts(args.out, opts or None, client=client, progress=progress, spill=spill)

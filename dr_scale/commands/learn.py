@@ -16,10 +16,10 @@ from dr_scale.commands.fit import parse_lambda
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
-from dr_scale.reward.fitting import Stages
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
+from dr_scale.reward.fitting import Stages
 
 
 def add_parser(sub) -> None:

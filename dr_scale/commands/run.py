@@ -14,9 +14,8 @@ import importlib
 import json
 
 from dr_scale.commands.common import add_compute_options, storage_options
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import ConfigError, read_config_file
-
+from dr_scale.outofcore.compute import dask_session
 
 #: job kind -> "module:function"
 JOBS: dict[str, str] = {}

@@ -54,7 +54,7 @@ class ConfigError(UserError):
         super().__init__(f"{source}: {message}" if source else message)
         self.message, self.source = message, source
 
-    def in_file(self, source: str) -> "ConfigError":
+    def in_file(self, source: str) -> ConfigError:
         """The same error, naming ``source`` if it names no file yet."""
         return self if self.source else ConfigError(self.message, source)
 

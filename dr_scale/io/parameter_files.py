@@ -52,7 +52,8 @@ def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]
         raise ParameterFileError(f"{where}: 'coef' has shape {coef.shape}, expected (d, k) with d, k ≥ 1")
     intercept = intercept.reshape(-1) if intercept.ndim <= 1 or intercept.size == coef.shape[1] else intercept
     if intercept.shape != (coef.shape[1],):
-        raise ParameterFileError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — one per "
+        raise ParameterFileError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — "
+                                 "one per "
                          f"action of 'coef' {coef.shape}")
     coef, intercept = coef.astype(np.float64), intercept.astype(np.float64)
     for name, a in (("coef", coef), ("intercept", intercept)):

@@ -18,7 +18,8 @@ def check_rewards(rewards, n_rows: int) -> np.ndarray:
     if rewards.ndim != 2 or rewards.shape[0] != n_rows:
         raise ValueError(f"rewards must have shape (n, k) with n={n_rows}, got {rewards.shape}")
     if not np.all(np.isfinite(rewards)):
-        raise ValueError(f"rewards contain NaN or infinite values (e.g. row {int(np.argwhere(~np.isfinite(rewards))[0, 0])})")
+        row = int(np.argwhere(~np.isfinite(rewards))[0, 0])
+        raise ValueError(f"rewards contain NaN or infinite values (e.g. row {row})")
     return rewards
 
 

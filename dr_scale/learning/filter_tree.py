@@ -1,7 +1,7 @@
 """The Filter Tree reduction from cost-sensitive to binary classification (paper, Appendix B).
 
-Beygelzimer, Langford & Ravikumar (2008), here on rewards r_a (losses l_a = −r_a). The k actions are the leaves of a complete
-binary tree (heap layout: node u has children 2u and 2u+1; leaves K … K+k−1 with
+Beygelzimer, Langford & Ravikumar (2008), here on rewards r_a (losses l_a = −r_a). The k actions are
+the leaves of a complete binary tree (heap layout: node u has children 2u and 2u+1; leaves K … K+k−1 with
 K = 2^⌈log₂ k⌉; leaves past k are empty). Every internal node holds a binary
 classifier that picks the left or the right subtree's winner. Training proceeds
 bottom-up: at node u each example's two candidates are the winners ℓ(x), r(x) that the

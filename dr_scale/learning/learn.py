@@ -50,15 +50,24 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.reward.fitting import (RTOL, FitSettings, LogPart, Stages, check_int, check_lam,
-                              check_positive, fit_on_parts, read_grouped_part)
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.contract import list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
-from dr_scale.policies.target import LinearPolicy
 from dr_scale.outofcore.progress import Passes
+from dr_scale.policies.target import LinearPolicy
+from dr_scale.reward.fitting import (
+    RTOL,
+    FitSettings,
+    LogPart,
+    Stages,
+    check_int,
+    check_lam,
+    check_positive,
+    fit_on_parts,
+    read_grouped_part,
+)
 from dr_scale.reward.models import predict_columns
 
 LEARNERS = ("ridge", "dlm")
@@ -468,5 +477,6 @@ def _rows_and_active_features(part: LogPart):
 
 def _moments(part: LogPart, n_features: int):
     X = part.matrix(n_features)
-    return np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
+    return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(),
+            np.asarray(X.multiply(X).sum(axis=0)).ravel())
 

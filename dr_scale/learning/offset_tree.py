@@ -16,7 +16,6 @@ a time).
 from __future__ import annotations
 
 import numpy as np
-
 from sklearn.utils import check_array
 
 from dr_scale.learning.filter_tree import TournamentTree

@@ -77,7 +77,8 @@ def propensities(values, n: int) -> np.ndarray:
 
 
 def probabilities(name: str, values, n: int) -> np.ndarray:
-    """An (n, k) array of finite, non-negative rows summing to 1 (within :data:`dr_scale.logs.contract.ROW_SUM_TOLERANCE`)."""
+    """An (n, k) array of finite, non-negative rows summing to 1 (within
+    :data:`dr_scale.logs.contract.ROW_SUM_TOLERANCE`)."""
     p = _floats(name, values)
     if p.ndim != 2 or p.shape[0] != n or p.shape[1] == 0:
         raise UserError(f"{name} must have shape (n, k) with n={n} and k ≥ 1, got {p.shape}")

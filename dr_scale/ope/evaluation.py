@@ -22,8 +22,6 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
-from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logs.contract import (
     SPEC_FILE,
     LogDataError,
@@ -36,6 +34,8 @@ from dr_scale.logs.contract import (
     table_from_pandas,
 )
 from dr_scale.logs.filters import LogFilter, filter_of
+from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
+from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute

@@ -36,11 +36,11 @@ class Moments:
     high: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (b,) maxima
 
     @classmethod
-    def empty(cls, m: int, b: int = 0) -> "Moments":
+    def empty(cls, m: int, b: int = 0) -> Moments:
         return cls(0, np.zeros(m), np.zeros((m, m)), np.full(b, np.inf), np.full(b, -np.inf))
 
     @classmethod
-    def of(cls, *columns: np.ndarray, ranges: tuple[np.ndarray, np.ndarray] | None = None) -> "Moments":
+    def of(cls, *columns: np.ndarray, ranges: tuple[np.ndarray, np.ndarray] | None = None) -> Moments:
         """State of the rows of ``columns`` (each of shape (n,)); ``ranges`` = (minima, maxima) of b others."""
         z = np.stack([np.asarray(c, dtype=np.float64) for c in columns])  # (m, n): each quantity contiguous
         n = z.shape[1]
@@ -56,7 +56,7 @@ class Moments:
     def m(self) -> int:
         return self.mean.shape[0]
 
-    def __add__(self, other: "Moments") -> "Moments":
+    def __add__(self, other: Moments) -> Moments:
         if not isinstance(other, Moments):
             return NotImplemented
         if self.m != other.m:
@@ -72,7 +72,7 @@ class Moments:
             comoment = self.comoment + other.comoment + np.outer(delta, delta) * (self.n * other.n / n)
         return Moments(n, mean, comoment, np.minimum(self.low, other.low), np.maximum(self.high, other.high))
 
-    def take(self, index) -> "Moments":
+    def take(self, index) -> Moments:
         """The state of the quantities ``index`` alone (a marginal: exact, no rounding)."""
         index = np.asarray(index)
         return Moments(self.n, self.mean[index], self.comoment[np.ix_(index, index)], self.low, self.high)
@@ -88,7 +88,7 @@ class Moments:
                 "low": self.low.tolist(), "high": self.high.tolist()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Moments":
+    def from_dict(cls, d: dict) -> Moments:
         mean = np.asarray(d["mean"], dtype=np.float64)
         comoment = np.asarray(d["comoment"], dtype=np.float64).reshape(mean.size, mean.size)
         return cls(int(d["n"]), mean, comoment, np.asarray(d["low"], dtype=np.float64),

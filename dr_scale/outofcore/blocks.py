@@ -25,8 +25,8 @@ import dataclasses
 import dask
 import numpy as np
 
-from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore import ridge
+from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import PartSet, load_part, placed, spill, task_count, tree_nodes, worker_slots
 
 

@@ -166,7 +166,7 @@ class PartSet:
 
     @classmethod
     def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False,
-              spill: str | None = None) -> "PartSet":
+              spill: str | None = None) -> PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
         if spill is not None and not on_this_machine(client):
             raise ValueError("spill folders serve this machine's processes; a cluster's workers spill by themselves")

@@ -6,7 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 
 try:  # the compiled kernels behind scipy's ``A.T @ y`` and ``A.T @ Y``; they add into the output array they are given
-    from scipy.sparse._sparsetools import csc_matvec as _csc_matvec, csc_matvecs as _csc_matvecs
+    from scipy.sparse._sparsetools import csc_matvec as _csc_matvec
+    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
 except ImportError:  # private to scipy: should a release move them, the public product serves
     _csc_matvec = _csc_matvecs = None
 

@@ -76,7 +76,7 @@ class Passes:
             passes = f"{self.count} pass{'' if self.count == 1 else 'es'}"
             print(f"{self.description}: {passes}{'; ' + self.note if self.note else ''}", file=self.stream, flush=True)
 
-    def __enter__(self) -> "Passes":
+    def __enter__(self) -> Passes:
         return self
 
     def __exit__(self, *exc) -> None:

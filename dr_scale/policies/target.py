@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.core.errors import UserError
+from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 from dr_scale.logs.contract import (
     SPEC_FILE,
     LogDataError,
@@ -54,7 +55,6 @@ from dr_scale.logs.contract import (
     target_actions,
     target_probabilities,
 )
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
 
 def parameters_digest(*arrays: np.ndarray) -> str:
@@ -677,7 +677,8 @@ class LinearPolicy(Policy):
             bad = np.flatnonzero(X.indices >= d)
             if bad.size:
                 row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-                raise LogDataError(source, "features", f"feature index beyond the policy's {d} features ({self.source})",
+                raise LogDataError(source, "features",
+                                   f"feature index beyond the policy's {d} features ({self.source})",
                                    int(row_id[row]) if row_id is not None else row)
             X = X[:, :d]
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
@@ -723,7 +724,7 @@ class LinearPolicy(Policy):
         atomic_write(fs, path, buf.getvalue())
 
     @classmethod
-    def load(cls, url: str, storage_options: dict | None = None) -> "LinearPolicy":
+    def load(cls, url: str, storage_options: dict | None = None) -> LinearPolicy:
         """Read a policy saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
 
         Parameters
@@ -860,7 +861,8 @@ def parse_policy(spec: str | Policy) -> Policy:
         try:
             temperature = float(temperature)
         except ValueError:
-            raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number") from None
+            raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number"
+                            ) from None
         return SoftmaxPolicy(LinearPolicy.load(path), temperature)
     raise UserError(
         f"bad policy {spec!r}: use constant:A (an action's id, its value, or #ID), topk:A,B,…, uniform, "

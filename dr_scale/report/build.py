@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 
 import dask
 
-from dr_scale.outofcore.compute import compute
 from dr_scale.core.errors import UserError
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.ope.mergeable import merge_all
-from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
+from dr_scale.outofcore.compute import compute
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
 
@@ -90,7 +90,8 @@ def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[Partitio
             if given is not None and what in meta and what in newest and given != meta[what] and given != newest[what]:
                 source = (e.k_source if what == "n_actions" else None) or "the reward model or the policies file"
                 raise UserError(f"{what} = {given} (from {source}) but the log's metadata says {meta[what]} "
-                                f"(oldest partition) and {newest[what]} (newest); use a model and settings for this log")
+                                f"(oldest partition) and {newest[what]} (newest); use a model and settings for "
+                                "this log")
     filled = {name: replace(e, n_actions=e.n_actions if e.n_actions is not None else meta.get("n_actions"),
                             n_features=e.n_features if e.n_features is not None else meta.get("n_features"))
               for name, e in evaluations.items()}

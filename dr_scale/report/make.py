@@ -24,9 +24,9 @@ from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
 from dr_scale.io.storage import storage_options
-from dr_scale.ope.estimators import make_estimators
 from dr_scale.logs.contract import action_vocabulary
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
+from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.policies.target import Policy
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions

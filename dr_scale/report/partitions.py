@@ -18,8 +18,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from dr_scale.io.atomic import url_to_fs
 from dr_scale.core.errors import ParameterError
+from dr_scale.io.atomic import url_to_fs
 from dr_scale.logs.contract import list_parts
 from dr_scale.logs.filters import DATE_SEGMENT, partition_date  # noqa: F401 - the report's names for them
 

@@ -32,9 +32,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
+from dr_scale.logs.contract import list_parts, log_metadata, read_partition
 from dr_scale.outofcore.compute import compute
 from dr_scale.reward.sklearn_models import SklearnRewardModel
-from dr_scale.logs.contract import list_parts, log_metadata, read_partition
 
 
 def _action_rows(fs, path: str, n_features: int, action: int) -> tuple[sp.csr_matrix, np.ndarray]:

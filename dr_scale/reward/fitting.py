@@ -44,7 +44,6 @@ policy takes the action.
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import time
 import warnings
@@ -54,12 +53,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.io.cache import spill_root
-from dr_scale.outofcore.compute import compute
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
 from dr_scale.logs.contract import binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
+from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, fold_of
@@ -219,7 +218,7 @@ class LogPart(Held):
             return binary_csr(self.indptr, self.indices, n_features)
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self), n_features), copy=False)
 
-    def rows(self, keep: np.ndarray, n_features: int) -> "LogPart":
+    def rows(self, keep: np.ndarray, n_features: int) -> LogPart:
         """The part restricted to the rows where ``keep`` is true."""
         X = self.matrix(n_features)[keep]
         return LogPart(self.row_id[keep], X.indptr, X.indices, None if self.data is None else X.data,
@@ -244,12 +243,12 @@ class Extent:
     max_feature: int
     fingerprint: int
 
-    def __add__(self, other: "Extent") -> "Extent":
+    def __add__(self, other: Extent) -> Extent:
         return Extent(self.n + other.n, max(self.max_action, other.max_action),
                       max(self.max_feature, other.max_feature), (self.fingerprint + other.fingerprint) % 2 ** 64)
 
     @classmethod
-    def of(cls, part: LogPart) -> "Extent":
+    def of(cls, part: LogPart) -> Extent:
         h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
         return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
                    int(h.sum(dtype=np.uint64)))
@@ -271,7 +270,7 @@ class GroupedPart(LogPart):
         return sp.csr_matrix((self.data[first:last], self.indices[first:last], indptr), shape=(hi - lo, n_features),
                              copy=False)
 
-    def subset(self, keep: np.ndarray, n_features: int) -> "GroupedPart":
+    def subset(self, keep: np.ndarray, n_features: int) -> GroupedPart:
         """The rows where ``keep`` is true, still grouped."""
         blocks = np.repeat(np.arange(self.start.size - 1), np.diff(self.start))[keep]
         return grouped(self.rows(keep, n_features), blocks, self.start.size - 1)
@@ -484,8 +483,8 @@ def _finite(v: float):
     return float(v) if np.isfinite(v) else None
 
 
-def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: "FitSettings", *,
-                 progress: bool = False, stages: "Stages | None" = None, name: str = "the log"
+def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
+                 progress: bool = False, stages: Stages | None = None, name: str = "the log"
                  ) -> LinearRewardModel:
     """ρ̂ on parts grouped by (fold, action) over ``settings.folds`` folds (:func:`group`), ``n_rows`` rows in all.
 

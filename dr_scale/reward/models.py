@@ -235,7 +235,7 @@ class LinearRewardModel:
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
 
     @classmethod
-    def load(cls, url: str, storage_options: dict | None = None) -> "LinearRewardModel":
+    def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
         """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
 
         Parameters

@@ -54,7 +54,7 @@ class SklearnRewardModel:
 
     @classmethod
     def fit(cls, estimator, X, action: np.ndarray, reward: np.ndarray, n_actions: int | None = None,
-            source: str = "the rows", dense: bool = False) -> "SklearnRewardModel":
+            source: str = "the rows", dense: bool = False) -> SklearnRewardModel:
         """One clone of ``estimator`` fitted per action on that action's rows of (X, reward)."""
         from dr_scale.reward.fitting import UnloggedActionWarning
 

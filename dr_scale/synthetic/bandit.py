@@ -40,11 +40,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
-from dr_scale.outofcore.compute import compute
-from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.core.errors import ParameterError
+from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
+from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.logs.contract import binary_csr, compact_index, with_log_metadata
+from dr_scale.outofcore.compute import compute
 
 #: Bump when the generator's output changes for the same options.
 GENERATOR_VERSION = 2
@@ -191,13 +191,13 @@ class Calibration:
     max_propensity: float
 
     @classmethod
-    def of(cls, X, expected, probs, action, reward, propensity) -> "Calibration":
+    def of(cls, X, expected, probs, action, reward, propensity) -> Calibration:
         return cls(int(reward.shape[0]), float(reward.sum()), expected.sum(axis=0),
                    float((probs * expected).sum()), float(expected.max(axis=1).sum()),
                    np.bincount(action, minlength=expected.shape[1]), int(X.indptr[-1]),
                    float(propensity.min()), float(propensity.max()))
 
-    def __add__(self, other: "Calibration") -> "Calibration":
+    def __add__(self, other: Calibration) -> Calibration:
         return Calibration(self.rows + other.rows, self.reward_sum + other.reward_sum,
                            self.value_sums + other.value_sums, self.logging_value_sum + other.logging_value_sum,
                            self.oracle_value_sum + other.oracle_value_sum, self.action_counts + other.action_counts,

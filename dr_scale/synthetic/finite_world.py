@@ -33,7 +33,7 @@ class BanditWorld:
 
     @classmethod
     def make(cls, epsilon: float, *, contexts: int = 100, actions: int = 5, seed: int = 0,
-             target: str = "best") -> "BanditWorld":
+             target: str = "best") -> BanditWorld:
         """ε-greedy logging; ``target`` ``"best"`` (deterministic argmax ρ) or ``"second"`` (the runner-up)."""
         rng = np.random.default_rng(seed)
         rho = rng.uniform(0.1, 0.9, size=(contexts, actions))

@@ -15,8 +15,8 @@ import dask
 import numpy as np
 import pyarrow.compute as pc
 
-from dr_scale.outofcore.compute import compute
 from dr_scale.logs.contract import LogDataError, combined, list_parts, log_metadata, read_partition
+from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
 
 COLUMN = "expected_reward"

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import dask.config
 import pytest
-from dr_scale.io.tomlcompat import tomllib
 import yaml
 
 from dr_scale.cli import COMMANDS, build_parser
 from dr_scale.commands.run import JOBS, load_job
-from dr_scale.outofcore.compute import CONNECT_TIMEOUT_KEY, WORKER_CONFIG
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV
+from dr_scale.io.tomlcompat import tomllib
+from dr_scale.outofcore.compute import CONNECT_TIMEOUT_KEY, WORKER_CONFIG
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"

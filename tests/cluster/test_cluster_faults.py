@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import evaluation
 
 from dr_scale.ope.evaluation import evaluate_log, log_states

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import evaluation
 from distributed.protocol.pickle import dumps
 
-from conftest import evaluation
-
+from dr_scale.logs.contract import write_log
 from dr_scale.ope.evaluation import evaluate_log, log_states
 from dr_scale.ope.mergeable import tree_reduce
 from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
-from dr_scale.logs.contract import write_log
 
 DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
 N_PARTS = 8
@@ -66,7 +65,8 @@ def test_evaluate_cli_identical_local_cluster_and_localcluster(dask_cluster, exa
     runs = [
         evaluate_cli(example_log, tmp_path / "local.json"),
         # The cluster through the standard Dask environment variable, not an option.
-        evaluate_cli(example_log, tmp_path / "cluster.json", env=local_env(DASK_SCHEDULER_ADDRESS=dask_cluster.address)),
+        evaluate_cli(example_log, tmp_path / "cluster.json",
+                     env=local_env(DASK_SCHEDULER_ADDRESS=dask_cluster.address)),
         evaluate_cli(example_log, tmp_path / "localcluster.json", "--local-workers", "2"),
     ]
     (local_out, local_err), (cluster_out, cluster_err), (lc_out, lc_err) = [finish(p) for p in runs]

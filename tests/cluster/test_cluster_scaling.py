@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster, get_task_stream
 
-from dr_scale.outofcore.passes import PartSet
 from dr_scale.experiments.visits.experiment import Settings, load_parts, run_experiment
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.synthetic.visits import generate_visits
 
 WORKERS, PARTS, SLEEP = 8, 16, 0.6

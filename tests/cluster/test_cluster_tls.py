@@ -16,11 +16,11 @@ from pathlib import Path
 import dask
 import pytest
 
-from dr_scale.outofcore.compute import SchedulerUnreachable, dask_session
 from dr_scale.ope.estimators import ESTIMATORS
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.synthetic.example import example_paths
+from dr_scale.outofcore.compute import SchedulerUnreachable, dask_session
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
 
 DR_SCALE = str(Path(sys.executable).parent / "dr-scale")
 

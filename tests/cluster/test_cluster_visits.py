@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from dr_scale.io.tomlcompat import tomllib
 
-from dr_scale.synthetic.visits import generate_visits
 from dr_scale.experiments.visits.job import run as run_visits
+from dr_scale.io.tomlcompat import tomllib
+from dr_scale.synthetic.visits import generate_visits
 
 BIN = Path(sys.executable).parent
 JOB = Path(__file__).parents[2] / "pipelines" / "visits.toml"

@@ -83,8 +83,8 @@ def test_worker_memory_limit_comes_from_the_dask_config():
 def test_local_workers_that_never_start_are_a_user_error_within_the_connect_timeout():
     """A worker that cannot start (here: a preload module that does not exist) is no hang: the first pass
     waits for the workers for ``dr-scale.connect-timeout``, then names the setting."""
-    from dr_scale.outofcore.compute import CONNECT_TIMEOUT_KEY, cluster_workers
     from dr_scale.core.errors import UserError
+    from dr_scale.outofcore.compute import CONNECT_TIMEOUT_KEY, cluster_workers
 
     settings = {"distributed.worker.preload": ["dr_scale_no_such_module"], CONNECT_TIMEOUT_KEY: "3s"}
     with pytest.raises(UserError, match=r"none of the 2 local Dask workers started within 3 s .*connect-timeout"), \

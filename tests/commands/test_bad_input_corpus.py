@@ -298,8 +298,8 @@ def test_bad_reward_model(tmp_path, capsys, base, which, command):
     model = _model_files(tmp_path)[which]
     out = tmp_path / "out"
     if command == "evaluate":
-        code, _, _ = run(["evaluate", base / "logs", "--reward-model", model, "--json", out / "r.json", "--no-progress"],
-                         capsys, out)
+        code, _, _ = run(["evaluate", base / "logs", "--reward-model", model, "--json", out / "r.json",
+                          "--no-progress"], capsys, out)
     else:
         policies = tmp_path / "p.toml"
         policies.write_text(f'reward_model = "{model}"\n[[policy]]\nspec = "constant:1"\n')
@@ -402,7 +402,7 @@ POLICIES = {
 @pytest.mark.parametrize("which", sorted(POLICIES))
 def test_bad_policies_file(tmp_path, capsys, base, which):
     content = POLICIES[which]
-    path = tmp_path / (("p.yaml" if which.startswith("yaml:") else "p.toml"))
+    path = tmp_path / ("p.yaml" if which.startswith("yaml:") else "p.toml")
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     code, _, err = run(["report", "--logs", base / "share", "--policies", path, "--out", tmp_path / "o",
                         "--no-progress"], capsys, tmp_path)
@@ -514,7 +514,8 @@ def test_usage(capsys, tmp_path, argv):
 
 LEARN_OPTIONS = [["--method", "x"], ["--learner", "x"], ["--lam", "0"], ["--lam", "nan"], ["--folds", "0"],
                  ["--folds", "1"], ["--n-actions", "0"], ["--n-actions", "2"], ["--n-features", "-1"],
-                 ["--max-iter", "0"], ["--max-iter", "-5"], ["--spill", ""], ["--method", "dm"], ["--out", "/proc/p.npz"]]
+                 ["--max-iter", "0"], ["--max-iter", "-5"], ["--spill", ""], ["--method", "dm"],
+                 ["--out", "/proc/p.npz"]]
 
 
 @pytest.mark.parametrize("extra", LEARN_OPTIONS, ids=lambda e: " ".join(e))

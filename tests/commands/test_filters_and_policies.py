@@ -64,8 +64,8 @@ def test_baseline_outside_the_policies_joins_the_table(tmp_path, capsys):
 
 def test_one_policy_keeps_its_output(tmp_path, capsys):
     doc, printed = run_json(tmp_path, capsys, "evaluate", "--policy", "uniform")
-    assert set(doc) == {"logs", "policy", "interval", "estimates", "diagnostics", "warnings", "in_sample", "min_support",
-                        "insufficient_data"}
+    assert set(doc) == {"logs", "policy", "interval", "estimates", "diagnostics", "warnings", "in_sample",
+                        "min_support", "insufficient_data"}
     assert printed.startswith("policy uniform on ")
 
 
@@ -160,7 +160,8 @@ def test_report_policies_by_value_on_a_log_with_a_vocabulary(tmp_path, capsys):
     import shutil
 
     shutil.copytree(LOGS, tmp_path / "logs")
-    (tmp_path / "logs" / "_dr_scale_spec.json").write_text(json.dumps({"action": {"values": ["news", "sports", "weather"]}}))
+    vocabulary = {"action": {"values": ["news", "sports", "weather"]}}
+    (tmp_path / "logs" / "_dr_scale_spec.json").write_text(json.dumps(vocabulary))
     policies = tmp_path / "policies.toml"
     policies.write_text('estimators = ["IPS", "SNIPS"]\n'
                         '[[policy]]\nname = "sports"\nspec = "constant:sports"\n'

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from conftest import machine
 
 from dr_scale.cli import main
-from conftest import machine
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "pinned_outputs.json"
 

@@ -4,7 +4,8 @@ A block runs in a fresh folder per page (the page's blocks in order, its ``pytho
 namespace, as a reader pastes them into one session) laid out as a clone of the repository is (its
 ``pipelines/``, ``dr_scale/``, ``deploy/`` and ``benchmarks/``); the blocks write under ``data/``. A block
 preceded by ``<!-- not run: REASON -->`` is reported as skipped with its reason (a cluster, a container
-registry, 10M rows); ``<!-- slow -->`` marks a block of seconds of work ``slow``. Blocks of other
+registry, 10M rows); ``<!-- slow -->`` marks a block of seconds of work ``slow``, and the page's blocks
+after it. Blocks of other
 languages (``text`` synopses and output, ``toml``, ``json``) are not code to run.
 """
 
@@ -63,9 +64,11 @@ def blocks(page: Path) -> list[Block]:
 def runnable() -> list:
     params = []
     for page in PAGES:
+        slow = False  # a block after a slow one may need what it made: slow too
         for b in blocks(page):
             if b.lang in RUN:
-                params.append(pytest.param(b, id=b.id, marks=[pytest.mark.slow] if b.slow else []))
+                slow = slow or (b.slow and not b.not_run)
+                params.append(pytest.param(b, id=b.id, marks=[pytest.mark.slow] if slow else []))
     return params
 
 

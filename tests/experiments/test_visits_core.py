@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.linalg
-import scipy.sparse as sp
+from conftest import random_binary
 from scipy.stats import norm
 
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import binary_csr, features_to_csr
-from dr_scale.outofcore.passes import PartSet
-from dr_scale.synthetic import visits as generate
 from dr_scale.experiments.visits.data import part_from_arrays
 from dr_scale.experiments.visits.pca import RowSample, first_component
 from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
-from conftest import random_binary
+from dr_scale.logs.contract import features_to_csr
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.synthetic import visits as generate
 
 
 def _identity(x):
@@ -120,8 +118,8 @@ def test_a_bad_part_is_an_error_naming_file_column_and_row(tmp_path, column, val
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dr_scale.logs.contract import LogDataError
     from dr_scale.experiments.visits.data import read_visits_part
+    from dr_scale.logs.contract import LogDataError
 
     data = {"row_id": [10, 11, 12], "features": [[0, 1], [2], [3]], "visits": [1.0, 2.0, 3.0], column: values}
     path = str(tmp_path / "part-00000.parquet")

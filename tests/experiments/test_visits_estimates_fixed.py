@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from conftest import machine
 
 from dr_scale.experiments.visits.experiment import Settings, load_parts, run_experiment

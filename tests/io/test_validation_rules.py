@@ -13,9 +13,7 @@ import scipy.sparse as sp
 
 from dr_scale.cli import build_parser, main
 from dr_scale.commands.common import option_flags
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.core.errors import ParameterError, UserError, describe
-from dr_scale.ope.estimators import IPS
 from dr_scale.logs.contract import (
     MIN_PROPENSITY,
     ROW_SUM_TOLERANCE,
@@ -24,6 +22,8 @@ from dr_scale.logs.contract import (
     partition_from_table,
     write_log,
 )
+from dr_scale.ope.estimators import IPS
+from dr_scale.outofcore.compute import dask_session
 from dr_scale.policies.target import ProbsColumnPolicy
 from dr_scale.synthetic.bandit import generate_bandit
 
@@ -179,9 +179,9 @@ def test_estimator_parameters_and_options_share_one_rule(rule, name, value, mess
 def test_the_visits_job_is_the_experiments_settings_plus_where_things_are():
     from pydantic import ValidationError
 
-    from dr_scale.io.config import validate
     from dr_scale.experiments.visits.experiment import PAPER_FRACTIONS, Settings
     from dr_scale.experiments.visits.job import VisitsJob
+    from dr_scale.io.config import validate
 
     assert issubclass(VisitsJob, Settings)
     job = validate(VisitsJob, {"job": "visits", "fractions": [0.5, 1], "lam": 3, "storage_options": {"key": "k"}})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import scipy.sparse as sp
 from sklearn.base import clone
 

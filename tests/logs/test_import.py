@@ -25,9 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import read_log, write_log
+from dr_scale.logs.contract import SPEC_FILE, read_log, write_log
 from dr_scale.logs.importer import from_dask, from_pandas, import_log
-from dr_scale.logs.contract import SPEC_FILE
 from dr_scale.logs.spec import hash_keys
 
 OBD = Path(__file__).parents[1] / "fixtures" / "obd"

@@ -5,7 +5,6 @@ import io
 import numpy as np
 import pytest
 
-from dr_scale.synthetic.finite_world import BanditWorld
 from dr_scale.ope.estimators import (
     TUNING_GRID,
     ClippedDR,
@@ -15,13 +14,14 @@ from dr_scale.ope.estimators import (
     make_estimators,
     parse_estimator,
 )
-from dr_scale.ope.moments import Moments
 from dr_scale.ope.evaluation import Evaluation
-from dr_scale.synthetic.example import example_paths
+from dr_scale.ope.moments import Moments
 from dr_scale.report.make import compute_report
 from dr_scale.report.policies_file import parse_policies
 from dr_scale.report.state_cache import fingerprint
 from dr_scale.reward.models import LinearRewardModel
+from dr_scale.synthetic.example import example_paths
+from dr_scale.synthetic.finite_world import BanditWorld
 
 
 @pytest.mark.parametrize("spec, label, estimator", [

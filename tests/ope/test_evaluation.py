@@ -10,14 +10,13 @@ import pytest
 import scipy.sparse as sp
 from conftest import ALL_ESTIMATORS, evaluation
 
-from dr_scale.core import keyed_random
 from dr_scale.cli import main
+from dr_scale.core import keyed_random
+from dr_scale.logs.contract import LogDataError, csr_to_features, read_log, write_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_dataframe, evaluate_log, evaluate_partitions
-from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, candidate_policy, example_paths, simulate
-from dr_scale.logs.contract import LogDataError, csr_to_features, read_log, write_log
 from dr_scale.reward.models import LinearRewardModel
-
+from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, candidate_policy, example_paths, simulate
 
 
 def assert_same(a, b, rel=1e-12):
@@ -62,7 +61,8 @@ def test_partition_invariance_and_paths_agree(tmp_path, example):
         assert est.stderr == pytest.approx(results[1].estimates[name].stderr, rel=1e-12)
 
     # in-memory partitions and a Dask DataFrame
-    assert_same(results[7], evaluate_partitions(read_log(str(tmp_path / "log7"), extra_columns=("target_action",)), evaluation(model)))
+    parts = read_log(str(tmp_path / "log7"), extra_columns=("target_action",))
+    assert_same(results[7], evaluate_partitions(parts, evaluation(model)))
     ddf = dd.read_parquet(str(tmp_path / "log7"))
     assert ddf.npartitions > 1
     assert_same(results[7], evaluate_dataframe(ddf, evaluation(model)))
@@ -109,7 +109,8 @@ def test_policy_kinds_agree(tmp_path):
             return model.predict(X)
 
     def every(policy, rho=model):
-        return evaluate_log(url, Evaluation(policy, make_estimators(ALL_ESTIMATORS, clip=10.0, tau=5.0), reward_model=rho))
+        estimators = make_estimators(ALL_ESTIMATORS, clip=10.0, tau=5.0)
+        return evaluate_log(url, Evaluation(policy, estimators, reward_model=rho))
 
     assert_same(every("column:target_action"), every("probs:target_probs"))
     assert_same(every("column:target_action"), every("callable:dr_scale.synthetic.example:candidate_policy"))
@@ -171,7 +172,8 @@ def test_evaluate_command_on_the_bundled_example(tmp_path, capsys):
     assert set(data["estimates"]) == set(ALL_ESTIMATORS)
     assert data["estimates"]["DR"]["n"] == 14000
     logs, model_path = example_paths()
-    expected = evaluate_log(logs, Evaluation("column:target_action", ALL_ESTIMATORS, LinearRewardModel.load(model_path)))
+    model = LinearRewardModel.load(model_path)
+    expected = evaluate_log(logs, Evaluation("column:target_action", ALL_ESTIMATORS, model))
     assert data["estimates"]["DR"]["value"] == expected.estimates["DR"].value
     assert data["diagnostics"]["ess"] == pytest.approx(expected.weights.ess)
 

@@ -12,15 +12,15 @@ import pytest
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
+from dr_scale.experiments.visits.data import part_from_arrays
+from dr_scale.experiments.visits.experiment import FitSums, Population, Projections
+from dr_scale.experiments.visits.pca import FirstPass, RowSample
 from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.ope.evaluation import ComparisonState, PolicyState
-from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.ope.mergeable import Mergeable, Persisted
 from dr_scale.ope.moments import Moments
+from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.synthetic.bandit import Calibration
-from dr_scale.experiments.visits.experiment import FitSums, Population, Projections
-from dr_scale.experiments.visits.data import part_from_arrays
-from dr_scale.experiments.visits.pca import FirstPass, RowSample
 
 N, K, D = 90, 3, 6
 SPLITS = [[0, 30, N], [0, 10, 55, N], [0, 1, 2, 89, N]]  # piece boundaries; one piece per run of rows

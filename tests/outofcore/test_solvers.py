@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-import scipy.sparse as sp
-
 from conftest import random_binary
 
 from dr_scale.logs.contract import binary_csr

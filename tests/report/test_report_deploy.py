@@ -7,10 +7,10 @@ import re
 import shlex
 from pathlib import Path
 
-from dr_scale.io.tomlcompat import tomllib
 import yaml
 
 from dr_scale.cli import build_parser
+from dr_scale.io.tomlcompat import tomllib
 from dr_scale.report.policies_file import parse_policies
 
 DEPLOY = Path(__file__).parents[2] / "deploy"

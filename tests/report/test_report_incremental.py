@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dr_scale.ope.evaluation import Evaluation
-from dr_scale.synthetic.example import example_paths
 from dr_scale.logs.contract import write_log
+from dr_scale.ope.evaluation import Evaluation
 from dr_scale.report.build import build_states, fill_dimensions
 from dr_scale.report.make import evaluations_of
 from dr_scale.report.partitions import list_partitions, parse_window, partition_date, select_window
 from dr_scale.report.policies_file import load_policies
 from dr_scale.report.state_cache import StateCache
+from dr_scale.synthetic.example import example_paths
 
 POLICIES = str(Path(__file__).parents[2] / "pipelines" / "report_policies.toml")
 DAYS = [f"2026-11-0{i}" for i in range(1, 8)]

@@ -1,4 +1,5 @@
-"""Flexible reward models on arrays (dr_scale.reward.sklearn_models): per-action scikit-learn regressors, cross-fitted."""
+"""Flexible reward models on arrays (dr_scale.reward.sklearn_models): per-action scikit-learn regressors,
+cross-fitted."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 from sklearn.tree import DecisionTreeRegressor
+from test_fitting import D, K, N, make_log
 
-from dr_scale.reward.sklearn_models import SklearnRewardModel, cross_fit
+from dr_scale.logs.contract import read_log, write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.reward.fitting import FitSettings, UnloggedActionWarning, fit_reward_model
-from dr_scale.logs.contract import read_log, write_log
 from dr_scale.reward.models import fold_of
-from test_fitting import D, K, N, make_log
+from dr_scale.reward.sklearn_models import SklearnRewardModel, cross_fit
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,10 @@ import pytest
 import scipy.linalg
 from threadpoolctl import threadpool_limits
 
+from dr_scale.logs.contract import partition_from_table
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.reward.fitting import FitSettings, fit_reward_model
-from dr_scale.logs.contract import partition_from_table
 from dr_scale.reward.models import LinearRewardModel, fold_of
 from dr_scale.synthetic.bandit import generate_bandit, generate_rows, make_world
 

@@ -6,11 +6,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from sklearn.linear_model import SGDRegressor
-
-from dr_scale.reward.daskml_models import incremental_reward_model, predict_log
-from dr_scale.logs.contract import write_log
 from test_fitting import D, K, make_log
 
+from dr_scale.logs.contract import write_log
+from dr_scale.reward.daskml_models import incremental_reward_model, predict_log
 
 
 @pytest.fixture(scope="module")

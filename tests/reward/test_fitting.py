@@ -20,10 +20,10 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from dr_scale.core import keyed_random
 from dr_scale.cli import main
-from dr_scale.reward.fitting import SAMPLE_PURPOSE, FitSettings, UnloggedActionWarning, fit_reward_model
+from dr_scale.core import keyed_random
 from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.reward.fitting import SAMPLE_PURPOSE, FitSettings, UnloggedActionWarning, fit_reward_model
 from dr_scale.reward.models import LinearRewardModel, fold_of
 
 N, D, K = 3000, 40, 4

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.reward import fitting as grouped
-from dr_scale.reward.fitting import Fits, LogPart
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
+from dr_scale.reward import fitting as grouped
+from dr_scale.reward.fitting import Fits, LogPart
 from dr_scale.reward.models import fold_of
 
 D, K, FOLDS, SEED = 12, 3, 3, 5

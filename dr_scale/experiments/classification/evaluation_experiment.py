@@ -36,8 +36,8 @@ import pandas as pd
 from dr_scale.experiments.classification.bandit import log_actions, losses_from_labels
 from dr_scale.experiments.classification.loss_models import PerActionRidge
 from dr_scale.experiments.classification.protocol import cached_dataset, dataset_key, seed_for, split_rows
-from dr_scale.ope.estimators import DirectMethod, DoublyRobust, IPS
 from dr_scale.learning.dlm import DirectLossMinimization
+from dr_scale.ope.estimators import IPS, DirectMethod, DoublyRobust
 
 ESTIMATORS = {"DM": DirectMethod(), "IPS": IPS(), "DR": DoublyRobust()}
 

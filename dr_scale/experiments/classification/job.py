@@ -30,18 +30,17 @@ import json
 import posixpath
 import sys
 import time
-
 from typing import Annotated, Literal
 
 import dask
 from pydantic import Field
 
-from dr_scale.io import strict_json
-from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.experiments.classification import evaluation_experiment, optimization_experiment, reports
 from dr_scale.experiments.classification.protocol import dataset_names
-from dr_scale.outofcore.compute import compute
+from dr_scale.io import strict_json
+from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, PositiveFinite, PositiveInt, validate
+from dr_scale.outofcore.compute import compute
 
 RESULT_KEYS = ("seed", "dlm", "tree", "ridge_alpha", "train_fraction")
 

@@ -50,7 +50,8 @@ def run_repetition(name: str, repetition: int, options: dict) -> dict:
         tree = FilterTree(tree_params=tree_params, random_state=seed_for(seed, "filter-tree", key, rep))
         record[f"{imputation} (FT)"] = _error(tree.fit(X_train, rewards), X_test, y_test)
     offset = OffsetTree(k, tree_params=tree_params, random_state=seed_for(seed, "offset-tree", key, rep))
-    record["Offset Tree"] = _error(offset.fit(X_train, bandit.action, 1 - bandit.loss, bandit.propensity), X_test, y_test)
+    fitted = offset.fit(X_train, bandit.action, 1 - bandit.loss, bandit.propensity)
+    record["Offset Tree"] = _error(fitted, X_test, y_test)
     return record
 
 

@@ -13,9 +13,9 @@ import posixpath
 import numpy as np
 import pandas as pd
 
-from dr_scale.io.atomic import atomic_write_all, url_to_fs
 from dr_scale.experiments.classification.datasets import NAMES
 from dr_scale.io import strict_json
+from dr_scale.io.atomic import atomic_write_all, url_to_fs
 
 _T2 = {
     "bias (IPS)": [0.004, 0.003, 0, 0, 0, 0, 0, 0, 0.006],

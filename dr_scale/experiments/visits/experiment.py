@@ -44,16 +44,16 @@ import scipy.sparse as sp
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from dr_scale.outofcore.compute import compute
+from dr_scale.experiments.visits.data import VisitsPart, read_visits_part, visits_parts
+from dr_scale.experiments.visits.pca import first_component
+from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
 from dr_scale.io.config import Model, NonNegativeInt, PositiveFinite, PositiveInt
 from dr_scale.logs.contract import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.blocks import solve_in_blocks
+from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import Held, PartSet
 from dr_scale.outofcore.products import add_transposed_product
-from dr_scale.experiments.visits.data import VisitsPart, read_visits_part, visits_parts
-from dr_scale.experiments.visits.pca import first_component
-from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
 
 PAPER_FRACTIONS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05)
 
@@ -97,10 +97,10 @@ class Projections:
     minimum: float
 
     @classmethod
-    def of(cls, t: np.ndarray) -> "Projections":
+    def of(cls, t: np.ndarray) -> Projections:
         return cls(t.shape[0], t.sum(), float(t.min()) if t.size else np.inf)
 
-    def __add__(self, other: "Projections") -> "Projections":
+    def __add__(self, other: Projections) -> Projections:
         return Projections(self.n + other.n, self.total + other.total, min(self.minimum, other.minimum))
 
 
@@ -153,7 +153,7 @@ class Lifted(Held):
         return binary_csr(self.indptr[r0:r1 + 1] - self.indptr[r0], self.indices[self.indptr[r0]:self.indptr[r1]],
                           self.n_cols)
 
-    def piece(self, first: int, stop: int) -> "Lifted":
+    def piece(self, first: int, stop: int) -> Lifted:
         """The rows of fits ``first`` … ``stop − 1`` as a Lifted of their own: fit k becomes fit k − first,
         its column block moves down by ``first`` blocks (a copy)."""
         r0, r1 = self.fit_rows[first], self.fit_rows[stop]
@@ -175,10 +175,10 @@ class Population:
     propensity_visits: float = 0.0  # Σ p v
 
     @classmethod
-    def of(cls, visits: np.ndarray, p: np.ndarray) -> "Population":
+    def of(cls, visits: np.ndarray, p: np.ndarray) -> Population:
         return cls(len(visits), visits.sum(), (visits ** 2).sum(), p.sum(), (p * visits).sum())
 
-    def __add__(self, other: "Population") -> "Population":
+    def __add__(self, other: Population) -> Population:
         return Population(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
 
 
@@ -197,10 +197,10 @@ class FitSums(Held):
     population: Population
 
     @classmethod
-    def empty(cls, n_fits: int, d: int) -> "FitSums":
+    def empty(cls, n_fits: int, d: int) -> FitSums:
         return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), Population())
 
-    def __add__(self, other: "FitSums") -> "FitSums":
+    def __add__(self, other: FitSums) -> FitSums:
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
 
 
@@ -357,8 +357,10 @@ def fit_sampler(parts: PartSet, *, progress: bool = False):
     return comp, t.minimum, t.total / t.n
 
 
-def run_experiment(parts: PartSet, settings: Settings = Settings(), *, progress: bool = False) -> ExperimentResult:
-    """All fractions × repetitions of IPS and DR on the parts (see the module docstring)."""
+def run_experiment(parts: PartSet, settings: Settings | None = None, *, progress: bool = False) -> ExperimentResult:
+    """All fractions × repetitions of IPS and DR on the parts (see the module docstring); ``settings`` default:
+    the paper's (:class:`Settings`)."""
+    settings = settings if settings is not None else Settings()
     timings = {}
     clock = time.perf_counter()
 

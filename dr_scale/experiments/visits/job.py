@@ -16,19 +16,19 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.cache import cache_root, spill_root
-from dr_scale.io.config import PositiveInt, validate
 from dr_scale.core.errors import check_output_folder
-from dr_scale.synthetic import visits as gen
 from dr_scale.experiments.visits.experiment import (
     Settings,
     load_parts,
     run_experiment,
 )
 from dr_scale.experiments.visits.outputs import write_outputs
-from dr_scale.outofcore.passes import spill_folder
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.io.cache import cache_root, spill_root
+from dr_scale.io.config import PositiveInt, validate
 from dr_scale.io.storage import storage_options
+from dr_scale.outofcore.passes import spill_folder
+from dr_scale.synthetic import visits as gen
 
 
 class VisitsJob(Settings):

@@ -80,7 +80,8 @@ def summary_markdown(res: dict) -> str:
     lines = [
         "# Average user visits: IPS vs DR (paper Sec. 5.2, Fig. cv)", "",
         f"Data: {res['data'] or 'in memory'} — {res['rows']:,} rows × {res['features']} features in "
-        f"{res['parts']} parts ({size_note(res['rows'])}); {res['settings']['repetitions']} repetitions per fraction, seed "
+        f"{res['parts']} parts ({size_note(res['rows'])}); {res['settings']['repetitions']} repetitions per fraction, "
+        "seed "
         f"{res['settings']['seed']}, ridge λ = {res['settings']['lam']}, sampler kernel "
         f"'{res['settings']['kernel']}'.", "",
         "| | paper | measured |", "|---|---|---|",

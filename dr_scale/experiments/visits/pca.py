@@ -60,7 +60,7 @@ class RowSample:
     n_features: int
 
     @classmethod
-    def of(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> "RowSample":
+    def of(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> RowSample:
         rows = np.arange(keys.shape[0]) if keys.shape[0] <= size else np.argpartition(keys, size - 1)[:size]
         rows = rows[np.argsort(keys[rows], kind="stable")]  # only the kept rows are sorted
         X = X[rows]
@@ -70,7 +70,7 @@ class RowSample:
     def X(self) -> sp.csr_matrix:
         return binary_csr(self.indptr, self.indices, self.n_features)
 
-    def __add__(self, other: "RowSample") -> "RowSample":
+    def __add__(self, other: RowSample) -> RowSample:
         return RowSample.of(self.size, np.concatenate([self.keys, other.keys]),
                                   sp.vstack([self.X, other.X], format="csr"))
 
@@ -85,12 +85,12 @@ class FirstPass:
     sample: RowSample
 
     @classmethod
-    def of(cls, part, sample_size: int) -> "FirstPass":
+    def of(cls, part, sample_size: int) -> FirstPass:
         X = part.X
         keys = keyed_random.uniform(part.row_id, 0, "principal-component-start")
         return cls(np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.of(sample_size, keys, X))
 
-    def __add__(self, other: "FirstPass") -> "FirstPass":
+    def __add__(self, other: FirstPass) -> FirstPass:
         return FirstPass(self.column_sums + other.column_sums, self.n + other.n, self.sample + other.sample)
 
 
