@@ -62,6 +62,11 @@ def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+class PolicyMismatch(LogDataError):
+    """The policy does not fit the log (its k actions or d features are not the log's): the policy's
+    error, not the partition's — a report names the policy, not every partition."""
+
+
 class Policy:
     """Base class. ``columns`` are extra log columns the policy reads."""
 
@@ -211,8 +216,9 @@ class LinearPolicy(Policy):
             bad = np.flatnonzero(X.indices >= d)
             if bad.size:
                 row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-                raise LogDataError(source, "features", f"feature index beyond the policy's {d} features ({self.source})",
-                                   int(row_id[row]) if row_id is not None else row)
+                raise PolicyMismatch(source, "features",
+                                     f"feature index beyond the policy's {d} features ({self.source})",
+                                     int(row_id[row]) if row_id is not None else row)
             X = X[:, :d]
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
         return np.asarray(X @ coef) + self.intercept
@@ -227,7 +233,7 @@ class LinearPolicy(Policy):
 
     def _check_k(self, k: int, part) -> None:
         if k != self.n_actions:
-            raise LogDataError(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
+            raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                f"{self.n_actions}")
 
     def save(self, url: str, storage_options: dict | None = None) -> None:

@@ -96,7 +96,7 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
                 generated_at: datetime.datetime | None = None, pairs: dict | None = None) -> dict:
     """The report as a JSON-able dict (schema in the module docstring)."""
     pf = policies_file
-    failed = bool(states.bad) and not skip_bad
+    failed = bool(states.bad) and (not skip_bad or not states.rows)  # skipping every partition is no report
     status = "failed" if failed else ("partial" if states.bad else "ok")
     computed = set(states.computed)
     partitions = [{"path": p.path, "date": p.day, "rows": states.rows.get(p.path),

@@ -1,0 +1,138 @@
+"""Hostile and careless input on the newer surface, through the real command or the API.
+
+Each case ends in one clear line (exit 2, naming the file, policy or option) or the right
+result: a policy that does not fit the log is the policy's error, not its partitions';
+``--overwrite`` replaces only what dr-scale wrote; outputs are checked before the work;
+spill folders do not outlive their run; limits fail fast with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+from dr_scale.cli import main
+from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.reward.models import LinearRewardModel
+
+D, K = 6, 4
+ROOT = Path(__file__).parents[2]
+
+
+def columns(n: int = 60, seed: int = 0, start: int = 0, k: int = K) -> dict:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.5, format="csr", random_state=seed)
+    return {"row_id": pa.array(np.arange(start, start + n, dtype=np.int64)), "features": csr_to_features(X),
+            "action": pa.array(np.arange(n) % k), "reward": pa.array(rng.random(n)),
+            "propensity": pa.array(np.full(n, 1 / k)), "target_action": pa.array(rng.integers(0, k, n))}
+
+
+def share(root: Path, metadata: bool = True, days: int = 3) -> Path:
+    """A date-partitioned log of ``days`` days, with or without the dr_scale.* schema metadata."""
+    for day in range(1, days + 1):
+        folder = root / "share" / f"date=2026-11-0{day}"
+        if metadata:
+            write_log(pa.table(columns(40, day, 100 * day)), str(folder), n_features=D, n_actions=K)
+        else:
+            folder.mkdir(parents=True)
+            pq.write_table(pa.table(columns(40, day, 100 * day)), folder / "part-00000.parquet")
+    return root / "share"
+
+
+def linear_policy(path: Path, d: int = D, k: int = K, seed: int = 0) -> Path:
+    coef = np.random.default_rng(seed).normal(size=(d, k))
+    np.savez(path, coef=coef, intercept=np.zeros(k), metadata=np.array("{}"))
+    return path
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err, out.err
+    return code, out.out, out.err
+
+
+def error_line(err: str) -> str:
+    (line,) = [x for x in err.splitlines() if ": error: " in x]
+    return line
+
+
+# -- (1) a policy that does not fit the log is the policy file's error -----------------------------------
+@pytest.fixture
+def model(tmp_path) -> Path:
+    path = tmp_path / "rho.npz"
+    LinearRewardModel(np.full((D, K), 0.1), np.zeros(K)).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("metadata", [True, False], ids=["metadata", "no-metadata"])
+@pytest.mark.parametrize("with_model", [True, False], ids=["model", "no-model"])
+@pytest.mark.parametrize("skip", [False, True], ids=["strict", "skip-bad"])
+def test_a_policy_with_other_k_is_a_policy_error(tmp_path, capsys, model, metadata, with_model, skip):
+    """k = 3 policy on a 4-action log: exit 2 naming the policies file and the policy; no partition blamed."""
+    logs = share(tmp_path, metadata)
+    linear_policy(tmp_path / "pol_k3.npz", k=3)
+    linear_policy(tmp_path / "pol_k4.npz", k=K)
+    policies = tmp_path / "p.toml"
+    policies.write_text(('reward_model = "rho.npz"\n' if with_model else "")
+                        + '[[policy]]\nname = "good"\nspec = "linear:pol_k4.npz"\n'
+                        + '[[policy]]\nname = "bad"\nspec = "linear:pol_k3.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", *(["--skip-bad-partitions"] if skip else []))
+    line = error_line(err)
+    assert code == 2, err
+    assert str(policies) in line and "'bad'" in line and "pol_k3.npz" in line, line
+    assert "bad partition" not in err and "skipped" not in err, err
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_a_policy_with_fewer_features_than_the_log_uses_is_a_policy_error(tmp_path, capsys):
+    logs = share(tmp_path)
+    linear_policy(tmp_path / "narrow.npz", d=2)
+    policies = tmp_path / "p.toml"
+    policies.write_text('[[policy]]\nname = "narrow"\nspec = "linear:narrow.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    assert code == 2 and "'narrow'" in error_line(err) and "feature index beyond the policy's 2 features" in err
+    assert "skipped" not in err
+
+
+def test_skipping_every_partition_is_a_failed_report_not_exit_0(tmp_path, capsys, model):
+    """--skip-bad-partitions with no good partition left: status failed, exit 3 (no empty 'partial' report)."""
+    logs = share(tmp_path, days=2)
+    for part in logs.rglob("*.parquet"):
+        table = pq.read_table(part)
+        prop = table["propensity"].to_numpy().copy()
+        prop[0] = 0.0
+        pq.write_table(table.set_column(table.schema.get_field_index("propensity"), "propensity", pa.array(prop)),
+                       part)
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nspec = "constant:1"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 3 and report["status"] == "failed" and len(report["bad_partitions"]) == 2, err
+
+
+def test_one_bad_partition_is_still_skipped(tmp_path, capsys, model):
+    """The policy check does not swallow real bad data: one bad day, skipped, the rest reported (exit 0)."""
+    logs = share(tmp_path)
+    part = next((logs / "date=2026-11-02").glob("*.parquet"))
+    table = pq.read_table(part)
+    prop = table["propensity"].to_numpy().copy()
+    prop[3] = 2.0
+    pq.write_table(table.set_column(table.schema.get_field_index("propensity"), "propensity", pa.array(prop)), part)
+    linear_policy(tmp_path / "pol.npz")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nname = "lin"\nspec = "linear:pol.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 0 and report["status"] == "partial" and len(report["skipped_partitions"]) == 1, err
+    assert report["policies"][0]["name"] == "lin"
