@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
                    help="the feature profiles, the users and the logged view's draws (default 0)")
     v.add_argument("--rows-per-part", type=POSITIVE_INT, default=100_000, help="rows per Parquet part (default 100000)")
     v.add_argument("--no-calibration", action="store_true", help="skip the calibration figures")
+    v.add_argument("--overwrite", action="store_true",
+                   help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
     v.add_argument("--logged-view", metavar="URL",
                    help="also write the paper's sampler's logged view (row_id, features, action = sampled, "
                         "reward = action·visits, propensity) as a logged data set; evaluate it with "
@@ -57,7 +59,8 @@ def _add_bandit_parser(kinds) -> None:
                    help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
                         "from 2026-11-01, all from the same world")
     b.add_argument("--rows-per-part", type=POSITIVE_INT, default=500_000, help="rows per Parquet part (default 500000)")
-    b.add_argument("--overwrite", action="store_true", help="replace the output folder if it is not empty")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
     add_compute_options(b)
     add_storage_option(b)
     b.set_defaults(func=run_bandit)
@@ -89,7 +92,7 @@ def run_visits(args) -> int:
         start = time.perf_counter()
         manifest = generate_visits(args.out, rows=args.rows, features=args.features, seed=args.seed,
                                    rows_per_part=args.rows_per_part, storage_options=opts, client=client,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, overwrite=args.overwrite)
         print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         if args.no_calibration and not args.logged_view:

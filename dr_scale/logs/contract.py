@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.atomic import MANIFEST, MARKER, atomic_open, incomplete_folder, url_to_fs
 from dr_scale.core.errors import ParameterError, UserError
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
@@ -88,6 +88,9 @@ def list_parts(url: str, storage_options: dict | None = None) -> tuple[object, l
         paths = [p for match in sorted(fs.glob(path))
                  for p in (_parquet_files(fs, match) if fs.isdir(match) else [match])]
     elif fs.isdir(path):
+        if incomplete_folder(fs, path):
+            raise LogDataError(url, None, f"incomplete: dr-scale began writing this folder ({MARKER}) and was "
+                                          f"interrupted before its {MANIFEST}; write it again (generate … --overwrite)")
         paths = _parquet_files(fs, path)
     elif fs.exists(path):
         paths = [path]

@@ -9,6 +9,11 @@ spill folders do not outlive their run; limits fail fast with the reason.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +141,80 @@ def test_one_bad_partition_is_still_skipped(tmp_path, capsys, model):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert code == 0 and report["status"] == "partial" and len(report["skipped_partitions"]) == 1, err
     assert report["policies"][0]["name"] == "lin"
+
+
+# -- (2) --overwrite replaces only what dr-scale wrote ------------------------------------------------------
+GENERATE = {"bandit": ["generate", "bandit", "--rows", "200", "--features", "96", "--actions", "3"],
+            "visits": ["generate", "visits", "--rows", "200", "--features", "10", "--no-calibration"]}
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATE))
+def test_overwrite_replaces_a_generated_folder(tmp_path, capsys, kind):
+    out = tmp_path / "log"
+    assert cli(capsys, *GENERATE[kind], "--out", out, "--no-progress")[0] == 0
+    assert (out / "_dr_scale").exists() and (out / "_manifest.json").exists()
+    (out / "part-00007.parquet").write_bytes(b"stale")  # a file of the old set that the new one does not have
+    code, _, err = cli(capsys, *GENERATE[kind], "--out", out, "--no-progress")
+    assert code == 2 and "exists and is not empty" in error_line(err) and "--overwrite" in error_line(err)
+    assert cli(capsys, *GENERATE[kind], "--out", out, "--no-progress", "--overwrite")[0] == 0
+    assert not (out / "part-00007.parquet").exists()
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATE))
+@pytest.mark.parametrize("target", ["notes-folder", "policy-file", "folder-of-policies"])
+def test_overwrite_refuses_what_dr_scale_did_not_write(tmp_path, capsys, kind, target):
+    """A folder of notes, a policy .npz where a folder should be: refused with a line naming it, left intact."""
+    if target == "policy-file":
+        out = linear_policy(tmp_path / "pol.npz")
+    else:
+        out = tmp_path / "mine"
+        out.mkdir()
+        (out / "notes.txt").write_text("keep me")
+        if target == "folder-of-policies":
+            linear_policy(out / "pol.npz")
+    before = {p: p.read_bytes() for p in [out, *out.rglob("*")] if p.is_file()}
+    code, _, err = cli(capsys, *GENERATE[kind], "--out", out, "--no-progress", "--overwrite")
+    assert code == 2 and str(out) in error_line(err), err
+    assert "dr-scale did not write" in err or "is a file, not a folder" in err
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_overwrite_replaces_a_report_folder(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"schema": "dr-scale/report", "status": "ok"}))
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress", "--overwrite")[0] == 0
+    assert not (out / "report.json").exists() and (out / "_manifest.json").exists()
+
+
+# -- (8) an interrupted generate leaves no log that readers take for complete --------------------------------
+def test_a_generated_folder_without_its_manifest_is_refused_by_readers(tmp_path, capsys):
+    out = tmp_path / "log"
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress")[0] == 0
+    (out / "_manifest.json").unlink()  # as a generate killed before its last write leaves it
+    for argv in (["evaluate", out, "--policy", "constant:1"], ["fit", out, "--out", tmp_path / "m.npz"]):
+        code, _, err = cli(capsys, *argv, "--no-progress")
+        assert code == 2 and "incomplete" in error_line(err) and "--overwrite" in error_line(err), err
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress", "--overwrite")[0] == 0
+
+
+def _subprocess_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.slow
+def test_sigterm_during_generate_leaves_a_log_evaluate_refuses(tmp_path):
+    out = tmp_path / "log"
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "generate", "bandit", "--rows", "400000",
+                             "--features", "4096", "--actions", "5", "--rows-per-part", "2000", "--out", str(out),
+                             "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_subprocess_env())
+    deadline = time.monotonic() + 120
+    while not list(out.glob("part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert (out / "_dr_scale").exists() and not (out / "_manifest.json").exists()
+    done = subprocess.run([sys.executable, "-m", "dr_scale.cli", "evaluate", str(out), "--policy", "constant:1",
+                           "--no-progress"], capture_output=True, env=_subprocess_env(), timeout=120)
+    assert done.returncode == 2 and b"incomplete" in done.stderr, done.stderr
