@@ -12,8 +12,10 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.outofcore.compute import dask_session
+from dr_scale.core.errors import check_output_file
+from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import Folds, PositiveFinite, option
+from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:
@@ -81,6 +83,7 @@ def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
     opts = storage_options(args.storage_options)
+    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, args.logs, client, opts)
     model.save(args.out, opts or None)

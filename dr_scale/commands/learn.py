@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from dr_scale.core.errors import check_output_file
+from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
 from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
 from dr_scale.commands.fit import parse_lambda
@@ -45,6 +47,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
+    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):

@@ -25,6 +25,7 @@ def _refuse_folder(fs, path: str) -> None:
 
 
 def temporary_name(path: str) -> str:
+    """``.NAME.tmp-<32 hex>`` beside ``path`` (:data:`dr_scale.core.errors.TEMPORARY_NAME_EXTRA` bytes longer)."""
     head, tail = posixpath.split(path)
     return posixpath.join(head, f".{tail}.tmp-{uuid.uuid4().hex}")
 

@@ -218,3 +218,56 @@ def test_sigterm_during_generate_leaves_a_log_evaluate_refuses(tmp_path):
     done = subprocess.run([sys.executable, "-m", "dr_scale.cli", "evaluate", str(out), "--policy", "constant:1",
                            "--no-progress"], capture_output=True, env=_subprocess_env(), timeout=120)
     assert done.returncode == 2 and b"incomplete" in done.stderr, done.stderr
+
+
+# -- (3) outputs checked before the work ---------------------------------------------------------------------
+def _no_work(*args, **kwargs):
+    raise AssertionError("the work started before the output was checked")
+
+
+@pytest.fixture
+def small_log(tmp_path) -> Path:
+    logs = tmp_path / "logs"
+    write_log(pa.table(columns(60)), str(logs), n_parts=2, n_features=D, n_actions=K)
+    return logs
+
+
+@pytest.mark.parametrize("command", ["fit", "learn", "evaluate", "report", "generate"])
+@pytest.mark.parametrize("problem", ["is-folder", "long-name", "long-folder", "under-a-file"])
+def test_outputs_are_checked_before_the_work(tmp_path, capsys, monkeypatch, small_log, command, problem):
+    import dr_scale.commands.evaluate as evaluate_command
+    import dr_scale.commands.learn as learn_command
+    import dr_scale.report.make as report_make
+    import dr_scale.reward.fitting as fitting
+    import dr_scale.synthetic.bandit as bandit
+
+    monkeypatch.setattr(fitting, "fit_reward_model", _no_work)
+    monkeypatch.setattr(learn_command, "learn_policy", _no_work)
+    monkeypatch.setattr(evaluate_command, "evaluate_log", _no_work)
+    monkeypatch.setattr(report_make, "compute_report", _no_work)
+    monkeypatch.setattr(bandit, "_write_part", _no_work)
+    (tmp_path / "a-file").write_text("x")
+    folder_wanted = command in ("report", "generate")
+    if problem == "is-folder":
+        if folder_wanted:
+            pytest.skip("a folder is what these write")
+        out = tmp_path
+    elif problem == "long-name":
+        out = tmp_path / ("n" * 240 + ("" if folder_wanted else ".npz"))
+        if folder_wanted:
+            out = tmp_path / ("n" * 256)
+    elif problem == "long-folder":
+        out = tmp_path / ("f" * 256) / "out.npz"
+    else:
+        out = tmp_path / "a-file" / "out.npz"
+    policies = tmp_path / "p.toml"
+    policies.write_text('[[policy]]\nspec = "constant:1"\n')
+    argv = {"fit": ["fit", small_log, "--out", out], "learn": ["learn", small_log, "--out", out],
+            "evaluate": ["evaluate", small_log, "--policy", "constant:1", "--json", out],
+            "report": ["report", "--logs", small_log, "--policies", policies, "--out", out],
+            "generate": [*GENERATE["bandit"], "--out", out]}[command]
+    code, _, err = cli(capsys, *argv, "--no-progress")
+    assert code == 2, err
+    line = error_line(err)
+    assert "the work started" not in line and str(out)[:60] in line, line
+    assert any(words in line for words in ("is a folder", "bytes", "is a file", "a part of this path is a file"))
