@@ -271,3 +271,104 @@ def test_outputs_are_checked_before_the_work(tmp_path, capsys, monkeypatch, smal
     line = error_line(err)
     assert "the work started" not in line and str(out)[:60] in line, line
     assert any(words in line for words in ("is a folder", "bytes", "is a file", "a part of this path is a file"))
+
+
+# -- (4) spill folders do not outlive their run ----------------------------------------------------------------
+def _spill_entries(cache: Path) -> list[str]:
+    spill = cache / "spill"
+    return sorted(p.name for p in spill.iterdir() if p.name.startswith("dr-scale-spill-")) if spill.exists() else []
+
+
+def test_a_failed_run_removes_its_spill_folder(tmp_path, capsys, monkeypatch):
+    """An error part-way through (a bad propensity in the second part): the run's spill folder and lock go."""
+    monkeypatch.setenv("DR_SCALE_CACHE", str(tmp_path / "cache"))
+    logs = tmp_path / "logs"
+    for i in range(2):
+        cols = columns(40, i, 100 * i)
+        if i == 1:
+            cols["propensity"] = pa.array(np.where(np.arange(40) == 3, 0.0, 1 / K))
+        folder = logs / f"part-{i:05d}.parquet"
+        folder.parent.mkdir(exist_ok=True)
+        pq.write_table(pa.table(cols), folder)
+    for command in ("fit", "learn"):
+        code, _, err = cli(capsys, command, logs, "--out", tmp_path / f"{command}.npz", "--no-progress",
+                           "--n-features", D, "--n-actions", K)
+        assert code == 2 and "propensity" in error_line(err)
+        assert _spill_entries(tmp_path / "cache") == []
+
+
+def test_a_dead_runs_spill_folder_is_purged_and_a_live_ones_kept(tmp_path):
+    """The purge takes only folders whose lock is free and whose owner is gone."""
+    from dr_scale.io.cache import purge_stale_spill, spill_workspace
+
+    root = tmp_path / "spill"
+    dead = root / "dr-scale-spill-dead"
+    dead.mkdir(parents=True)
+    (dead / "part.npy").write_bytes(b"x" * 100)
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    (root / "dr-scale-spill-dead.lock").write_text(json.dumps({"host": socket.gethostname(),
+                                                               "pid": int(child.stdout)}))
+    unlocked_alive = root / "dr-scale-spill-alive"
+    unlocked_alive.mkdir()
+    (root / "dr-scale-spill-alive.lock").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    no_lock = root / "dr-scale-spill-nolock"
+    no_lock.mkdir()
+    with spill_workspace(str(root)) as mine:
+        assert not dead.exists() and unlocked_alive.exists() and no_lock.exists()
+        assert purge_stale_spill(str(root)) == [] and Path(mine).is_dir()  # its own, locked: kept
+    assert not Path(mine).exists() and not Path(mine + ".lock").exists()
+
+
+def _cached_env(cache: Path) -> dict:
+    return {**_subprocess_env(), "DR_SCALE_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory) -> Path:
+    """A log whose fit runs some seconds: 200,000 rows in 40 parts."""
+    out = tmp_path_factory.mktemp("long") / "log"
+    assert main(["generate", "bandit", "--rows", "200000", "--features", "4096", "--actions", "5",
+                 "--rows-per-part", "5000", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def _start_fit_and_wait_for_spill(log: Path, tmp_path: Path, cache: Path, *extra) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(log), "--out", str(tmp_path / "m.npz"),
+                             "--folds", "5", "--no-progress", *extra], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=_cached_env(cache))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        folders = [cache / "spill" / n for n in _spill_entries(cache) if not n.endswith(".lock")]
+        if any(any(f.iterdir()) for f in folders if f.is_dir()):
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"the fit left no spill files to interrupt (exit {proc.poll()}): {proc.stderr.read().decode()}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_fit_removes_its_spill_folder(tmp_path, long_log, how):
+    cache = tmp_path / "cache"
+    proc = _start_fit_and_wait_for_spill(long_log, tmp_path, cache)
+    proc.send_signal(getattr(signal, how))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and b"Traceback" not in err, err.decode()
+    assert _spill_entries(cache) == []
+
+
+@pytest.mark.slow
+def test_a_killed_fits_spill_folder_is_removed_by_the_next_run(tmp_path, long_log, small_log):
+    cache = tmp_path / "cache"
+    proc = _start_fit_and_wait_for_spill(long_log, tmp_path, cache)
+    proc.kill()  # SIGKILL: nothing of the run's own runs
+    proc.communicate(timeout=60)
+    left = _spill_entries(cache)
+    assert left and any(n.endswith(".lock") for n in left)  # the folder and its lock stay behind
+    done = subprocess.run([sys.executable, "-m", "dr_scale.cli", "fit", str(small_log), "--out",
+                           str(tmp_path / "small.npz"), "--no-progress"], capture_output=True, env=_cached_env(cache),
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert _spill_entries(cache) == []
