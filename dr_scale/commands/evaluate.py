@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options
-from dr_scale.commands.fit import add_model_options, fit_from_args
+from dr_scale.commands.common import add_compute_options, add_storage_option, check_fit_limits, storage_options
+from dr_scale.commands.fit import add_model_options, fit_from_args, model_options_given
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Alpha, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO
@@ -62,6 +62,9 @@ def run(args) -> int:
     logs, model_path, policy = args.logs, args.reward_model, args.policy
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
+    if not args.fit_reward_model and model_options_given(args):
+        raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model: give it with "
+                        "--fit-reward-model (a --reward-model FILE is already fitted, and would silently ignore it)")
     if logs is None:
         from dr_scale.synthetic.example import example_paths  # imports scikit-learn: only when needed
 
@@ -82,6 +85,8 @@ def run(args) -> int:
                           k_source="--n-actions" if args.n_actions is not None else None)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
+    if args.fit_reward_model:
+        check_fit_limits(logs, opts, folds=args.folds, n_features=args.n_features, n_actions=args.n_actions)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts)

@@ -9,6 +9,7 @@ from dr_scale.commands.common import (
     POSITIVE_INT,
     add_compute_options,
     add_storage_option,
+    check_fit_limits,
     storage_options,
     warnings_as_lines,
 )
@@ -41,15 +42,15 @@ def add_model_options(p) -> None:
     from dr_scale.reward.fitting import LAMBDA_GRID as grid
 
     p = p.add_argument_group("fitting the reward model")
-    p.add_argument("--lam", type=parse_lambda, default=default_lambda, metavar="λ|auto",
+    p.add_argument("--lam", type=parse_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto': chosen from {', '.join(f'{g:g}' for g in grid)} by the "
                         f"squared error on {100 * holdout:g}%% held-out rows keyed by row_id (default {default_lambda:g})")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
-                   help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
-                        "model j, fitted on the other folds, predicts the rows of fold j")
-    p.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                   help="also fit K fold models for cross-fitting, 2 ≤ K ≤ rows: row i's fold is ⌊K·u(row_id)⌋, "
+                        "and fold model j, fitted on the other folds, predicts the rows of fold j (default: none)")
+    p.add_argument("--seed", type=NON_NEGATIVE_INT,
                    help="key of the folds and the held-out rows (default 0)")
-    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=1e-10,
+    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"),
                    help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
@@ -73,10 +74,24 @@ def fit_from_args(args, logs: str, client, opts: dict):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
     from dr_scale.reward.fitting import fit_reward_model
 
+    from dr_scale.reward.fitting import DEFAULT_LAMBDA
+
     with warnings_as_lines(args.command):
-        return fit_reward_model(logs, lam=args.lam, folds=args.folds, client=client, storage_options=opts or None,
-                                progress=not args.no_progress, n_features=args.n_features,
-                                n_actions=args.n_actions, seed=args.seed, rtol=args.rtol)
+        return fit_reward_model(logs, lam=DEFAULT_LAMBDA if args.lam is None else args.lam, folds=args.folds,
+                                client=client, storage_options=opts or None, progress=not args.no_progress,
+                                n_features=args.n_features, n_actions=args.n_actions,
+                                seed=0 if args.seed is None else args.seed,
+                                rtol=DEFAULT_RTOL if args.rtol is None else args.rtol)
+
+
+#: ``--rtol``'s default: conjugate gradients stop at ‖residual‖ ≤ 1e-10 ‖rhs‖.
+DEFAULT_RTOL = 1e-10
+
+
+def model_options_given(args) -> list[str]:
+    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``) given on the command line."""
+    return [flag for flag, dest in (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"))
+            if getattr(args, dest, None) is not None]
 
 
 def run(args) -> int:
@@ -84,6 +99,7 @@ def run(args) -> int:
 
     opts = storage_options(args.storage_options)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    check_fit_limits(args.logs, opts, folds=args.folds, n_features=args.n_features, n_actions=args.n_actions)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, args.logs, client, opts)
     model.save(args.out, opts or None)

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from dr_scale.core.errors import check_output_file
+from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
-from dr_scale.commands.common import add_compute_options, add_storage_option, storage_options, warnings_as_lines
+from dr_scale.commands.common import (
+    add_compute_options,
+    add_storage_option,
+    check_fit_limits,
+    storage_options,
+    warnings_as_lines,
+)
 from dr_scale.commands.fit import parse_lambda
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.io.config import Folds, PositiveInt, option
@@ -29,8 +35,9 @@ def add_parser(sub) -> None:
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
-    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), default=2, metavar="K",
-                   help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
+    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
+                   help="cross-fitting folds of the reward model fitted when no --reward-model is given, "
+                        "2 ≤ K ≤ rows (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
                    help="number of features d (default: from the log's metadata)")
@@ -48,11 +55,17 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     opts = storage_options(args.storage_options)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    if args.reward_model and args.folds is not None:
+        raise UserError("--folds sets the cross-fitting of the reward model learn fits; with --reward-model FILE "
+                        "there is none to fit, and it would be silently ignored: drop one of them")
+    folds = 2 if args.folds is None else args.folds
+    if args.method != "ips" and not args.reward_model:
+        check_fit_limits(args.logs, opts, folds=folds, n_features=args.n_features, n_actions=args.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
         policy = learn_policy(args.logs, method=args.method, learner=args.learner, lam=args.lam,
-                              folds=args.folds, reward_model=args.reward_model, n_features=args.n_features,
+                              folds=folds, reward_model=args.reward_model, n_features=args.n_features,
                               n_actions=args.n_actions, client=client, storage_options=opts, spill=spill,
                               max_iter=args.max_iter, progress=not args.no_progress, stages=stages)
     policy.save(args.out, opts)

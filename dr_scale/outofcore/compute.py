@@ -116,6 +116,15 @@ def _check_address(scheduler: str) -> None:
                         "(or set DASK_SCHEDULER_ADDRESS)") from None
 
 
+#: ``local_workers`` is at most this many worker processes per core of the machine.
+WORKERS_PER_CORE = 4
+
+
+def max_local_workers() -> int:
+    """The most ``--local-workers`` a machine takes: :data:`WORKERS_PER_CORE` × its cores (``os.cpu_count``)."""
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def dask_session(scheduler: str | None = None, local_workers: int | None = None, client=None, quiet: bool = False,
                  storage_options: dict | None = None):
@@ -135,6 +144,10 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
         return
     if local_workers is not None and local_workers < 1:
         raise ParameterError(f"`local_workers` must be at least 1, got {local_workers}")
+    if local_workers is not None and local_workers > max_local_workers():
+        raise ParameterError(f"`local_workers` = {local_workers} is more than {WORKERS_PER_CORE} × this machine's "
+                             f"{os.cpu_count() or 1} cores ({max_local_workers()}): each worker is a process with its "
+                             "own memory and BLAS; use fewer, or a cluster (`scheduler`)")
     if scheduler and local_workers:
         raise ParameterError("give `scheduler` (an address) or `local_workers`, not both")
     scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))

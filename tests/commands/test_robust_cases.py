@@ -372,3 +372,68 @@ def test_a_killed_fits_spill_folder_is_removed_by_the_next_run(tmp_path, long_lo
                           timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert _spill_entries(cache) == []
+
+
+# -- (5) limits that fail fast with the reason ------------------------------------------------------------------
+def _stray_log(tmp_path: Path) -> Path:
+    """A log without metadata whose features hold one stray id of 10^7."""
+    cols = columns(60)
+    feats = cols["features"].to_pylist()
+    feats[5] = feats[5] + [10_000_000]
+    cols["features"] = pa.array(feats, pa.list_(pa.int32()))
+    (tmp_path / "stray").mkdir()
+    pq.write_table(pa.table(cols), tmp_path / "stray" / "part-00000.parquet")
+    return tmp_path / "stray"
+
+
+@pytest.mark.parametrize("case", ["folds>rows-fit", "folds>rows-evaluate", "folds>rows-learn", "workers",
+                                  "stray-id-fit", "stray-id-evaluate", "n-features-huge"])
+def test_limits_fail_fast_with_the_reason(tmp_path, capsys, monkeypatch, small_log, case):
+    import dr_scale.commands.learn as learn_command
+    import dr_scale.reward.fitting as fitting
+
+    monkeypatch.setattr(fitting, "fit_reward_model", _no_work)
+    monkeypatch.setattr(learn_command, "learn_policy", _no_work)
+    stray = _stray_log(tmp_path)
+    argv, expected = {
+        "folds>rows-fit": (["fit", small_log, "--out", tmp_path / "m.npz", "--folds", "61"],
+                           "--folds = 61 is more than the log's 60 rows"),
+        "folds>rows-evaluate": (["evaluate", small_log, "--fit-reward-model", "--folds", "500"],
+                                "--folds = 500 is more than the log's 60 rows"),
+        "folds>rows-learn": (["learn", small_log, "--out", tmp_path / "p.npz", "--folds", "61"],
+                             "--folds = 61 is more than the log's 60 rows"),
+        "workers": (["fit", small_log, "--out", tmp_path / "m.npz", "--local-workers", "1000"],
+                    "--local-workers = 1000 is more than 4 × this machine's"),
+        "stray-id-fit": (["fit", stray, "--out", tmp_path / "m.npz"], "largest feature id is 10,000,000"),
+        "stray-id-evaluate": (["evaluate", stray, "--fit-reward-model", "--policy", "constant:1"],
+                              "largest feature id is 10,000,000"),
+        "n-features-huge": (["fit", small_log, "--out", tmp_path / "m.npz", "--n-features", "2147483648"],
+                            "for the coefficients alone; this machine has"),
+    }[case]
+    code, _, err = cli(capsys, *argv, "--no-progress")
+    assert code == 2 and expected in error_line(err), err
+    assert "the work started" not in err
+
+
+def test_a_stray_id_is_accepted_when_n_features_says_so(tmp_path, capsys):
+    code, out, err = cli(capsys, "fit", _stray_log(tmp_path), "--out", tmp_path / "m.npz", "--n-features",
+                         "10000001", "--n-actions", K, "--no-progress")
+    assert code == 0 and "10000001 features" in out, err
+
+
+def test_folds_equal_to_rows_is_accepted(tmp_path, capsys, small_log):
+    assert cli(capsys, "fit", small_log, "--out", tmp_path / "m.npz", "--folds", "60", "--no-progress")[0] == 0
+
+
+# -- (6) fitting options beside a fitted model are an error, not ignored ------------------------------------------
+@pytest.mark.parametrize("extra", [["--folds", "3"], ["--lam", "2"], ["--rtol", "1e-6"], ["--seed", "4"]],
+                         ids=lambda e: e[0])
+def test_fitting_options_beside_a_reward_model_are_refused(tmp_path, capsys, small_log, model, extra):
+    code, _, err = cli(capsys, "evaluate", small_log, "--reward-model", model, *extra, "--no-progress")
+    assert code == 2 and extra[0] in error_line(err) and "--fit-reward-model" in error_line(err), err
+
+
+def test_learn_folds_beside_a_reward_model_is_refused(tmp_path, capsys, small_log, model):
+    code, _, err = cli(capsys, "learn", small_log, "--reward-model", model, "--folds", "3", "--out",
+                       tmp_path / "p.npz", "--no-progress")
+    assert code == 2 and "--folds" in error_line(err) and "--reward-model" in error_line(err), err
