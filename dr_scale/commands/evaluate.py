@@ -52,6 +52,9 @@ def add_parser(sub) -> None:
     p.add_argument("--min-ess-ratio", type=option(Share, "number in [0, 1]"), default=DEFAULT_MIN_ESS_RATIO,
                    help=f"warn of poor overlap when ESS / n is below this (default {DEFAULT_MIN_ESS_RATIO})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
+    p.add_argument("--allow-other-log", action="store_true",
+                   help="use a cross-fitted --reward-model on a log other than the one it was fitted on (its "
+                        "fingerprint differs; cross-fitting is then lost)")
     add_model_options(p)
     add_compute_options(p)
     add_storage_option(p)
@@ -82,7 +85,8 @@ def run(args) -> int:
         return Evaluation(policy or "column:target_action", make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
                           model_source=model_path, baseline=args.baseline,
-                          k_source="--n-actions" if args.n_actions is not None else None)
+                          k_source="--n-actions" if args.n_actions is not None else None,
+                          allow_other_log=args.allow_other_log)
 
     evaluation = None if args.fit_reward_model else evaluation_with(model)  # options checked before the work
     if args.fit_reward_model:
@@ -98,11 +102,11 @@ def run(args) -> int:
         print(f"reward model fitted on {logs}: {summary(model).splitlines()[0]}")
     print(f"policy {result.policy} on {logs}")
     print(result.table(args.alpha, args.interval))
-    for warning in result.weights.warnings(args.min_ess_ratio):
+    for warning in result.warnings(args.min_ess_ratio):
         print(f"dr-scale evaluate: warning: {warning}", file=sys.stderr)
     if args.json:
         document = {"logs": str(logs), **result.to_dict(args.alpha, args.interval),
-                    "warnings": result.weights.warnings(args.min_ess_ratio)}
+                    "warnings": result.warnings(args.min_ess_ratio)}
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0

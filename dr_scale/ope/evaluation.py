@@ -20,8 +20,9 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 
+from dr_scale.core.keyed_random import row_hash
 from dr_scale.outofcore.compute import compute
-from dr_scale.ope.diagnostics import WeightStats
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, Coverage, WeightStats
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.logs.contract import LogDataError, Partition, list_parts, log_metadata, partition_from_table, read_partition
@@ -41,20 +42,33 @@ class PolicyState:
     estimators: dict[str, Moments]
     weights: WeightStats
     differences: dict[str, Moments] = field(default_factory=dict)
+    coverage: Coverage | None = None  # logged rows and π's mass per action
+    rows_hash: int | None = None  # Σ row_hash mod 2⁶⁴ (the fit's fingerprint), for a cross-fitted model's check
 
     def __add__(self, other: "PolicyState") -> "PolicyState":
+        both = self.coverage is not None and other.coverage is not None
+        hashed = self.rows_hash is not None and other.rows_hash is not None
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
-                           {k: v + other.differences[k] for k, v in self.differences.items()})
+                           {k: v + other.differences[k] for k, v in self.differences.items()},
+                           self.coverage + other.coverage if both else None,
+                           (self.rows_hash + other.rows_hash) % 2 ** 64 if hashed else None)
 
     def to_dict(self) -> dict:
-        return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
-                "differences": {k: v.to_dict() for k, v in self.differences.items()}}
+        out = {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
+               "differences": {k: v.to_dict() for k, v in self.differences.items()}}
+        if self.coverage is not None:
+            out["coverage"] = self.coverage.to_dict()
+        if self.rows_hash is not None:
+            out["rows_hash"] = str(self.rows_hash)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "PolicyState":
         return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
-                   {k: Moments.from_dict(v) for k, v in d["differences"].items()})
+                   {k: Moments.from_dict(v) for k, v in d["differences"].items()},
+                   Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
+                   int(d["rows_hash"]) if "rows_hash" in d else None)
 
 
 def estimate_dict(e: Estimate, alpha: float, interval: str) -> dict:
@@ -73,13 +87,18 @@ class EvaluationResult:
     policy: str = ""
     differences: dict[str, Estimate] = field(default_factory=dict)
     baseline: str | None = None
+    coverage: Coverage | None = None
+
+    def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
+        """Poor overlap, tiny propensities, mass on actions the log never took, no matched rows: in words."""
+        return self.weights.warnings(min_ess_ratio) + (self.coverage.warnings() if self.coverage else [])
 
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
         out = {
             "policy": self.policy,
             "interval": interval,
             "estimates": {name: estimate_dict(e, alpha, interval) for name, e in self.estimates.items()},
-            "diagnostics": self.weights.summary(),
+            "diagnostics": {**self.weights.summary(), **(self.coverage.summary() if self.coverage else {})},
         }
         if self.baseline is not None:
             out["baseline"] = self.baseline
@@ -137,6 +156,7 @@ class Evaluation:
     model_source: str | None = None  # where the reward model came from, for messages
     k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
     baseline: Policy | str | None = None
+    allow_other_log: bool = False  # use a cross-fitted reward model on a log other than the one it was fitted on
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -211,15 +231,27 @@ class Evaluation:
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
         """
+        return self._inputs(part, policy)[0]
+
+    def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
+        """:meth:`rows`, with π's decisions ((n,) actions or (n, k) probabilities) and k."""
         policy = policy or self.policy
         k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", 0)) + 1)
         target = policy.decisions(part, k)
         if target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
             return RowInputs.from_actions(part.reward, part.action, part.propensity, target,
-                                          self._finite(reward_hat, part))
+                                          self._finite(reward_hat, part)), target, k
         reward_hat = None if self.reward_model is None else self._where_taken(part, target)
-        return RowInputs.from_arrays(part.reward, part.action, part.propensity, target, self._finite(reward_hat, part))
+        return (RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
+                                      self._finite(reward_hat, part)), target, k)
+
+    @property
+    def checks_log(self) -> bool:
+        """Whether the log must be the one the cross-fitted reward model was fitted on (its fingerprint)."""
+        model = self.reward_model
+        return (not self.allow_other_log and bool(getattr(model, "folds", 0))
+                and "fingerprint" in (getattr(model, "metadata", None) or {}))
 
     def _finite(self, reward_hat, part: Partition):
         if reward_hat is not None and not np.isfinite(reward_hat).all():
@@ -252,19 +284,33 @@ class Evaluation:
             return self._state(part)
 
     def _state(self, part: Partition) -> PolicyState:
-        rows = self.rows(part)
+        rows, target, k = self._inputs(part)
         differences = self.differences()
         if differences:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
             differences = {name: d.state(rows, base) for name, d in differences.items()}
+        rows_hash = None
+        if self.checks_log:  # the fit's fingerprint (dr_scale.reward.fitting.Extent): Σ h(row_id, a, r, |x|₀)
+            rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
+                            .sum(dtype=np.uint64))
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
             differences,
+            Coverage.of(part.action, target, k, rows.weight),
+            rows_hash,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
+        if self.checks_log and state.rows_hash is not None:
+            fitted = self.reward_model.metadata["fingerprint"]
+            here = f"{state.weights.n}:{state.rows_hash:016x}"
+            if here != fitted:
+                raise ParameterError(f"{self._model_name()} is cross-fitted on another log (fingerprint {fitted}; "
+                                     f"this log's is {here}): its fold models would predict rows they may have seen, "
+                                     "and cross-fitting would be silently lost. Refit it on this log (dr-scale fit "
+                                     "--folds K), or pass `allow_other_log` to use it anyway")
         for name, moments in state.estimators.items():
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
@@ -276,6 +322,7 @@ class Evaluation:
                 str(self.policy),
                 {name: d.result(state.differences[name]) for name, d in self.differences().items()},
                 None if self.baseline is None else str(self.baseline),
+                state.coverage,
             )
 
     # -- sources -------------------------------------------------------------

@@ -44,7 +44,7 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
-                               model_source=pf.reward_model,
+                               model_source=pf.reward_model, allow_other_log=True,  # windows of the fitted log
                                k_source=None if pf.n_actions is None else f"n_actions in {pf.source}")
             for c in pf.policies}
 
@@ -78,7 +78,7 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
             e = evaluations[a]
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
                                              n_actions=e.n_actions, n_features=e.n_features, model_source=e.model_source,
-                                             baseline=evaluations[b].policy)
+                                             baseline=evaluations[b].policy, allow_other_log=True)
     return out
 
 

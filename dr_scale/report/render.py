@@ -62,7 +62,9 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
-    warnings = total.weights.warnings(min_ess_ratio)
+    warnings = total.weights.warnings(min_ess_ratio) + (total.coverage.warnings() if total.coverage else [])
+    if total.coverage is not None:
+        diag.update(total.coverage.summary())
     days = []
     for day, state in by_day.items():
         r = evaluation.result(state).to_dict(alpha, interval)
@@ -111,6 +113,8 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     ]
     primary = primary_estimator(pf.estimators)
     compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha)
+    if status == "ok" and any(p["diagnostics"].get("unlogged_actions") for p in policies):
+        status = "warning"  # a policy takes actions the log never took: its estimates rest on no logged data there
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,

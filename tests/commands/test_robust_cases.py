@@ -437,3 +437,105 @@ def test_learn_folds_beside_a_reward_model_is_refused(tmp_path, capsys, small_lo
     code, _, err = cli(capsys, "learn", small_log, "--reward-model", model, "--folds", "3", "--out",
                        tmp_path / "p.npz", "--no-progress")
     assert code == 2 and "--folds" in error_line(err) and "--reward-model" in error_line(err), err
+
+
+# -- (6) a cross-fitted model from another log is refused -------------------------------------------------------
+def _shifted(tmp_path: Path, logs: Path, shift: int) -> Path:
+    """The same rows with their row ids shifted: another log to the model's fingerprint."""
+    out = tmp_path / f"shifted{shift}"
+    table = pq.read_table(logs)
+    table = table.set_column(0, "row_id", pa.array(table["row_id"].to_numpy() + shift))
+    write_log(table, str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+def test_a_cross_fitted_model_from_another_log_is_refused(tmp_path, capsys, small_log):
+    model = tmp_path / "cf.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "3", "--out", model, "--no-progress")[0] == 0
+    code, _, err = cli(capsys, "evaluate", small_log, "--reward-model", model, "--policy", "constant:1",
+                       "--no-progress")
+    assert code == 0, err  # its own log: the fingerprints agree
+    other = _shifted(tmp_path, small_log, 7)
+    code, _, err = cli(capsys, "evaluate", other, "--reward-model", model, "--policy", "constant:1", "--no-progress")
+    line = error_line(err)
+    assert code == 2 and "cross-fitted on another log" in line and "--allow-other-log" in line, err
+    code, out, err = cli(capsys, "evaluate", other, "--reward-model", model, "--policy", "constant:1",
+                         "--allow-other-log", "--no-progress")
+    assert code == 0 and "DR" in out, err
+
+
+def test_the_api_refuses_a_cross_fitted_model_from_another_log(tmp_path, small_log):
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.ope.evaluation import Evaluation, evaluate_log
+    from dr_scale.reward.fitting import fit_reward_model
+
+    model = fit_reward_model(str(small_log), folds=2)
+    other = _shifted(tmp_path, small_log, 3)
+    with pytest.raises(ParameterError, match="allow_other_log to use it anyway"):
+        evaluate_log(str(other), Evaluation("constant:1", ["DR"], reward_model=model))
+    assert np.isfinite(evaluate_log(str(other), Evaluation("constant:1", ["DR"], reward_model=model,
+                                                           allow_other_log=True)).estimates["DR"].value)
+
+
+# -- (7) probability on actions the log never took ------------------------------------------------------------------
+@pytest.fixture
+def log_without_action_3(tmp_path) -> Path:
+    cols = columns(80)
+    cols["action"] = pa.array(np.arange(80) % 3)  # actions 0, 1, 2 only; k = 4
+    out = tmp_path / "no3"
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+def _probs_log(tmp_path: Path, share3: float) -> Path:
+    """A log without action 3 and a target_probs column putting ``share3`` of each row's mass on action 3."""
+    cols = columns(80)
+    cols["action"] = pa.array(np.arange(80) % 3)
+    rest = (1 - share3) / 3
+    cols["target_probs"] = pa.array([[rest, rest, rest, share3]] * 80, pa.list_(pa.float64()))
+    out = tmp_path / f"probs{share3}"
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+@pytest.mark.parametrize("share3", [0.25, 1e-3])
+def test_mass_on_never_logged_actions_is_warned_with_its_share(tmp_path, capsys, model, share3):
+    logs = _probs_log(tmp_path, share3)
+    code, _, err = cli(capsys, "evaluate", logs, "--policy", "probs:target_probs", "--reward-model", model,
+                       "--json", tmp_path / "r.json", "--no-progress")
+    assert code == 0, err
+    assert f"puts {share3:.1%} of its probability mass on actions the log never took (3)" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["diagnostics"]["unlogged_actions"] == [3]
+    assert doc["diagnostics"]["unlogged_action_share"] == pytest.approx(share3, rel=1e-12)
+    assert any("never took" in w for w in doc["warnings"])
+
+
+def test_a_policy_on_logged_actions_only_has_no_such_warning(tmp_path, capsys, model, small_log):
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", "constant:1", "--reward-model", model,
+                       "--no-progress")
+    assert code == 0 and "never took" not in err and "0 matched rows" not in err
+
+
+def test_a_constant_policy_on_a_never_logged_action_says_it_rests_on_no_rows(tmp_path, capsys, model,
+                                                                             log_without_action_3):
+    code, _, err = cli(capsys, "evaluate", log_without_action_3, "--policy", "constant:3", "--reward-model", model,
+                       "--no-progress")
+    assert code == 0
+    assert "100.0% of its probability mass on actions the log never took (3)" in err and "0 matched rows" in err
+
+
+def test_report_status_is_not_ok_for_never_logged_actions(tmp_path, capsys, model, log_without_action_3):
+    share_root = tmp_path / "share"
+    (share_root).mkdir()
+    log_without_action_3.rename(share_root / "date=2026-11-01")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nname = "three"\nspec = "constant:3"\n'
+                        '[[policy]]\nname = "one"\nspec = "constant:1"\n')
+    code, _, err = cli(capsys, "report", "--logs", share_root, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 0 and report["status"] == "warning", err
+    three, one = report["policies"]
+    assert three["diagnostics"]["unlogged_action_share"] == 1.0 and any("never took" in w for w in three["warnings"])
+    assert one["diagnostics"]["unlogged_action_share"] == 0.0 and not any("never took" in w for w in one["warnings"])
