@@ -8,12 +8,13 @@ import os
 import sys
 import warnings
 
-from dr_scale.io.config import NonNegativeInt, PositiveInt, option
+from dr_scale.io.config import NonNegativeInt, PositiveInt, Seed, option
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 #: ``type=`` of the integer options (counts, sizes, seeds), by the shared rules of :mod:`dr_scale.io.config`.
 POSITIVE_INT = option(PositiveInt, "positive integer")
 NON_NEGATIVE_INT = option(NonNegativeInt, "non-negative integer")
+SEED = option(Seed, "integer in [0, 2^64)")
 
 
 def add_compute_options(parser) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from dr_scale.commands.common import (
-    NON_NEGATIVE_INT,
     POSITIVE_INT,
+    SEED,
     add_compute_options,
     add_storage_option,
     check_fit_limits,
@@ -15,7 +17,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.core.errors import check_output_file
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import Folds, PositiveFinite, option
+from dr_scale.io.config import Folds, option
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -48,15 +50,24 @@ def add_model_options(p) -> None:
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="also fit K fold models for cross-fitting, 2 ≤ K ≤ rows: row i's fold is ⌊K·u(row_id)⌋, "
                         "and fold model j, fitted on the other folds, predicts the rows of fold j (default: none)")
-    p.add_argument("--seed", type=NON_NEGATIVE_INT,
+    p.add_argument("--seed", type=SEED,
                    help="key of the folds and the held-out rows (default 0)")
-    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"),
+    p.add_argument("--rtol", type=parse_rtol,
                    help="conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default 1e-10)")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
 
 
+#: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
+MIN_LAMBDA = float(np.finfo(np.float64).tiny)
+#: The smallest --rtol taken: conjugate gradients cannot reach a relative residual below float64's precision.
+MIN_RTOL = float(np.finfo(np.float64).eps)
+
+
 def parse_lambda(text: str):
+    """``--lam``: a finite λ ≥ 2.2e-308 (float64's smallest normal number), or ``auto``."""
+    import argparse
+
     if text == "auto":
         return text
     try:
@@ -64,9 +75,26 @@ def parse_lambda(text: str):
     except ValueError:
         value = float("nan")
     if not value > 0:
-        import argparse
-
         raise argparse.ArgumentTypeError(f"λ must be a positive number or 'auto', got {text!r}")
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError(f"λ must be a finite number (an infinite penalty fits nothing), got {text!r}")
+    if value < MIN_LAMBDA:
+        raise argparse.ArgumentTypeError(f"λ = {text} is below float64's smallest normal number ({MIN_LAMBDA:.3g}); "
+                                         "give a larger λ")
+    return value
+
+
+def parse_rtol(text: str) -> float:
+    """``--rtol``: a relative residual in [2.2e-16, 1) that conjugate gradients can reach in float64."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (MIN_RTOL <= value < 1):
+        raise argparse.ArgumentTypeError(f"rtol must be in [{MIN_RTOL:.3g}, 1) (float64's precision is "
+                                         f"{MIN_RTOL:.3g}: a smaller residual is never reached), got {text!r}")
     return value
 
 

@@ -8,6 +8,7 @@ import time
 from dr_scale.commands.common import (
     NON_NEGATIVE_INT,
     POSITIVE_INT,
+    SEED,
     add_compute_options,
     add_storage_option,
     storage_options,
@@ -28,7 +29,7 @@ def add_parser(sub) -> None:
                    help="number of users (default: the paper's 3854689)")
     v.add_argument("--features", type=POSITIVE_INT, default=5000, help="number of binary features (default 5000)")
     v.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL)")
-    v.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+    v.add_argument("--seed", type=SEED, default=0,
                    help="the feature profiles, the users and the logged view's draws (default 0)")
     v.add_argument("--rows-per-part", type=POSITIVE_INT, default=100_000, help="rows per Parquet part (default 100000)")
     v.add_argument("--no-calibration", action="store_true", help="skip the calibration figures")
@@ -54,7 +55,7 @@ def _add_bandit_parser(kinds) -> None:
     b.add_argument("--features", type=POSITIVE_INT, default=1 << 18, help="number of binary features d (default 2^18)")
     b.add_argument("--actions", type=POSITIVE_INT, default=10, help="number of actions k (default 10)")
     b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
-    b.add_argument("--seed", type=NON_NEGATIVE_INT, default=0, help="the world and every draw (default 0)")
+    b.add_argument("--seed", type=SEED, default=0, help="the world and every draw (default 0)")
     b.add_argument("--days", type=POSITIVE_INT,
                    help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
                         "from 2026-11-01, all from the same world")

@@ -173,10 +173,24 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
                 _announce(c, quiet)
                 try:
                     yield c
+                except KeyboardInterrupt:
+                    _quiet_shutdown(c)
+                    raise
                 finally:
                     dashboard.join()
     else:
         yield None
+
+
+def _quiet_shutdown(client=None) -> None:
+    """On an interrupt, the cluster's own shutdown noise is not the command's to print: asyncio's "Task
+    exception was never retrieved" for the client's abandoned gather, the scheduler's and the nanny's
+    warnings as workers stop mid-task. Their loggers in this process, which is about to exit, are raised
+    to CRITICAL; the command prints its one ``interrupted`` line."""
+    import logging
+
+    for name in ("asyncio", "distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _forked_workers() -> dict:
@@ -393,7 +407,9 @@ def _cancel_on_interrupt(client, futures):
     """Cancel the cluster's work for ``futures`` if the block is interrupted or fails."""
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            _quiet_shutdown()
         with contextlib.suppress(Exception):
             client.cancel(futures)
         raise

@@ -9,6 +9,7 @@ spill folders do not outlive their run; limits fail fast with the reason.
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -539,3 +540,124 @@ def test_report_status_is_not_ok_for_never_logged_actions(tmp_path, capsys, mode
     three, one = report["policies"]
     assert three["diagnostics"]["unlogged_action_share"] == 1.0 and any("never took" in w for w in three["warnings"])
     assert one["diagnostics"]["unlogged_action_share"] == 0.0 and not any("never took" in w for w in one["warnings"])
+
+
+# -- (9) API and option cases of the issue -------------------------------------------------------------------------
+def _model_and_rows():
+    from dr_scale.reward.models import LinearRewardModel
+
+    rng = np.random.default_rng(0)
+    model = LinearRewardModel(rng.normal(size=(D, K)), np.zeros(K), rng.normal(size=(2, D, K)), np.zeros((2, K)), 0)
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    return model, X, np.arange(8, dtype=np.int64)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, X, rid: m.predict(X[:5], row_id=rid[:2]), "row_id has 2 id(s) for the 5 rows of X"),
+    (lambda m, X, rid: m.predict(X, actions=[-1]), "actions must be in [0, 4)"),
+    (lambda m, X, rid: m.predict(X, actions=[K]), "actions must be in [0, 4)"),
+    (lambda m, X, rid: m.predict(X, actions=[0.5]), "integer actions"),
+    (lambda m, X, rid: m.predict(sp.random(3, D + 2, density=0.5, format="csr"), row_id=rid[:3]), "columns"),
+], ids=["row_id-length", "negative-action", "action-k", "float-action", "wide-X"])
+def test_predict_refuses_arguments_that_would_give_a_wrong_number(call, message):
+    from dr_scale.core.errors import ParameterError
+
+    model, X, rid = _model_and_rows()
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(model, X, rid)
+
+
+def test_predict_with_valid_arguments_is_unchanged():
+    model, X, rid = _model_and_rows()
+    full = model.predict(X, row_id=rid)
+    assert np.array_equal(model.predict(X, actions=np.array([2, 0]), row_id=rid), full[:, [2, 0]])
+    assert model.predict(X, actions=np.array([], dtype=np.int64)).shape == (8, 0)
+
+
+@pytest.mark.parametrize("action, reward, message", [
+    (np.arange(5) % 3, np.ones(8), "action has 5 value(s) for the 8 rows of X"),
+    (np.arange(8) % 3, np.ones(3), "reward has 3 value(s) for the 8 rows of X"),
+    (np.arange(8) % 3 + 0.5, np.ones(8), "action must be integers"),
+    (np.arange(8) % 3 - 1, np.ones(8), "action must be ≥ 0"),
+    (np.arange(8) % 3, np.full(8, np.nan), "reward has a NaN"),
+], ids=["action-length", "reward-length", "float-actions", "negative-actions", "nan-reward"])
+def test_sklearn_reward_model_fit_checks_its_arrays(action, reward, message):
+    from sklearn.linear_model import Ridge
+
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.reward.sklearn_models import SklearnRewardModel, cross_fit
+
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        SklearnRewardModel.fit(Ridge(), X, action, reward)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        cross_fit(Ridge(), X, action, reward, np.arange(8), folds=2)
+
+
+def test_cross_fit_refuses_fractional_folds():
+    from sklearn.linear_model import Ridge
+
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.reward.sklearn_models import cross_fit
+
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    with pytest.raises(ParameterError, match="folds"):
+        cross_fit(Ridge(), X, np.arange(8) % 2, np.ones(8), np.arange(8), folds=2.7)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--lam", "inf"], "λ must be a finite number"),
+    (["--lam", "1e-320"], "below float64's smallest normal number"),
+    (["--rtol", "1e-300"], "rtol must be in [2.22e-16, 1)"),
+    (["--seed", "1180591620717411303424"], "--seed: should be less than 18446744073709551616"),
+], ids=lambda v: v[0] if isinstance(v, list) else None)
+def test_fit_options_beyond_float64_are_refused_with_the_reason(tmp_path, capsys, small_log, extra, message):
+    code, _, err = cli(capsys, "fit", small_log, "--out", tmp_path / "m.npz", *extra, "--no-progress")
+    assert code == 2 and message in error_line(err) and "unexpected" not in err, err
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("softmax:{huge}:1", "its scores x·coef + intercept overflow float64"),
+    ("linear:{huge}", "its scores x·coef + intercept overflow float64"),
+    ("softmax:{pol}:0", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:-1", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:nan", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:inf", "the temperature T must be a positive finite number"),
+], ids=["softmax-huge", "linear-huge", "T=0", "T=-1", "T=nan", "T=inf"])
+def test_policy_scores_and_temperatures_are_checked_naming_the_policy(tmp_path, capsys, small_log, spec, message):
+    np.savez(tmp_path / "huge.npz", coef=np.full((D, K), 1e308), intercept=np.zeros(K), metadata=np.array("{}"))
+    linear_policy(tmp_path / "pol.npz")
+    spec = spec.format(huge=tmp_path / "huge.npz", pol=tmp_path / "pol.npz")
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", spec, "--no-progress")
+    line = error_line(err)
+    assert code == 2 and message in line and ("huge.npz" in line or "pol.npz" in line), err
+
+
+@pytest.mark.parametrize("temperature", ["1e-320", "1e-300"])
+def test_a_tiny_temperature_is_the_argmax_not_nan(tmp_path, capsys, small_log, temperature):
+    linear_policy(tmp_path / "pol.npz")
+    code, soft, err = cli(capsys, "evaluate", small_log, "--policy", f"softmax:{tmp_path / 'pol.npz'}:{temperature}",
+                          "--estimators", "IPS", "--no-progress")
+    assert code == 0, err
+    code, hard, _ = cli(capsys, "evaluate", small_log, "--policy", f"linear:{tmp_path / 'pol.npz'}", "--estimators",
+                        "IPS", "--no-progress")
+    value = [line.split()[1] for line in soft.splitlines() if line.startswith("IPS")]
+    assert value == [line.split()[1] for line in hard.splitlines() if line.startswith("IPS")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.3, 6.0])
+def test_an_interrupted_local_cluster_run_prints_one_line(tmp_path, long_log, delay):
+    """SIGINT while the command starts, or while its 2 local workers compute: exit 130, no traceback, no
+    "Task exception was never retrieved"."""
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(long_log), "--out",
+                             str(tmp_path / "m.npz"), "--folds", "5", "--local-workers", "2", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    assert len([line for line in text.splitlines() if "interrupted" in line]) == 1, text
