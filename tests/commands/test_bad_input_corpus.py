@@ -749,7 +749,7 @@ def test_process_level_cases(tmp_path, base):
                                  "$DR_SCALE_STORAGE_OPTIONS: not valid JSON"),
         "cache is a file": (["run", Path(__file__).parents[2] / "pipelines" / "visits.toml", "--set", "rows=100",
                              "--set", "features=10", "--set", f"out={tmp_path / 'v'}", "--no-progress"],
-                            {"DR_SCALE_CACHE": str(base / "a-file")}, "a part of this path is a file"),
+                            {"DR_SCALE_CACHE": str(base / "a-file")}, "a-file is a file, not a folder"),
     }
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         results = dict(zip(cases, pool.map(lambda case: _process(case[0], case[1]), cases.values())))
