@@ -17,11 +17,13 @@ import json
 import os
 import shutil
 import socket
+import time
 import uuid
 
 CACHE_ENV = "DR_SCALE_CACHE"
 SPILL_PREFIX, LOCK_EXT = "dr-scale-spill-", ".lock"
 _GLOBAL_LOCK = "dr-scale-spill.global.lock"
+REMOVE_ATTEMPTS = 20  # about 10 s of retries in all
 
 
 def cache_root(configured: str = "") -> str:
@@ -125,7 +127,14 @@ def spill_workspace(root: str):
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock_path)
+        # After an interrupt, tasks still running on the local scheduler's threads may write a file or two
+        # while the folder is removed: retry a moment. Should the folder outlive that, its lock file stays:
+        # unlocked when this process exits, the next run purges it.
+        for attempt in range(REMOVE_ATTEMPTS):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not os.path.exists(folder):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock_path)
+                break
+            time.sleep(0.05 * (attempt + 1))
         os.close(fd)
