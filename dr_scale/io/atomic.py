@@ -193,3 +193,13 @@ def prepare_output_folder(url: str, fs, root: str, *, overwrite: bool, writer: s
 def incomplete_folder(fs, root: str) -> bool:
     """True if dr-scale began writing ``root`` (the :data:`MARKER`) and did not finish (no :data:`MANIFEST`)."""
     return fs.exists(posixpath.join(root, MARKER)) and not fs.exists(posixpath.join(root, MANIFEST))
+
+
+@contextlib.contextmanager
+def incomplete_on_interrupt(url: str):
+    """An interrupt while a folder writer fills ``url``: say what it leaves (the marker, no manifest)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"{url} is left incomplete ({MARKER} without {MANIFEST}): readers refuse it; "
+                                "write it again with --overwrite") from None

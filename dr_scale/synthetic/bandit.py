@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.io.atomic import atomic_open, atomic_write, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.outofcore.compute import compute
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.core.errors import ParameterError
@@ -295,7 +295,8 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
     prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.bandit")
     tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
              for path, first, n in part_paths(rows, days, rows_per_part)]
-    parts = compute(*tasks, client=client, progress=progress)
+    with incomplete_on_interrupt(url):
+        parts = compute(*tasks, client=client, progress=progress)
     calibration = sum(parts[1:], parts[0])
     manifest = {"generator": "dr_scale.synthetic.bandit", "version": GENERATOR_VERSION, "rows": rows,
                 "features": features, "actions": actions, "seed": seed, "days": days,

@@ -42,7 +42,7 @@ import dask
 import numpy as np
 import pyarrow as pa
 
-from dr_scale.io.atomic import atomic_write, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.outofcore.compute import compute
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.core.errors import ParameterError
@@ -205,7 +205,8 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, j, int(bounds[j]),
                                                   int(bounds[j + 1] - bounds[j]), gm_key)
              for j in range(len(bounds) - 1)]
-    written = compute(*tasks, client=client, progress=progress)
+    with incomplete_on_interrupt(url):
+        written = compute(*tasks, client=client, progress=progress)
     manifest = {"generator": "dr_scale.synthetic.visits", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}
