@@ -6,7 +6,6 @@ import sys
 import time
 
 from dr_scale.commands.common import (
-    NON_NEGATIVE_INT,
     POSITIVE_INT,
     SEED,
     add_compute_options,
@@ -89,6 +88,11 @@ def run_visits(args) -> int:
     from dr_scale.synthetic.visits import generate_visits
 
     opts = storage_options(args.storage_options)
+    if args.logged_view:  # checked and claimed before the work, replaced only if dr-scale wrote it
+        from dr_scale.io.atomic import prepare_output_folder, url_to_fs
+
+        prepare_output_folder(args.logged_view, *url_to_fs(args.logged_view, opts), overwrite=args.overwrite,
+                              writer="dr_scale.experiments.visits.logged")
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_visits(args.out, rows=args.rows, features=args.features, seed=args.seed,
@@ -114,6 +118,7 @@ def _view_and_calibration(args, opts, client, spill) -> int:
         comp, m, mbar = fit_sampler(parts, progress=progress)
         n = write_logged_view(parts, args.logged_view, comp.vector, m, mbar, seed=args.seed,
                               storage_options=opts, progress=progress)
+        _write_view_manifest(args.logged_view, opts, n, args.seed)
         print(f"wrote the logged view ({n:,} rows) to {args.logged_view}", file=sys.stderr)
     if args.no_calibration:
         return 0
@@ -127,3 +132,15 @@ def _view_and_calibration(args, opts, client, spill) -> int:
     print(f"ridge R² on all rows  {res.r2[0]:8.3f}   (ρ̂ fitted on the sampled rows of a 5% subsample, "
           f"{int(res.sampled[0]):,} rows)")
     return 0
+
+
+def _write_view_manifest(url: str, opts, rows: int, seed: int) -> None:
+    """The logged view's ``_manifest.json``, written last: the view is complete."""
+    import json
+    import posixpath
+
+    from dr_scale.io.atomic import MANIFEST, atomic_write, url_to_fs
+
+    fs, root = url_to_fs(url, opts)
+    atomic_write(fs, posixpath.join(root, MANIFEST),
+                 json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows, "seed": seed}))

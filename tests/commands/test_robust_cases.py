@@ -661,3 +661,18 @@ def test_an_interrupted_local_cluster_run_prints_one_line(tmp_path, long_log, de
     assert proc.returncode == 130, text
     assert "Traceback" not in text and "never retrieved" not in text, text
     assert len([line for line in text.splitlines() if "interrupted" in line]) == 1, text
+
+
+def test_the_logged_view_folder_follows_the_same_overwrite_rule(tmp_path, capsys):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("x")
+    argv = ["generate", "visits", "--rows", "200", "--features", "10", "--no-calibration", "--no-progress"]
+    code, _, err = cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", notes, "--overwrite")
+    assert code == 2 and "dr-scale did not write this folder" in error_line(err) and (notes / "keep.txt").exists()
+    assert not (tmp_path / "set").exists()  # refused before the work
+    view = tmp_path / "view"
+    assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view)[0] == 0
+    assert (view / "_manifest.json").exists()
+    assert cli(capsys, "evaluate", view, "--policy", "constant:1", "--no-progress")[0] == 0
+    assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view, "--overwrite")[0] == 0
