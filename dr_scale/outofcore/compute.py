@@ -191,6 +191,19 @@ def _quiet_shutdown(client=None) -> None:
 
     for name in ("asyncio", "distributed", "tornado"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    from distributed import LocalCluster
+
+    if client is not None and isinstance(getattr(client, "cluster", None), LocalCluster):  # this run's own workers
+        with contextlib.suppress(Exception):
+            client.run(_quiet_worker)
+
+
+def _quiet_worker() -> None:
+    """In a LocalCluster worker of an interrupted run: its cancelled tasks' warnings are not the user's concern."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _forked_workers() -> dict:
@@ -409,7 +422,7 @@ def _cancel_on_interrupt(client, futures):
         yield
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
-            _quiet_shutdown()
+            _quiet_shutdown(client)
         with contextlib.suppress(Exception):
             client.cancel(futures)
         raise
