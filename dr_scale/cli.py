@@ -60,15 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit status (never raises, except for a second interrupt)."""
     words = sys.argv[1:] if argv is None else argv
-    if any(w == "--local-workers" or w.startswith("--local-workers=") for w in words):
-        from dr_scale.outofcore.compute import start_worker_server
-
-        start_worker_server()  # the workers' forkserver imports while the command starts
     try:
+        if any(w == "--local-workers" or w.startswith("--local-workers=") for w in words):
+            from dr_scale.outofcore.compute import start_worker_server
+
+            start_worker_server()  # the workers' forkserver imports while the command starts
         parser = build_parser()
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (one line already printed)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+    except KeyboardInterrupt:  # while the command starts (its imports): nothing was begun
+        print("dr-scale: interrupted while starting; nothing was begun", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - e.g. a help text that does not format
         print(f"dr-scale: error: {describe(exc)}", file=sys.stderr)
         return EXIT_ERROR

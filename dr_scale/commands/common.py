@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import warnings
 
-from dr_scale.io.config import NonNegativeInt, PositiveInt, TestFraction, option
+from dr_scale.io.config import NonNegativeInt, PositiveInt, Seed, TestFraction, option
 from dr_scale.io.storage import STORAGE_OPTIONS_ENV, storage_options  # noqa: F401 - the sub-commands' import
 
 #: ``type=`` of the integer options (counts, sizes, seeds), by the shared rules of :mod:`dr_scale.io.config`.
 POSITIVE_INT = option(PositiveInt, "positive integer")
 NON_NEGATIVE_INT = option(NonNegativeInt, "non-negative integer")
+SEED = option(Seed, "integer in [0, 2^64)")
 
 
 def add_compute_options(parser) -> None:
@@ -21,7 +23,8 @@ def add_compute_options(parser) -> None:
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
                             "else the local threaded scheduler)")
     group.add_argument("--local-workers", type=POSITIVE_INT, metavar="N",
-                       help="start a LocalCluster of N (≥ 1) worker processes for this run")
+                       help="start a LocalCluster of N worker processes for this run (1 ≤ N ≤ 4 × the "
+                            "machine's cores)")
     group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
 
 
@@ -58,6 +61,48 @@ def filtered_log(args, logs: str) -> str:
     log_filter = LogFilter(days=args.days, split=args.split, split_seed=args.split_seed,
                            test_fraction=DEFAULT_TEST_FRACTION if args.test_fraction is None else args.test_fraction)
     return log_filter.on(logs) if log_filter else logs
+
+
+#: Without a declared d (the log's ``dr_scale.n_features`` metadata or ``--n-features``), d is inferred as the
+#: largest feature id + 1 only up to this; beyond it a stray id would silently size the model.
+MAX_INFERRED_FEATURES = 1 << 20
+
+
+def check_fit_limits(logs: str, opts: dict | None, *, folds: int | None, n_features: int | None,
+                     n_actions: int | None) -> None:
+    """Limits of a reward-model fit, checked from the log's footers before the work, each naming its option.
+
+    * ``--folds`` K: 2 ≤ K ≤ the log's rows (each fold model is fitted without one fold's rows; more folds
+      than rows leave empty folds and cost a pass each);
+    * d: the declared one (``--n-features``, else the log's metadata), else the largest feature id + 1 —
+      refused above :data:`MAX_INFERRED_FEATURES` unless ``--n-features`` says so (a stray id of 10⁷
+      would silently make a model of 10⁷ rows);
+    * the coefficients of the (K + 1) models, d × k float64 each, must fit in this machine's memory.
+    """
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.logs.contract import log_footprint
+
+    foot = log_footprint(logs, opts)
+    if folds and folds > foot.rows:
+        raise ParameterError(f"`folds` = {folds} is more than the log's {foot.rows:,} rows; cross-fitting needs "
+                             "2 ≤ K ≤ rows (each fold model leaves one fold's rows out)")
+    d = n_features or foot.metadata.get("n_features")
+    if d is None and foot.max_feature is not None and foot.max_feature + 1 > MAX_INFERRED_FEATURES:
+        raise ParameterError(f"{logs}: the log declares no number of features (no dr_scale.n_features metadata) and "
+                             f"its largest feature id is {foot.max_feature:,}: d would be {foot.max_feature + 1:,}. "
+                             f"Give `n_features` if that is right, or fix the stray feature id")
+    d = d or (foot.max_feature + 1 if foot.max_feature is not None else None)
+    k = n_actions or foot.metadata.get("n_actions") or (foot.max_action + 1 if foot.max_action is not None else None)
+    if d and k:
+        need = 8 * d * k * ((folds or 0) + 1) * 3  # coefficients, and CG's residual and direction alike
+        try:
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError):
+            return
+        if need > have:
+            raise ParameterError(f"`n_features` d = {d:,} × k = {k} actions × {(folds or 0) + 1} model(s) need "
+                                 f"about {need / 2**30:,.1f} GiB for the coefficients alone; this machine has "
+                                 f"{have / 2**30:,.1f} GiB: check d")
 
 
 @contextlib.contextmanager

@@ -8,10 +8,11 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_fit_limits,
     filtered_log,
     storage_options,
 )
-from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings
+from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings, model_options_given
 from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
@@ -68,6 +69,9 @@ def add_parser(sub) -> None:
                    help="evaluate a learned policy even on partitions it was trained on (its policy file records "
                         "them); its results are then labelled in-sample")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
+    p.add_argument("--allow-other-log", action="store_true",
+                   help="use a cross-fitted --reward-model on a log other than the one it was fitted on (its "
+                        "fingerprint differs; cross-fitting is then lost)")
     add_filter_options(p)
     add_model_options(p)
     add_compute_options(p)
@@ -82,6 +86,9 @@ def run(args) -> int:
         raise UserError(f"--policy {next(p for i, p in enumerate(policies) if p in policies[:i])} is given twice")
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
+    if not args.fit_reward_model and model_options_given(args):
+        raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model: give it with "
+                        "--fit-reward-model (a --reward-model FILE is already fitted, and would silently ignore it)")
     if logs is None:
         from dr_scale.synthetic.example import example_paths  # imports scikit-learn: only when needed
 
@@ -100,7 +107,8 @@ def run(args) -> int:
         return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
                           model_source=model_path, baseline=baseline, min_support=args.min_support,
-                          k_source="--n-actions" if args.n_actions is not None else None)
+                          k_source="--n-actions" if args.n_actions is not None else None,
+                          allow_other_log=args.allow_other_log)
 
     def comparison_with(reward_model):
         """One evaluation, or with several --policy a Comparison of them against the first or --baseline."""
@@ -112,6 +120,9 @@ def run(args) -> int:
 
     evaluation = None if args.fit_reward_model else comparison_with(model)  # options checked before the work
     settings = fit_settings(args) if args.fit_reward_model else None
+    if settings is not None:
+        check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+                         n_actions=settings.n_actions)
     in_sample = {}
     for spec in policies:
         in_sample.update(training_overlap_of(logs, spec, args, opts))
@@ -134,7 +145,7 @@ def run(args) -> int:
     for name, days in in_sample.items():
         print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
-    warnings = {name: r.weights.warnings(args.min_ess_ratio) for name, r in results.items()}
+    warnings = {name: r.warnings(args.min_ess_ratio) for name, r in results.items()}
     for name, lines in warnings.items():
         for warning in lines:
             print(f"dr-scale evaluate: warning: {'' if name is None else f'{name}: '}{warning}", file=sys.stderr)

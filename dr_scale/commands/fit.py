@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from dr_scale.commands.common import (
-    NON_NEGATIVE_INT,
     POSITIVE_INT,
+    SEED,
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_fit_limits,
     filtered_log,
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.io.config import Folds, PositiveFinite, option
+from dr_scale.core.errors import check_output_file
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.io.config import Folds, option
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -44,22 +49,31 @@ def add_model_options(p) -> None:
     from dr_scale.reward.fitting import SEARCH_ROWS as search_rows
 
     p = p.add_argument_group("fitting the reward model")
-    p.add_argument("--lam", type=parse_lambda, default="auto", metavar="λ|auto",
+    p.add_argument("--lam", type=parse_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto' (default): chosen from {', '.join(f'{g:g}' for g in grid)} by "
                         f"the out-of-fold squared error of the fold models (--folds K, else {search_folds} folds) on a "
                         f"keyed sample of {search_rows:,} rows")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
-                   help="also fit K ≥ 2 fold models for cross-fitting: row i's fold is ⌊K·u(row_id)⌋, and fold "
-                        "model j, fitted on the other folds, predicts the rows of fold j")
-    p.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+                   help="also fit K fold models for cross-fitting, 2 ≤ K ≤ rows: row i's fold is ⌊K·u(row_id)⌋, "
+                        "and fold model j, fitted on the other folds, predicts the rows of fold j (default: none)")
+    p.add_argument("--seed", type=SEED,
                    help="key of the folds and the λ sample (default 0)")
-    p.add_argument("--rtol", type=option(PositiveFinite, "positive number"), default=rtol,
+    p.add_argument("--rtol", type=parse_rtol,
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
 
 
+#: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
+MIN_LAMBDA = float(np.finfo(np.float64).tiny)
+#: The smallest --rtol taken: conjugate gradients cannot reach a relative residual below float64's precision.
+MIN_RTOL = float(np.finfo(np.float64).eps)
+
+
 def parse_lambda(text: str):
+    """``--lam``: a finite λ ≥ 2.2e-308 (float64's smallest normal number), or ``auto``."""
+    import argparse
+
     if text == "auto":
         return text
     try:
@@ -67,9 +81,26 @@ def parse_lambda(text: str):
     except ValueError:
         value = float("nan")
     if not value > 0:
-        import argparse
-
         raise argparse.ArgumentTypeError(f"λ must be a positive number or 'auto', got {text!r}")
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError(f"λ must be a finite number (an infinite penalty fits nothing), got {text!r}")
+    if value < MIN_LAMBDA:
+        raise argparse.ArgumentTypeError(f"λ = {text} is below float64's smallest normal number ({MIN_LAMBDA:.3g}); "
+                                         "give a larger λ")
+    return value
+
+
+def parse_rtol(text: str) -> float:
+    """``--rtol``: a relative residual in [2.2e-16, 1) that conjugate gradients can reach in float64."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (MIN_RTOL <= value < 1):
+        raise argparse.ArgumentTypeError(f"rtol must be in [{MIN_RTOL:.3g}, 1) (float64's precision is "
+                                         f"{MIN_RTOL:.3g}: a smaller residual is never reached), got {text!r}")
     return value
 
 
@@ -77,8 +108,8 @@ def fit_settings(args):
     """The :class:`dr_scale.reward.fitting.FitSettings` the options describe."""
     from dr_scale.reward.fitting import FitSettings
 
-    return FitSettings(lam=args.lam, folds=args.folds, seed=args.seed, rtol=args.rtol,
-                           n_features=args.n_features, n_actions=args.n_actions)
+    given = {dest: getattr(args, dest) for _, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None}
+    return FitSettings(**given, n_features=args.n_features, n_actions=args.n_actions)
 
 
 def fit_from_args(args, logs: str, client, opts: dict, settings=None):
@@ -95,12 +126,26 @@ def fit_from_args(args, logs: str, client, opts: dict, settings=None):
     return model
 
 
+#: The fitting options and their ``args`` names. They default to None on the command line, so that
+#: :func:`model_options_given` tells which were given; :func:`fit_settings` leaves the others to
+#: :class:`~dr_scale.reward.fitting.FitSettings`' defaults.
+MODEL_OPTIONS = (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"))
+
+
+def model_options_given(args) -> list[str]:
+    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``) given on the command line."""
+    return [flag for flag, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None]
+
+
 def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
     opts = storage_options(args.storage_options)
     logs = filtered_log(args, args.logs)
+    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
     settings = fit_settings(args)  # checked before the work
+    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+                     n_actions=settings.n_actions)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)

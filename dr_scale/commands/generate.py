@@ -6,8 +6,8 @@ import sys
 import time
 
 from dr_scale.commands.common import (
-    NON_NEGATIVE_INT,
     POSITIVE_INT,
+    SEED,
     add_compute_options,
     add_storage_option,
     storage_options,
@@ -28,10 +28,12 @@ def add_parser(sub) -> None:
                    help="number of users (default: the paper's 3854689)")
     v.add_argument("--features", type=POSITIVE_INT, default=5000, help="number of binary features (default 5000)")
     v.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL)")
-    v.add_argument("--seed", type=NON_NEGATIVE_INT, default=0,
+    v.add_argument("--seed", type=SEED, default=0,
                    help="the feature profiles, the users and the logged view's draws (default 0)")
     v.add_argument("--rows-per-part", type=POSITIVE_INT, default=100_000, help="rows per Parquet part (default 100000)")
     v.add_argument("--no-calibration", action="store_true", help="skip the calibration figures")
+    v.add_argument("--overwrite", action="store_true",
+                   help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
     v.add_argument("--logged-view", metavar="URL",
                    help="also write the paper's sampler's logged view (row_id, features, action = sampled, "
                         "reward = action·visits, propensity) as a logged data set; evaluate it with "
@@ -52,12 +54,13 @@ def _add_bandit_parser(kinds) -> None:
     b.add_argument("--features", type=POSITIVE_INT, default=1 << 18, help="number of binary features d (default 2^18)")
     b.add_argument("--actions", type=POSITIVE_INT, default=10, help="number of actions k (default 10)")
     b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
-    b.add_argument("--seed", type=NON_NEGATIVE_INT, default=0, help="the world and every draw (default 0)")
+    b.add_argument("--seed", type=SEED, default=0, help="the world and every draw (default 0)")
     b.add_argument("--days", type=POSITIVE_INT,
                    help="write date=YYYY-MM-DD/ partitions of consecutive rows, one per day "
                         "from 2026-11-01, all from the same world")
     b.add_argument("--rows-per-part", type=POSITIVE_INT, default=500_000, help="rows per Parquet part (default 500000)")
-    b.add_argument("--overwrite", action="store_true", help="replace the output folder if it is not empty")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
     add_compute_options(b)
     add_storage_option(b)
     b.set_defaults(func=run_bandit)
@@ -85,11 +88,16 @@ def run_visits(args) -> int:
     from dr_scale.synthetic.visits import generate_visits
 
     opts = storage_options(args.storage_options)
+    if args.logged_view:  # checked and claimed before the work, replaced only if dr-scale wrote it
+        from dr_scale.io.atomic import prepare_output_folder, url_to_fs
+
+        prepare_output_folder(args.logged_view, *url_to_fs(args.logged_view, opts), overwrite=args.overwrite,
+                              writer="dr_scale.experiments.visits.logged")
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_visits(args.out, rows=args.rows, features=args.features, seed=args.seed,
                                    rows_per_part=args.rows_per_part, storage_options=opts, client=client,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, overwrite=args.overwrite)
         print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
               f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         if args.no_calibration and not args.logged_view:
@@ -110,6 +118,7 @@ def _view_and_calibration(args, opts, client, spill) -> int:
         comp, m, mbar = fit_sampler(parts, progress=progress)
         n = write_logged_view(parts, args.logged_view, comp.vector, m, mbar, seed=args.seed,
                               storage_options=opts, progress=progress)
+        _write_view_manifest(args.logged_view, opts, n, args.seed)
         print(f"wrote the logged view ({n:,} rows) to {args.logged_view}", file=sys.stderr)
     if args.no_calibration:
         return 0
@@ -123,3 +132,15 @@ def _view_and_calibration(args, opts, client, spill) -> int:
     print(f"ridge R² on all rows  {res.r2[0]:8.3f}   (ρ̂ fitted on the sampled rows of a 5% subsample, "
           f"{int(res.sampled[0]):,} rows)")
     return 0
+
+
+def _write_view_manifest(url: str, opts, rows: int, seed: int) -> None:
+    """The logged view's ``_manifest.json``, written last: the view is complete."""
+    import json
+    import posixpath
+
+    from dr_scale.io.atomic import MANIFEST, atomic_write, url_to_fs
+
+    fs, root = url_to_fs(url, opts)
+    atomic_write(fs, posixpath.join(root, MANIFEST),
+                 json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows, "seed": seed}))

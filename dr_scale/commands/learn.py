@@ -8,11 +8,14 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_fit_limits,
     filtered_log,
     storage_options,
     warnings_as_lines,
 )
 from dr_scale.commands.fit import parse_lambda
+from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
 from dr_scale.learning.impute import METHODS
@@ -35,8 +38,9 @@ def add_parser(sub) -> None:
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
-    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), default=2, metavar="K",
-                   help="cross-fitting folds of the reward model fitted when no --reward-model is given (default 2)")
+    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
+                   help="cross-fitting folds of the reward model fitted when no --reward-model is given, "
+                        "2 ≤ K ≤ rows (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
                    help="number of features d (default: from the log's metadata)")
@@ -55,8 +59,17 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     opts = storage_options(args.storage_options)
     logs = filtered_log(args, args.logs)
-    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, folds=args.folds,
+    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    if args.reward_model and args.folds is not None:
+        raise UserError("--folds sets the cross-fitting of the reward model learn fits; with --reward-model FILE "
+                        "there is none to fit, and it would be silently ignored: drop one of them")
+    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam,
+                             **({} if args.folds is None else {"folds": args.folds}),
                              max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
+    fits_model = settings.method != "ips" and not args.reward_model
+    if fits_model:
+        check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+                         n_actions=settings.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
@@ -67,8 +80,7 @@ def run(args) -> int:
         policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on
     from dr_scale.report.training import TRAINING, training_record  # what it was trained on: evaluate/report check it
 
-    policy.metadata[TRAINING] = training_record(
-        logs, opts, folds=args.folds if args.method != "ips" and not args.reward_model else None)
+    policy.metadata[TRAINING] = training_record(logs, opts, folds=settings.folds if fits_model else None)
     policy.save(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"

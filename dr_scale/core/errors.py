@@ -130,18 +130,57 @@ def describe(exc: BaseException, names: dict[str, str] | None = None) -> str:
             "(rerun with --debug for the traceback, and please report it)")
 
 
+#: What :func:`dr_scale.io.atomic.temporary_name` adds to a file's name: ``.NAME.tmp-<32 hex>``.
+TEMPORARY_NAME_EXTRA = len(".") + len(".tmp-") + 32
+
+
 def check_output_file(url: str, fs, path: str) -> None:
-    """Refuse an output file path that names a folder (a rename would drop the file inside it)."""
+    """Refuse, before the work, an output file path that cannot be written: a folder (a rename would
+    drop the file inside it), a file or read-only folder on the way, or a name that is too long for
+    the filesystem once the temporary suffix of the atomic write is added.
+
+    Every command that writes a file (``fit --out``, ``learn --out``, ``evaluate --json``) calls it
+    before it starts computing.
+    """
     if fs.isdir(path):
         raise UserError(f"{url}: is a folder; give a file name for this output")
+    _check_name_lengths(fs, path, url, TEMPORARY_NAME_EXTRA)
     _check_local_parent(fs, path, url)
 
 
 def check_output_folder(url: str, fs, path: str) -> None:
-    """Refuse an output folder path that is a file or lies under a read-only local folder."""
+    """Refuse an output folder path that is a file, lies under a read-only local folder, or has a
+    name longer than the filesystem allows."""
     if fs.exists(path) and not fs.isdir(path):
         raise UserError(f"{url}: is a file, not a folder; give a folder for this output")
+    _check_name_lengths(fs, path, url, 0)
     _check_local_parent(fs, path + "/x", url)
+
+
+def _name_max(fs, path: str) -> int:
+    """The longest file name the filesystem of ``path`` takes (a local folder's ``PC_NAME_MAX``, else 255)."""
+    if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        parent = os.path.dirname(path) or "."
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        try:
+            return os.pathconf(parent or ".", "PC_NAME_MAX")
+        except (OSError, ValueError):
+            return 255
+    return 1024  # object stores: keys up to 1024 bytes
+
+
+def _check_name_lengths(fs, path: str, url: str, extra: int) -> None:
+    limit = _name_max(fs, path)
+    *folders, name = [c for c in path.split("/") if c] or [""]
+    for part in folders:
+        if len(part.encode()) > limit:
+            raise UserError(f"{url}: the folder name {part[:40]}… is {len(part.encode())} bytes; this filesystem "
+                            f"takes at most {limit}: choose a shorter path")
+    if len(name.encode()) + extra > limit:
+        raise UserError(f"{url}: the file name is {len(name.encode())} bytes; with the temporary suffix of its "
+                        f"atomic write ({extra} bytes) this filesystem takes at most {limit - extra}: "
+                        "choose a shorter name")
 
 
 def _check_local_parent(fs, path: str, url: str) -> None:

@@ -25,6 +25,7 @@ def _refuse_folder(fs, path: str) -> None:
 
 
 def temporary_name(path: str) -> str:
+    """``.NAME.tmp-<32 hex>`` beside ``path`` (:data:`dr_scale.core.errors.TEMPORARY_NAME_EXTRA` bytes longer)."""
     head, tail = posixpath.split(path)
     return posixpath.join(head, f".{tail}.tmp-{uuid.uuid4().hex}")
 
@@ -124,3 +125,81 @@ def interrupts_deferred():
         yield arrived
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# -- folders dr-scale writes, and what --overwrite may replace -------------------------------------------
+#: The marker a dr-scale writer puts in an output folder before its first part: the folder is dr-scale's
+#: (``--overwrite`` may replace it), and without the writer's manifest beside it, it is incomplete.
+MARKER = "_dr_scale"
+#: The manifest a generator writes last: its presence marks a complete folder.
+MANIFEST = "_manifest.json"
+REPORT_FILE, REPORT_SCHEMA = "report.json", "dr-scale/report"
+
+
+def _json_of(fs, path: str):
+    import json
+
+    try:
+        with fs.open(path, "rb") as f:
+            return json.loads(f.read(1 << 20))
+    except Exception:  # noqa: BLE001 - unreadable or not JSON: not dr-scale's
+        return None
+
+
+def written_by_dr_scale(fs, root: str) -> bool:
+    """True if the folder ``root`` is one dr-scale wrote: it holds the :data:`MARKER`, a generator's
+    :data:`MANIFEST` (``"generator": "dr_scale…"``) or a report's ``report.json`` (schema ``dr-scale/report``)."""
+    if fs.exists(posixpath.join(root, MARKER)):
+        return True
+    manifest = _json_of(fs, posixpath.join(root, MANIFEST))
+    if isinstance(manifest, dict) and str(manifest.get("generator", "")).startswith("dr_scale"):
+        return True
+    report = _json_of(fs, posixpath.join(root, REPORT_FILE))
+    return isinstance(report, dict) and report.get("schema") == REPORT_SCHEMA
+
+
+def prepare_output_folder(url: str, fs, root: str, *, overwrite: bool, writer: str) -> None:
+    """Make ``root`` ready for a writer that fills a whole folder; claim it with the :data:`MARKER`.
+
+    A missing or empty folder is used as is. A non-empty one is refused unless ``overwrite``, and
+    then replaced only if dr-scale wrote it (:func:`written_by_dr_scale`): a folder of notes, or a
+    file (a policy ``.npz``) where the folder should be, is refused with a line naming it, never
+    deleted. The marker is written before the first part, so an interrupted writer's folder is
+    recognised — by ``--overwrite``, and by readers, which refuse a marked folder without its manifest.
+    """
+    from dr_scale.core.errors import ParameterError, check_output_folder
+
+    if fs.exists(root) and not fs.isdir(root):
+        raise UserError(f"{url}: is a file, not a folder; --overwrite replaces only a folder dr-scale wrote "
+                        "(it holds _manifest.json or _dr_scale): choose another path")
+    check_output_folder(url, fs, root)
+    entries = fs.ls(root, detail=False) if fs.exists(root) else []
+    if entries:
+        if not overwrite:
+            raise ParameterError(f"{url}: exists and is not empty; choose a new folder or pass `overwrite`")
+        if not written_by_dr_scale(fs, root):
+            example = posixpath.basename(sorted(entries)[0].rstrip("/"))
+            raise UserError(f"{url}: not replaced: dr-scale did not write this folder (no {MANIFEST} or {MARKER} in "
+                            f"it; it holds e.g. {example}); choose another folder, or remove it yourself")
+        fs.rm(root, recursive=True)
+    import json
+    import os
+    import socket
+
+    atomic_write(fs, posixpath.join(root, MARKER), json.dumps({"writer": writer, "host": socket.gethostname(),
+                                                                "pid": os.getpid()}))
+
+
+def incomplete_folder(fs, root: str) -> bool:
+    """True if dr-scale began writing ``root`` (the :data:`MARKER`) and did not finish (no :data:`MANIFEST`)."""
+    return fs.exists(posixpath.join(root, MARKER)) and not fs.exists(posixpath.join(root, MANIFEST))
+
+
+@contextlib.contextmanager
+def incomplete_on_interrupt(url: str):
+    """An interrupt while a folder writer fills ``url``: say what it leaves (the marker, no manifest)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"{url} is left incomplete ({MARKER} without {MANIFEST}): readers refuse it; "
+                                "write it again with --overwrite") from None

@@ -43,6 +43,8 @@ PositiveOrInf = Annotated[float, Field(gt=0)]
 NonNegativeOrInf = Annotated[float, Field(ge=0)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+#: A seed of keyed randomness (:mod:`dr_scale.core.keyed_random` keys on 64 bits: a larger seed would wrap).
+Seed = Annotated[int, Field(ge=0, lt=2 ** 64)]
 #: A number of cross-fitting folds K ≥ 2 (row i's fold ⌊K·u(row_id_i)⌋, fold model j fitted on the others).
 Folds = Annotated[int, Field(ge=2)]
 

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.atomic import MANIFEST, MARKER, atomic_open, incomplete_folder, url_to_fs
 from dr_scale.logs.filters import LogFilter, filter_of, log_root, part_paths, partition_date
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
@@ -176,6 +176,9 @@ def list_parts(url: str, storage_options: dict | None = None,
         paths = [p for match in sorted(fs.glob(path))
                  for p in (_parquet_files(fs, match) if fs.isdir(match) else [match])]
     elif fs.isdir(path):
+        if incomplete_folder(fs, path):
+            raise LogDataError(url, None, f"incomplete: dr-scale began writing this folder ({MARKER}) and was "
+                                          f"interrupted before its {MANIFEST}; write it again (generate … --overwrite)")
         paths = _parquet_files(fs, path)
     elif fs.exists(path):
         paths = [path]
@@ -274,6 +277,47 @@ def action_vocabulary(url: str, storage_options: dict | None = None) -> list | N
         dup = next(n for i, n in enumerate(names) if n in names[:i])
         raise LogDataError(spec_path, None, f"'action.values' names {dup!r} twice")
     return actions
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What the part files' footers tell without reading a row: rows, the largest feature id and
+    action (Parquet column statistics; None where a writer left them out) and the dr_scale metadata."""
+
+    rows: int
+    max_feature: int | None
+    max_action: int | None
+    metadata: dict
+
+
+def log_footprint(url: str, storage_options: dict | None = None) -> Footprint:
+    """The :class:`Footprint` of the log at ``url``, from its part files' footers (no data read)."""
+    fs, paths = list_parts(url, storage_options)
+    rows, maxima, meta = 0, {"features": [], "action": []}, {}
+    for i, path in enumerate(paths):
+        try:
+            with fs.open(path, "rb") as f:
+                footer = pq.ParquetFile(f).metadata
+        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+            raise LogDataError(path, None, f"unreadable Parquet file ({exc})") from exc
+        if i == 0:
+            raw = footer.metadata or {}
+            meta = {name: int(raw[key]) for key, name in ((META_FEATURES, "n_features"), (META_ACTIONS, "n_actions"))
+                    if key in raw}
+        rows += footer.num_rows
+        for g in range(footer.num_row_groups):
+            group = footer.row_group(g)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                name = {"features.list.element": "features", "features.list.item": "features",
+                        "action": "action"}.get(column.path_in_schema)
+                stats = column.statistics
+                if name and stats is not None and stats.has_min_max and isinstance(stats.max, int):
+                    maxima[name].append(stats.max)
+                elif name and group.num_rows:
+                    maxima[name].append(None)
+    top = {k: (None if not v or None in v else max(v)) for k, v in maxima.items()}
+    return Footprint(rows, top["features"], top["action"], meta)
 
 
 # -- sparse features -----------------------------------------------------------

@@ -154,3 +154,84 @@ class WeightStats:
         return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
                    float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64), int(d["n_matched"]),
                    int(d["n_informative"]), int(d["n_rewarded"]))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the log says about the policy's actions, mergeable with ``+``.
+
+    ``logged[a]``: rows that logged action a; ``mass[a]`` = Σ_i π(a|x_i), the policy's probability
+    mass on a. The share of π's mass on actions the log never took, Σ_{a: logged[a] = 0} mass[a] / n,
+    is what no estimator learns from the log: IPS counts it as zero reward, DM and DR take the reward
+    model's extrapolation there (Dudík, Langford & Li 2011, Sec. 3: DR is unbiased only where p̂ > 0
+    wherever π > 0). The rows whose logged action π takes (w > 0) are :attr:`WeightStats.n_matched`.
+
+    Parameters
+    ----------
+    logged : numpy.ndarray
+        (k,) rows per logged action.
+    mass : numpy.ndarray
+        (k,) Σ_i π(a|x_i) per action a.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c = Coverage.of(np.array([0, 0, 1]), np.array([[0.5, 0.0, 0.5]] * 3), 3)
+    >>> c.unlogged_actions, c.unlogged_share
+    ([2], 0.5)
+    """
+
+    logged: np.ndarray
+    mass: np.ndarray
+
+    @classmethod
+    def of(cls, action: np.ndarray, target: np.ndarray, k: int) -> Coverage:
+        """From the logged actions and π's decisions ((n,) actions or (n, k) probabilities)."""
+        logged = np.bincount(action, minlength=k).astype(np.int64)
+        if target.ndim == 1:
+            mass = np.bincount(target, minlength=k).astype(np.float64)
+        else:
+            mass = np.ones(target.shape[0]) @ target if target.shape[0] else np.zeros(target.shape[1])
+        return cls(logged, mass)
+
+    def __add__(self, other: Coverage) -> Coverage:
+        k = max(self.logged.size, other.logged.size)
+
+        def pad(x):
+            return np.pad(x, (0, k - x.size))
+
+        return Coverage(pad(self.logged) + pad(other.logged), pad(self.mass) + pad(other.mass))
+
+    @property
+    def unlogged_actions(self) -> list[int]:
+        """The actions the policy puts mass on that the log never took."""
+        return [int(a) for a in np.flatnonzero((self.logged == 0) & (self.mass > 0))]
+
+    @property
+    def unlogged_share(self) -> float:
+        """The share of π's probability mass on actions the log never took (0 … 1)."""
+        total = float(self.mass.sum())
+        return float(self.mass[self.unlogged_actions].sum()) / total if total > 0 else 0.0
+
+    def warnings(self, matched: int) -> list[str]:
+        """Mass on never-logged actions, and ``matched`` = 0 rows with w > 0 while π has mass, in words."""
+        out = []
+        if self.unlogged_actions:
+            listed = ", ".join(map(str, self.unlogged_actions[:10])) + (" …" if len(self.unlogged_actions) > 10 else "")
+            out.append(f"the policy puts {self.unlogged_share:.1%} of its probability mass on actions the log never "
+                       f"took ({listed}): the log says nothing about their rewards — IPS counts them as 0, DM and DR "
+                       "rest on the reward model's extrapolation there")
+        if self.mass.sum() > 0 and matched == 0:
+            out.append("no row's logged action has positive probability under the policy (0 matched rows): "
+                       "IPS and SNIPS rest on no data, DR on the reward model alone")
+        return out
+
+    def summary(self) -> dict:
+        return {"unlogged_action_share": self.unlogged_share, "unlogged_actions": self.unlogged_actions}
+
+    def to_dict(self) -> dict:
+        return {"logged": self.logged.tolist(), "mass": self.mass.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Coverage:
+        return cls(np.asarray(d["logged"], dtype=np.int64), np.asarray(d["mass"], dtype=np.float64))

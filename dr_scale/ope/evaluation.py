@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.core.keyed_random import row_hash
 from dr_scale.logs.contract import (
     SPEC_FILE,
     LogDataError,
@@ -34,7 +35,7 @@ from dr_scale.logs.contract import (
     table_from_pandas,
 )
 from dr_scale.logs.filters import LogFilter, filter_of
-from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, WeightStats
+from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
@@ -54,29 +55,42 @@ class PolicyState:
     weights: WeightStats
     differences: dict[str, Moments] = field(default_factory=dict)
     baseline_weights: WeightStats | None = None  # the baseline policy's (not for "logging")
+    coverage: Coverage | None = None  # logged rows and π's mass per action
+    rows_hash: int | None = None  # Σ row_hash mod 2⁶⁴ (the fit's fingerprint), for a cross-fitted model's check
 
     def __add__(self, other: PolicyState) -> PolicyState:
         base = (None if self.baseline_weights is None or other.baseline_weights is None
                 else self.baseline_weights + other.baseline_weights)
+        both = self.coverage is not None and other.coverage is not None
+        hashed = self.rows_hash is not None and other.rows_hash is not None
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
-                           {k: v + other.differences[k] for k, v in self.differences.items()}, base)
+                           {k: v + other.differences[k] for k, v in self.differences.items()}, base,
+                           self.coverage + other.coverage if both else None,
+                           (self.rows_hash + other.rows_hash) % 2 ** 64 if hashed else None)
 
     @property
     def rows(self) -> int:
         return self.weights.n
 
     def to_dict(self) -> dict:
-        return {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
-                "differences": {k: v.to_dict() for k, v in self.differences.items()},
-                "baseline_weights": None if self.baseline_weights is None else self.baseline_weights.to_dict()}
+        out = {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
+               "differences": {k: v.to_dict() for k, v in self.differences.items()},
+               "baseline_weights": None if self.baseline_weights is None else self.baseline_weights.to_dict()}
+        if self.coverage is not None:
+            out["coverage"] = self.coverage.to_dict()
+        if self.rows_hash is not None:
+            out["rows_hash"] = str(self.rows_hash)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> PolicyState:
         base = d.get("baseline_weights")
         return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
                    {k: Moments.from_dict(v) for k, v in d["differences"].items()},
-                   None if base is None else WeightStats.from_dict(base))
+                   None if base is None else WeightStats.from_dict(base),
+                   Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
+                   int(d["rows_hash"]) if "rows_hash" in d else None)
 
 
 def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict:
@@ -112,6 +126,9 @@ class EvaluationResult:
         The baseline's weight diagnostics (None for ``"logging"`` or no baseline).
     min_support : int
         Fewer rows with w > 0 and a non-zero reward than this mark the values "insufficient data".
+    coverage : Coverage or None
+        The rows per logged action and π's probability mass per action: :meth:`warnings` gives the share of π's
+        mass on actions the log never took.
 
     See Also
     --------
@@ -147,6 +164,7 @@ class EvaluationResult:
     baseline: str | None = None
     baseline_weights: WeightStats | None = None  # the baseline policy's; None for "logging" or no baseline
     min_support: int = DEFAULT_MIN_SUPPORT
+    coverage: Coverage | None = None  # the logged actions and π's mass on each
 
     @property
     def insufficient(self) -> bool:
@@ -177,13 +195,18 @@ class EvaluationResult:
         return (f"insufficient data: {'; '.join(notes)} — fewer than {self.min_support}; the values and differences "
                 "that rest on them support no conclusion")
 
+    def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
+        """Poor overlap, tiny propensities, mass on actions the log never took, no matched rows: in words."""
+        coverage = self.coverage.warnings(self.weights.n_matched) if self.coverage else []
+        return self.weights.warnings(min_ess_ratio) + coverage
+
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
         out = {
             "policy": self.policy,
             "interval": interval,
             "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient)
                           for name, e in self.estimates.items()},
-            "diagnostics": self.weights.summary(),
+            "diagnostics": {**self.weights.summary(), **(self.coverage.summary() if self.coverage else {})},
             "min_support": self.min_support,
             "insufficient_data": self.insufficient,
         }
@@ -270,6 +293,9 @@ class Evaluation:
         A policy (or spec) or ``"logging"`` to compare with, or None.
     min_support : int
         Fewer rows with w > 0 and a non-zero reward than this mark the values "insufficient data".
+    allow_other_log : bool
+        Use a cross-fitted reward model on a log whose fingerprint is not the one it was fitted on (refused
+        otherwise: its fold models would predict rows they may have seen).
 
     See Also
     --------
@@ -299,6 +325,7 @@ class Evaluation:
     k_source: str | None = None  # where n_actions came from, for messages (default: worked out here)
     baseline: Policy | str | None = None
     min_support: int = DEFAULT_MIN_SUPPORT  # fewer rows with w > 0 and r ≠ 0: "insufficient data"
+    allow_other_log: bool = False  # use a cross-fitted reward model on a log other than the one it was fitted on
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -376,6 +403,10 @@ class Evaluation:
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
         """
+        return self._inputs(part, policy)[0]
+
+    def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
+        """:meth:`rows`, with π's decisions ((n,) actions or (n, k) probabilities) and k."""
         policy = policy or self.policy
         if policy.needs_k and self.n_actions is None:
             raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
@@ -384,14 +415,22 @@ class Evaluation:
         if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.target.LoggingPolicy)
             reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
             reward_hat = self._finite(reward_hat, part)
-            return RowInputs(part.reward, np.ones(len(part)), reward_hat, reward_hat)
+            return RowInputs(part.reward, np.ones(len(part)), reward_hat, reward_hat), part.action, k
         target = policy.decisions(part, k)
         if target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
             return RowInputs.from_actions(part.reward, part.action, part.propensity, target,
-                                          self._finite(reward_hat, part))
+                                          self._finite(reward_hat, part)), target, k
         reward_hat = None if self.reward_model is None else self._where_taken(part, target)
-        return RowInputs.from_arrays(part.reward, part.action, part.propensity, target, self._finite(reward_hat, part))
+        return (RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
+                                      self._finite(reward_hat, part)), target, k)
+
+    @property
+    def checks_log(self) -> bool:
+        """Whether the log must be the one the cross-fitted reward model was fitted on (its fingerprint)."""
+        model = self.reward_model
+        return (not self.allow_other_log and bool(getattr(model, "folds", 0))
+                and "fingerprint" in (getattr(model, "metadata", None) or {}))
 
     def _finite(self, reward_hat, part: Partition):
         if reward_hat is not None and not np.isfinite(reward_hat).all():
@@ -425,26 +464,42 @@ class Evaluation:
             return self._state(part)
 
     def _state(self, part: Partition) -> PolicyState:
-        rows = self.rows(part)
+        rows, target, k = self._inputs(part)
         base = None
         if self.baseline is not None:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
-        return self.state_of_rows(part, rows, base)
+        return self.state_of_rows(part, rows, base, Coverage.of(part.action, target, k))
 
-    def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None) -> PolicyState:
-        """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``)."""
+    def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None,
+                      coverage: Coverage | None = None) -> PolicyState:
+        """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``); ``coverage``
+        the policy's :class:`~dr_scale.ope.diagnostics.Coverage` of the logged actions."""
         differences = {name: d.state(rows, base) for name, d in self.differences().items()}
         base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
                         if base is not None and self.baseline != LOGGING else None)
+        rows_hash = None
+        if self.checks_log:  # the fit's fingerprint (dr_scale.reward.fitting.Extent): Σ h(row_id, a, r, |x|₀)
+            rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
+                            .sum(dtype=np.uint64))
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
             differences,
             base_weights,
+            coverage,
+            rows_hash,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
+        if self.checks_log and state.rows_hash is not None:
+            fitted = self.reward_model.metadata["fingerprint"]
+            here = f"{state.weights.n}:{state.rows_hash:016x}"
+            if here != fitted:
+                raise ParameterError(f"{self._model_name()} is cross-fitted on another log (fingerprint {fitted}; "
+                                     f"this log's is {here}): its fold models would predict rows they may have seen, "
+                                     "and cross-fitting would be silently lost. Refit it on this log (dr-scale fit "
+                                     "--folds K), or pass `allow_other_log` to use it anyway")
         for name, moments in state.estimators.items():
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
@@ -458,6 +513,7 @@ class Evaluation:
                 None if self.baseline is None else str(self.baseline),
                 state.baseline_weights,
                 self.min_support,
+                state.coverage,
             )
 
     # -- sources -------------------------------------------------------------
@@ -873,7 +929,8 @@ class Comparison:
         evaluations agree on the reward model and k."""
         paired = self.paired
         with np.errstate(over="ignore", invalid="ignore"):
-            rows = {n: e.rows(part) for n, e in paired.items()}
+            inputs = {n: e._inputs(part) for n, e in paired.items()}
+            rows = {n: rows for n, (rows, _, _) in inputs.items()}
             states = {}
             for n, e in paired.items():
                 base = None
@@ -885,7 +942,8 @@ class Comparison:
                         base = rows[self.baseline]
                     else:
                         base = e.rows(part, e.baseline)
-                states[n] = e.state_of_rows(part, rows[n], base)
+                _, target, k = inputs[n]
+                states[n] = e.state_of_rows(part, rows[n], base, Coverage.of(part.action, target, k))
         return ComparisonState(states)
 
     def result(self, state: ComparisonState) -> ComparisonResult:

@@ -116,6 +116,15 @@ def _check_address(scheduler: str) -> None:
                         "(or set DASK_SCHEDULER_ADDRESS)") from None
 
 
+#: ``local_workers`` is at most this many worker processes per core of the machine.
+WORKERS_PER_CORE = 4
+
+
+def max_local_workers() -> int:
+    """The most ``--local-workers`` a machine takes: :data:`WORKERS_PER_CORE` × its cores (``os.cpu_count``)."""
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def dask_session(scheduler: str | None = None, local_workers: int | None = None, client=None, quiet: bool = False,
                  storage_options: dict | None = None):
@@ -135,6 +144,10 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
         return
     if local_workers is not None and local_workers < 1:
         raise ParameterError(f"`local_workers` must be at least 1, got {local_workers}")
+    if local_workers is not None and local_workers > max_local_workers():
+        raise ParameterError(f"`local_workers` = {local_workers} is more than {WORKERS_PER_CORE} × this machine's "
+                             f"{os.cpu_count() or 1} cores ({max_local_workers()}): each worker is a process with its "
+                             "own memory and BLAS; use fewer, or a cluster (`scheduler`)")
     if scheduler and local_workers:
         raise ParameterError("give `scheduler` (an address) or `local_workers`, not both")
     scheduler = scheduler or (None if local_workers else dask.config.get("scheduler-address", None))
@@ -160,10 +173,37 @@ def dask_session(scheduler: str | None = None, local_workers: int | None = None,
                 _announce(c, quiet)
                 try:
                     yield c
+                except KeyboardInterrupt:
+                    _quiet_shutdown(c)
+                    raise
                 finally:
                     dashboard.join()
     else:
         yield None
+
+
+def _quiet_shutdown(client=None) -> None:
+    """On an interrupt, the cluster's own shutdown noise is not the command's to print: asyncio's "Task
+    exception was never retrieved" for the client's abandoned gather, the scheduler's and the nanny's
+    warnings as workers stop mid-task. Their loggers in this process, which is about to exit, are raised
+    to CRITICAL; the command prints its one ``interrupted`` line."""
+    import logging
+
+    for name in ("asyncio", "distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    from distributed import LocalCluster
+
+    if client is not None and isinstance(getattr(client, "cluster", None), LocalCluster):  # this run's own workers
+        with contextlib.suppress(Exception):
+            client.run(_quiet_worker)
+
+
+def _quiet_worker() -> None:
+    """In a LocalCluster worker of an interrupted run: its cancelled tasks' warnings are not the user's concern."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _forked_workers() -> dict:
@@ -380,7 +420,9 @@ def _cancel_on_interrupt(client, futures):
     """Cancel the cluster's work for ``futures`` if the block is interrupted or fails."""
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            _quiet_shutdown(client)
         with contextlib.suppress(Exception):
             client.cancel(futures)
         raise

@@ -30,6 +30,7 @@ import dask
 import numpy as np
 from dask.system import CPU_COUNT
 
+from dr_scale.io.cache import spill_workspace
 from dr_scale.outofcore.compute import cluster_workers, compute, persist
 
 SPLIT_EVERY = 8
@@ -109,14 +110,14 @@ def spill_folder(setting: str, client=None, disk: str | None = None):
     ``setting``: ``"memory"`` → None; ``"disk"`` → a temporary folder inside ``disk`` (the
     system's temporary directory if None — which may be a RAM-backed tmpfs, hence the
     job's default of its cache folder); any other value → a temporary folder inside it.
+    The folder is locked by this run and removed on every exit it survives; folders of runs
+    that were killed are removed by the next one (:func:`dr_scale.io.cache.spill_workspace`).
     """
     if setting == "memory" or not on_this_machine(client):
         yield None
         return
     root = disk if setting == "disk" else setting
-    if root is not None:
-        os.makedirs(root, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="dr-scale-spill-", dir=root) as folder:
+    with spill_workspace(root if root is not None else tempfile.gettempdir()) as folder:
         yield folder
 
 

@@ -73,6 +73,11 @@ def one_hot(actions: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+class PolicyMismatch(LogDataError):
+    """The policy does not fit the log (its k actions or d features are not the log's): the policy's
+    error, not the partition's — a report names the policy, not every partition."""
+
+
 class Policy:
     """Base class of the target policies π(a|x) the estimators evaluate.
 
@@ -677,12 +682,19 @@ class LinearPolicy(Policy):
             bad = np.flatnonzero(X.indices >= d)
             if bad.size:
                 row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-                raise LogDataError(source, "features",
-                                   f"feature index beyond the policy's {d} features ({self.source})",
-                                   int(row_id[row]) if row_id is not None else row)
+                raise PolicyMismatch(source, "features",
+                                     f"feature index beyond the policy's {d} features ({self.source})",
+                                     int(row_id[row]) if row_id is not None else row)
             X = X[:, :d]
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
-        return np.asarray(X @ coef) + self.intercept
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = np.asarray(X @ coef) + self.intercept
+        if not np.isfinite(scores).all():  # coefficients near 1e308: no argmax or softmax means anything
+            row = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
+            raise UserError(f"policy {self.source}: its scores x·coef + intercept overflow float64 on {source} "
+                            f"(e.g. row_id={int(row_id[row]) if row_id is not None else row}); the coefficients are "
+                            f"too large (max |coef| = {np.abs(self.coef).max():.3g}): rescale them")
+        return scores
 
     def predict(self, X) -> np.ndarray:
         """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
@@ -705,7 +717,7 @@ class LinearPolicy(Policy):
 
     def _check_k(self, k: int, part) -> None:
         if k != self.n_actions:
-            raise LogDataError(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
+            raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                f"{self.n_actions}")
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
@@ -791,14 +803,18 @@ class SoftmaxPolicy(Policy):
 
     def __post_init__(self):
         if not (np.isfinite(self.temperature) and self.temperature > 0):
-            raise ValueError(f"softmax temperature must be a positive number, got {self.temperature}")
+            raise UserError(f"policy softmax:{self.linear.source}:{self.temperature}: the temperature T must be a "
+                            f"positive finite number, got {self.temperature}")
         self.n_actions = self.linear.n_actions
 
     def decisions(self, part, k):
+        """Scores shifted by their row maximum before dividing by T: the logits are ≤ 0 and the largest is 0, so
+        no temperature, however small, overflows (a tiny T gives the argmax, ties shared)."""
         self.linear._check_k(k, part)
-        logits = self.linear.scores(part.X, part.source, part.row_id) / self.temperature
-        logits -= logits.max(axis=1, keepdims=True)
-        probs = np.exp(logits)
+        scores = self.linear.scores(part.X, part.source, part.row_id)
+        with np.errstate(over="ignore", under="ignore"):
+            logits = (scores - scores.max(axis=1, keepdims=True)) / self.temperature
+            probs = np.exp(logits)
         return probs / probs.sum(axis=1, keepdims=True)
 
     def __str__(self):

@@ -23,6 +23,7 @@ from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, lo
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.ope.mergeable import merge_all
 from dr_scale.outofcore.compute import compute
+from dr_scale.policies.target import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
 
@@ -34,6 +35,7 @@ class PartitionOutcome:
     path: str
     states: dict[str, PolicyState] = field(default_factory=dict)
     error: str | None = None
+    policy_error: tuple[str, str] | None = None  # (policy name, why): the policy does not fit the log
 
 
 @dataclass
@@ -47,6 +49,7 @@ class ReportStates:
     cache_rejected: dict[str, str]  # partition path -> why its cached state was not trusted
     totals: dict[str, PolicyState | None]
     by_day: dict[str, dict[str, PolicyState]]
+    policy_errors: dict[str, str] = field(default_factory=dict)  # policy name -> why it does not fit the log
 
 
 def check_dimensions(part, n_features: int | None, n_actions: int | None) -> None:
@@ -60,7 +63,12 @@ def check_dimensions(part, n_features: int | None, n_actions: int | None) -> Non
 
 def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation], names: list[str],
                      fingerprints: dict[str, str], cache: StateCache | None) -> PartitionOutcome:
-    """Read one partition once and compute the states of the policies ``names`` (one Dask task)."""
+    """Read one partition once and compute the states of the policies ``names`` (one Dask task).
+
+    A policy that does not fit the log (:class:`~dr_scale.policies.target.PolicyMismatch`, or an
+    action beyond a k that came from the policy itself) is the policy's error, returned as such:
+    the partition is not blamed for it.
+    """
     chosen = [evaluations[n] for n in names]
     first = chosen[0]
     columns = tuple(dict.fromkeys(c for e in chosen for c in e.columns))
@@ -68,13 +76,27 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
         part = read_partition(fs, info.path, n_features=first.n_features, n_actions=first.n_actions,
                               with_features=any(e.needs_features for e in chosen), extra_columns=columns)
         check_dimensions(part, first.n_features, first.n_actions)
-        states = {n: e.state(part) for n, e in zip(names, chosen)}
     except LogDataError as exc:
+        if exc.column == "action" and "out of range" in exc.reason and first.k_source == "the policy":
+            return PartitionOutcome(info.path, policy_error=(_candidate(names[0]), str(first.explain(exc))))
         return PartitionOutcome(info.path, error=str(first.explain(exc)))
+    states = {}
+    for name, e in zip(names, chosen, strict=True):
+        try:
+            states[name] = e.state(part)
+        except PolicyMismatch as exc:
+            return PartitionOutcome(info.path, policy_error=(_candidate(name), str(exc)))
+        except LogDataError as exc:
+            return PartitionOutcome(info.path, error=str(e.explain(exc)))
     if cache is not None:
         for name, state in states.items():
             cache.store(fingerprints[name], info.identity, state)
     return PartitionOutcome(info.path, states)
+
+
+def _candidate(name) -> str:
+    """The candidate a state belongs to: its name, or for a pair key ``("pair", a, b)`` the first, a."""
+    return name[1] if isinstance(name, tuple) else name
 
 
 def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[PartitionInfo]) -> dict[str, Evaluation]:
@@ -84,11 +106,13 @@ def fill_dimensions(evaluations: dict[str, Evaluation], fs, parts: list[Partitio
     and the newest partition's metadata are a configuration error, not every partition's drift.
     """
     meta, newest = _first_metadata(fs, parts), _first_metadata(fs, parts[::-1])
-    for e in evaluations.values():
+    for name, e in evaluations.items():
         for what in ("n_actions", "n_features"):
             given = getattr(e, what)
             if given is not None and what in meta and what in newest and given != meta[what] and given != newest[what]:
                 source = (e.k_source if what == "n_actions" else None) or "the reward model or the policies file"
+                if source == "the policy":
+                    source = f"policy {_candidate(name)!r}, {e.policy}"
                 raise UserError(f"{what} = {given} (from {source}) but the log's metadata says {meta[what]} "
                                 f"(oldest partition) and {newest[what]} (newest); use a model and settings for "
                                 "this log")
@@ -126,12 +150,17 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
         if missing:
             tasks.append(dask.delayed(partition_states, pure=False)(fs, p, shared, missing, fps, cache))
     outcomes = compute(*tasks, client=client, progress=progress) if tasks else ()
-    bad = {}
+    bad, policy_errors = {}, {}
     for outcome in outcomes:
+        if outcome.policy_error is not None:
+            policy_errors.setdefault(*outcome.policy_error)
+            continue
         if outcome.error is not None:
             bad[outcome.path] = outcome.error
         states.update({(n, outcome.path): s for n, s in outcome.states.items()})
 
+    if policy_errors:
+        return ReportStates(parts, {}, bad, [o.path for o in outcomes], {}, {}, {}, policy_errors)
     good = [p for p in parts if p.path not in bad]
     first_policy = next(iter(evaluations))
     rows = {p.path: states[(first_policy, p.path)].weights.n for p in good}

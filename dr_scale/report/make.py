@@ -50,8 +50,25 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
                                model_source=pf.reward_model, min_support=pf.min_support,
+                               allow_other_log=True,  # windows of the fitted log
                                k_source=None if pf.n_actions is None else f"n_actions in {pf.source}")
             for c in pf.policies}
+
+
+def check_policies_fit(evaluations: dict[str, Evaluation], pf: PoliciesFile) -> None:
+    """A candidate whose own k (a linear or softmax policy's actions) is not the log's k is the policies file's
+    error, named with the policy, before any partition is read."""
+    for name, e in evaluations.items():
+        k = e.policy.n_actions
+        if k is not None and e.n_actions is not None and k != e.n_actions:
+            raise ConfigError(f"policy {name!r} ({e.policy}) has {k} actions, but the log has k = {e.n_actions} "
+                              f"(from {e.k_source or 'its metadata'}); use a policy learned for this log", pf.source)
+    ks = {name: e.n_actions for name, e in evaluations.items()}
+    if len(set(ks.values())) > 1:  # k from each policy itself (no metadata, model or n_actions): they disagree
+        listed = ", ".join(f"policy {name!r} ({evaluations[name].policy}) has {k}" for name, k in ks.items())
+        raise ConfigError(f"the candidates disagree on the number of actions k: {listed}; a log has one k: set "
+                          "n_actions in the policies file (or write the log with dr_scale.n_actions metadata)",
+                          pf.source)
 
 
 def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> dict[tuple, Evaluation]:
@@ -68,7 +85,7 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
                                              n_actions=e.n_actions, n_features=e.n_features,
                                              model_source=e.model_source, baseline=evaluations[b].policy,
-                                             min_support=e.min_support)
+                                             min_support=e.min_support, allow_other_log=True)
     return out
 
 
@@ -105,10 +122,14 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
         evaluations = fill_dimensions(evaluations, fs, sorted(parts, key=lambda p: p.path))
     except UserError as exc:
         raise ConfigError(str(exc), pf.source) from None
+    check_policies_fit(evaluations, pf)
     pairs = pair_evaluations(pf, evaluations)
     states: ReportStates = build_states(fs, parts, {**evaluations, **pairs},
                                         StateCache(cache, storage_options) if cache else None,
                                         client=client, progress=progress)
+    for name, why in states.policy_errors.items():  # the policy's mistake, not the partitions': exit 2
+        raise ConfigError(f"policy {name!r} ({evaluations[name].policy}) does not fit the log {redact(logs)}: {why}",
+                          pf.source)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
     for _path, error in sorted(states.bad.items()):

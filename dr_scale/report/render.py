@@ -68,7 +68,9 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
-    warnings = total.weights.warnings(min_ess_ratio) + ([result["support_note"]] if "support_note" in result else [])
+    coverage = total.coverage.warnings(total.weights.n_matched) if total.coverage is not None else []
+    warnings = (total.weights.warnings(min_ess_ratio) + coverage
+                + ([result["support_note"]] if "support_note" in result else []))
     if in_sample:
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
@@ -116,7 +118,7 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
                 in_sample: dict | None = None) -> dict:
     """The report as a JSON-able dict (schema in the module docstring)."""
     pf = policies_file
-    failed = bool(states.bad) and not skip_bad
+    failed = bool(states.bad) and (not skip_bad or not states.rows)  # skipping every partition is no report
     status = "failed" if failed else ("partial" if states.bad else "ok")
     computed = set(states.computed)
     partitions = [{"path": p.path, "date": p.day, "rows": states.rows.get(p.path),
@@ -134,6 +136,8 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     for c in compared:
         c["in_sample_policies"] = [n for n in (c["policy"], c["baseline"]) if n in (in_sample or {})]
         c["in_sample"] = bool(c["in_sample_policies"])
+    if status == "ok" and any(p["diagnostics"].get("unlogged_actions") for p in policies):
+        status = "warning"  # a policy takes actions the log never took: its estimates rest on no logged data there
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,

@@ -29,7 +29,7 @@ from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.policies.target import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 3
+STATE_VERSION = 4
 FORMAT = "dr-scale/state-cache"
 
 

@@ -28,6 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from dr_scale.core import keyed_random
+from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 
@@ -80,6 +81,64 @@ class RewardModel(Protocol):
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
     """Each row's cross-fitting fold in [0, folds): ⌊folds · u(row_id)⌋, keyed by (seed, "cross-fit fold")."""
     return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
+
+
+def checked_actions(actions, k: int) -> np.ndarray | None:
+    """``actions`` of a ``predict`` call as int64 indices in [0, k), or None for all; anything else a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``actions`` (a negative index would silently
+    pick another action's column)."""
+    if actions is None:
+        return None
+    a = np.asarray(actions)
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise ParameterError(f"`actions` must be a 1-d sequence of integer actions in [0, {k}), got "
+                             f"{a.dtype} of shape {a.shape}")
+    a = a.astype(np.int64, copy=False)
+    if a.size and (a.min() < 0 or a.max() >= k):
+        bad = int(a[(a < 0) | (a >= k)][0])
+        raise ParameterError(f"`actions` must be in [0, {k}) (the model's k actions), got {bad}")
+    return a
+
+
+def checked_row_id(row_id, n: int) -> np.ndarray | None:
+    """``row_id`` of a ``predict`` call: one integer id per row of ``X`` (n), or None."""
+    if row_id is None:
+        return None
+    rid = np.asarray(row_id)
+    if rid.ndim != 1 or rid.shape[0] != n:
+        raise ParameterError(f"`row_id` has {rid.shape[0] if rid.ndim == 1 else rid.shape} id(s) for the {n} rows of "
+                             "`X`: give one per row")
+    if rid.size and rid.dtype.kind not in "iu":
+        raise ParameterError(f"`row_id` must be integers, got {rid.dtype}")
+    return rid
+
+
+def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(action, reward, k) for fitting on in-memory arrays: equal lengths, integer actions in [0, k), finite
+    rewards; else a :class:`~dr_scale.core.errors.ParameterError` naming the argument."""
+    action, reward = np.asarray(action), np.asarray(reward)
+    n = X.shape[0]
+    for name, values in (("action", action), ("reward", reward)):
+        if values.ndim != 1 or values.shape[0] != n:
+            raise ParameterError(f"`{name}` has {values.shape[0] if values.ndim == 1 else values.shape} value(s) for "
+                                 f"the {n} rows of `X`: give one per row")
+    if action.size and action.dtype.kind not in "iu":
+        if action.dtype.kind != "f" or not np.array_equal(action, np.floor(action)):
+            raise ParameterError(f"`action` must be integers (action ids), got {action.dtype}")
+    action = action.astype(np.int64)
+    if action.size and action.min() < 0:
+        raise ParameterError(f"`action` must be ≥ 0, got {int(action.min())}")
+    if reward.dtype.kind not in "biuf":
+        raise ParameterError(f"`reward` must be numbers, got {reward.dtype}")
+    reward = reward.astype(np.float64)
+    if not np.isfinite(reward).all():
+        raise ParameterError("`reward` has a NaN or infinite value")
+    k = int(n_actions or (action.max() + 1 if action.size else 0))
+    if k < 1:
+        raise ParameterError("`n_actions` is unknown: no rows and no `n_actions`")
+    if action.size and action.max() >= k:
+        raise ParameterError(f"`action` {int(action.max())} is out of range for `n_actions` = {k}")
+    return action, reward, k
 
 
 def predict_by_fold(X, fold: np.ndarray, width: int, predict_fold) -> np.ndarray:
@@ -197,6 +256,12 @@ class LinearRewardModel:
         numpy.ndarray
             (n, k) float predictions, or (n, len(actions)).
         """
+        actions = checked_actions(actions, self.n_actions)
+        row_id = checked_row_id(row_id, X.shape[0])
+        if X.shape[1] > self.n_features:
+            raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        if actions is not None and actions.size == 0:
+            return np.zeros((X.shape[0], 0))
         cols = slice(None) if actions is None else actions
         if row_id is None or not self.folds:
             return _linear(X, self.coef[:, cols], self.intercept[cols])

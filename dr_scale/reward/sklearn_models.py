@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from dr_scale.reward.models import fold_of, predict_by_fold
+from dr_scale.reward.models import checked_actions, checked_row_id, checked_training_arrays, fold_of, predict_by_fold
 
 
 def _rows(X, dense: bool):
@@ -58,9 +58,8 @@ class SklearnRewardModel:
         """One clone of ``estimator`` fitted per action on that action's rows of (X, reward)."""
         from dr_scale.reward.fitting import UnloggedActionWarning
 
+        action, reward, k = checked_training_arrays(X, action, reward, n_actions)
         X = _rows(X, dense)
-        action, reward = np.asarray(action), np.asarray(reward, dtype=np.float64)
-        k = int(n_actions or action.max() + 1)
         fallback = float(reward.mean()) if reward.size else 0.0
         estimators, unlogged = [], []
         for a in range(k):
@@ -75,7 +74,7 @@ class SklearnRewardModel:
 
     def predict(self, X, actions=None) -> np.ndarray:
         """ρ̂ for the rows of X: (n, k), or (n, len(actions))."""
-        cols = _columns(actions, self.n_actions)
+        cols = _columns(checked_actions(actions, self.n_actions), self.n_actions)
         out = np.full((X.shape[0], cols.size), self.fallback)
         X = _rows(X, self.dense)
         if X.shape[0]:
@@ -103,6 +102,7 @@ class CrossFittedRewardModel:
 
     def predict(self, X, actions=None, row_id=None) -> np.ndarray:
         """Row i by fold model fold(row_id_i), which did not see it; without ids, by the full-data model."""
+        row_id = checked_row_id(row_id, X.shape[0])
         if row_id is None:
             return self.full.predict(X, actions=actions)
         width = _columns(actions, self.n_actions).size
@@ -114,11 +114,11 @@ def cross_fit(estimator, X, action: np.ndarray, reward: np.ndarray, row_id: np.n
               seed: int = 0, n_actions: int | None = None, dense: bool = False) -> CrossFittedRewardModel:
     """Cross-fitted per-action models of ``estimator`` on in-memory arrays (see the module docstring);
     ``dense`` as in :class:`SklearnRewardModel`."""
-    if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
-    action = np.asarray(action)
-    k = int(n_actions or action.max() + 1)
-    fold = fold_of(np.asarray(row_id), folds, seed)
+    from dr_scale.io.config import Folds, check
+
+    check(Folds, "folds", folds)
+    action, reward, k = checked_training_arrays(X, action, reward, n_actions)
+    fold = fold_of(checked_row_id(row_id, X.shape[0]), folds, seed)
     models = []
     for j in range(folds):
         rows = np.flatnonzero(fold != j)

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
+from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.logs.contract import binary_csr, compact_index, with_log_metadata
 from dr_scale.outofcore.compute import compute
@@ -282,7 +282,9 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
     """Write a generated log to ``url`` in parallel (one Dask task per part); return its manifest.
 
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
-    settings and the calibration figures (:meth:`Calibration.summary`).
+    settings and the calibration figures (:meth:`Calibration.summary`). A non-empty ``url`` is
+    refused unless ``overwrite``, which replaces only a folder dr-scale wrote
+    (:func:`dr_scale.io.atomic.prepare_output_folder`).
     """
     check(PositiveInt, "rows", rows)
     check(PositiveInt, "rows_per_part", rows_per_part)
@@ -290,13 +292,11 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
         raise ParameterError(f"`days` must be between 1 and `rows` ({rows}), got {days}")
     make_world(seed, features, actions)  # bad sizes or seed fail here, before anything is written
     fs, root = url_to_fs(url, storage_options)
-    if fs.exists(root) and (not fs.isdir(root) or fs.ls(root)):
-        if not overwrite:
-            raise ParameterError(f"{url}: exists and is not empty; choose a new folder or pass `overwrite`")
-        fs.rm(root, recursive=True)
+    prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.bandit")
     tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
              for path, first, n in part_paths(rows, days, rows_per_part)]
-    parts = compute(*tasks, client=client, progress=progress)
+    with incomplete_on_interrupt(url):
+        parts = compute(*tasks, client=client, progress=progress)
     calibration = sum(parts[1:], parts[0])
     manifest = {"generator": "dr_scale.synthetic.bandit", "version": GENERATOR_VERSION, "rows": rows,
                 "features": features, "actions": actions, "seed": seed, "days": days,

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.io import strict_json
-from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.atomic import atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.logs.contract import with_log_metadata, write_parquet
 from dr_scale.outofcore.compute import compute
@@ -188,8 +188,12 @@ def _write_part(fs, root: str, seed, part, first, n, gm) -> int:
 
 def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAULT_FEATURES, seed: int = 0,
                     rows_per_part: int = DEFAULT_ROWS_PER_PART, storage_options: dict | None = None,
-                    client=None, progress: bool = False) -> dict:
-    """Write the set to ``url`` (a folder) in parallel, one Dask task per part; return the manifest."""
+                    client=None, progress: bool = False, overwrite: bool = False) -> dict:
+    """Write the set to ``url`` (a folder) in parallel, one Dask task per part; return the manifest.
+
+    A non-empty ``url`` is refused unless ``overwrite``, which replaces only a folder dr-scale wrote
+    (:func:`dr_scale.io.atomic.prepare_output_folder`).
+    """
     for name, value in (("rows", rows), ("features", features), ("rows_per_part", rows_per_part)):
         check(PositiveInt, name, value)
     check(NonNegativeInt, "seed", seed)
@@ -197,10 +201,12 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     bounds = part_bounds(rows, rows_per_part)
     gm_key = dask.delayed(gm, pure=True)
     fs, root = url_to_fs(url, storage_options)  # pickles without secrets (dr_scale.io.storage)
+    prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.visits")
     tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, j, int(bounds[j]),
                                                   int(bounds[j + 1] - bounds[j]), gm_key)
              for j in range(len(bounds) - 1)]
-    written = compute(*tasks, client=client, progress=progress)
+    with incomplete_on_interrupt(url):
+        written = compute(*tasks, client=client, progress=progress)
     manifest = {"generator": "dr_scale.synthetic.visits", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}

@@ -8,7 +8,10 @@ real command in-process (``dr_scale.cli.main``). The rules, for every case:
 * no traceback, and an error is one line ``dr-scale COMMAND: error: …`` that is not the
   "unexpected" fallback (a case that hits it is an error path still to write);
 * every JSON file the command wrote parses with NaN / Infinity rejected;
-* no numpy RuntimeWarning (overflow, invalid value) escapes.
+* no numpy RuntimeWarning (overflow, invalid value) escapes;
+* sanity: every interval written contains its point estimate, and an estimate that rests on
+  zero matched rows (no logged action with positive probability under the policy) says so
+  in its warnings.
 """
 
 from __future__ import annotations
@@ -72,7 +75,33 @@ def check_rules(code: int, err: str, out_dir: Path) -> None:
         assert errors[0].startswith("dr-scale"), err
         assert "unexpected" not in errors[0], err
     for path in out_dir.rglob("*.json"):
-        strict_json(path.read_text())
+        check_sanity(strict_json(path.read_text()), path)
+
+
+def _estimates_and_warnings(doc) -> list[tuple[dict, dict, list]]:
+    """(estimates, diagnostics, warnings) of an evaluate --json document and of each report policy and day."""
+    if not isinstance(doc, dict):
+        return []
+    out = []
+    if "estimates" in doc and "diagnostics" in doc:
+        out.append((doc["estimates"], doc["diagnostics"], doc.get("warnings", [])))
+    for policy in doc.get("policies", []) if doc.get("schema") == "dr-scale/report" else []:
+        out.append((policy["estimates"], policy["diagnostics"], policy["warnings"]))
+        out += [(day["estimates"], {}, policy["warnings"]) for day in policy.get("by_day", [])]
+    return out
+
+
+def check_sanity(doc, path) -> None:
+    """Every interval contains its point estimate; no estimate rests on zero matched rows unsaid."""
+    for estimates, diagnostics, warnings in _estimates_and_warnings(doc):
+        for name, e in estimates.items():
+            value, ci = e.get("value"), e.get("ci") or [None, None]
+            if value is None or None in ci:
+                continue
+            slack = 1e-9 * max(1.0, abs(value))
+            assert ci[0] - slack <= value <= ci[1] + slack, (path, name, value, ci)
+        if diagnostics.get("matched_rows") == 0:
+            assert any("0 matched rows" in w for w in warnings), (path, warnings)
 
 
 # -- bad logs ------------------------------------------------------------------------
@@ -546,11 +575,141 @@ def test_bad_generate_bandit_output(tmp_path, capsys, base, which):
     assert code == 2
 
 
+# -- the newer surface: policies that do not fit, --overwrite, limits, fingerprints, never-logged actions ---------
+def _newer_files(base: Path, tmp: Path) -> dict:
+    """Inputs of the newer-surface cases, made once per case in ``tmp``."""
+    rng = np.random.default_rng(0)
+    files = {}
+    for name, (d, k, scale) in {"pol": (D, K, 1.0), "pol_k2": (D, 2, 1.0), "pol_d2": (2, K, 1.0),
+                                "huge": (D, K, 1e308)}.items():
+        files[name] = tmp / f"{name}.npz"
+        np.savez(files[name], coef=scale * (rng.normal(size=(d, k)) if scale == 1.0 else np.ones((d, k))),
+                 intercept=np.zeros(k), metadata=np.array("{}"))
+    files["notes"] = tmp / "notes"
+    files["notes"].mkdir()
+    (files["notes"] / "keep.txt").write_text("x")
+    no_meta = tmp / "no-meta" / "date=2026-11-01"
+    no_meta.mkdir(parents=True)
+    pq.write_table(pa.table(good_columns(30)), no_meta / "part-00000.parquet")
+    files["no_meta"] = no_meta.parent
+    stray = good_columns(30)
+    feats = stray["features"].to_pylist()
+    feats[3] = feats[3] + [10_000_000]
+    stray["features"] = pa.array(feats, pa.list_(pa.int32()))
+    (tmp / "stray").mkdir()
+    pq.write_table(pa.table(stray), tmp / "stray" / "part-00000.parquet")
+    files["stray"] = tmp / "stray"
+    no2 = good_columns(30)
+    no2["action"] = pa.array(np.arange(30) % 2)  # action 2 never logged (k = 3)
+    write_log(pa.table(no2), str(tmp / "no2" / "date=2026-11-01"), n_features=D, n_actions=K)
+    files["no2"] = tmp / "no2"
+    LinearRewardModel(np.full((D, K), 0.1), np.zeros(K), np.full((2, D, K), 0.1), np.zeros((2, K)), 0,
+                      {"fingerprint": "7:00000000000000ff"}).save(str(tmp / "cf.npz"))
+    files["cf"] = tmp / "cf.npz"
+    return files
+
+
+def _policies(tmp: Path, body: str) -> Path:
+    path = tmp / "policies.toml"
+    path.write_text(body)
+    return path
+
+
+def _report(b, t, policies, logs=None, *extra):
+    return ["report", "--logs", logs or b / "share", "--policies", policies, "--out", t / "o", "--no-progress", *extra]
+
+
+def _evaluate(b, *extra, logs=None):
+    return ["evaluate", logs or b / "logs", *extra, "--json", "OUT/r.json", "--no-progress"]
+
+
+GEN = ["generate", "bandit", "--rows", "40", "--features", "96", "--actions", "3", "--no-progress"]
+NEWER = {
+    # a policy that does not fit the log: the policies file's error, never the partitions' (exit 2)
+    **{f"report-policy-k2{'-skip' if skip else ''}{'-no-meta' if nm else ''}": (
+        lambda b, t, f, skip=skip, nm=nm: _report(
+            b, t, _policies(t, f'[[policy]]\nname = "k2"\nspec = "linear:{f["pol_k2"]}"\n'),
+            f["no_meta"] if nm else None, *(["--skip-bad-partitions"] if skip else [])), {2})
+       for skip in (False, True) for nm in (False, True)},
+    "report-policy-d2": (lambda b, t, f: _report(b, t, _policies(
+        t, f'[[policy]]\nname = "d2"\nspec = "linear:{f["pol_d2"]}"\n'), None, "--skip-bad-partitions"), {2}),
+    "report-policies-disagree-on-k": (lambda b, t, f: _report(b, t, _policies(
+        t, f'[[policy]]\nspec = "linear:{f["pol"]}"\n[[policy]]\nspec = "linear:{f["pol_k2"]}"\n'),
+        f["no_meta"]), {2}),
+    "report-never-logged-action": (lambda b, t, f: _report(b, t, _policies(
+        t, f'reward_model = "{b / "model.npz"}"\n[[policy]]\nspec = "constant:2"\n'), f["no2"]), {0}),
+    "report-never-logged-action-el": (lambda b, t, f: _report(b, t, _policies(
+        t, f'interval = "el"\nreward_model = "{b / "model.npz"}"\n[[policy]]\nspec = "constant:2"\n'),
+        f["no2"]), {0}),
+    # --overwrite replaces only what dr-scale wrote
+    "overwrite-notes": (lambda b, t, f: [*GEN, "--out", f["notes"], "--overwrite"], {2}),
+    "overwrite-policy-file": (lambda b, t, f: [*GEN, "--out", f["pol"], "--overwrite"], {2}),
+    "overwrite-not-given": (lambda b, t, f: [*GEN, "--out", f["notes"]], {2}),
+    "visits-overwrite-notes": (lambda b, t, f: ["generate", "visits", "--rows", "30", "--features", "8",
+                                                "--no-calibration", "--no-progress", "--out", f["notes"],
+                                                "--overwrite"], {2}),
+    # outputs checked before the work
+    **{f"{cmd}-out-name-too-long": (lambda b, t, f, cmd=cmd: [cmd, b / "logs", "--out", t / ("n" * 240 + ".npz"),
+                                                              "--no-progress"], {2}) for cmd in ("fit", "learn")},
+    "learn-out-is-folder": (lambda b, t, f: ["learn", b / "logs", "--out", t, "--no-progress"], {2}),
+    "json-name-too-long": (lambda b, t, f: ["evaluate", b / "logs", "--policy", "constant:1", "--json",
+                                            t / ("j" * 240 + ".json"), "--no-progress"], {2}),
+    # limits that fail fast
+    "fit-folds-beyond-rows": (lambda b, t, f: ["fit", b / "logs", "--folds", "61", "--out", t / "m.npz",
+                                               "--no-progress"], {2}),
+    "learn-folds-beyond-rows": (lambda b, t, f: ["learn", b / "logs", "--folds", "500", "--out", t / "p.npz",
+                                                 "--no-progress"], {2}),
+    "evaluate-folds-beyond-rows": (lambda b, t, f: _evaluate(b, "--fit-reward-model", "--folds", "5000"), {2}),
+    "local-workers-1000": (lambda b, t, f: ["fit", b / "logs", "--local-workers", "1000", "--out", t / "m.npz",
+                                            "--no-progress"], {2}),
+    "stray-feature-id": (lambda b, t, f: ["fit", f["stray"], "--out", t / "m.npz", "--no-progress"], {2}),
+    "n-features-2^31": (lambda b, t, f: ["fit", b / "logs", "--n-features", "2147483648", "--out", t / "m.npz",
+                                         "--no-progress"], {2}),
+    **{f"fit{' '.join(extra)}": (lambda b, t, f, extra=extra: ["fit", b / "logs", *extra, "--out", t / "m.npz",
+                                                                "--no-progress"], {2})
+       for extra in (("--lam", "inf"), ("--lam", "1e-320"), ("--rtol", "1e-300"),
+                     ("--seed", "1180591620717411303424"), ("--folds", "2.7"))},
+    # options that a fitted model would silently ignore; a cross-fitted model from another log
+    **{f"evaluate-model{' '.join(extra)}": (lambda b, t, f, extra=extra: _evaluate(
+        b, "--reward-model", b / "model.npz", *extra), {2})
+       for extra in (("--folds", "3"), ("--lam", "2"), ("--rtol", "1e-6"), ("--seed", "3"))},
+    "learn-model-folds": (lambda b, t, f: ["learn", b / "logs", "--reward-model", b / "model.npz", "--folds", "3",
+                                           "--out", t / "p.npz", "--no-progress"], {2}),
+    "cross-fitted-other-log": (lambda b, t, f: _evaluate(b, "--reward-model", f["cf"]), {2}),
+    "cross-fitted-other-log-allowed": (lambda b, t, f: _evaluate(b, "--reward-model", f["cf"],
+                                                                 "--allow-other-log"), {0}),
+    # never-logged actions: a warning with the share, and "0 matched rows" said
+    "evaluate-never-logged-action": (lambda b, t, f: _evaluate(b, "--policy", "constant:2", "--reward-model",
+                                                               b / "model.npz", logs=f["no2"]), {0}),
+    "evaluate-never-logged-action-el": (lambda b, t, f: _evaluate(b, "--policy", "constant:2", "--reward-model",
+                                                                  b / "model.npz", "--interval", "el",
+                                                                  logs=f["no2"]), {0}),
+    "evaluate-fitted-never-logged-action": (lambda b, t, f: _evaluate(b, "--policy", "constant:2",
+                                                                      "--fit-reward-model", logs=f["no2"]), {0}),
+    # policies whose scores overflow, bad temperatures
+    "softmax-huge-scores": (lambda b, t, f: _evaluate(b, "--policy", f"softmax:{f['huge']}:1"), {2}),
+    "linear-huge-scores": (lambda b, t, f: _evaluate(b, "--policy", f"linear:{f['huge']}"), {2}),
+    **{f"softmax-T={v}": (lambda b, t, f, v=v: _evaluate(b, "--policy", f"softmax:{f['pol']}:{v}"),
+                          {2} if v in ("0", "-1", "nan", "inf") else {0})
+       for v in ("0", "-1", "nan", "inf", "1e-320", "1e300")},
+}
+
+
+@pytest.mark.parametrize("which", sorted(NEWER))
+def test_newer_surface(tmp_path, capsys, base, which):
+    make, codes = NEWER[which]
+    files = _newer_files(base, tmp_path)
+    out = tmp_path / "OUT"
+    argv = [str(a).replace("OUT/", f"{out}/") for a in make(base, tmp_path, files)]
+    code, _, err = run(argv, capsys, tmp_path)
+    assert code in codes, (code, err)
+
+
 def test_corpus_size():
     """The corpus holds at least 200 distinct bad inputs."""
     counted = (3 * len(LOG_MUTATIONS) + 3 * 11 + len(EVALUATE_OPTIONS) + 2 * len(MODELS) + len(OUTPUTS) + 7 + 3
-               + len(POLICIES) + 11 + len(JOBS) + 3 + 6 + len(LEARN_OPTIONS) + len(BANDIT_OPTIONS) + 3)
-    assert counted >= 200, counted
+               + len(POLICIES) + 11 + len(JOBS) + 3 + 6 + len(LEARN_OPTIONS) + len(BANDIT_OPTIONS) + 3 + len(NEWER))
+    assert counted >= 200 + len(NEWER), counted
 
 
 # -- through the real process: what only a process has (its streams, its environment) ----------------------
@@ -585,7 +744,7 @@ def test_process_level_cases(tmp_path, base):
                                  "$DR_SCALE_STORAGE_OPTIONS: not valid JSON"),
         "cache is a file": (["run", Path(__file__).parents[2] / "pipelines" / "visits.toml", "--set", "rows=100",
                              "--set", "features=10", "--set", f"out={tmp_path / 'v'}", "--no-progress"],
-                            {"DR_SCALE_CACHE": str(base / "a-file")}, "a part of this path is a file"),
+                            {"DR_SCALE_CACHE": str(base / "a-file")}, "a-file is a file, not a folder"),
     }
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         results = dict(zip(cases, pool.map(lambda case: _process(case[0], case[1]), cases.values())))

@@ -92,7 +92,7 @@ def test_evaluate_command_reads_a_linear_policy(log, capsys):
     ("linear:{folder}/not-a-policy.npz", "expected arrays 'coef' (d × k) and 'intercept' (k), found weights"),
     ("linear:{folder}/garbage.npz", "garbage.npz: not a readable .npz file"),
     ("softmax:{folder}/policy.npz:hot", "temperature T of softmax:POLICY.npz:T must be a number"),
-    ("softmax:{folder}/policy.npz:0", "softmax temperature must be a positive number"),
+    ("softmax:{folder}/policy.npz:0", "the temperature T must be a positive finite number"),
 ])
 def test_bad_policy_files_are_clear_errors(log, capsys, spec, message):
     url, X, action, folder, policy = log

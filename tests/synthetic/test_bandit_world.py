@@ -183,8 +183,12 @@ def test_a_non_empty_output_folder_is_refused_unless_overwrite(tmp_path, capsys)
     assert main(args) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     assert (out / "keep.txt").exists()
-    assert main([*args, "--overwrite"]) == 0
-    assert not (out / "keep.txt").exists()
+    assert main([*args, "--overwrite"]) == 2  # not a folder dr-scale wrote: never deleted
+    assert "dr-scale did not write this folder" in capsys.readouterr().err and (out / "keep.txt").exists()
+    (out / "keep.txt").unlink()
+    assert main(args) == 0
+    assert main(args) == 2
+    assert main([*args, "--overwrite"]) == 0  # its own log: replaced
     printed = capsys.readouterr().out
     assert "true value, logging" in printed and "best constant policy      constant:" in printed
 

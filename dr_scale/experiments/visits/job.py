@@ -57,7 +57,8 @@ def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", clien
         print(f"generating the embedded visits set ({rows:,} rows × {features} features) into {url} …",
               file=sys.stderr)
         start = time.perf_counter()
-        gen.generate_visits(url, rows=rows, features=features, seed=seed, client=client, progress=progress)
+        gen.generate_visits(url, rows=rows, features=features, seed=seed, client=client, progress=progress,
+                            overwrite=True)  # the cache's own folder, left incomplete by an interrupted run
         print(f"generated in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return url
 

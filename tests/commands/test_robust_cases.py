@@ -1,0 +1,679 @@
+"""Hostile and careless input on the newer surface, through the real command or the API.
+
+Each case ends in one clear line (exit 2, naming the file, policy or option) or the right
+result: a policy that does not fit the log is the policy's error, not its partitions';
+``--overwrite`` replaces only what dr-scale wrote; outputs are checked before the work;
+spill folders do not outlive their run; limits fail fast with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+from dr_scale.cli import main
+from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.reward.models import LinearRewardModel
+
+D, K = 6, 4
+ROOT = Path(__file__).parents[2]
+
+
+def columns(n: int = 60, seed: int = 0, start: int = 0, k: int = K) -> dict:
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, D, density=0.5, format="csr", random_state=seed)
+    return {"row_id": pa.array(np.arange(start, start + n, dtype=np.int64)), "features": csr_to_features(X),
+            "action": pa.array(np.arange(n) % k), "reward": pa.array(rng.random(n)),
+            "propensity": pa.array(np.full(n, 1 / k)), "target_action": pa.array(rng.integers(0, k, n))}
+
+
+def share(root: Path, metadata: bool = True, days: int = 3) -> Path:
+    """A date-partitioned log of ``days`` days, with or without the dr_scale.* schema metadata."""
+    for day in range(1, days + 1):
+        folder = root / "share" / f"date=2026-11-0{day}"
+        if metadata:
+            write_log(pa.table(columns(40, day, 100 * day)), str(folder), n_features=D, n_actions=K)
+        else:
+            folder.mkdir(parents=True)
+            pq.write_table(pa.table(columns(40, day, 100 * day)), folder / "part-00000.parquet")
+    return root / "share"
+
+
+def linear_policy(path: Path, d: int = D, k: int = K, seed: int = 0) -> Path:
+    coef = np.random.default_rng(seed).normal(size=(d, k))
+    np.savez(path, coef=coef, intercept=np.zeros(k), metadata=np.array("{}"))
+    return path
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err, out.err
+    return code, out.out, out.err
+
+
+def error_line(err: str) -> str:
+    (line,) = [x for x in err.splitlines() if ": error: " in x]
+    return line
+
+
+# -- (1) a policy that does not fit the log is the policy file's error -----------------------------------
+@pytest.fixture
+def model(tmp_path) -> Path:
+    path = tmp_path / "rho.npz"
+    LinearRewardModel(np.full((D, K), 0.1), np.zeros(K)).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("metadata", [True, False], ids=["metadata", "no-metadata"])
+@pytest.mark.parametrize("with_model", [True, False], ids=["model", "no-model"])
+@pytest.mark.parametrize("skip", [False, True], ids=["strict", "skip-bad"])
+def test_a_policy_with_other_k_is_a_policy_error(tmp_path, capsys, model, metadata, with_model, skip):
+    """k = 3 policy on a 4-action log: exit 2 naming the policies file and the policy; no partition blamed."""
+    logs = share(tmp_path, metadata)
+    linear_policy(tmp_path / "pol_k3.npz", k=3)
+    linear_policy(tmp_path / "pol_k4.npz", k=K)
+    policies = tmp_path / "p.toml"
+    policies.write_text(('reward_model = "rho.npz"\n' if with_model else "")
+                        + '[[policy]]\nname = "good"\nspec = "linear:pol_k4.npz"\n'
+                        + '[[policy]]\nname = "bad"\nspec = "linear:pol_k3.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", *(["--skip-bad-partitions"] if skip else []))
+    line = error_line(err)
+    assert code == 2, err
+    assert str(policies) in line and "'bad'" in line and "pol_k3.npz" in line, line
+    assert "bad partition" not in err and "skipped" not in err, err
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_a_policy_with_fewer_features_than_the_log_uses_is_a_policy_error(tmp_path, capsys):
+    logs = share(tmp_path)
+    linear_policy(tmp_path / "narrow.npz", d=2)
+    policies = tmp_path / "p.toml"
+    policies.write_text('[[policy]]\nname = "narrow"\nspec = "linear:narrow.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    assert code == 2 and "'narrow'" in error_line(err) and "feature index beyond the policy's 2 features" in err
+    assert "skipped" not in err
+
+
+def test_skipping_every_partition_is_a_failed_report_not_exit_0(tmp_path, capsys, model):
+    """--skip-bad-partitions with no good partition left: status failed, exit 3 (no empty 'partial' report)."""
+    logs = share(tmp_path, days=2)
+    for part in logs.rglob("*.parquet"):
+        table = pq.read_table(part)
+        prop = table["propensity"].to_numpy().copy()
+        prop[0] = 0.0
+        pq.write_table(table.set_column(table.schema.get_field_index("propensity"), "propensity", pa.array(prop)),
+                       part)
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nspec = "constant:1"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 3 and report["status"] == "failed" and len(report["bad_partitions"]) == 2, err
+
+
+def test_one_bad_partition_is_still_skipped(tmp_path, capsys, model):
+    """The policy check does not swallow real bad data: one bad day, skipped, the rest reported (exit 0)."""
+    logs = share(tmp_path)
+    part = next((logs / "date=2026-11-02").glob("*.parquet"))
+    table = pq.read_table(part)
+    prop = table["propensity"].to_numpy().copy()
+    prop[3] = 2.0
+    pq.write_table(table.set_column(table.schema.get_field_index("propensity"), "propensity", pa.array(prop)), part)
+    linear_policy(tmp_path / "pol.npz")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nname = "lin"\nspec = "linear:pol.npz"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress", "--skip-bad-partitions")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 0 and report["status"] == "partial" and len(report["skipped_partitions"]) == 1, err
+    assert report["policies"][0]["name"] == "lin"
+
+
+# -- (2) --overwrite replaces only what dr-scale wrote ------------------------------------------------------
+GENERATE = {"bandit": ["generate", "bandit", "--rows", "200", "--features", "96", "--actions", "3"],
+            "visits": ["generate", "visits", "--rows", "200", "--features", "10", "--no-calibration"]}
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATE))
+def test_overwrite_replaces_a_generated_folder(tmp_path, capsys, kind):
+    out = tmp_path / "log"
+    assert cli(capsys, *GENERATE[kind], "--out", out, "--no-progress")[0] == 0
+    assert (out / "_dr_scale").exists() and (out / "_manifest.json").exists()
+    (out / "part-00007.parquet").write_bytes(b"stale")  # a file of the old set that the new one does not have
+    code, _, err = cli(capsys, *GENERATE[kind], "--out", out, "--no-progress")
+    assert code == 2 and "exists and is not empty" in error_line(err) and "--overwrite" in error_line(err)
+    assert cli(capsys, *GENERATE[kind], "--out", out, "--no-progress", "--overwrite")[0] == 0
+    assert not (out / "part-00007.parquet").exists()
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATE))
+@pytest.mark.parametrize("target", ["notes-folder", "policy-file", "folder-of-policies"])
+def test_overwrite_refuses_what_dr_scale_did_not_write(tmp_path, capsys, kind, target):
+    """A folder of notes, a policy .npz where a folder should be: refused with a line naming it, left intact."""
+    if target == "policy-file":
+        out = linear_policy(tmp_path / "pol.npz")
+    else:
+        out = tmp_path / "mine"
+        out.mkdir()
+        (out / "notes.txt").write_text("keep me")
+        if target == "folder-of-policies":
+            linear_policy(out / "pol.npz")
+    before = {p: p.read_bytes() for p in [out, *out.rglob("*")] if p.is_file()}
+    code, _, err = cli(capsys, *GENERATE[kind], "--out", out, "--no-progress", "--overwrite")
+    assert code == 2 and str(out) in error_line(err), err
+    assert "dr-scale did not write" in err or "is a file, not a folder" in err
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_overwrite_replaces_a_report_folder(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"schema": "dr-scale/report", "status": "ok"}))
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress", "--overwrite")[0] == 0
+    assert not (out / "report.json").exists() and (out / "_manifest.json").exists()
+
+
+# -- (8) an interrupted generate leaves no log that readers take for complete --------------------------------
+def test_a_generated_folder_without_its_manifest_is_refused_by_readers(tmp_path, capsys):
+    out = tmp_path / "log"
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress")[0] == 0
+    (out / "_manifest.json").unlink()  # as a generate killed before its last write leaves it
+    for argv in (["evaluate", out, "--policy", "constant:1"], ["fit", out, "--out", tmp_path / "m.npz"]):
+        code, _, err = cli(capsys, *argv, "--no-progress")
+        assert code == 2 and "incomplete" in error_line(err) and "--overwrite" in error_line(err), err
+    assert cli(capsys, *GENERATE["bandit"], "--out", out, "--no-progress", "--overwrite")[0] == 0
+
+
+def _subprocess_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.slow
+def test_sigterm_during_generate_leaves_a_log_evaluate_refuses(tmp_path):
+    out = tmp_path / "log"
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "generate", "bandit", "--rows", "400000",
+                             "--features", "4096", "--actions", "5", "--rows-per-part", "2000", "--out", str(out),
+                             "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_subprocess_env())
+    deadline = time.monotonic() + 120
+    while not list(out.glob("part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and b"left incomplete" in err and b"--overwrite" in err, err.decode()
+    assert (out / "_dr_scale").exists() and not (out / "_manifest.json").exists()
+    done = subprocess.run([sys.executable, "-m", "dr_scale.cli", "evaluate", str(out), "--policy", "constant:1",
+                           "--no-progress"], capture_output=True, env=_subprocess_env(), timeout=120)
+    assert done.returncode == 2 and b"incomplete" in done.stderr, done.stderr
+
+
+# -- (3) outputs checked before the work ---------------------------------------------------------------------
+def _no_work(*args, **kwargs):
+    raise AssertionError("the work started before the output was checked")
+
+
+@pytest.fixture
+def small_log(tmp_path) -> Path:
+    logs = tmp_path / "logs"
+    write_log(pa.table(columns(60)), str(logs), n_parts=2, n_features=D, n_actions=K)
+    return logs
+
+
+@pytest.mark.parametrize("command", ["fit", "learn", "evaluate", "report", "generate"])
+@pytest.mark.parametrize("problem", ["is-folder", "long-name", "long-folder", "under-a-file"])
+def test_outputs_are_checked_before_the_work(tmp_path, capsys, monkeypatch, small_log, command, problem):
+    import dr_scale.commands.evaluate as evaluate_command
+    import dr_scale.commands.learn as learn_command
+    import dr_scale.report.make as report_make
+    import dr_scale.reward.fitting as fitting
+    import dr_scale.synthetic.bandit as bandit
+
+    monkeypatch.setattr(fitting, "fit_reward_model", _no_work)
+    monkeypatch.setattr(learn_command, "learn_policy", _no_work)
+    monkeypatch.setattr(evaluate_command, "evaluate_log", _no_work)
+    monkeypatch.setattr(report_make, "compute_report", _no_work)
+    monkeypatch.setattr(bandit, "_write_part", _no_work)
+    (tmp_path / "a-file").write_text("x")
+    folder_wanted = command in ("report", "generate")
+    if problem == "is-folder":
+        if folder_wanted:
+            pytest.skip("a folder is what these write")
+        out = tmp_path
+    elif problem == "long-name":
+        out = tmp_path / ("n" * 240 + ("" if folder_wanted else ".npz"))
+        if folder_wanted:
+            out = tmp_path / ("n" * 256)
+    elif problem == "long-folder":
+        out = tmp_path / ("f" * 256) / "out.npz"
+    else:
+        out = tmp_path / "a-file" / "out.npz"
+    policies = tmp_path / "p.toml"
+    policies.write_text('[[policy]]\nspec = "constant:1"\n')
+    argv = {"fit": ["fit", small_log, "--out", out], "learn": ["learn", small_log, "--out", out],
+            "evaluate": ["evaluate", small_log, "--policy", "constant:1", "--json", out],
+            "report": ["report", "--logs", small_log, "--policies", policies, "--out", out],
+            "generate": [*GENERATE["bandit"], "--out", out]}[command]
+    code, _, err = cli(capsys, *argv, "--no-progress")
+    assert code == 2, err
+    line = error_line(err)
+    assert "the work started" not in line and str(out)[:60] in line, line
+    assert any(words in line for words in ("is a folder", "bytes", "is a file", "a part of this path is a file"))
+
+
+# -- (4) spill folders do not outlive their run ----------------------------------------------------------------
+def _spill_entries(cache: Path) -> list[str]:
+    spill = cache / "spill"
+    return sorted(p.name for p in spill.iterdir() if p.name.startswith("dr-scale-spill-")) if spill.exists() else []
+
+
+def test_a_failed_run_removes_its_spill_folder(tmp_path, capsys, monkeypatch):
+    """An error part-way through (a bad propensity in the second part): the run's spill folder and lock go."""
+    monkeypatch.setenv("DR_SCALE_CACHE", str(tmp_path / "cache"))
+    logs = tmp_path / "logs"
+    for i in range(2):
+        cols = columns(40, i, 100 * i)
+        if i == 1:
+            cols["propensity"] = pa.array(np.where(np.arange(40) == 3, 0.0, 1 / K))
+        folder = logs / f"part-{i:05d}.parquet"
+        folder.parent.mkdir(exist_ok=True)
+        pq.write_table(pa.table(cols), folder)
+    for command in ("fit", "learn"):
+        code, _, err = cli(capsys, command, logs, "--out", tmp_path / f"{command}.npz", "--no-progress",
+                           "--n-features", D, "--n-actions", K)
+        assert code == 2 and "propensity" in error_line(err)
+        assert _spill_entries(tmp_path / "cache") == []
+
+
+def test_a_dead_runs_spill_folder_is_purged_and_a_live_ones_kept(tmp_path):
+    """The purge takes only folders whose lock is free and whose owner is gone."""
+    from dr_scale.io.cache import purge_stale_spill, spill_workspace
+
+    root = tmp_path / "spill"
+    dead = root / "dr-scale-spill-dead"
+    dead.mkdir(parents=True)
+    (dead / "part.npy").write_bytes(b"x" * 100)
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    (root / "dr-scale-spill-dead.lock").write_text(json.dumps({"host": socket.gethostname(),
+                                                               "pid": int(child.stdout)}))
+    unlocked_alive = root / "dr-scale-spill-alive"
+    unlocked_alive.mkdir()
+    (root / "dr-scale-spill-alive.lock").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    no_lock = root / "dr-scale-spill-nolock"
+    no_lock.mkdir()
+    with spill_workspace(str(root)) as mine:
+        assert not dead.exists() and unlocked_alive.exists() and no_lock.exists()
+        assert purge_stale_spill(str(root)) == [] and Path(mine).is_dir()  # its own, locked: kept
+    assert not Path(mine).exists() and not Path(mine + ".lock").exists()
+
+
+def _cached_env(cache: Path) -> dict:
+    return {**_subprocess_env(), "DR_SCALE_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory) -> Path:
+    """A log whose fit runs some seconds: 200,000 rows in 40 parts."""
+    out = tmp_path_factory.mktemp("long") / "log"
+    assert main(["generate", "bandit", "--rows", "200000", "--features", "4096", "--actions", "5",
+                 "--rows-per-part", "5000", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def _start_fit_and_wait_for_spill(log: Path, tmp_path: Path, cache: Path, *extra) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(log), "--out", str(tmp_path / "m.npz"),
+                             "--folds", "5", "--no-progress", *extra], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=_cached_env(cache))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        folders = [cache / "spill" / n for n in _spill_entries(cache) if not n.endswith(".lock")]
+        if any(any(f.iterdir()) for f in folders if f.is_dir()):
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"the fit left no spill files to interrupt (exit {proc.poll()}): {proc.stderr.read().decode()}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_fit_removes_its_spill_folder(tmp_path, long_log, how):
+    cache = tmp_path / "cache"
+    proc = _start_fit_and_wait_for_spill(long_log, tmp_path, cache)
+    proc.send_signal(getattr(signal, how))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and b"Traceback" not in err, err.decode()
+    assert _spill_entries(cache) == []
+
+
+@pytest.mark.slow
+def test_a_killed_fits_spill_folder_is_removed_by_the_next_run(tmp_path, long_log, small_log):
+    cache = tmp_path / "cache"
+    proc = _start_fit_and_wait_for_spill(long_log, tmp_path, cache)
+    proc.kill()  # SIGKILL: nothing of the run's own runs
+    proc.communicate(timeout=60)
+    left = _spill_entries(cache)
+    assert left and any(n.endswith(".lock") for n in left)  # the folder and its lock stay behind
+    done = subprocess.run([sys.executable, "-m", "dr_scale.cli", "fit", str(small_log), "--out",
+                           str(tmp_path / "small.npz"), "--no-progress"], capture_output=True, env=_cached_env(cache),
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert _spill_entries(cache) == []
+
+
+# -- (5) limits that fail fast with the reason ------------------------------------------------------------------
+def _stray_log(tmp_path: Path) -> Path:
+    """A log without metadata whose features hold one stray id of 10^7."""
+    cols = columns(60)
+    feats = cols["features"].to_pylist()
+    feats[5] = feats[5] + [10_000_000]
+    cols["features"] = pa.array(feats, pa.list_(pa.int32()))
+    (tmp_path / "stray").mkdir()
+    pq.write_table(pa.table(cols), tmp_path / "stray" / "part-00000.parquet")
+    return tmp_path / "stray"
+
+
+@pytest.mark.parametrize("case", ["folds>rows-fit", "folds>rows-evaluate", "folds>rows-learn", "workers",
+                                  "stray-id-fit", "stray-id-evaluate", "n-features-huge"])
+def test_limits_fail_fast_with_the_reason(tmp_path, capsys, monkeypatch, small_log, case):
+    import dr_scale.commands.learn as learn_command
+    import dr_scale.reward.fitting as fitting
+
+    monkeypatch.setattr(fitting, "fit_reward_model", _no_work)
+    monkeypatch.setattr(learn_command, "learn_policy", _no_work)
+    stray = _stray_log(tmp_path)
+    argv, expected = {
+        "folds>rows-fit": (["fit", small_log, "--out", tmp_path / "m.npz", "--folds", "61"],
+                           "--folds = 61 is more than the log's 60 rows"),
+        "folds>rows-evaluate": (["evaluate", small_log, "--fit-reward-model", "--folds", "500"],
+                                "--folds = 500 is more than the log's 60 rows"),
+        "folds>rows-learn": (["learn", small_log, "--out", tmp_path / "p.npz", "--folds", "61"],
+                             "--folds = 61 is more than the log's 60 rows"),
+        "workers": (["fit", small_log, "--out", tmp_path / "m.npz", "--local-workers", "1000"],
+                    "--local-workers = 1000 is more than 4 × this machine's"),
+        "stray-id-fit": (["fit", stray, "--out", tmp_path / "m.npz"], "largest feature id is 10,000,000"),
+        "stray-id-evaluate": (["evaluate", stray, "--fit-reward-model", "--policy", "constant:1"],
+                              "largest feature id is 10,000,000"),
+        "n-features-huge": (["fit", small_log, "--out", tmp_path / "m.npz", "--n-features", "2147483648"],
+                            "for the coefficients alone; this machine has"),
+    }[case]
+    code, _, err = cli(capsys, *argv, "--no-progress")
+    assert code == 2 and expected in error_line(err), err
+    assert "the work started" not in err
+
+
+def test_a_stray_id_is_accepted_when_n_features_says_so(tmp_path, capsys):
+    code, out, err = cli(capsys, "fit", _stray_log(tmp_path), "--out", tmp_path / "m.npz", "--n-features",
+                         "10000001", "--n-actions", K, "--no-progress")
+    assert code == 0 and "10000001 features" in out, err
+
+
+def test_folds_equal_to_rows_is_accepted(tmp_path, capsys, small_log):
+    assert cli(capsys, "fit", small_log, "--out", tmp_path / "m.npz", "--folds", "60", "--no-progress")[0] == 0
+
+
+# -- (6) fitting options beside a fitted model are an error, not ignored ------------------------------------------
+@pytest.mark.parametrize("extra", [["--folds", "3"], ["--lam", "2"], ["--rtol", "1e-6"], ["--seed", "4"]],
+                         ids=lambda e: e[0])
+def test_fitting_options_beside_a_reward_model_are_refused(tmp_path, capsys, small_log, model, extra):
+    code, _, err = cli(capsys, "evaluate", small_log, "--reward-model", model, *extra, "--no-progress")
+    assert code == 2 and extra[0] in error_line(err) and "--fit-reward-model" in error_line(err), err
+
+
+def test_learn_folds_beside_a_reward_model_is_refused(tmp_path, capsys, small_log, model):
+    code, _, err = cli(capsys, "learn", small_log, "--reward-model", model, "--folds", "3", "--out",
+                       tmp_path / "p.npz", "--no-progress")
+    assert code == 2 and "--folds" in error_line(err) and "--reward-model" in error_line(err), err
+
+
+# -- (6) a cross-fitted model from another log is refused -------------------------------------------------------
+def _shifted(tmp_path: Path, logs: Path, shift: int) -> Path:
+    """The same rows with their row ids shifted: another log to the model's fingerprint."""
+    out = tmp_path / f"shifted{shift}"
+    table = pq.read_table(logs)
+    table = table.set_column(0, "row_id", pa.array(table["row_id"].to_numpy() + shift))
+    write_log(table, str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+def test_a_cross_fitted_model_from_another_log_is_refused(tmp_path, capsys, small_log):
+    model = tmp_path / "cf.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "3", "--out", model, "--no-progress")[0] == 0
+    code, _, err = cli(capsys, "evaluate", small_log, "--reward-model", model, "--policy", "constant:1",
+                       "--no-progress")
+    assert code == 0, err  # its own log: the fingerprints agree
+    other = _shifted(tmp_path, small_log, 7)
+    code, _, err = cli(capsys, "evaluate", other, "--reward-model", model, "--policy", "constant:1", "--no-progress")
+    line = error_line(err)
+    assert code == 2 and "cross-fitted on another log" in line and "--allow-other-log" in line, err
+    code, out, err = cli(capsys, "evaluate", other, "--reward-model", model, "--policy", "constant:1",
+                         "--allow-other-log", "--no-progress")
+    assert code == 0 and "DR" in out, err
+
+
+def test_the_api_refuses_a_cross_fitted_model_from_another_log(tmp_path, small_log):
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.ope.evaluation import Evaluation, evaluate_log
+    from dr_scale.reward.fitting import FitSettings, fit_reward_model
+
+    model = fit_reward_model(str(small_log), FitSettings(folds=2))
+    other = _shifted(tmp_path, small_log, 3)
+    with pytest.raises(ParameterError, match="allow_other_log to use it anyway"):
+        evaluate_log(str(other), Evaluation("constant:1", ["DR"], reward_model=model))
+    assert np.isfinite(evaluate_log(str(other), Evaluation("constant:1", ["DR"], reward_model=model,
+                                                           allow_other_log=True)).estimates["DR"].value)
+
+
+# -- (7) probability on actions the log never took ------------------------------------------------------------------
+@pytest.fixture
+def log_without_action_3(tmp_path) -> Path:
+    cols = columns(80)
+    cols["action"] = pa.array(np.arange(80) % 3)  # actions 0, 1, 2 only; k = 4
+    out = tmp_path / "no3"
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+def _probs_log(tmp_path: Path, share3: float) -> Path:
+    """A log without action 3 and a target_probs column putting ``share3`` of each row's mass on action 3."""
+    cols = columns(80)
+    cols["action"] = pa.array(np.arange(80) % 3)
+    rest = (1 - share3) / 3
+    cols["target_probs"] = pa.array([[rest, rest, rest, share3]] * 80, pa.list_(pa.float64()))
+    out = tmp_path / f"probs{share3}"
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=K)
+    return out
+
+
+@pytest.mark.parametrize("share3", [0.25, 1e-3])
+def test_mass_on_never_logged_actions_is_warned_with_its_share(tmp_path, capsys, model, share3):
+    logs = _probs_log(tmp_path, share3)
+    code, _, err = cli(capsys, "evaluate", logs, "--policy", "probs:target_probs", "--reward-model", model,
+                       "--json", tmp_path / "r.json", "--no-progress")
+    assert code == 0, err
+    assert f"puts {share3:.1%} of its probability mass on actions the log never took (3)" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["diagnostics"]["unlogged_actions"] == [3]
+    assert doc["diagnostics"]["unlogged_action_share"] == pytest.approx(share3, rel=1e-12)
+    assert any("never took" in w for w in doc["warnings"])
+
+
+def test_a_policy_on_logged_actions_only_has_no_such_warning(tmp_path, capsys, model, small_log):
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", "constant:1", "--reward-model", model,
+                       "--no-progress")
+    assert code == 0 and "never took" not in err and "0 matched rows" not in err
+
+
+def test_a_constant_policy_on_a_never_logged_action_says_it_rests_on_no_rows(tmp_path, capsys, model,
+                                                                             log_without_action_3):
+    code, _, err = cli(capsys, "evaluate", log_without_action_3, "--policy", "constant:3", "--reward-model", model,
+                       "--no-progress")
+    assert code == 0
+    assert "100.0% of its probability mass on actions the log never took (3)" in err and "0 matched rows" in err
+
+
+def test_report_status_is_not_ok_for_never_logged_actions(tmp_path, capsys, model, log_without_action_3):
+    share_root = tmp_path / "share"
+    (share_root).mkdir()
+    log_without_action_3.rename(share_root / "date=2026-11-01")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nname = "three"\nspec = "constant:3"\n'
+                        '[[policy]]\nname = "one"\nspec = "constant:1"\n')
+    code, _, err = cli(capsys, "report", "--logs", share_root, "--policies", policies, "--out", tmp_path / "out",
+                       "--no-progress")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 0 and report["status"] == "warning", err
+    three, one = report["policies"]
+    assert three["diagnostics"]["unlogged_action_share"] == 1.0 and any("never took" in w for w in three["warnings"])
+    assert one["diagnostics"]["unlogged_action_share"] == 0.0 and not any("never took" in w for w in one["warnings"])
+
+
+# -- (9) API and option cases of the issue -------------------------------------------------------------------------
+def _model_and_rows():
+    from dr_scale.reward.models import LinearRewardModel
+
+    rng = np.random.default_rng(0)
+    model = LinearRewardModel(rng.normal(size=(D, K)), np.zeros(K), rng.normal(size=(2, D, K)), np.zeros((2, K)), 0)
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    return model, X, np.arange(8, dtype=np.int64)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, X, rid: m.predict(X[:5], row_id=rid[:2]), "row_id has 2 id(s) for the 5 rows of X"),
+    (lambda m, X, rid: m.predict(X, actions=[-1]), "actions must be in [0, 4)"),
+    (lambda m, X, rid: m.predict(X, actions=[K]), "actions must be in [0, 4)"),
+    (lambda m, X, rid: m.predict(X, actions=[0.5]), "integer actions"),
+    (lambda m, X, rid: m.predict(sp.random(3, D + 2, density=0.5, format="csr"), row_id=rid[:3]), "columns"),
+], ids=["row_id-length", "negative-action", "action-k", "float-action", "wide-X"])
+def test_predict_refuses_arguments_that_would_give_a_wrong_number(call, message):
+    from dr_scale.core.errors import ParameterError
+
+    model, X, rid = _model_and_rows()
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(model, X, rid)
+
+
+def test_predict_with_valid_arguments_is_unchanged():
+    model, X, rid = _model_and_rows()
+    full = model.predict(X, row_id=rid)
+    assert np.array_equal(model.predict(X, actions=np.array([2, 0]), row_id=rid), full[:, [2, 0]])
+    assert model.predict(X, actions=np.array([], dtype=np.int64)).shape == (8, 0)
+
+
+@pytest.mark.parametrize("action, reward, message", [
+    (np.arange(5) % 3, np.ones(8), "action has 5 value(s) for the 8 rows of X"),
+    (np.arange(8) % 3, np.ones(3), "reward has 3 value(s) for the 8 rows of X"),
+    (np.arange(8) % 3 + 0.5, np.ones(8), "action must be integers"),
+    (np.arange(8) % 3 - 1, np.ones(8), "action must be ≥ 0"),
+    (np.arange(8) % 3, np.full(8, np.nan), "reward has a NaN"),
+], ids=["action-length", "reward-length", "float-actions", "negative-actions", "nan-reward"])
+def test_sklearn_reward_model_fit_checks_its_arrays(action, reward, message):
+    from sklearn.linear_model import Ridge
+
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.reward.sklearn_models import SklearnRewardModel, cross_fit
+
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        SklearnRewardModel.fit(Ridge(), X, action, reward)
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        cross_fit(Ridge(), X, action, reward, np.arange(8), folds=2)
+
+
+def test_cross_fit_refuses_fractional_folds():
+    from sklearn.linear_model import Ridge
+
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.reward.sklearn_models import cross_fit
+
+    X = sp.random(8, D, density=0.5, format="csr", random_state=1)
+    with pytest.raises(ParameterError, match="folds"):
+        cross_fit(Ridge(), X, np.arange(8) % 2, np.ones(8), np.arange(8), folds=2.7)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--lam", "inf"], "λ must be a finite number"),
+    (["--lam", "1e-320"], "below float64's smallest normal number"),
+    (["--rtol", "1e-300"], "rtol must be in [2.22e-16, 1)"),
+    (["--seed", "1180591620717411303424"], "--seed: should be less than 18446744073709551616"),
+], ids=lambda v: v[0] if isinstance(v, list) else None)
+def test_fit_options_beyond_float64_are_refused_with_the_reason(tmp_path, capsys, small_log, extra, message):
+    code, _, err = cli(capsys, "fit", small_log, "--out", tmp_path / "m.npz", *extra, "--no-progress")
+    assert code == 2 and message in error_line(err) and "unexpected" not in err, err
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("softmax:{huge}:1", "its scores x·coef + intercept overflow float64"),
+    ("linear:{huge}", "its scores x·coef + intercept overflow float64"),
+    ("softmax:{pol}:0", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:-1", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:nan", "the temperature T must be a positive finite number"),
+    ("softmax:{pol}:inf", "the temperature T must be a positive finite number"),
+], ids=["softmax-huge", "linear-huge", "T=0", "T=-1", "T=nan", "T=inf"])
+def test_policy_scores_and_temperatures_are_checked_naming_the_policy(tmp_path, capsys, small_log, spec, message):
+    np.savez(tmp_path / "huge.npz", coef=np.full((D, K), 1e308), intercept=np.zeros(K), metadata=np.array("{}"))
+    linear_policy(tmp_path / "pol.npz")
+    spec = spec.format(huge=tmp_path / "huge.npz", pol=tmp_path / "pol.npz")
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", spec, "--no-progress")
+    line = error_line(err)
+    assert code == 2 and message in line and ("huge.npz" in line or "pol.npz" in line), err
+
+
+@pytest.mark.parametrize("temperature", ["1e-320", "1e-300"])
+def test_a_tiny_temperature_is_the_argmax_not_nan(tmp_path, capsys, small_log, temperature):
+    linear_policy(tmp_path / "pol.npz")
+    code, soft, err = cli(capsys, "evaluate", small_log, "--policy", f"softmax:{tmp_path / 'pol.npz'}:{temperature}",
+                          "--estimators", "IPS", "--no-progress")
+    assert code == 0, err
+    code, hard, _ = cli(capsys, "evaluate", small_log, "--policy", f"linear:{tmp_path / 'pol.npz'}", "--estimators",
+                        "IPS", "--no-progress")
+    value = [line.split()[1] for line in soft.splitlines() if line.startswith("IPS")]
+    assert value == [line.split()[1] for line in hard.splitlines() if line.startswith("IPS")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.3, 6.0])
+def test_an_interrupted_local_cluster_run_prints_one_line(tmp_path, long_log, delay):
+    """SIGINT while the command starts, or while its 2 local workers compute: exit 130, no traceback, no
+    "Task exception was never retrieved"."""
+    proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(long_log), "--out",
+                             str(tmp_path / "m.npz"), "--folds", "5", "--lam", "1", "--rtol", "1e-10",  # some seconds
+                             "--local-workers", "2", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    assert len([line for line in text.splitlines() if "interrupted" in line]) == 1, text
+
+
+def test_the_logged_view_folder_follows_the_same_overwrite_rule(tmp_path, capsys):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("x")
+    argv = ["generate", "visits", "--rows", "200", "--features", "10", "--no-calibration", "--no-progress"]
+    code, _, err = cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", notes, "--overwrite")
+    assert code == 2 and "dr-scale did not write this folder" in error_line(err) and (notes / "keep.txt").exists()
+    assert not (tmp_path / "set").exists()  # refused before the work
+    view = tmp_path / "view"
+    assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view)[0] == 0
+    assert (view / "_manifest.json").exists()
+    assert cli(capsys, "evaluate", view, "--policy", "constant:1", "--no-progress")[0] == 0
+    assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view, "--overwrite")[0] == 0
