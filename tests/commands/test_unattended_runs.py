@@ -1,4 +1,5 @@
-"""Hostile and careless input on the newer surface, through the real command or the API.
+"""What an unattended run meets — policy mistakes, outputs in the way, killed runs, limits, models from another log —
+through the real command or the API.
 
 Each case ends in one clear line (exit 2, naming the file, policy or option) or the right
 result: a policy that does not fit the log is the policy's error, not its partitions';
