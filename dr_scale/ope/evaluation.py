@@ -260,8 +260,31 @@ def _num(x: float, spec: str) -> str:
     return format(x, spec) if np.isfinite(x) else "—"
 
 
+class PartitionSource:
+    """A partition's state from a Parquet file or a pyarrow table, for :class:`Evaluation` and
+    :class:`Comparison`: the partition read and validated with the class's ``dimensions``,
+    ``needs_features`` and ``columns``, a log error explained by ``explain``, then ``state(part)``."""
+
+    def file_state(self, fs, path: str):
+        n_features, n_actions = self.dimensions
+        try:
+            part = read_partition(fs, path, n_features=n_features, n_actions=n_actions,
+                                  with_features=self.needs_features, extra_columns=self.columns)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
+        return self.state(part)
+
+    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None):
+        n_features, n_actions = self.dimensions
+        try:
+            part = partition_from_table(table, source, n_features, n_actions, self.needs_features, log_filter)
+        except LogDataError as exc:
+            raise self.explain(exc) from None
+        return self.state(part)
+
+
 @dataclass
-class Evaluation:
+class Evaluation(PartitionSource):
     """What to evaluate: a target policy, the estimators, (for DM/DR) a reward model, and a baseline.
 
     ``baseline`` — another policy (any :func:`~dr_scale.policies.target.parse_policy` spelling) or
@@ -516,22 +539,10 @@ class Evaluation:
                 state.coverage,
             )
 
-    # -- sources -------------------------------------------------------------
-    def file_state(self, fs, path: str) -> PolicyState:
-        try:
-            part = read_partition(fs, path, n_features=self.n_features, n_actions=self.n_actions,
-                                  with_features=self.needs_features, extra_columns=self.columns)
-        except LogDataError as exc:
-            raise self.explain(exc) from None
-        return self.state(part)
-
-    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None) -> PolicyState:
-        try:
-            part = partition_from_table(table, source, self.n_features, self.n_actions, self.needs_features,
-                                        log_filter)
-        except LogDataError as exc:
-            raise self.explain(exc) from None
-        return self.state(part)
+    @property
+    def dimensions(self) -> tuple[int | None, int | None]:
+        """(d, k) a partition is read with."""
+        return self.n_features, self.n_actions
 
 
 def _checked_count(name: str, value) -> int:
@@ -846,7 +857,7 @@ class ComparisonResult:
 
 
 @dataclass
-class Comparison:
+class Comparison(PartitionSource):
     """Several policies evaluated on the same rows of one log: each part read once, paired differences.
 
     Each policy's result equals a separate ``Evaluation(policy, baseline=<the baseline's policy>)`` with its
@@ -953,23 +964,11 @@ class Comparison:
     def explain(self, exc: LogDataError) -> LogDataError:
         return next(iter(self.evaluations.values())).explain(exc)
 
-    def file_state(self, fs, path: str) -> ComparisonState:
+    @property
+    def dimensions(self) -> tuple[int | None, int | None]:
+        """(d, k) a partition is read with: the first evaluation's (they agree, :meth:`with_log_defaults`)."""
         first = next(iter(self.evaluations.values()))
-        try:
-            part = read_partition(fs, path, n_features=first.n_features, n_actions=first.n_actions,
-                                  with_features=self.needs_features, extra_columns=self.columns)
-        except LogDataError as exc:
-            raise self.explain(exc) from None
-        return self.state(part)
-
-    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None) -> ComparisonState:
-        first = next(iter(self.evaluations.values()))
-        try:
-            part = partition_from_table(table, source, first.n_features, first.n_actions, self.needs_features,
-                                        log_filter)
-        except LogDataError as exc:
-            raise self.explain(exc) from None
-        return self.state(part)
+        return first.n_features, first.n_actions
 
 
 __all__ = [
