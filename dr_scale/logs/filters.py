@@ -219,6 +219,21 @@ class LogFilter:
         """The log at ``url`` with this filter, as a URL every reader accepts."""
         return FilteredLog(url, self)
 
+    def other_half_of(self, recorded: dict | None) -> bool:
+        """Whether these rows are the other half of the keyed split ``recorded`` (a filter's :meth:`to_dict`,
+        as a model or policy records the rows it was fitted on): the same ``test_fraction`` and ``split_seed``,
+        the other side — rows disjoint from the recorded ones whatever the partitions.
+
+        >>> LogFilter(split="test").other_half_of(LogFilter(split="train").to_dict())
+        True
+        >>> LogFilter(split="test").other_half_of(LogFilter(split="train", test_fraction=0.3).to_dict())
+        False
+        """
+        recorded = recorded or {}
+        return (self.split is not None and recorded.get("split") in ("train", "test")
+                and recorded["split"] != self.split and recorded.get("test_fraction") == self.test_fraction
+                and recorded.get("split_seed") == self.split_seed)
+
     def to_dict(self) -> dict:
         out = {}
         if self.days is not None:

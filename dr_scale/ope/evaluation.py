@@ -605,7 +605,21 @@ def _log_states(url, evaluation, storage_options, log_filter):
     meta = log_metadata(fs, paths[0])
     evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
         else with_log_defaults(evaluation, fs, paths[0], actions, meta)
+    evaluation = _on_other_half(evaluation, filter_of(url, log_filter))
     return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+
+
+def _on_other_half(evaluation, read: LogFilter | None):
+    """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
+    the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
+    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's."""
+    if read is None:
+        return evaluation
+    if isinstance(evaluation, Comparison):
+        return Comparison({n: _on_other_half(e, read) for n, e in evaluation.evaluations.items()},
+                          evaluation.baseline)
+    recorded = (getattr(evaluation.reward_model, "metadata", None) or {}).get("log_filter")
+    return replace(evaluation, allow_other_log=True) if read.other_half_of(recorded) else evaluation
 
 
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,

@@ -80,20 +80,12 @@ def training_of(policy: Policy | str | None) -> dict | None:
     return None
 
 
-def other_half(trained: dict, read) -> bool:
-    """Whether the rows read (``read``, a :class:`~dr_scale.logs.filters.LogFilter` or None) are the other half
-    of the keyed train/test split the policy was learned on (``trained``, its record's ``log_filter``): the
-    same ``test_fraction`` and ``split_seed``, the other side — disjoint rows whatever the partitions."""
-    split = getattr(read, "split", None)
-    return (split is not None and trained.get("split") in ("train", "test") and trained["split"] != split
-            and trained.get("test_fraction") == read.test_fraction and trained.get("split_seed") == read.split_seed)
-
-
 def training_overlap(policy: Policy | str | None, parts: list[PartitionInfo], read=None) -> list[PartitionInfo]:
     """The partitions of ``parts`` the policy was trained on: the same path, or the same content key (none
-    when ``read``, the filter of the rows read, is the other half of the policy's keyed split)."""
+    when ``read``, the filter of the rows read, is the other half of the policy's keyed split:
+    :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`)."""
     record = training_of(policy)
-    if not record or other_half(record.get("log_filter") or {}, read):
+    if not record or (read is not None and read.other_half_of(record.get("log_filter"))):
         return []
     paths = {p.get("path") for p in record.get("partitions", [])}
     contents = {p.get("content") for p in record.get("partitions", []) if p.get("content")}
@@ -118,7 +110,7 @@ def check_training_overlap(policies: dict[str, Policy | str | None], parts: list
     """In-sample policies by name, with the overlapping days in words; refuse (a ``UserError``) unless ``allow``.
 
     ``policies`` maps a name (how the user knows the policy) to the policy; those without a
-    training record pass. ``read``: the filter of the rows read (:func:`other_half`).
+    training record pass. ``read``: the filter of the rows read.
     """
     found = {name: describe(overlap) for name, policy in policies.items()
              if (overlap := training_overlap(policy, parts, read))}

@@ -466,6 +466,19 @@ def test_a_cross_fitted_model_from_another_log_is_refused(tmp_path, capsys, smal
     assert code == 0 and "DR" in out, err
 
 
+def test_a_model_fitted_on_the_train_half_is_used_on_the_test_half(tmp_path, capsys, small_log):
+    """No model saw the other half of its keyed split: no fingerprint refusal there, and one elsewhere."""
+    model = tmp_path / "train.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "2", "--split", "train", "--out", model, "--no-progress")[0] == 0
+    args = ["evaluate", small_log, "--reward-model", model, "--policy", "constant:1", "--no-progress"]
+    code, out, err = cli(capsys, *args, "--split", "test")
+    assert code == 0 and "DR" in out, err
+    code, _, err = cli(capsys, *args, "--split", "test", "--test-fraction", "0.3")  # another split
+    assert code == 2 and "cross-fitted on another log" in error_line(err), err
+    code, _, err = cli(capsys, *args)  # the whole log: the train rows among them
+    assert code == 2 and "cross-fitted on another log" in error_line(err), err
+
+
 def test_the_api_refuses_a_cross_fitted_model_from_another_log(tmp_path, small_log):
     from dr_scale.core.errors import ParameterError
     from dr_scale.ope.evaluation import Evaluation, evaluate_log
