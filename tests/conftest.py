@@ -90,6 +90,22 @@ def random_binary(n, d, density, seed):
     return sp.csr_matrix((rng.random((n, d)) < probs).astype(np.float64))
 
 
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    """``dr-scale ARGV`` in this process: (exit status, stdout, stderr), never a traceback."""
+    from dr_scale.cli import main
+
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err, out.err
+    return code, out.out, out.err
+
+
+def error_line(err: str) -> str:
+    """The one ``: error:`` line of a command's stderr."""
+    (line,) = [x for x in err.splitlines() if ": error: " in x]
+    return line
+
+
 def machine() -> dict:
     """The code paths that set the last bits of a pinned figure: numpy's SIMD extensions found here and
     the BLAS kernels (tests that pin outputs bit for bit compare them on a like machine only)."""

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
+from conftest import cli, error_line
 
 from dr_scale.cli import main
 from dr_scale.core.errors import UserError
@@ -60,18 +61,6 @@ def log_with(tmp_path: Path, column: str, make, name: str = "log", parts: int = 
             cols[column] = make(cols[column])
         write_raw(folder / f"part-{i:05d}.parquet", cols)
     return folder
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err
-    return code, out.out, out.err
-
-
-def error_line(err: str) -> str:
-    (line,) = [x for x in err.splitlines() if ": error: " in x]
-    return line
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
+from conftest import cli, error_line
 
 from dr_scale.cli import main
 from dr_scale.logs.contract import csr_to_features, write_log
@@ -56,18 +57,6 @@ def linear_policy(path: Path, d: int = D, k: int = K, seed: int = 0) -> Path:
     coef = np.random.default_rng(seed).normal(size=(d, k))
     np.savez(path, coef=coef, intercept=np.zeros(k), metadata=np.array("{}"))
     return path
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err, out.err
-    return code, out.out, out.err
-
-
-def error_line(err: str) -> str:
-    (line,) = [x for x in err.splitlines() if ": error: " in x]
-    return line
 
 
 # -- (1) a policy that does not fit the log is the policy file's error -----------------------------------
