@@ -3,7 +3,8 @@
 Exit statuses, for every sub-command: 0 success; 2 a user or environment error (bad
 option, file, data, model, unreachable store or scheduler) — one line on stderr naming
 what is wrong and what to do, no traceback unless ``--debug``; 3 bad partitions in
-``report``; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
+``report``; 4 a ``report`` written that carries a support or drift alert its ``fail_on``
+names; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
 become a status and a message (:func:`dr_scale.core.errors.describe`), where a library
 error's parameter names become the command's flags
 (:func:`dr_scale.commands.common.option_flags`).

@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
                     "diagnostics) over the newest partitions of a log share and write report.json, report.md and "
                     "report.html. Per-partition states are cached, so a daily run reads only new or changed "
                     "partitions. Exit status: 0 ok (or partial with --skip-bad-partitions), 3 bad partitions "
-                    "(named in the report and on stderr), 2 other errors.")
+                    "(named in the report and on stderr), 4 report written with a support or drift alert of a "
+                    "kind in --fail-on or the policies file's fail_on, 2 other errors.")
     p.add_argument("--logs", required=True,
                    help="folder, glob or fsspec URL of Parquet partitions (date=YYYY-MM-DD/…)")
     p.add_argument("--policies", required=True, metavar="FILE", help="TOML/YAML file of candidate policies")
@@ -37,6 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-training-overlap", action="store_true",
                    help="report a learned policy even over partitions it was trained on (its policy file records "
                         "them); its results are then labelled in-sample")
+    p.add_argument("--fail-on", action="append", choices=["support", "drift"], default=[], metavar="KIND",
+                   help="exit with status 4 after writing a report that carries an alert of this kind: support "
+                        "(a threshold crossed) or drift (a change against the day's history); repeatable, added to "
+                        "the policies file's fail_on")
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -59,5 +64,5 @@ def run(args) -> int:
         _, status = make_report(logs, args.policies, args.out, window=args.window, until=args.until,
                                 cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
                                 client=client, progress=not args.no_progress,
-                                allow_training_overlap=args.allow_training_overlap)
+                                allow_training_overlap=args.allow_training_overlap, fail_on=args.fail_on)
     return status

@@ -7,11 +7,17 @@
 * the logging policy's own on-policy value, the plain mean of r;
 * the support of the value: the rows with a positive weight (π takes the logged action),
   those of them with a non-zero reward (``n_informative``: the clicks the value rests on)
-  and the rows with a non-zero reward at all (the logging policy's own support).
+  and the rows with a non-zero reward at all (the logging policy's own support);
+* the weights' tail: the share of the value carried by the top 1% of weights
+  (:meth:`WeightStats.top_share`, from Σ w|r| per histogram bin) and the Pareto k̂ of the
+  largest weights (:meth:`WeightStats.pareto_k`, from the :data:`TOP_M` largest weights, kept
+  exactly: the merge of two states keeps the largest :data:`TOP_M` of both).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +32,13 @@ DEFAULT_MIN_ESS_RATIO = 0.1
 #: A policy's value rests on too few rows — "insufficient data", no significance claim — when fewer than
 #: this many rows have a positive weight (π takes the logged action) and a non-zero reward (a click).
 DEFAULT_MIN_SUPPORT = 10
+#: The largest weights each state keeps for the Pareto k̂ of the tail (3√S ≤ TOP_M up to S = 17,777 positive
+#: weights; beyond, the tail fit uses the TOP_M largest).
+TOP_M = 400
+#: The share of the rows whose weights' share of the value :meth:`WeightStats.top_share` gives (the top 1%).
+TOP_FRACTION = 0.01
+#: Fewer tail weights than this give no Pareto k̂ (NaN).
+MIN_TAIL = 10
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -41,6 +54,77 @@ def _weight_histogram(weight: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _bin_sums(weight: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Σ value over the weights of each histogram bin (the bins of :func:`_weight_histogram`)."""
+    positive = weight > 0
+    bins = np.minimum(np.searchsorted(WEIGHT_EDGES, weight[positive], side="right") - 1, WEIGHT_EDGES.size - 1)
+    return np.bincount(bins, weights=value[positive], minlength=WEIGHT_EDGES.size).astype(np.float64)
+
+
+def _top(weight: np.ndarray, m: int = TOP_M) -> np.ndarray:
+    """The ``m`` largest positive weights, in decreasing order (all of them if fewer)."""
+    positive = weight[weight > 0]
+    if positive.size > m:
+        positive = np.partition(positive, positive.size - m)[positive.size - m:]
+    return np.sort(positive)[::-1].astype(np.float64)
+
+
+def pareto_k(top: np.ndarray, n_positive: int) -> float:
+    """The Pareto k̂ of the weights' tail, the PSIS diagnostic (Vehtari, Simpson, Gelman, Yao & Gabry 2024,
+    "Pareto smoothed importance sampling", JMLR 25(72), Sec. 3).
+
+    Of S positive weights, the M = min(⌊S / 5⌋, ⌈3√S⌉) largest (at most :data:`TOP_M`) are taken as the
+    tail; a generalized Pareto distribution with location 0 is fitted by maximum likelihood
+    (``scipy.stats.genpareto.fit``) to their excesses over the (M+1)-th largest weight; k̂ is its shape. The
+    weights' distribution has finite variance for k < 1/2, and importance-sampling estimates are
+    unreliable for k̂ > 0.7 (their Sec. 3.2: the estimate's convergence rate becomes impractically slow
+    in the sample sizes seen). Zero weights (π does not take the logged action) are a point mass at
+    the bottom and do not enter the tail.
+
+    Why scipy's fit rather than ArviZ's ``psislw``: ``psislw`` needs every weight of the sample, where a
+    report merges per-partition states and keeps only the largest :data:`TOP_M` weights (a mergeable,
+    exact top-M sample), and it would add ArviZ with xarray to the dependencies. ArviZ fits the same
+    distribution by Zhang & Stephens' (2009) profile-likelihood estimate with a weak prior toward
+    k = 0.5; on M ≥ 100 tail weights the two agree within k̂'s own standard error (≈ (1 + k)/√M).
+
+    Parameters
+    ----------
+    top : numpy.ndarray
+        The largest positive weights in decreasing order (at least M + 1 of them for a fit).
+    n_positive : int
+        S, the number of positive weights the sample was drawn from.
+
+    Returns
+    -------
+    float
+        k̂; NaN when the tail has fewer than :data:`MIN_TAIL` weights, or fewer distinct values than half
+        of them (weights from a few propensities, e.g. ε-greedy logging over few contexts: a discrete,
+        bounded tail, to which a continuous distribution's fit does not apply).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = 1 / np.random.default_rng(0).uniform(size=5000)  # Pareto(1) weights: k = 1 (k̂'s s.e. ≈ 0.15 here)
+    >>> round(pareto_k(np.sort(w)[::-1][:TOP_M], w.size), 1)
+    1.1
+    >>> pareto_k(np.r_[np.full(300, 20.0), np.full(100, 1.25)], 5000)  # two values: no fit
+    nan
+    >>> round(pareto_k(np.sort(np.random.default_rng(0).uniform(1, 2, 5000))[::-1][:TOP_M], 5000), 1)  # bounded: k = −1
+    -1.1
+    """
+    from scipy import stats  # imported on first use: scipy.stats takes a while to import
+
+    m = min(n_positive // 5, math.ceil(3 * math.sqrt(n_positive)), top.size - 1)
+    if m < MIN_TAIL:
+        return float("nan")
+    if np.unique(top[:m + 1]).size < (m + 1) / 2:  # few distinct values: a discrete tail, no Pareto fit
+        return float("nan")
+    excess = top[:m] - top[m]
+    with np.errstate(all="ignore"):
+        shape, _, _ = stats.genpareto.fit(excess / excess.mean(), floc=0)
+    return float(shape)
+
+
 @dataclass(frozen=True)
 class WeightStats:
     n: int
@@ -53,10 +137,13 @@ class WeightStats:
     n_matched: int = 0  # rows with w > 0
     n_informative: int = 0  # rows with w > 0 and r ≠ 0
     n_rewarded: int = 0  # rows with r ≠ 0
+    value_histogram: np.ndarray | None = None  # Σ w|r| per histogram bin (None: not kept)
+    top: np.ndarray | None = None  # the TOP_M largest positive weights, decreasing (None: not kept)
 
     @classmethod
     def empty(cls) -> WeightStats:
-        return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64), 0, 0, 0)
+        return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64), 0, 0, 0,
+                   np.zeros(WEIGHT_EDGES.size), np.zeros(0))
 
     @classmethod
     def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> WeightStats:
@@ -73,6 +160,8 @@ class WeightStats:
             int(np.count_nonzero(weight > 0)),
             int(np.count_nonzero((weight > 0) & (reward != 0))),
             int(np.count_nonzero(reward)),
+            _bin_sums(weight, weight * np.abs(reward)),
+            _top(weight),
         )
 
     def __add__(self, other: WeightStats) -> WeightStats:
@@ -87,6 +176,9 @@ class WeightStats:
             self.n_matched + other.n_matched,
             self.n_informative + other.n_informative,
             self.n_rewarded + other.n_rewarded,
+            (None if self.value_histogram is None or other.value_histogram is None
+             else self.value_histogram + other.value_histogram),
+            None if self.top is None or other.top is None else _top(np.concatenate([self.top, other.top])),
         )
 
     @property
@@ -115,6 +207,33 @@ class WeightStats:
         """Too few rows carry the value: fewer than ``min_support`` with w > 0 and a non-zero reward."""
         return self.n_informative < min_support
 
+    def top_share(self, fraction: float = TOP_FRACTION) -> float:
+        """The share of the value Σ w|r| carried by the ``fraction`` of rows with the largest weights (the top 1%).
+
+        Read from Σ w|r| per bin of the weight histogram: whole bins from the top down, and of the bin
+        where the top ``fraction`` · n rows end, the part in proportion to its rows (its weights lie within
+        ~6% of each other). NaN without rows, without a positive Σ w|r| (no reward where π takes the logged
+        action) or when the state keeps no value histogram.
+        """
+        if self.value_histogram is None or self.n == 0:
+            return float("nan")
+        total = float(self.value_histogram.sum())
+        if not total > 0:
+            return float("nan")
+        remaining, carried = fraction * self.n, 0.0
+        for j in np.flatnonzero(self.histogram)[::-1]:
+            take = min(1.0, remaining / self.histogram[j])
+            carried += take * self.value_histogram[j]
+            remaining -= take * self.histogram[j]
+            if remaining <= 0:
+                break
+        return min(1.0, carried / total)
+
+    @functools.cached_property
+    def pareto_k(self) -> float:
+        """The Pareto k̂ of the positive weights' tail (:func:`pareto_k`; NaN when the state keeps no top sample)."""
+        return float("nan") if self.top is None else pareto_k(self.top, self.n_matched)
+
     @property
     def tiny_share(self) -> float:
         return self.n_tiny / self.n if self.n else float("nan")
@@ -141,19 +260,27 @@ class WeightStats:
             "on_policy_value": self.on_policy_value,
             "matched_rows": self.n_matched,
             "matched_rows_with_reward": self.n_informative,
+            "top_share": self.top_share(),
+            "pareto_k": self.pareto_k,
         }
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("n", "sum_w", "sum_w2", "max_w", "n_tiny", "sum_reward", "n_matched",
                                            "n_informative", "n_rewarded")}
         d["histogram"] = self.histogram.tolist()
+        if self.value_histogram is not None and self.top is not None:
+            d["value_histogram"] = self.value_histogram.tolist()
+            d["top"] = self.top.tolist()
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> WeightStats:
+        kept = "value_histogram" in d and "top" in d
         return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
                    float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64), int(d["n_matched"]),
-                   int(d["n_informative"]), int(d["n_rewarded"]))
+                   int(d["n_informative"]), int(d["n_rewarded"]),
+                   np.asarray(d["value_histogram"], dtype=np.float64) if kept else None,
+                   np.asarray(d["top"], dtype=np.float64) if kept else None)
 
 
 @dataclass(frozen=True)

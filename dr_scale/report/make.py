@@ -6,6 +6,9 @@ Exit statuses (also those of ``dr-scale report``):
   ``skip_bad=True``, over the good ones, the skipped ones listed (status ``partial``);
 * 3 — bad partitions and no ``skip_bad``: the report (status ``failed``) names each
   bad partition and its error and carries no estimates;
+* 4 — the report was written (status ``ok``, ``warning`` or ``partial``) and carries an alert of a kind
+  named in ``fail_on`` (the policies file's key, or ``fail_on=`` here: ``"support"``, ``"drift"``;
+  :mod:`dr_scale.report.alerts`), so a scheduler notices;
 * 2 — any other error (from the command line: unreadable policies file, no partitions in
   the window, unreachable store …); no report is written.
 """
@@ -29,6 +32,7 @@ from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.policies.target import Policy
+from dr_scale.report.alerts import KINDS, AlertKind
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
 from dr_scale.report.policies_file import PoliciesFile, load_policies
@@ -37,7 +41,7 @@ from dr_scale.report.state_cache import StateCache
 from dr_scale.report.training import check_training_overlap
 from dr_scale.reward.models import LinearRewardModel
 
-EXIT_OK, EXIT_BAD_PARTITIONS = 0, 3
+EXIT_OK, EXIT_BAD_PARTITIONS, EXIT_ALERT = 0, 3, 4
 CACHE_FOLDER = "state-cache"
 
 
@@ -143,8 +147,10 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
 def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
                 until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
                 storage_options: dict | None = None, client=None, progress: bool = False,
-                log=None, allow_training_overlap: bool = False) -> tuple[dict, int]:
-    """Write the report of ``logs`` under ``out`` (cache default ``OUT/state-cache``); return (report, exit status)."""
+                log=None, allow_training_overlap: bool = False, fail_on: list[str] | None = None) -> tuple[dict, int]:
+    """Write the report of ``logs`` under ``out`` (cache default ``OUT/state-cache``); return (report, exit status).
+
+    ``fail_on``: alert kinds (``"support"``, ``"drift"``) that make the status 4, besides the policies file's."""
     log = log or sys.stderr
     fs, root = url_to_fs(out, storage_options)
     check_output_folder(out, fs, root)  # before the work, not after it
@@ -153,12 +159,23 @@ def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: st
     report = compute_report(logs, policies, cache or posixpath.join(out, CACHE_FOLDER), window=window, until=until,
                             skip_bad=skip_bad, storage_options=storage_options, client=client, progress=progress,
                             log=log, allow_training_overlap=allow_training_overlap)
+    failing = set(report["fail_on"]) | set(fail_on or ())
+    report["fail_on"] = [k for k in KINDS if k in failing]
     write_report(out, report, storage_options)
+    for a in report["alerts"]:
+        print(f"dr-scale report: warning: {a['kind']} alert, {a['policy']}"
+              f"{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}", file=log)
     count = {k: sum(p["source"] == k for p in report["partitions"]) for k in ("read", "cache", "bad")}
     bad = f", {count['bad']} bad" if count["bad"] else ""
     print(f"dr-scale report: {len(report['partitions'])} partitions ({count['read']} read, {count['cache']} from cache"
           f"{bad}), status {report['status']}; wrote {redact(out)}", file=log)
-    return report, EXIT_BAD_PARTITIONS if report["status"] == "failed" else EXIT_OK
+    if report["status"] == "failed":
+        return report, EXIT_BAD_PARTITIONS
+    raised = sorted({a["kind"] for a in report["alerts"]} & failing)
+    if raised:
+        print(f"dr-scale report: exit status {EXIT_ALERT}: {' and '.join(raised)} alerts raised (fail_on)", file=log)
+        return report, EXIT_ALERT
+    return report, EXIT_OK
 
 
 class ReportJob(Model):
@@ -173,6 +190,7 @@ class ReportJob(Model):
     cache: str | None = None
     skip_bad_partitions: bool = False
     allow_training_overlap: bool = False
+    fail_on: list[AlertKind] = []
     storage_options: dict | str | None = None
     days: str | None = None  # the rows to read, as the command's --days / --split (dr_scale.logs.filters)
     split: Literal["train", "test"] | None = None
@@ -190,5 +208,6 @@ def run_job(config: dict, client=None, progress: bool = False) -> int:
     logs = log_filter.on(job.logs) if log_filter else job.logs
     _, status = make_report(logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
                             skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
-                            client=client, progress=progress, allow_training_overlap=job.allow_training_overlap)
+                            client=client, progress=progress, allow_training_overlap=job.allow_training_overlap,
+                            fail_on=job.fail_on)
     return status

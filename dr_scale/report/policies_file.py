@@ -11,6 +11,19 @@ TOML (or YAML, same keys)::
     min_ess_ratio = 0.1                    # "poor overlap" when ESS / n is below this
     min_support = 10                       # "insufficient data" below this many rows with π's action and a reward
     # n_actions = 3, n_features = 50       # optional; default from the reward model or the log's metadata
+    fail_on = ["support"]                  # exit status 4 when the report carries such an alert ("support",
+                                           # "drift"; default none: alerts are warnings only)
+
+    [alerts]                               # thresholds of the support and drift alerts (dr_scale.report.alerts);
+    max_weight_mean_z = 5.0                # these are the defaults
+    max_unlogged_share = 0.0
+    max_pareto_k = 0.7
+    max_top_share = 0.5
+    max_ess_ratio_drop = 0.7
+    max_top_share_rise = 0.3
+    max_pareto_k_rise = 0.5
+    history_days = 14
+    min_history_days = 3
 
     [[policy]]
     name = "candidate"
@@ -24,7 +37,7 @@ TOML (or YAML, same keys)::
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -35,6 +48,7 @@ from dr_scale.io.config import Alpha, ConfigError, Model, NonNegativeInt, Positi
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
 from dr_scale.policies.target import parse_policy
+from dr_scale.report.alerts import AlertSettings, FailOn
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).
 DEFAULT_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR")
@@ -61,6 +75,8 @@ class PoliciesFile:
     n_features: int | None = None
     source: str = ""
     min_support: int = DEFAULT_MIN_SUPPORT
+    alerts: AlertSettings = field(default_factory=AlertSettings)
+    fail_on: list[str] = field(default_factory=list)  # alert kinds that make the report exit with status 4
 
 
 def _resolve(path: str, base: str) -> str:
@@ -101,6 +117,8 @@ class PoliciesFileModel(Model):
     min_support: NonNegativeInt = DEFAULT_MIN_SUPPORT
     n_actions: PositiveInt | None = None
     n_features: PositiveInt | None = None
+    alerts: AlertSettings = AlertSettings()
+    fail_on: FailOn = []
 
 
 def parse_policies(data: dict, source: str) -> PoliciesFile:
@@ -136,7 +154,8 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
             raise ConfigError(f"estimators: {label} appears twice", source)
         names.append(label)
     return PoliciesFile(policies, names, reward_model, model.alpha, model.interval, model.min_ess_ratio,
-                        model.n_actions, model.n_features, source, model.min_support)
+                        model.n_actions, model.n_features, source, model.min_support, model.alerts,
+                        list(dict.fromkeys(model.fail_on)))
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:

@@ -47,6 +47,7 @@ from dr_scale.io.strict_json import finite
 from dr_scale.ope.diagnostics import WEIGHT_EDGES
 from dr_scale.ope.evaluation import LOGGING, estimate_dict
 from dr_scale.report import plots
+from dr_scale.report.alerts import AlertSettings, support_by_day, window_support
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1
@@ -60,10 +61,12 @@ def redact(url: str | None) -> str | None:
 
 
 def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal",
-                   in_sample: str | None = None) -> dict:
-    """Estimates, diagnostics, warnings, V − V(logging) and per-day estimates of one policy.
+                   in_sample: str | None = None, alerts: AlertSettings | None = None) -> dict:
+    """Estimates, diagnostics, warnings, V − V(logging), per-day estimates and support alerts of one policy.
 
-    ``in_sample``: the days of the window the policy was learned on (its results are then labelled so)."""
+    ``in_sample``: the days of the window the policy was learned on (its results are then labelled so);
+    ``alerts``: the thresholds of the support and drift alerts (:mod:`dr_scale.report.alerts`)."""
+    alerts = alerts or AlertSettings()
     result = evaluation.result(total).to_dict(alpha, interval)
     diag = result["diagnostics"]
     diag["ess_ratio"] = total.weights.ess_ratio
@@ -75,16 +78,26 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
     days, running = [], None
-    for day, state in by_day.items():  # in date order
+    support = support_by_day(by_day, alerts)
+    for (day, state), day_support in zip(by_day.items(), support, strict=True):  # in date order
         r = evaluation.result(state).to_dict(alpha, interval)
         running = state if running is None else running + state
-        so_far = evaluation.result(running).to_dict(alpha, interval)["estimates"]
+        so_far_result = evaluation.result(running)  # its estimates only: no tail fit of the running weights
+        so_far = {n: estimate_dict(e, alpha, interval, so_far_result.insufficient)
+                  for n, e in so_far_result.estimates.items()}
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
-                     "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()}})
+                     "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()},
+                     "support": {k: v for k, v in day_support.items() if k != "date"}})
+    window = window_support(total, alerts)
+    raised = ([{"date": None, **a} for a in window["alerts"]]
+              + [{"date": d["date"], **a} for d in support for a in d["alerts"]])
+    warnings += [f"{a['kind']} alert{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}"
+                 for a in raised if not (a["date"] is None and a["metric"] == "unlogged_share")]  # said above
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
-            "weight_histogram": total.weights.histogram.tolist(), "by_day": days}
+            "weight_histogram": total.weights.histogram.tolist(), "by_day": days, "support": window,
+            "alerts": raised}
 
 
 def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
@@ -128,7 +141,7 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     spec = {c.name: c.spec for c in pf.policies}
     policies = [] if failed else [
         policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
-                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name))
+                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name), pf.alerts)
         for name in evaluations if states.totals[name] is not None
     ]
     primary = primary_estimator(pf.estimators)
@@ -159,6 +172,9 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
         "skipped_partitions": bad if not failed else [],
         "policies": policies,
         "comparisons": compared,
+        "alert_settings": pf.alerts.model_dump(),
+        "fail_on": list(pf.fail_on),
+        "alerts": [{"policy": p["name"], **a} for p in policies for a in p["alerts"]],
     })
 
 
@@ -264,10 +280,42 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                  [[day["date"]] + [_by_day_cell(p["by_day"][i], primary) for p in report["policies"]]
                   + [_fmt(day["diagnostics"]["on_policy_value"])]
                   for i, day in enumerate(report["policies"][0]["by_day"])])]
+    out += support_blocks(report)
     out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
             ("p", f"Overlap is poor when ESS/n < {report['min_ess_ratio']:g} (ESS = (Σw)²/Σw², Kish). Weight "
                   "quantiles are upper edges of a log-spaced histogram (within ~6%); < 0.001 means in practice "
                   "w = 0 (rows whose logged action the policy never takes).")]
+    return out
+
+
+def support_blocks(report: dict) -> list[tuple]:
+    """The "Support and drift" section: per policy and day, the weights' diagnostics and the alerts raised."""
+    if not any(p["by_day"] for p in report["policies"]):
+        return []
+    s = report["alert_settings"]
+    out = [("h2", "Support and drift"),
+           ("p", f"Per day: ESS/n, the share of the value Σw|r| carried by the top 1% of weights, the Pareto k̂ of "
+                 f"the weights' tail (PSIS; above {s['max_pareto_k']:g} IPS-type estimates are unreliable) and the "
+                 "mean weight Σw/n (1 where the log supports the policy; z: its distance from 1 in standard "
+                 f"errors), each with its change against the day's history (up to {s['history_days']} days "
+                 f"before it, at least {s['min_history_days']}). Alerts: "
+                 + (f"{', '.join(report['fail_on'])} alerts make the command exit with status 4."
+                    if report["fail_on"] else "warnings only (set fail_on to exit with status 4)."))]
+    for p in report["policies"]:
+        rows = []
+        for day in p["by_day"]:
+            d, change = day["support"], day["support"]["change"] or {}
+
+            def cell(metric, spec, d=d, change=change):
+                delta = f" ({change[metric]:+{spec}})" if change.get(metric) is not None else ""
+                return _fmt(d[metric], spec) + delta
+
+            rows.append([day["date"], cell("ess_ratio", ".3f"), cell("top_share", ".1%"), cell("pareto_k", ".2f"),
+                         f"{cell('mean_weight', '.3f')} z {_fmt(d['mean_weight_z'], '.2g')}",
+                         "; ".join(f"**{a['kind']}**: {a['metric']}" for a in d["alerts"]) or "—"])
+        out += [("h3", f"{p.get('label', p['name'])}: support by day"),
+                ("table", ["date", "ESS/n (change)", "top 1% share (change)", "Pareto k̂ (change)",
+                           "mean weight (change)", "alerts"], rows)]
     return out
 
 

@@ -76,3 +76,34 @@ def running_states(world: BanditWorld, estimator: Estimator, *, streams: int, da
         low = np.stack([np.where(seen, q, np.inf).min(axis=1) for q in (cells.rows.reward, cells.rows.weight)], 1)
         high = np.stack([np.where(seen, q, -np.inf).max(axis=1) for q in (cells.rows.reward, cells.rows.weight)], 1)
         yield [Moments(int(n[d]), mean[d], comoment[d], low[d], high[d]) for d in range(days)]
+
+
+def daily_logs(world: BanditWorld, *, days: int, rows_per_day: int, seed: int, stop_action: int | None = None,
+               stop_day: int | None = None) -> Iterator[dict]:
+    """A stream's logged rows, day by day (days 1 … ``days``), as :meth:`BanditWorld.sample`'s arrays plus the
+    ``context`` and the target policy's ``target_action``.
+
+    From day ``stop_day`` on, the logging policy never takes ``stop_action``: its probability is spread
+    over the other actions in proportion to theirs, and the logged propensities are the new ones (a
+    logging policy whose support shrinks, correctly logged). Day d of stream ``seed`` draws from
+    ``numpy.random.default_rng([seed, d])``.
+
+    >>> world = BanditWorld.make(epsilon=0.3)
+    >>> logs = list(daily_logs(world, days=3, rows_per_day=500, seed=1, stop_action=0, stop_day=3))
+    >>> [int((day["action"] == 0).sum() > 0) for day in logs]
+    [1, 1, 0]
+    """
+    contexts, k = world.rho.shape
+    stopped = world.logging.copy()
+    if stop_action is not None:
+        stopped[:, stop_action] = 0.0
+        stopped /= stopped.sum(axis=1, keepdims=True)
+    for day in range(1, days + 1):
+        logging = stopped if stop_day is not None and day >= stop_day else world.logging
+        rng = np.random.default_rng([seed, day])
+        x = rng.integers(0, contexts, size=rows_per_day)
+        cdf = np.cumsum(logging[x], axis=1)
+        action = (rng.random(rows_per_day)[:, None] >= cdf).sum(axis=1).clip(max=k - 1)
+        reward = (rng.random(rows_per_day) < world.rho[x, action]).astype(np.float64)
+        yield dict(context=x, action=action, reward=reward, propensity=logging[x, action],
+                   target_action=np.argmax(world.target[x], axis=1), reward_hat=world.rho_hat[x])
