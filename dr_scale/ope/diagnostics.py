@@ -8,7 +8,7 @@
 * the support of the value: the rows with a positive weight (π takes the logged action),
   those of them with a non-zero reward (``n_informative``: the clicks the value rests on)
   and the rows with a non-zero reward at all (the logging policy's own support);
-* the weights' tail: the share of the value carried by the top 1% of weights
+* the weights' tail: the share of the value carried by the top 1% of the positive weights
   (:meth:`WeightStats.top_share`, from Σ w|r| per histogram bin) and the Pareto k̂ of the
   largest weights (:meth:`WeightStats.pareto_k`, from the :data:`TOP_M` largest weights, kept
   exactly: the merge of two states keeps the largest :data:`TOP_M` of both).
@@ -35,7 +35,7 @@ DEFAULT_MIN_SUPPORT = 10
 #: The largest weights each state keeps for the Pareto k̂ of the tail (3√S ≤ TOP_M up to S = 17,777 positive
 #: weights; beyond, the tail fit uses the TOP_M largest).
 TOP_M = 400
-#: The share of the rows whose weights' share of the value :meth:`WeightStats.top_share` gives (the top 1%).
+#: The share of the positive weights whose share of the value :meth:`WeightStats.top_share` gives (the top 1%).
 TOP_FRACTION = 0.01
 #: Fewer tail weights than this give no Pareto k̂ (NaN).
 MIN_TAIL = 10
@@ -208,19 +208,22 @@ class WeightStats:
         return self.n_informative < min_support
 
     def top_share(self, fraction: float = TOP_FRACTION) -> float:
-        """The share of the value Σ w|r| carried by the ``fraction`` of rows with the largest weights (the top 1%).
+        """The share of the value Σ w|r| carried by the largest ``fraction`` (1%) of the positive weights.
 
-        Read from Σ w|r| per bin of the weight histogram: whole bins from the top down, and of the bin
-        where the top ``fraction`` · n rows end, the part in proportion to its rows (its weights lie within
-        ~6% of each other). NaN without rows, without a positive Σ w|r| (no reward where π takes the logged
-        action) or when the state keeps no value histogram.
+        Of the positive weights — the rows where π takes the logged action, the only rows the value rests
+        on — so that a deterministic policy's sparsity (w = 0 on most rows) is not read as concentration:
+        against uniform logging over 80 actions its matched rows are 1.25% of the rows, all of one weight,
+        and their top 1% carry about 1% of the value. Read from Σ w|r| per bin of the weight histogram:
+        whole bins from the top down, and of the bin where the top ``fraction`` · n_matched rows end, the
+        part in proportion to its rows (its weights lie within ~6% of each other). NaN without a positive
+        Σ w|r| (no reward where π takes the logged action) or when the state keeps no value histogram.
         """
-        if self.value_histogram is None or self.n == 0:
+        if self.value_histogram is None or self.n_matched == 0:
             return float("nan")
         total = float(self.value_histogram.sum())
         if not total > 0:
             return float("nan")
-        remaining, carried = fraction * self.n, 0.0
+        remaining, carried = fraction * self.n_matched, 0.0
         for j in np.flatnonzero(self.histogram)[::-1]:
             take = min(1.0, remaining / self.histogram[j])
             carried += take * self.value_histogram[j]

@@ -5,7 +5,7 @@ day's merged :class:`~dr_scale.ope.evaluation.PolicyState` — so a daily report
 cached per-partition states:
 
 * ``ess_ratio`` — ESS / n, the share of its rows the weighted sample is worth (Kish);
-* ``top_share`` — the share of the value Σ w|r| carried by the top 1% of weights
+* ``top_share`` — the share of the value Σ w|r| carried by the top 1% of the positive weights
   (:meth:`~dr_scale.ope.diagnostics.WeightStats.top_share`);
 * ``pareto_k`` — the Pareto k̂ of the weights' tail, the PSIS diagnostic
   (:func:`~dr_scale.ope.diagnostics.pareto_k`; Vehtari et al. 2024: k̂ > 0.7, unreliable estimates);
@@ -119,7 +119,7 @@ def level_alerts(m: dict, s: AlertSettings) -> list[dict]:
                           "are unreliable"))
     if _crossed(m["top_share"], s.max_top_share):
         out.append(_alert("support", "top_share", m["top_share"], s.max_top_share,
-                          f"the top 1% of weights carry {m['top_share']:.1%} of the value (limit "
+                          f"the top 1% of the positive weights carry {m['top_share']:.1%} of the value (limit "
                           f"{s.max_top_share:.0%})"))
     return out
 
@@ -134,7 +134,7 @@ def drift_alerts(m: dict, h: dict, s: AlertSettings) -> list[dict]:
                           f"{h['ess_ratio']:.3g} in its history (limit {s.max_ess_ratio_drop:.0%})"))
     if _crossed(m["top_share"] - h["top_share"], s.max_top_share_rise):
         out.append(_alert("drift", "top_share", m["top_share"], h["top_share"] + s.max_top_share_rise,
-                          f"the top 1% of weights carry {m['top_share']:.1%} of the value, up from "
+                          f"the top 1% of the positive weights carry {m['top_share']:.1%} of the value, up from "
                           f"{h['top_share']:.1%} in its history (limit +{s.max_top_share_rise:.0%})"))
     if _crossed(m["pareto_k"] - h["pareto_k"], s.max_pareto_k_rise):
         out.append(_alert("drift", "pareto_k", m["pareto_k"], h["pareto_k"] + s.max_pareto_k_rise,

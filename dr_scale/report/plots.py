@@ -109,6 +109,9 @@ def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
             ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
         ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy")
+        alerted = [i for i, d in enumerate(p["by_day"]) if d.get("support", {}).get("alerts")]
+        for j, i in enumerate(alerted):  # a day with a support or drift alert (dr_scale.report.alerts)
+            ax.axvline(i, color="tab:red", lw=1, ls="-.", label=None if j else "support / drift alert")
         ax.set_title(p.get("label", p["name"]), fontsize="medium")
         ax.set_xticks(x, days, rotation=30, ha="right")
         ax.grid(alpha=0.3)

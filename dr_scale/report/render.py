@@ -149,8 +149,9 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
     for c in compared:
         c["in_sample_policies"] = [n for n in (c["policy"], c["baseline"]) if n in (in_sample or {})]
         c["in_sample"] = bool(c["in_sample_policies"])
-    if status == "ok" and any(p["diagnostics"].get("unlogged_actions") for p in policies):
-        status = "warning"  # a policy takes actions the log never took: its estimates rest on no logged data there
+    if status == "ok" and any(p["diagnostics"].get("unlogged_actions") or p["alerts"] for p in policies):
+        status = "warning"  # a policy takes actions the log never took (its estimates rest on no logged data there),
+        # or a support or drift alert was raised
     return finite({
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -294,11 +295,11 @@ def support_blocks(report: dict) -> list[tuple]:
         return []
     s = report["alert_settings"]
     out = [("h2", "Support and drift"),
-           ("p", f"Per day: ESS/n, the share of the value Σw|r| carried by the top 1% of weights, the Pareto k̂ of "
-                 f"the weights' tail (PSIS; above {s['max_pareto_k']:g} IPS-type estimates are unreliable) and the "
-                 "mean weight Σw/n (1 where the log supports the policy; z: its distance from 1 in standard "
-                 f"errors), each with its change against the day's history (up to {s['history_days']} days "
-                 f"before it, at least {s['min_history_days']}). Alerts: "
+           ("p", "Per day: ESS/n, the share of the value Σw|r| carried by the top 1% of the positive weights, "
+                 f"the Pareto k̂ of the weights' tail (PSIS; above {s['max_pareto_k']:g} IPS-type estimates are "
+                 "unreliable) and the mean weight Σw/n (1 where the log supports the policy; z: its distance "
+                 "from 1 in standard errors), each with its change against the day's history (up to "
+                 f"{s['history_days']} days before it, at least {s['min_history_days']}). Alerts: "
                  + (f"{', '.join(report['fail_on'])} alerts make the command exit with status 4."
                     if report["fail_on"] else "warnings only (set fail_on to exit with status 4)."))]
     for p in report["policies"]:

@@ -61,7 +61,7 @@ def test_top_share_equals_the_exact_share_within_the_boundary_bin():
         r = rng.binomial(1, 0.2, n).astype(float)
         s = stats_of(w, r)
         order = np.argsort(-w, kind="stable")
-        top = order[: n // 100]
+        top = order[: np.count_nonzero(w) // 100]  # the top 1% of the positive weights
         exact = (w[top] * r[top]).sum() / (w * r).sum()
         # the share is exact up to the rows of the bin where the top 1% ends, taken in proportion
         edge = np.searchsorted(WEIGHT_EDGES, w[top[-1]], side="right") - 1
@@ -69,3 +69,5 @@ def test_top_share_equals_the_exact_share_within_the_boundary_bin():
         assert abs(s.top_share() - exact) <= boundary + 1e-12
     assert math.isnan(stats_of(np.ones(10), np.zeros(10)).top_share())  # no value to share
     assert stats_of(np.r_[np.full(99, 1.0), 100.0], np.ones(100)).top_share() == pytest.approx(100 / 199)
+    # zero weights do not count: the top 1% of 100 equal positive weights among 10,000 rows carry 1% of the value
+    assert stats_of(np.r_[np.zeros(9_900), np.full(100, 80.0)], np.ones(10_000)).top_share() == pytest.approx(0.01)

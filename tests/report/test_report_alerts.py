@@ -155,7 +155,7 @@ def test_report_exits_4_with_fail_on_after_writing_the_report(stopped_log, capsy
                        "--fail-on", "support")
     assert code == 4
     report = json.loads((out / "report.json").read_text())
-    assert report["fail_on"] == ["support"] and report["status"] == "ok"
+    assert report["fail_on"] == ["support"] and report["status"] == "warning"
     dates = sorted({a["date"] for a in report["alerts"] if a["date"]})
     assert dates and dates[0] in (str(START + datetime.timedelta(days=STOP_DAY - 1 + i)) for i in (0, 1))
     (policy,) = report["policies"]
