@@ -8,6 +8,7 @@ The flow, one module each:
   cache, verified by checksum and identity;
 * :mod:`~dr_scale.report.build` — one Dask task per new or changed partition, merged with the
   cached states in sorted partition order;
+* :mod:`~dr_scale.report.alerts` — support and drift alerts per policy and day, thresholds, ``fail_on``;
 * :mod:`~dr_scale.report.plots` and :mod:`~dr_scale.report.render` — report.json / .md / .html
   with PNG plots, published atomically.
 """

@@ -11,7 +11,9 @@ the best other candidate, by the primary estimator, paired); plus the window, ev
 rows and whether it was read or taken from the cache, and the bad or skipped partitions with their errors.
 Every estimate carries ``cs``, its confidence sequence, and ``insufficient_data``; each day also has
 ``running`` (the estimates on the log up to that day) and ``cs`` (their confidence sequences by
-estimator), the numbers to read when the report is looked at every day.
+estimator), the numbers to read when the report is looked at every day, and ``support``: the weights'
+support and drift metrics against the day's history and the alerts raised (:mod:`dr_scale.report.alerts`),
+gathered per policy (``alerts``) and for the report (``alerts``, with ``alert_settings`` and ``fail_on``).
 Non-finite numbers are written as ``null``.
 
 Overlap is **poor** when ESS / n < ``min_ess_ratio`` (default 0.1): the weighted
