@@ -39,6 +39,8 @@ TOP_M = 400
 TOP_FRACTION = 0.01
 #: Fewer tail weights than this give no Pareto k̂ (NaN).
 MIN_TAIL = 10
+#: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning.
+DEFAULT_MAX_PARETO_K = 0.7
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -193,12 +195,18 @@ class WeightStats:
     def poor_overlap(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> bool:
         return not self.ess_ratio >= min_ess_ratio
 
-    def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
-        """Poor overlap (ESS / n below ``min_ess_ratio``) and a large share of tiny propensities, in words."""
+    def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO,
+                 max_pareto_k: float = DEFAULT_MAX_PARETO_K) -> list[str]:
+        """Poor overlap (ESS / n below ``min_ess_ratio``), a heavy tail (Pareto k̂ above ``max_pareto_k``) and a
+        large share of tiny propensities, in words."""
         out = []
         if self.poor_overlap(min_ess_ratio):
             out.append(f"poor overlap: ESS/n = {self.ess_ratio:.3g} < {min_ess_ratio:g} (ESS {self.ess:.1f} of "
                        f"{self.n} rows); IPS-type estimates and intervals are unreliable")
+        if self.pareto_k > max_pareto_k:
+            out.append(f"heavy-tailed weights: Pareto k̂ = {self.pareto_k:.2f} > {max_pareto_k:g} (PSIS diagnostic); "
+                       "IPS-type estimates and their normal intervals are unreliable (try interval el, SNIPS or a "
+                       "clipped estimator)")
         if self.n and self.tiny_share > TINY_SHARE_WARNING:
             out.append(f"{self.tiny_share:.2%} of rows have a propensity below {TINY_PROPENSITY:g}")
         return out

@@ -74,7 +74,7 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     diag["ess_ratio"] = total.weights.ess_ratio
     diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
     coverage = total.coverage.warnings(total.weights.n_matched) if total.coverage is not None else []
-    warnings = (total.weights.warnings(min_ess_ratio) + coverage
+    warnings = (total.weights.warnings(min_ess_ratio, alerts.max_pareto_k) + coverage
                 + ([result["support_note"]] if "support_note" in result else []))
     if in_sample:
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
@@ -94,7 +94,7 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     raised = ([{"date": None, **a} for a in window["alerts"]]
               + [{"date": d["date"], **a} for d in support for a in d["alerts"]])
     warnings += [f"{a['kind']} alert{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}"
-                 for a in raised if not (a["date"] is None and a["metric"] == "unlogged_share")]  # said above
+                 for a in raised if not (a["date"] is None and a["metric"] in ("unlogged_share", "pareto_k"))]  # above
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,

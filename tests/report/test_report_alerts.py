@@ -210,3 +210,12 @@ def test_alerts_equal_on_a_local_cluster(stopped_log, capsys):
     assert a["alerts"] and a["alerts"] == b["alerts"]
     assert [p["by_day"] for p in a["policies"]] == [p["by_day"] for p in b["policies"]]
     assert [p["support"] for p in a["policies"]] == [p["support"] for p in b["policies"]]
+
+
+def test_report_job_fail_on(stopped_log):
+    from dr_scale.report.make import run_job
+
+    root, logs, policies = stopped_log
+    job = {"job": "report", "logs": logs, "policies": str(policies), "out": str(root / "job")}
+    assert run_job({**job, "fail_on": ["support"]}) == 4
+    assert run_job({**job, "out": str(root / "job-plain")}) == 0
