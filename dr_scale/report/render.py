@@ -310,7 +310,9 @@ def support_blocks(report: dict) -> list[tuple]:
             d, change = day["support"], day["support"]["change"] or {}
 
             def cell(metric, spec, d=d, change=change):
-                delta = f" ({change[metric]:+{spec}})" if change.get(metric) is not None else ""
+                text = format(change[metric], f"+{spec}") if change.get(metric) is not None else ""
+                text = "+" + text[1:] if re.fullmatch(r"-0\.?0*%?", text) else text  # rounds to zero: no minus
+                delta = f" ({text})" if text else ""
                 return _fmt(d[metric], spec) + delta
 
             rows.append([day["date"], cell("ess_ratio", ".3f"), cell("top_share", ".1%"), cell("pareto_k", ".2f"),

@@ -71,3 +71,10 @@ def test_top_share_equals_the_exact_share_within_the_boundary_bin():
     assert stats_of(np.r_[np.full(99, 1.0), 100.0], np.ones(100)).top_share() == pytest.approx(100 / 199)
     # zero weights do not count: the top 1% of 100 equal positive weights among 10,000 rows carry 1% of the value
     assert stats_of(np.r_[np.zeros(9_900), np.full(100, 80.0)], np.ones(10_000)).top_share() == pytest.approx(0.01)
+
+
+def test_heavy_tail_is_warned():
+    heavy = stats_of(1 / np.random.default_rng(0).uniform(size=5_000), np.ones(5_000))  # k = 1
+    assert heavy.pareto_k > 0.7 and any(w.startswith("heavy-tailed weights: Pareto k̂") for w in heavy.warnings())
+    light = stats_of(np.random.default_rng(0).uniform(1, 2, 5_000), np.ones(5_000))
+    assert not any("heavy-tailed" in w for w in light.warnings())
