@@ -1,7 +1,7 @@
 """Every estimator's value beside Open Bandit Pipeline 0.5.7's, and the time of each, in one run.
 
     pip install --no-deps --ignore-requires-python --target /tmp/obp obp==0.5.7
-    PYTHONPATH=/tmp/obp python benchmarks/obp_equality.py [--quick]
+    PYTHONPATH=/tmp/obp python benchmarks/obp_equality.py [--quick] [--repeats N]
 
 obp 0.5.7 needs Python < 3.11 and torch; its estimators never call torch, so stand-in
 ``torch`` (and, if missing, ``seaborn``) modules are put in ``sys.modules`` before it is
@@ -16,7 +16,7 @@ imported (enough for the estimators; obp's neural learners would not work).
    rewards, λ values. Prints the largest difference of the values (and whether every tuned λ equals
    obp's ``best_hyperparam``).
 3. Timing side by side: each estimator on the same arrays (n = 200,000, k = 10), the best of 5
-   runs, dr-scale's ``estimate`` (input checks, the state, the value, its standard error and the
+   runs (``--repeats``), dr-scale's ``estimate`` (input checks, the state, the value, its standard error and the
    interval's summary) against obp's ``estimate_policy_value`` (checks and the value), and the ratio.
 """
 
@@ -69,6 +69,7 @@ from dr_scale.ope.estimators import (  # noqa: E402
     DRos,
     DRTuning,
     IPSTuning,
+    RowInputs,
     SubGaussianDR,
     SubGaussianIPS,
     SwitchDR,
@@ -76,7 +77,7 @@ from dr_scale.ope.estimators import (  # noqa: E402
 from dr_scale.synthetic.finite_world import BanditWorld  # noqa: E402
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, repeats: int | None = None) -> None:
     log = BanditWorld.make(epsilon=0.1).sample(5000, seed=2)
     log["target_probs"] = 0.8 * log["target_probs"] + 0.2 / 5  # a stochastic target policy
     n = log["reward"].size
@@ -109,7 +110,7 @@ def main(quick: bool = False) -> None:
               f"{len(undefined)} pairs; dr-scale's (ŵ = 0 there) is compared with DM's value, the λ = 0 limit")
 
     print()
-    timing(n=20_000 if quick else 200_000, repeats=2 if quick else 5)
+    timing(n=20_000 if quick else 200_000, repeats=repeats or (2 if quick else 5))
 
 
 # -- the clipping, shrinkage and sub-Gaussian estimators and their tuning ---------------------------------------------
@@ -247,18 +248,28 @@ def timing(n: int, repeats: int) -> None:
         ("SubGaussianDR (slope)", lambda: obt.SubGaussianDoublyRobustTuning(lambdas=list(SUBGAUSSIAN_LAMBDAS)),
          SubGaussianDR(), True),
     ]
-    print(f"n = {n:,}, k = 10, heavy-tailed weights; best of {repeats} runs")
-    print(f"{'estimator':<30} {'obp 0.5.7':>11} {'dr-scale':>11} {'obp / dr-scale':>15}")
-    total_obp = total_ours = 0.0
+    rows = {True: RowInputs.from_arrays(**arrays),
+            False: RowInputs.from_arrays(**{key: v for key, v in arrays.items() if key != "reward_hat"})}
+    print(f"n = {n:,}, k = 10, heavy-tailed weights; best of {repeats} runs. dr-scale's estimate checks the (n, k)")
+    print("arrays and forms the per-row quantities first; 'state' is the estimator's own work on them (a Parquet")
+    print("part's or a Dask task's: the state and the result)")
+    print(f"{'estimator':<30} {'obp 0.5.7':>11} {'dr-scale':>11} {'obp / dr-scale':>15} {'state':>11} "
+          f"{'obp / state':>12}")
+    totals = np.zeros(3)
     for label, factory, estimator, needs_model in cases:
         extra = model if needs_model else {}
         t_obp = _best_time(lambda: factory().estimate_policy_value(**theirs, **extra), repeats)  # noqa: B023
         ours = arrays if needs_model else {key: v for key, v in arrays.items() if key != "reward_hat"}
         t_ours = _best_time(lambda: estimator.estimate(**ours), repeats)  # noqa: B023 - called at once
-        total_obp, total_ours = total_obp + t_obp, total_ours + t_ours
-        print(f"{label:<30} {1e3 * t_obp:>9.1f}ms {1e3 * t_ours:>9.1f}ms {t_obp / t_ours:>14.2f}×")
-    print(f"{'all of them':<30} {1e3 * total_obp:>9.1f}ms {1e3 * total_ours:>9.1f}ms {total_obp / total_ours:>14.2f}×")
+        t_state = _best_time(lambda: estimator.result(estimator.state(rows[needs_model])), repeats)  # noqa: B023
+        totals += (t_obp, t_ours, t_state)
+        print(f"{label:<30} {1e3 * t_obp:>9.1f}ms {1e3 * t_ours:>9.1f}ms {t_obp / t_ours:>14.2f}× "
+              f"{1e3 * t_state:>9.1f}ms {t_obp / t_state:>11.2f}×")
+    t_obp, t_ours, t_state = totals
+    print(f"{'all of them':<30} {1e3 * t_obp:>9.1f}ms {1e3 * t_ours:>9.1f}ms {t_obp / t_ours:>14.2f}× "
+          f"{1e3 * t_state:>9.1f}ms {t_obp / t_state:>11.2f}×")
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv[1:])
+    args = sys.argv[1:]
+    main(quick="--quick" in args, repeats=int(args[args.index("--repeats") + 1]) if "--repeats" in args else None)

@@ -451,6 +451,20 @@ def _spec_value(value):
     return str(value)
 
 
+def with_ties(state: Moments, source: list[int]) -> Moments:
+    """``state`` with the mean and co-moments of quantity j copied from quantity ``source[j]`` (terms equal on
+    every row, whose statistics a matrix product may round differently): exact ties survive any merge."""
+    if state.n == 0 or all(s == j for j, s in enumerate(source)):
+        return state
+    mean, comoment = state.mean.copy(), state.comoment.copy()
+    for j, s in enumerate(source):
+        if s != j:
+            mean[j] = mean[s]
+            comoment[j, :] = comoment[s, :]
+            comoment[:, j] = comoment[:, s]
+    return Moments(state.n, mean, comoment, state.low, state.high)
+
+
 @dataclass(frozen=True, repr=False)
 class _Shrinkage(Estimator):
     """IPS or DR with the importance weight w replaced by a modified weight ŵ_λ(w); λ fixed or chosen from the data.
@@ -566,25 +580,19 @@ class _Shrinkage(Estimator):
         if self.needs_model and rows.reward_hat_pi is None:
             raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
         z = self.terms(rows)
-        state = Moments.of(*z, ranges=rows.ranges)
-        if state.n == 0:
-            return state
+        return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
+
+    def tie_sources(self, z: list[np.ndarray]) -> list[int]:
+        """For each term of a tuned λ's state, the first term equal to it on every row (u first, then the
+        previous candidate): the terms whose statistics :func:`with_ties` makes equal bit for bit."""
         size = len(z) - 2
-        source = list(range(state.m))
-        for j in range(size):
+        source = list(range(len(z)))
+        for j in range(size if self.lambda_ is None else 0):
             if np.array_equal(z[j], z[size]):
                 source[j] = size
             elif j and np.array_equal(z[j], z[j - 1]):
                 source[j] = source[j - 1]
-        if source == list(range(state.m)):
-            return state
-        mean, comoment = state.mean.copy(), state.comoment.copy()
-        for j, s in enumerate(source):
-            if s != j:
-                mean[j] = mean[s]
-                comoment[j, :] = comoment[s, :]
-                comoment[:, j] = comoment[:, s]
-        return Moments(state.n, mean, comoment, state.low, state.high)
+        return source
 
     def choose(self, state: Moments) -> int:
         """The index of the chosen candidate in :attr:`candidates`, by ``tuning_method`` (obp's rules; class doc)."""
@@ -1322,7 +1330,12 @@ class Difference:
     baseline: Estimator
 
     def state(self, rows: RowInputs, baseline_rows: RowInputs) -> Moments:
-        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows), ranges=rows.ranges)
+        a, b = self.estimator.terms(rows), self.baseline.terms(baseline_rows)
+        state = Moments.of(*a, *b, ranges=rows.ranges)
+        if not isinstance(self.estimator, _Shrinkage):
+            return state
+        tied_b = self.baseline.tie_sources(b) if isinstance(self.baseline, _Shrinkage) else range(len(b))
+        return with_ties(state, [*self.estimator.tie_sources(a), *(len(a) + s for s in tied_b)])
 
     def result(self, state: Moments) -> Estimate:
         """The difference, its paired standard error, and the EL summary of the linearised paired terms.

@@ -22,11 +22,13 @@ from dr_scale.ope.estimators import (
     CLIPPING_LAMBDAS,
     IPS,
     SUBGAUSSIAN_LAMBDAS,
+    Difference,
     DirectMethod,
     DoublyRobust,
     DRos,
     DRTuning,
     IPSTuning,
+    OnPolicy,
     RowInputs,
     SubGaussianDR,
     SubGaussianIPS,
@@ -191,6 +193,10 @@ def test_tied_candidates_stay_tied_after_merging():
             assert state.mean[j] == state.mean[g]  # the unclipped term u
             assert state.comoment[j, j] == state.comoment[g, g]
     assert estimator.result(merged).chosen == estimator.result(estimator.state(rows)).chosen
+    # the paired difference's state keeps the same ties, so it chooses the same λ as the estimate
+    for tuned in (estimator, IPSTuning(), DRos(tuning_method="mse")):
+        diff = Difference(tuned, OnPolicy())
+        assert diff.result(diff.state(rows, rows)).chosen == tuned.result(tuned.state(rows)).chosen
 
 
 # -- intervals and standard errors -------------------------------------------------------------------------------
@@ -307,3 +313,29 @@ def test_evaluate_command_with_the_new_estimators(tmp_path, capsys):
     code, _, err = cli(capsys, "evaluate", "--estimators", "DR,DRos(lambda_=x)", "--no-progress")
     assert code == 2
     assert "DRos(lambda_=x)" in error_line(err) and "DRos(lambda_=10)" in error_line(err)
+
+
+@pytest.mark.slow  # two reports over the bundled example
+def test_report_with_tuned_estimators_from_its_state_cache(tmp_path):
+    """A report's per-day states of a tuned λ, cached and merged on the next run, give the same λ and value."""
+    import io
+
+    from dr_scale.report.make import compute_report
+    from dr_scale.synthetic.example import example_paths
+
+    logs, model = example_paths()
+    data = {"policy": [{"name": "c", "spec": "column:target_action"}], "reward_model": model,
+            "estimators": ["DRos", "IPS(lambda_=20)", {"name": "SubGaussianDR", "tuning_method": "mse"}]}
+    pf = parse_policies(data, str(tmp_path / "p.toml"))
+
+    def report():
+        return compute_report(logs, pf, str(tmp_path / "cache"), window="2d", log=io.StringIO())
+
+    first, again = report(), report()
+    assert {p["source"] for p in again["partitions"]} == {"cache"}
+    estimates = first["policies"][0]["estimates"]
+    assert set(estimates) == {"DRos", "IPS(lambda_=20.0)", "SubGaussianDR(tuning_method=mse)"}
+    assert set(estimates["DRos"]["chosen"]) == {"lambda_"}
+    for name, e in again["policies"][0]["estimates"].items():
+        assert e["value"] == pytest.approx(estimates[name]["value"], rel=1e-12), name
+        assert e.get("chosen") == estimates[name].get("chosen"), name
