@@ -11,8 +11,8 @@ imported (enough for the estimators; obp's neural learners would not work).
    :class:`~dr_scale.synthetic.finite_world.BanditWorld` with a stochastic target policy.
 2. The clipping, shrinkage and sub-Gaussian estimators (``IPS(lambda_)``, ``DR(lambda_)``, ``DRos``,
    ``SubGaussianIPS``, ``SubGaussianDR``) at fixed λ, and tuned (``IPSTuning``, ``DRTuning``, ``DRos``,
-   ``SubGaussian…`` against obp's ``…Tuning`` classes, "slope" and "mse", with and without the bias upper
-   bound), on :func:`configurations`: n, k, light- or heavy-tailed weights, Bernoulli or Gaussian
+   ``SubGaussian…``, ``SwitchDRTuning`` against obp's ``…Tuning`` classes, "slope" and "mse", with and
+   without the bias upper bound), on :func:`configurations`: n, k, light- or heavy-tailed weights, Bernoulli or Gaussian
    rewards, λ values. Prints the largest difference of the values (and whether every tuned λ equals
    obp's ``best_hyperparam``).
 3. Timing side by side: each estimator on the same arrays (n = 200,000, k = 10), the least CPU time of
@@ -73,6 +73,7 @@ from dr_scale.ope.estimators import (  # noqa: E402
     SubGaussianDR,
     SubGaussianIPS,
     SwitchDR,
+    SwitchDRTuning,
 )
 from dr_scale.synthetic.finite_world import BanditWorld  # noqa: E402
 
@@ -177,7 +178,8 @@ def estimator_pairs(config: dict) -> list[tuple]:
              (obt.DoublyRobustTuning, DRTuning, CLIPPING_LAMBDAS, True),
              (obt.DoublyRobustWithShrinkageTuning, DRos, CLIPPING_LAMBDAS, True),
              (obt.SubGaussianInverseProbabilityWeightingTuning, SubGaussianIPS, SUBGAUSSIAN_LAMBDAS, False),
-             (obt.SubGaussianDoublyRobustTuning, SubGaussianDR, SUBGAUSSIAN_LAMBDAS, True)]
+             (obt.SubGaussianDoublyRobustTuning, SubGaussianDR, SUBGAUSSIAN_LAMBDAS, True),
+             (obt.SwitchDoublyRobustTuning, SwitchDRTuning, CLIPPING_LAMBDAS, True)]
     for method, bound in (("slope", True), ("mse", True), ("mse", False)):
         for reference, ours, lambdas, needs_model in tuned:
             estimator = ours(tuning_method=method, use_bias_upper_bound=bound)
@@ -249,6 +251,8 @@ def timing(n: int, repeats: int) -> None:
          SubGaussianIPS(), False),
         ("SubGaussianDR (slope)", lambda: obt.SubGaussianDoublyRobustTuning(lambdas=list(SUBGAUSSIAN_LAMBDAS)),
          SubGaussianDR(), True),
+        ("SwitchDRTuning (slope)", lambda: obt.SwitchDoublyRobustTuning(lambdas=list(CLIPPING_LAMBDAS)),
+         SwitchDRTuning(), True),
     ]
     rows = {True: RowInputs.from_arrays(**arrays),
             False: RowInputs.from_arrays(**{key: v for key, v in arrays.items() if key != "reward_hat"})}

@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri, stdtrit  # normal and Student t quantiles (scipy.stats is slow to import)
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope import checks as check
 from dr_scale.ope.intervals import CS_OPTIMAL_N, Summary, cs_rho, cs_threshold, el_interval, summary_of
 from dr_scale.ope.moments import Moments
@@ -437,8 +437,6 @@ def _spec_bool(name: str, value) -> bool:
     text = str(value).strip().lower()
     if text in ("true", "false"):
         return text == "true"
-    from dr_scale.core.errors import ParameterError
-
     raise ParameterError(f"`{name}` should be true or false (got {value!r})")
 
 
@@ -510,30 +508,26 @@ class _Shrinkage(Estimator):
     def __post_init__(self):
         tuning = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _TUNING_FIELDS}
         if self.lambda_ is not None:
-            object.__setattr__(self, "lambda_", _checked(self.lambda_rule, "lambda_", self.lambda_))
+            if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # IPS(), DR(): no pydantic import
+                object.__setattr__(self, "lambda_", _checked(self.lambda_rule, "lambda_", self.lambda_))
             given = [name for name, value in tuning.items() if value != _TUNING_DEFAULTS[name]]
             if given:
-                from dr_scale.core.errors import ParameterError
-
                 raise ParameterError(f"{', '.join(f'`{g}`' for g in given)} tunes `lambda_`: leave `lambda_` out "
                                      "(or None) to choose it from the data, or give a fixed `lambda_` alone")
         if self.lambdas is not None:
             items = _spec_list(self.lambdas)
             if not items:
-                from dr_scale.core.errors import ParameterError
-
                 raise ParameterError("`lambdas` should hold at least one candidate λ")
             values = sorted({_checked(self.lambda_rule, "lambdas", v) for v in items}, reverse=self.descending)
             object.__setattr__(self, "lambdas", tuple(values))
         method = str(self.tuning_method).strip().strip("'\"")
         if method not in TUNING_METHODS:
-            from dr_scale.core.errors import ParameterError
-
             raise ParameterError(f"`tuning_method` should be {' or '.join(TUNING_METHODS)} "
                                  f"(got {self.tuning_method!r})")
         object.__setattr__(self, "tuning_method", method)
         object.__setattr__(self, "use_bias_upper_bound", _spec_bool("use_bias_upper_bound", self.use_bias_upper_bound))
-        object.__setattr__(self, "delta", _checked("Alpha", "delta", self.delta))
+        if self.delta != OBP_TUNING_DELTA or not isinstance(self.delta, float):
+            object.__setattr__(self, "delta", _checked("Alpha", "delta", self.delta))
 
     def _args(self) -> str:
         return ", ".join(f"{f.name}={_spec_value(getattr(self, f.name))}" for f in fields(self)
@@ -774,8 +768,6 @@ class IPSTuning(IPS):
 
     def __post_init__(self):
         if self.lambda_ is not None:
-            from dr_scale.core.errors import ParameterError
-
             raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write IPS(lambda_={self.lambda_})")
         super().__post_init__()
 
@@ -917,8 +909,6 @@ class DRTuning(DoublyRobust):
 
     def __post_init__(self):
         if self.lambda_ is not None:
-            from dr_scale.core.errors import ParameterError
-
             raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write DR(lambda_={self.lambda_})")
         super().__post_init__()
 
@@ -1148,6 +1138,50 @@ class ClippedDR(_Thresholded):
 
 
 @dataclass(frozen=True, repr=False)
+class SwitchDRTuning(DoublyRobust):
+    """Switch-DR with its threshold λ chosen as obp's ``SwitchDoublyRobustTuning`` chooses it.
+
+        V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + 1{w_i ≤ λ} w_i (r_i − ρ̂_{a_i}(x_i)) ]
+
+    (:class:`SwitchDR` at τ = λ, Wang, Agarwal & Dudík 2017), λ chosen among ``lambdas`` by obp's
+    ``"slope"`` or ``"mse"`` rule (``_Shrinkage``) — where a bare ``SwitchDR()`` uses dr-scale's own
+    rule (the paired difference's normal bound on the bias).
+
+    Parameters
+    ----------
+    lambda_ : None
+        Always None: the threshold is chosen (a fixed one is ``SwitchDR(tau=…)``).
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)
+    >>> SwitchDRTuning(tuning_method="mse").estimate(**log).chosen
+    {'lambda_': inf}
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "SwitchDRTuning"
+    example: ClassVar[str] = "SwitchDRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def __post_init__(self):
+        if self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write SwitchDR(tau={self.lambda_})")
+        super().__post_init__()
+
+    def shrink(self, w, lam):
+        return np.where(w <= lam, w, 0.0)
+
+
+@dataclass(frozen=True, repr=False)
 class DRos(DoublyRobust):
     """DR with optimistic shrinkage (Su, Dimakopoulou, Krishnamurthy & Dudík, ICML 2020), as obp's
     ``DoublyRobustWithShrinkage``.
@@ -1360,7 +1394,7 @@ class Difference:
 
 
 ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos,
-                                        SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning)}
+                                        SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning)}
 #: The estimators a command runs when none are named (with a reward model; IPS and SNIPS without one).
 STANDARD_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR")
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
@@ -1445,11 +1479,12 @@ def make_estimators(specs, *, clip: float | None = None, tau: float | None = Non
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'.
 
     A spec is a name from ``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``,
-    ``DRos``, ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning``, optionally with parameters
+    ``DRos``, ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning``, ``SwitchDRTuning``, optionally
+    with parameters
     (``"ClippedDR(max_weight=50)"``, ``"DRos(lambda_=10)"``, ``"IPS(lambda_=50)"``), or a table
     (``{"name": "SwitchDR", "tau": 20}``). A spec with parameters is labelled with them. ``DRos``,
-    ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning`` and ``DRTuning`` without ``lambda_`` choose it
-    from the data as obp's ``…Tuning`` classes do.
+    ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning`` and ``SwitchDRTuning`` without
+    ``lambda_`` choose it from the data as obp's ``…Tuning`` classes do.
 
     Parameters
     ----------

@@ -32,6 +32,7 @@ from dr_scale.ope.estimators import (
     RowInputs,
     SubGaussianDR,
     SubGaussianIPS,
+    SwitchDRTuning,
     make_estimators,
     parse_estimator,
 )
@@ -70,14 +71,14 @@ def _arrays(n, k, seed, gaussian=False, deterministic=False, concentration=0.3):
 FIXED = [IPS(lambda_=20), DoublyRobust(lambda_=20), DRos(lambda_=10), SubGaussianIPS(lambda_=0.1),
          SubGaussianDR(lambda_=0.1)]
 TUNED = [IPSTuning(), DRTuning(), DRos(), SubGaussianIPS(), SubGaussianDR(), IPSTuning(tuning_method="mse"),
-         DRos(tuning_method="mse"), SubGaussianDR(tuning_method="mse", use_bias_upper_bound=False)]
+         DRos(tuning_method="mse"), SubGaussianDR(tuning_method="mse", use_bias_upper_bound=False), SwitchDRTuning()]
 
 
 # -- equal to obp 0.5.7 ----------------------------------------------------------------------------------------------
 def _assert_equal_to_obp(configs):
     module = obp_equality()
     rows = [row for config in configs for row in module.compare(config)]
-    assert len(rows) == 20 * len(configs)  # 5 fixed λ and 5 tuned estimators × (slope, mse, mse without the bound)
+    assert len(rows) == 23 * len(configs)  # 5 fixed λ and 6 tuned estimators × (slope, mse, mse without the bound)
     for row in rows:
         assert row["difference"] <= 1e-12, row
         assert row["ours_lambda"] == row["obp_lambda"], row
