@@ -91,11 +91,12 @@ def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
 
 
 def timed_evaluate(url: str, model: str, client) -> tuple[np.ndarray, dict]:
-    from dr_scale.ope.estimators import ESTIMATORS
+    from dr_scale.ope.estimators import STANDARD_ESTIMATORS
     from dr_scale.ope.evaluation import Evaluation, evaluate_log
     from dr_scale.reward.models import LinearRewardModel
 
-    evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
+    evaluation = Evaluation("column:target_action", list(STANDARD_ESTIMATORS),
+                            reward_model=LinearRewardModel.load(model))
     used, start = usage(client), time.perf_counter()
     result = evaluate_log(url, evaluation, client=client)
     return np.array([time.perf_counter() - start, *(usage(client) - used)]), result.to_dict()
@@ -202,12 +203,13 @@ def evaluate_graph_bytes(url: str, model: str) -> int:
     """Pickled size of the task graph ``evaluate`` sends for the log at ``url``."""
     from distributed.protocol.pickle import dumps
 
-    from dr_scale.ope.estimators import ESTIMATORS
+    from dr_scale.ope.estimators import STANDARD_ESTIMATORS
     from dr_scale.ope.evaluation import Evaluation, log_states
     from dr_scale.ope.mergeable import tree_reduce
     from dr_scale.reward.models import LinearRewardModel
 
-    evaluation = Evaluation("column:target_action", list(ESTIMATORS), reward_model=LinearRewardModel.load(model))
+    evaluation = Evaluation("column:target_action", list(STANDARD_ESTIMATORS),
+                            reward_model=LinearRewardModel.load(model))
     return len(dumps(dict(tree_reduce(log_states(url, evaluation)).__dask_graph__())))
 
 

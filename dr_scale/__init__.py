@@ -14,7 +14,8 @@ import importlib
 #: own imports only, not scipy.special, pandas and the rest of the API.
 _API = {
     "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
-                            "Estimator", "SwitchDR", "make_estimators"),
+                            "Estimator", "SwitchDR", "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning",
+                            "DRTuning", "SwitchDRTuning", "make_estimators"),
     "dr_scale.ope.evaluation": ("Comparison", "ComparisonResult", "Evaluation", "EvaluationResult",
                             "evaluate_dataframe", "evaluate_log", "evaluate_partitions"),
     "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 __all__ = [
     # estimators (paper Sec. 2) and their results
     "DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "Estimator", "Estimate",
-    "make_estimators",
+    "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning", "DRTuning", "SwitchDRTuning", "make_estimators",
     # evaluating a policy on a log
     "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
     "Comparison", "ComparisonResult",

@@ -18,7 +18,13 @@ from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.io.strict_json import dumps
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
-from dr_scale.ope.estimators import ESTIMATORS, INTERVAL_METHODS, make_estimators, parse_estimator_list
+from dr_scale.ope.estimators import (
+    ESTIMATORS,
+    INTERVAL_METHODS,
+    STANDARD_ESTIMATORS,
+    make_estimators,
+    parse_estimator_list,
+)
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.reward.models import LinearRewardModel
@@ -46,8 +52,8 @@ def add_parser(sub) -> None:
                         "with B (default: the first)")
     p.add_argument("--estimators", default=None,
                    help=f"comma-separated, from {','.join(ESTIMATORS)}, optionally with parameters, e.g. "
-                        "ClippedDR(max_weight=50) (default: all that apply: IPS,SNIPS without a reward model, "
-                        "all with one)")
+                        "ClippedDR(max_weight=50), DRos(lambda_=10), IPS(lambda_=50) (default: IPS,SNIPS without a "
+                        f"reward model, {','.join(STANDARD_ESTIMATORS)} with one)")
     p.add_argument("--clip", type=option(PositiveOrInf, "positive number"), default=None, metavar="M",
                    help="weight clip M > 0 for ClippedDR (default: chosen by estimated MSE)")
     p.add_argument("--tau", type=option(NonNegativeOrInf, "non-negative number"), default=None,
@@ -101,7 +107,7 @@ def run(args) -> int:
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
     model = LinearRewardModel.load(model_path, opts) if model_path else None
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (
-        list(ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
+        list(STANDARD_ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
 
     def evaluation_with(reward_model, policy, baseline):
         return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import ndtri  # the standard normal quantile (scipy.stats is slow to import)
+from scipy.special import ndtri, stdtrit  # normal and Student t quantiles (scipy.stats is slow to import)
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope import checks as check
 from dr_scale.ope.intervals import CS_OPTIMAL_N, Summary, cs_rho, cs_threshold, el_interval, summary_of
 from dr_scale.ope.moments import Moments
@@ -407,6 +407,235 @@ class Estimator:
         return self.estimate(**arrays).value
 
 
+#: Candidate λ of a tuned clipping / shrinkage estimator (``IPSTuning``, ``DRTuning``, ``DRos``) when none are given.
+#: obp 0.5.7's ``…Tuning`` classes have no default (``lambdas`` is required); this is the list obp's own examples
+#: and benchmarks tune over (``lambdas=[10, 50, 100, 500, 1000, 5000, 10000, np.inf]``).
+CLIPPING_LAMBDAS = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
+#: Candidate λ of a tuned sub-Gaussian estimator when none are given: obp's estimator tests'
+#: ``[0.005, 0.01, 0.05, 0.1, 0.5]`` with λ = 0 (no shrinkage: IPS, DR), as ∞ is in :data:`CLIPPING_LAMBDAS`.
+SUBGAUSSIAN_LAMBDAS = (0.0, 0.005, 0.01, 0.05, 0.1, 0.5)
+TUNING_METHODS = ("slope", "mse")
+OBP_TUNING_DELTA = 0.1  # obp's BaseOffPolicyEstimatorTuning.delta
+SLOPE_C = math.sqrt(6) - 1  # SLOPE++'s constant (Tucker & Lee 2021), as obp
+
+
+def _spec_list(text) -> list:
+    """``"[10, 50, inf]"`` / ``"(10.0, 50.0)"`` / a sequence → a list of its items (strings stripped)."""
+    if isinstance(text, str):
+        inner = text.strip()
+        if inner[:1] in "[(" and inner[-1:] in "])":
+            inner = inner[1:-1]
+        return [item.strip() for item in inner.split(",") if item.strip()]
+    if isinstance(text, (int, float)):
+        return [text]
+    return list(text)
+
+
+def _spec_bool(name: str, value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ParameterError(f"`{name}` should be true or false (got {value!r})")
+
+
+def _spec_value(value):
+    """A value as :meth:`_Shrinkage.__repr__` writes it: floats as ``repr``, tuples as lists, strings bare."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(_spec_value, value)) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def with_ties(state: Moments, source: list[int]) -> Moments:
+    """``state`` with the mean and co-moments of quantity j copied from quantity ``source[j]`` (terms equal on
+    every row, whose statistics a matrix product may round differently): exact ties survive any merge."""
+    if state.n == 0 or all(s == j for j, s in enumerate(source)):
+        return state
+    mean, comoment = state.mean.copy(), state.comoment.copy()
+    for j, s in enumerate(source):
+        if s != j:
+            mean[j] = mean[s]
+            comoment[j, :] = comoment[s, :]
+            comoment[:, j] = comoment[:, s]
+    return Moments(state.n, mean, comoment, state.low, state.high)
+
+
+@dataclass(frozen=True, repr=False)
+class _Shrinkage(Estimator):
+    """IPS or DR with the importance weight w replaced by a modified weight ŵ_λ(w); λ fixed or chosen from the data.
+
+        IPS family:  V̂_λ = (1/n) Σ_i ŵ_λ(w_i) r_i
+        DR family:   V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_λ(w_i) (r_i − ρ̂_{a_i}(x_i)) ]
+
+    ``shrink`` is ŵ_λ: clipping min(w, λ) (obp's ``InverseProbabilityWeighting(lambda_)``,
+    ``DoublyRobust(lambda_)``), optimistic shrinkage λw / (w² + λ) (``DRos``), the sub-Gaussian
+    power mean w / (1 − λ + λw) (``SubGaussianIPS``, ``SubGaussianDR``). A fixed λ is a plain mean
+    of one per-row term (standard error s / √n; the empirical-likelihood interval of a plain mean).
+
+    ``lambda_=None`` chooses λ among ``lambdas`` as obp 0.5.7's ``…Tuning`` classes do, in the same
+    pass: the state holds the moments of every candidate's term t_j, of the unmodified term u (ŵ = w)
+    and of w, and at the end (n rows, Var the 1/n variance, as ``np.var``)
+
+    - ``tuning_method="mse"`` (Su, Dimakopoulou, Krishnamurthy & Dudík 2020, Sec. 5): the λ_j
+      minimising Var(t_j)/n + B_j², B_j = |mean(u − t_j)| (= |mean((w − ŵ_j)(r − ρ̂_a))|), plus,
+      with ``use_bias_upper_bound``, Bernstein's √(2 mean(w²) log(2/δ)/n) + 2 max(w) log(2/δ)/(3n);
+      the first minimum in obp's order of the candidates;
+    - ``tuning_method="slope"`` (SLOPE, Su, Srinath & Krishnamurthy 2020, in obp's SLOPE++ form of
+      Tucker & Lee 2021): with c_j = √(Var(t_j)/(n − 1)) t_{n−1}(1 − δ), the candidates in decreasing
+      c_j are accepted while |V̂_i − V̂_j| ≤ c_j + (√6 − 1) c_i for every accepted i; the last
+      accepted one is chosen.
+
+    obp sorts the candidates (decreasing for clipping, increasing for shrinkage and sub-Gaussian), and
+    ties go to the first in that order, as here. The estimate and its standard error are those of the
+    chosen λ (the choice itself is not accounted for); ``Estimate.chosen`` is ``{"lambda_": λ}``.
+    A row of weight 0 has ŵ = 0 where obp's formula is 0/0 (DRos at λ = 0, sub-Gaussian at λ = 1).
+    """
+
+    lambda_: float | None = None
+    lambdas: tuple | None = None  # the candidates of a tuned λ (None: the class's ``default_lambdas``)
+    tuning_method: str = "slope"
+    use_bias_upper_bound: bool = True
+    delta: float = OBP_TUNING_DELTA
+
+    lambda_rule: ClassVar[str] = "NonNegativeOrInf"
+    default_lambdas: ClassVar[tuple] = CLIPPING_LAMBDAS
+    descending: ClassVar[bool] = False  # obp's order of the candidates
+    example: ClassVar[str] = ""
+
+    def __post_init__(self):
+        tuning = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _TUNING_FIELDS}
+        if self.lambda_ is not None:
+            if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # IPS(), DR(): no pydantic import
+                object.__setattr__(self, "lambda_", _checked(self.lambda_rule, "lambda_", self.lambda_))
+            given = [name for name, value in tuning.items() if value != _TUNING_DEFAULTS[name]]
+            if given:
+                raise ParameterError(f"{', '.join(f'`{g}`' for g in given)} tunes `lambda_`: leave `lambda_` out "
+                                     "(or None) to choose it from the data, or give a fixed `lambda_` alone")
+        if self.lambdas is not None:
+            items = _spec_list(self.lambdas)
+            if not items:
+                raise ParameterError("`lambdas` should hold at least one candidate λ")
+            values = sorted({_checked(self.lambda_rule, "lambdas", v) for v in items}, reverse=self.descending)
+            object.__setattr__(self, "lambdas", tuple(values))
+        method = str(self.tuning_method).strip().strip("'\"")
+        if method not in TUNING_METHODS:
+            raise ParameterError(f"`tuning_method` should be {' or '.join(TUNING_METHODS)} "
+                                 f"(got {self.tuning_method!r})")
+        object.__setattr__(self, "tuning_method", method)
+        object.__setattr__(self, "use_bias_upper_bound", _spec_bool("use_bias_upper_bound", self.use_bias_upper_bound))
+        if self.delta != OBP_TUNING_DELTA or not isinstance(self.delta, float):
+            object.__setattr__(self, "delta", _checked("Alpha", "delta", self.delta))
+
+    def _args(self) -> str:
+        return ", ".join(f"{f.name}={_spec_value(getattr(self, f.name))}" for f in fields(self)
+                         if getattr(self, f.name) != f.default)
+
+    def __repr__(self):
+        """The class name and the parameters that differ from their defaults."""
+        return f"{type(self).__name__}({self._args()})"
+
+    @property
+    def label(self) -> str:
+        """The spec of this estimator, which :func:`parse_estimator` reads back: ``DR(lambda_=50.0)``."""
+        args = self._args()
+        return f"{self.name}({args})" if args else self.name
+
+    @property
+    def candidates(self) -> tuple[float, ...]:
+        """The candidate λ in obp's order (decreasing for clipping, increasing otherwise)."""
+        if self.lambdas is not None:
+            return self.lambdas
+        return tuple(sorted(self.default_lambdas, reverse=self.descending))
+
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w)."""
+        raise NotImplementedError
+
+    def term(self, rows: RowInputs, w_hat: np.ndarray) -> np.ndarray:
+        """The per-row term with the weights ``w_hat``: ŵ r, or ρ̂_π + ŵ (r − ρ̂_a) with a model."""
+        if not self.needs_model:
+            return w_hat * rows.reward
+        return rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
+
+    def terms(self, rows):
+        if self.lambda_ is not None:
+            return [self.term(rows, self.shrink(rows.weight, self.lambda_))]
+        return [*(self.term(rows, self.shrink(rows.weight, lam)) for lam in self.candidates),
+                self.term(rows, rows.weight), rows.weight]
+
+    def state(self, rows: RowInputs) -> Moments:
+        """A tuned λ's state: the moments of (t_1, …, t_G, u, w); a candidate equal to u or to the previous one
+        on every row of the batch gets their statistics bit for bit, so that ties stay exact ties (as obp's)."""
+        if self.lambda_ is not None:
+            return super().state(rows)
+        if self.needs_model and rows.reward_hat_pi is None:
+            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+        z = self.terms(rows)
+        return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
+
+    def tie_sources(self, z: list[np.ndarray]) -> list[int]:
+        """For each term of a tuned λ's state, the first term equal to it on every row (u first, then the
+        previous candidate): the terms whose statistics :func:`with_ties` makes equal bit for bit."""
+        size = len(z) - 2
+        source = list(range(len(z)))
+        for j in range(size if self.lambda_ is None else 0):
+            if np.array_equal(z[j], z[size]):
+                source[j] = size
+            elif j and np.array_equal(z[j], z[j - 1]):
+                source[j] = source[j - 1]
+        return source
+
+    def choose(self, state: Moments) -> int:
+        """The index of the chosen candidate in :attr:`candidates`, by ``tuning_method`` (obp's rules; class doc)."""
+        size, n = len(self.candidates), state.n
+        mean = state.mean[:size]
+        var = np.diag(state.comoment)[:size] / n  # np.var: the 1/n variance
+        if n < 2:
+            return 0
+        if self.tuning_method == "mse":
+            bias = np.abs(state.mean[size] - mean)
+            if self.use_bias_upper_bound:
+                log_term = math.log(2 / self.delta)
+                mean_w2 = state.comoment[size + 1, size + 1] / n + state.mean[size + 1] ** 2
+                bias = bias + math.sqrt(2 * mean_w2 * log_term / n) + 2 * float(state.high[1]) * log_term / (3 * n)
+            return int(np.argmin(var / n + bias ** 2))  # the first minimum, as obp's min over its dict
+        cnf = mean - (mean - np.sqrt(var / (n - 1)) * stdtrit(n - 1, 1.0 - self.delta))  # obp's mean − lower bound
+        order = np.argsort(cnf)[::-1]
+        kept = [order[0]]
+        for i in order[1:]:
+            if not np.all(np.abs(mean[kept] - mean[i]) <= cnf[i] + SLOPE_C * cnf[kept]):
+                return int(kept[-1])
+            kept.append(i)
+        return int(order[-1])
+
+    def linearize(self, state):
+        if self.lambda_ is not None:
+            return super().linearize(state)
+        best = self.choose(state)
+        return float(state.mean[best]), np.eye(state.m)[best], {"lambda_": self.candidates[best]}
+
+    def el_ranges(self, state):
+        """IPS's and DR's at λ = ∞; otherwise the interval is a plain mean's, which uses the rewards' range alone."""
+        if self.lambda_ is not None and len(self.el_map[0]) == state.m:
+            return super().el_ranges(state)
+        return state.high[1], (0.0, 0.0), (0.0, 0.0), (state.low[0], state.high[0])
+
+    def summary(self, state, grad, value=None):
+        """A tuned λ's: the empirical-likelihood summary of a plain mean of the chosen term (``grad`` picks it)."""
+        if self.lambda_ is not None:
+            return super().summary(state, grad, value)
+        var = float(grad @ state.comoment @ grad) / state.n
+        return summary_of(state.n, np.array([grad @ state.mean]), np.array([[var]]), *self.el_ranges(state),
+                          weighted=False, estimate=value)
+
+
+_TUNING_FIELDS = ("lambdas", "tuning_method", "use_bias_upper_bound", "delta")
+_TUNING_DEFAULTS = {"lambdas": None, "tuning_method": "slope", "use_bias_upper_bound": True,
+                    "delta": OBP_TUNING_DELTA}
+
 
 @dataclass(frozen=True)
 class DirectMethod(Estimator):
@@ -438,20 +667,36 @@ class DirectMethod(Estimator):
         return [rows.reward_hat_pi]
 
 
-@dataclass(frozen=True)
-class IPS(Estimator):
-    """Inverse propensity scoring (Dudík, Langford & Li 2011, Sec. 2.1).
+@dataclass(frozen=True, repr=False)
+class IPS(_Shrinkage):
+    """Inverse propensity scoring (Dudík, Langford & Li 2011, Sec. 2.1), with obp's weight clipping λ.
 
-        V̂_IPS = (1/n) Σ_i w_i r_i,    w_i = π(a_i|x_i) / p̂_i
+        V̂_IPS = (1/n) Σ_i min(w_i, λ) r_i,    w_i = π(a_i|x_i) / p̂_i
 
-    (the paper's r_a 1(π(x) = a) / p̂(a|x, h) for a deterministic π). No reward model.
-    The state holds the moments of (w r, w): the empirical-likelihood interval uses
-    the constraint E[w] = 1 (:mod:`dr_scale.ope.intervals`). Takes no parameters.
+    (the paper's r_a 1(π(x) = a) / p̂(a|x, h) for a deterministic π, at λ = ∞, the default). No reward
+    model. At λ = ∞ the state holds the moments of (w r, w): the empirical-likelihood interval uses the
+    constraint E[w] = 1 (:mod:`dr_scale.ope.intervals`). A finite λ clips the weights as obp 0.5.7's
+    ``InverseProbabilityWeighting(lambda_)`` does (Strehl et al. 2010; Su et al. 2020): a plain mean.
+    ``lambda_=None`` (or :class:`IPSTuning`) chooses λ from the data (``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : float or None, default inf
+        The clip λ ≥ 0 (``inf``: no clipping), or None to choose it among ``lambdas``.
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
 
     See Also
     --------
     SNIPS : The self-normalized form.
     DoublyRobust : IPS of the reward model's residuals, plus the direct method.
+    SubGaussianIPS : The weights shrunk smoothly rather than clipped.
 
     Examples
     --------
@@ -464,24 +709,78 @@ class IPS(Estimator):
     [0.3619, 1.0548]
     >>> [round(x, 4) for x in est.ci(0.05, method="el")]
     [0.5342, 0.9353]
+    >>> IPS(lambda_=50)
+    IPS(lambda_=50.0)
+    >>> round(IPS(lambda_=50).estimate(**log).value, 4)
+    0.5083
     """
 
+    lambda_: float | None = math.inf
     name: ClassVar[str] = "IPS"
     needs_model: ClassVar[bool] = False
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
+    descending: ClassVar[bool] = True
+    example: ClassVar[str] = "IPS(lambda_=50) or IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def shrink(self, w, lam):
+        return np.minimum(w, lam)
 
     def terms(self, rows):
-        return [rows.weight * rows.reward, rows.weight]
+        if self.lambda_ == math.inf:
+            return [rows.weight * rows.reward, rows.weight]
+        return super().terms(rows)
+
+
+@dataclass(frozen=True, repr=False)
+class IPSTuning(IPS):
+    """:class:`IPS` with its clip λ chosen from the data, as obp's ``InverseProbabilityWeightingTuning``.
+
+    ``IPS(lambda_=None)`` under obp's name: the candidates ``lambdas`` (default :data:`CLIPPING_LAMBDAS`),
+    ``tuning_method`` ``"slope"`` (default) or ``"mse"``, ``use_bias_upper_bound``, ``delta`` (0.1), as
+    ``_Shrinkage`` describes.
+
+    Parameters
+    ----------
+    lambda_ : None
+        Always None: the clip is chosen (a fixed one is ``IPS(lambda_=…)``).
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)
+    >>> IPSTuning().estimate(**log).chosen  # SLOPE
+    {'lambda_': 10.0}
+    >>> IPSTuning(tuning_method="mse").estimate(**log).chosen  # the bias bound keeps IPS itself
+    {'lambda_': inf}
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "IPSTuning"
+    example: ClassVar[str] = "IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def __post_init__(self):
+        if self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write IPS(lambda_={self.lambda_})")
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class SNIPS(IPS):
+class SNIPS(Estimator):
     """Self-normalized IPS, with the delta method's standard error on the ratio of means.
 
         V̂_SNIPS = Σ_i w_i r_i / Σ_i w_i,    w_i = π(a_i|x_i) / p̂_i
 
     (Swaminathan & Joachims 2015; not in Dudík, Langford & Li 2011). Under the empirical-likelihood
-    constraint E_Q[w] = 1 the ratio is E_Q[w r], so its EL interval is IPS's. Takes no parameters.
+    constraint E_Q[w] = 1 the ratio is E_Q[w r], so its EL interval is IPS's. Takes no parameters
+    (obp's ``SelfNormalizedInverseProbabilityWeighting`` accepts a ``lambda_`` and ignores it).
 
     See Also
     --------
@@ -500,6 +799,11 @@ class SNIPS(IPS):
     """
 
     name: ClassVar[str] = "SNIPS"
+    needs_model: ClassVar[bool] = False
+    el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
+
+    def terms(self, rows):
+        return [rows.weight * rows.reward, rows.weight]
 
     def value_of(self, means):
         return float(means[0] / means[1]) if means[1] != 0 else float("nan")
@@ -510,8 +814,8 @@ class SNIPS(IPS):
         return np.array([1.0 / means[1], -means[0] / means[1] ** 2])
 
 
-@dataclass(frozen=True)
-class DoublyRobust(Estimator):
+@dataclass(frozen=True, repr=False)
+class DoublyRobust(_Shrinkage):
     """Doubly robust estimator (Dudík, Langford & Li 2011, Sec. 2.2, eq. 1, for stochastic π).
 
         V̂_DR = (1/n) Σ_i [ ρ̂_π(x_i) + w_i (r_i − ρ̂_{a_i}(x_i)) ],
@@ -520,12 +824,29 @@ class DoublyRobust(Estimator):
     For a deterministic π this is eq. 1, (1/|S|) Σ [ (r_a − ρ̂_a(x)) 1(π(x) = a) / p̂(a|x, h) + ρ̂_{π(x)}(x) ]:
     its bias is |E_x[Δ δ]|, the product of ρ̂'s and p̂'s errors, so it is unbiased when either is exact
     (Theorem 1). The state holds the moments of (the bracket, w, ρ̂_π); the empirical-likelihood
-    interval treats the bracket as IPS treats w r (docs/estimators.md). Takes no parameters.
+    interval treats the bracket as IPS treats w r (docs/estimators.md).
+
+    A finite ``lambda_`` clips the weights, min(w_i, λ), as obp 0.5.7's ``DoublyRobust(lambda_)``
+    (DR with pessimistic shrinkage, Su et al. 2020; the same estimator as ``ClippedDR(max_weight=λ)``):
+    a plain mean. ``lambda_=None`` (or :class:`DRTuning`) chooses λ from the data (``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : float or None, default inf
+        The clip λ ≥ 0 (``inf``: DR), or None to choose it among ``lambdas``.
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
 
     See Also
     --------
     DirectMethod, IPS : The two estimators DR combines.
-    SNDR, SwitchDR, ClippedDR : Variants that trade bias for variance.
+    SNDR, SwitchDR, ClippedDR, DRos, SubGaussianDR : Variants that trade bias for variance.
 
     Examples
     --------
@@ -538,24 +859,70 @@ class DoublyRobust(Estimator):
     [0.5233, 0.8835]
     """
 
+    lambda_: float | None = math.inf
     name: ClassVar[str] = "DR"
     el_map: ClassVar[tuple] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
     model_term: ClassVar[int | None] = 2
+    descending: ClassVar[bool] = True
+    example: ClassVar[str] = "DR(lambda_=50) or DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def shrink(self, w, lam):
+        return np.minimum(w, lam)
 
     def terms(self, rows):
-        return [rows.reward_hat_pi + rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight,
-                rows.reward_hat_pi]
+        if self.lambda_ == math.inf:
+            return [rows.reward_hat_pi + rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight,
+                    rows.reward_hat_pi]
+        return super().terms(rows)
+
+
+@dataclass(frozen=True, repr=False)
+class DRTuning(DoublyRobust):
+    """:class:`DoublyRobust` with its clip λ chosen from the data, as obp's ``DoublyRobustTuning``.
+
+    ``DR(lambda_=None)`` under obp's name (candidates default :data:`CLIPPING_LAMBDAS`; ``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : None
+        Always None: the clip is chosen (a fixed one is ``DR(lambda_=…)``).
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)
+    >>> DRTuning(lambdas=[5, 20, float("inf")], tuning_method="mse")
+    DRTuning(lambdas=[inf, 20.0, 5.0], tuning_method=mse)
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "DRTuning"
+    example: ClassVar[str] = "DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def __post_init__(self):
+        if self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write DR(lambda_={self.lambda_})")
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class SNDR(DoublyRobust):
+class SNDR(Estimator):
     """Self-normalized DR, with the delta method's standard error on the three means.
 
         V̂_SNDR = (1/n) Σ_i ρ̂_π(x_i) + Σ_i w_i (r_i − ρ̂_{a_i}(x_i)) / Σ_i w_i
 
     DR (Dudík, Langford & Li 2011, eq. 1) with the correction's weights normalized to sum to 1, as
     obp's ``SelfNormalizedDoublyRobust``. Its empirical-likelihood interval is DR's (under E_Q[w] = 1
-    the two agree). Takes no parameters.
+    the two agree). Takes no parameters (obp's ``SelfNormalizedDoublyRobust`` accepts a ``lambda_`` and
+    ignores it).
 
     See Also
     --------
@@ -770,6 +1137,195 @@ class ClippedDR(_Thresholded):
         return np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
 
 
+@dataclass(frozen=True, repr=False)
+class SwitchDRTuning(DoublyRobust):
+    """Switch-DR with its threshold λ chosen as obp's ``SwitchDoublyRobustTuning`` chooses it.
+
+        V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + 1{w_i ≤ λ} w_i (r_i − ρ̂_{a_i}(x_i)) ]
+
+    (:class:`SwitchDR` at τ = λ, Wang, Agarwal & Dudík 2017), λ chosen among ``lambdas`` by obp's
+    ``"slope"`` or ``"mse"`` rule (``_Shrinkage``) — where a bare ``SwitchDR()`` uses dr-scale's own
+    rule (the paired difference's normal bound on the bias).
+
+    Parameters
+    ----------
+    lambda_ : None
+        Always None: the threshold is chosen (a fixed one is ``SwitchDR(tau=…)``).
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)
+    >>> SwitchDRTuning(tuning_method="mse").estimate(**log).chosen
+    {'lambda_': inf}
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "SwitchDRTuning"
+    example: ClassVar[str] = "SwitchDRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def __post_init__(self):
+        if self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write SwitchDR(tau={self.lambda_})")
+        super().__post_init__()
+
+    def shrink(self, w, lam):
+        return np.where(w <= lam, w, 0.0)
+
+
+@dataclass(frozen=True, repr=False)
+class DRos(DoublyRobust):
+    """DR with optimistic shrinkage (Su, Dimakopoulou, Krishnamurthy & Dudík, ICML 2020), as obp's
+    ``DoublyRobustWithShrinkage``.
+
+        V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_i (r_i − ρ̂_{a_i}(x_i)) ],    ŵ_i = λ w_i / (w_i² + λ)
+
+    the weight that minimises a sharp bound on the MSE for the shrinkage λ: λ = ∞ is DR, λ = 0 is DM.
+    ``DRos()`` (λ = None, the default) chooses λ from :data:`CLIPPING_LAMBDAS` with obp's
+    ``DoublyRobustWithShrinkageTuning`` rule (``"slope"`` by default; ``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : float or None, default None
+        The shrinkage λ ≥ 0 (``inf``: DR), or None to choose it among ``lambdas``.
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    See Also
+    --------
+    DoublyRobust, SubGaussianDR : DR, and its sub-Gaussian shrinkage.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> round(DRos(lambda_=10).estimate(**log).value, 4)
+    0.7223
+    >>> DRos().estimate(**log).chosen
+    {'lambda_': 10.0}
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "DRos"
+    descending: ClassVar[bool] = False
+    example: ClassVar[str] = "DRos(lambda_=10) or DRos(lambdas=[10, 100, inf], tuning_method=mse)"
+
+    def shrink(self, w, lam):
+        if lam == math.inf:
+            return w
+        denominator = w ** 2 + lam
+        return np.divide(lam * w, denominator, out=np.zeros_like(w), where=denominator != 0)
+
+    def terms(self, rows):
+        return _Shrinkage.terms(self, rows)
+
+
+@dataclass(frozen=True, repr=False)
+class SubGaussianIPS(IPS):
+    """Sub-Gaussian IPS (Metelli, Russo & Restelli, NeurIPS 2021), as obp's
+    ``SubGaussianInverseProbabilityWeighting``.
+
+        V̂ = (1/n) Σ_i ŵ_i r_i,    ŵ_i = w_i / (1 − λ + λ w_i),    λ ∈ [0, 1]
+
+    the power-mean correction of the weights, which makes the estimator's tail sub-Gaussian: λ = 0
+    is IPS, λ = 1 weighs every row with w > 0 by 1. ``SubGaussianIPS()`` (λ = None, the default)
+    chooses λ from :data:`SUBGAUSSIAN_LAMBDAS` with obp's ``SubGaussianInverseProbabilityWeightingTuning``
+    rule (``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : float or None, default None
+        λ in [0, 1], or None to choose it among ``lambdas``.
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`SUBGAUSSIAN_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> round(SubGaussianIPS(lambda_=0.1).estimate(**log).value, 4)
+    0.4672
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "SubGaussianIPS"
+    lambda_rule: ClassVar[str] = "Share"
+    default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
+    descending: ClassVar[bool] = False
+    example: ClassVar[str] = ("SubGaussianIPS(lambda_=0.1) or SubGaussianIPS(lambdas=[0, 0.01, 0.1], "
+                                "tuning_method=mse)")
+
+    def shrink(self, w, lam):
+        denominator = 1 - lam + lam * w
+        return np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
+
+    def terms(self, rows):
+        return _Shrinkage.terms(self, rows)
+
+
+@dataclass(frozen=True, repr=False)
+class SubGaussianDR(DoublyRobust):
+    """Sub-Gaussian DR (Metelli, Russo & Restelli, NeurIPS 2021), as obp's ``SubGaussianDoublyRobust``.
+
+        V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_i (r_i − ρ̂_{a_i}(x_i)) ],    ŵ_i = w_i / (1 − λ + λ w_i),    λ ∈ [0, 1]
+
+    λ = 0 is DR. ``SubGaussianDR()`` (λ = None, the default) chooses λ from :data:`SUBGAUSSIAN_LAMBDAS`
+    with obp's ``SubGaussianDoublyRobustTuning`` rule (``_Shrinkage``).
+
+    Parameters
+    ----------
+    lambda_ : float or None, default None
+        λ in [0, 1], or None to choose it among ``lambdas``.
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`SUBGAUSSIAN_LAMBDAS`), in any order.
+    tuning_method : {"slope", "mse"}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> round(SubGaussianDR(lambda_=0.1).estimate(**log).value, 4)
+    0.7312
+    """
+
+    lambda_: float | None = None
+    name: ClassVar[str] = "SubGaussianDR"
+    lambda_rule: ClassVar[str] = "Share"
+    default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
+    descending: ClassVar[bool] = False
+    example: ClassVar[str] = "SubGaussianDR(lambda_=0.1) or SubGaussianDR(lambdas=[0, 0.01, 0.1], tuning_method=mse)"
+
+    shrink = SubGaussianIPS.shrink
+
+    def terms(self, rows):
+        return _Shrinkage.terms(self, rows)
+
+
 @dataclass(frozen=True)
 class OnPolicy(Estimator):
     """The logging policy's value from its own rewards, on-policy: (1/n) Σ_i r_i.
@@ -808,7 +1364,12 @@ class Difference:
     baseline: Estimator
 
     def state(self, rows: RowInputs, baseline_rows: RowInputs) -> Moments:
-        return Moments.of(*self.estimator.terms(rows), *self.baseline.terms(baseline_rows), ranges=rows.ranges)
+        a, b = self.estimator.terms(rows), self.baseline.terms(baseline_rows)
+        state = Moments.of(*a, *b, ranges=rows.ranges)
+        if not isinstance(self.estimator, _Shrinkage):
+            return state
+        tied_b = self.baseline.tie_sources(b) if isinstance(self.baseline, _Shrinkage) else range(len(b))
+        return with_ties(state, [*self.estimator.tie_sources(a), *(len(a) + s for s in tied_b)])
 
     def result(self, state: Moments) -> Estimate:
         """The difference, its paired standard error, and the EL summary of the linearised paired terms.
@@ -832,9 +1393,13 @@ class Difference:
         return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, summary, chosen)
 
 
-ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR)}
+ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos,
+                                        SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning)}
+#: The estimators a command runs when none are named (with a reward model; IPS and SNIPS without one).
+STANDARD_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR")
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
 _LIST_COMMA = re.compile(r",\s*(?![^()]*\))")  # a comma outside parentheses
+_ARG_COMMA = re.compile(r",(?![^\[\]()]*[\])])")  # a comma outside brackets: lambdas=[10, 100], delta=0.1
 
 
 def parse_estimator_list(text: str, where: str = "estimators") -> list[str]:
@@ -853,48 +1418,73 @@ def _checked(rule: str, name: str, value):
     return config.check(getattr(config, rule), name, value)
 
 
+def _forms(cls) -> str:
+    """How to write an estimator of class ``cls``: its bare name and an example with parameters."""
+    example = getattr(cls, "example", "") or {"ClippedDR": "ClippedDR(max_weight=50)",
+                                              "SwitchDR": "SwitchDR(tau=20)"}.get(cls.name, "")
+    if not example:
+        return cls.name
+    return f"{cls.name}, {example}" if " or " in example else f"{cls.name} or {example}"
+
+
 def parse_estimator(spec) -> tuple[str, Estimator]:
     """An estimator from ``"DR"``, ``"ClippedDR(max_weight=50)"`` or a table ``{"name": …, "max_weight": 50}``.
 
-    Returns (label, estimator): the label is the name, with the parameters when given.
+    Returns (label, estimator): the label is the name, with the parameters when given (``repr``, which
+    parses back). A list parameter is written in brackets (``DRos(lambdas=[10, 100, inf])``). A bad spec
+    raises a ``UserError`` naming the spec and the forms its estimator accepts.
 
     >>> parse_estimator("ClippedDR(max_weight=50)")
     ('ClippedDR(max_weight=50.0)', ClippedDR(max_weight=50.0))
     >>> parse_estimator({"name": "SwitchDR", "tau": 20})[1]
     SwitchDR(tau=20.0)
+    >>> parse_estimator("DRos(lambdas=[100, 10], tuning_method=mse)")[0]
+    'DRos(lambdas=[10.0, 100.0], tuning_method=mse)'
     """
     if isinstance(spec, dict):
         params = {k: v for k, v in spec.items() if k != "name"}
         name = spec.get("name")
+        spec = f"{name}({', '.join(f'{k}={v}' for k, v in params.items())})" if params else name  # for messages
     else:
         match = _SPEC.match(str(spec))
         if not match:
             raise UserError(f"cannot read estimator {spec!r}; write e.g. DR or ClippedDR(max_weight=50)")
         name, args = match.group(1), (match.group(2) or "").strip()
         params = {}
-        for arg in filter(None, (a.strip() for a in args.split(","))):
+        for arg in filter(None, (a.strip() for a in _ARG_COMMA.split(args))):
             key, eq, value = arg.partition("=")
             if not eq:
-                raise UserError(f"estimator {spec!r}: write parameters as name=value")
-            params[key.strip()] = value.strip()
+                raise UserError(f"estimator {spec!r}: write parameters as name=value"
+                                + (f", e.g. {ESTIMATORS[name].example}" if getattr(ESTIMATORS.get(name), "example",
+                                                                                   "") else ""))
+            params[key.strip()] = value.strip().strip("'\"")
     if name not in ESTIMATORS:
-        raise UserError(f"unknown estimator {name!r}; choose from {', '.join(ESTIMATORS)}")
+        raise UserError(f"unknown estimator {name!r}" + (f" in {spec!r}" if spec != name else "")
+                        + f"; choose from {', '.join(ESTIMATORS)}")
     cls = ESTIMATORS[name]
     allowed = [f.name for f in fields(cls)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise UserError(f"estimator {name} has no parameter {', '.join(unknown)}"
-                         + (f"; it takes {', '.join(allowed)}" if allowed else "; it takes none"))
-    estimator = cls(**{k: None if str(v).lower() == "none" else v for k, v in params.items()})
-    return (repr(estimator) if params else name), estimator
+        raise UserError(f"estimator {spec!r}: {name} has no parameter {', '.join(unknown)}"
+                        + (f"; it takes {', '.join(allowed)}: write e.g. {_forms(cls)}" if allowed
+                           else "; it takes none"))
+    try:
+        estimator = cls(**{k: None if str(v).lower() == "none" else v for k, v in params.items()})
+    except UserError as exc:
+        raise UserError(f"estimator {spec!r}: {exc}; write e.g. {_forms(cls)}") from None
+    return (getattr(estimator, "label", None) or repr(estimator) if params else name), estimator
 
 
 def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'.
 
     A spec is a name from ``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``,
-    optionally with parameters (``"ClippedDR(max_weight=50)"``), or a table
-    (``{"name": "SwitchDR", "tau": 20}``). A spec with parameters is labelled with them.
+    ``DRos``, ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning``, ``SwitchDRTuning``, optionally
+    with parameters
+    (``"ClippedDR(max_weight=50)"``, ``"DRos(lambda_=10)"``, ``"IPS(lambda_=50)"``), or a table
+    (``{"name": "SwitchDR", "tau": 20}``). A spec with parameters is labelled with them. ``DRos``,
+    ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning`` and ``SwitchDRTuning`` without
+    ``lambda_`` choose it from the data as obp's ``…Tuning`` classes do.
 
     Parameters
     ----------

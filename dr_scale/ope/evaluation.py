@@ -233,7 +233,8 @@ class EvaluationResult:
         lines = [head, "-" * len(head)]
         for name, e in self.estimates.items():
             lo, hi = e.ci(alpha, interval)
-            chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞ (DR)" for k, v in e.chosen.items())
+            chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
+                                                                             else "") for k, v in e.chosen.items())
             bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
             lines.append(
                 f"{name:<{width}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27} {e.n:>10d} "

@@ -5,7 +5,8 @@ TOML (or YAML, same keys)::
     reward_model = "models/rho.npz"        # optional; relative to this file, or any fsspec URL
     estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model);
                                            # with parameters: "ClippedDR(max_weight=50)" or
-                                           # {name = "SwitchDR", tau = 20}
+                                           # {name = "SwitchDR", tau = 20}, "DRos(lambda_=10)",
+                                           # {name = "DRos", lambdas = [10, 100, inf]}
     alpha = 0.05                           # 1 − confidence level of the intervals
     interval = "normal"                    # or "el" (empirical likelihood, for heavy-tailed weights)
     min_ess_ratio = 0.1                    # "poor overlap" when ESS / n is below this
@@ -110,7 +111,8 @@ class PoliciesFileModel(Model):
     policy: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     policies: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     reward_model: Annotated[str, Field(min_length=1)] | None = None
-    estimators: Annotated[list[str | dict[str, str | float | None]], Field(min_length=1)] | None = None
+    estimators: Annotated[list[str | dict[str, str | float | bool | list[float] | None]],
+                          Field(min_length=1)] | None = None
     alpha: Alpha = 0.05
     interval: Literal["normal", "el"] = "normal"
     min_ess_ratio: Share = DEFAULT_MIN_ESS_RATIO

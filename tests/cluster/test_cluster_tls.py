@@ -16,7 +16,7 @@ from pathlib import Path
 import dask
 import pytest
 
-from dr_scale.ope.estimators import ESTIMATORS
+from dr_scale.ope.estimators import STANDARD_ESTIMATORS
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.outofcore.compute import SchedulerUnreachable, dask_session
 from dr_scale.reward.models import LinearRewardModel
@@ -35,7 +35,7 @@ def test_tls_cluster_identical_and_plain_connections_refused(tls_dask_cluster, t
                             env=env)
     try:
         logs, model = example_paths()  # what `dr-scale evaluate` runs with no arguments, here in-process
-        local = evaluate_log(logs, Evaluation("column:target_action", list(ESTIMATORS),
+        local = evaluate_log(logs, Evaluation("column:target_action", list(STANDARD_ESTIMATORS),
                                               reward_model=LinearRewardModel.load(model))).to_dict()
         _, err = proc.communicate(timeout=150)
     finally:

@@ -37,7 +37,7 @@ def test_specs(spec, label, estimator):
 
 @pytest.mark.parametrize("spec, message", [
     ("ClippedDR(tau=3)", "has no parameter tau; it takes max_weight"),
-    ("IPS(max_weight=3)", "has no parameter max_weight; it takes none"),
+    ("SNIPS(max_weight=3)", "has no parameter max_weight; it takes none"),
     ("ClippedDR(max_weight=-1)", "max_weight should be greater than 0"),
     ("SwitchDR(tau=nan)", "tau should be greater than or equal to 0"),
     ("SwitchDR(tau=x)", "tau should be a valid number"),
