@@ -101,7 +101,8 @@ def run(args) -> int:
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
     model = LinearRewardModel.load(model_path, opts) if model_path else None
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (
-        list(ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
+        [name for name, cls in ESTIMATORS.items() if not cls.needs_embedding]  # MIPS: when asked for
+        if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
 
     def evaluation_with(reward_model, policy, baseline):
         return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
