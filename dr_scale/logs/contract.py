@@ -721,6 +721,7 @@ def write_log(
     n_actions: int | None = None,
     storage_options: dict | None = None,
     partition_by: str | None = None,
+    catalogue: Catalogue | None = None,
 ) -> list[str]:
     """Validate ``table`` against the whole contract and write it as a logged data set.
 
@@ -753,6 +754,9 @@ def write_log(
         fsspec's options for ``url``.
     partition_by : str or None
         ``"date"`` for one folder per day, or None.
+    catalogue : Catalogue or None
+        The action catalogue (each action's features and embedding), written as :data:`CATALOGUE_FILE` at the
+        folder's root (:func:`read_catalogue` reads it); its k must be the log's.
 
     Returns
     -------
@@ -802,6 +806,13 @@ def write_log(
     check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
     fs, path = url_to_fs(url, storage_options)
+    if catalogue is not None:
+        k = n_actions if n_actions is not None else int(part.action.max(initial=0)) + 1
+        if not isinstance(catalogue, Catalogue) or catalogue.n_actions < k:
+            raise ParameterError(f"`catalogue` must be a Catalogue of the log's {k} actions")
+        if path.endswith(".parquet"):
+            raise UserError(f"{url}: a catalogue is stored beside the parts; give a folder, not a .parquet file")
+        write_parquet(catalogue.table(), posixpath.join(path, CATALOGUE_FILE), fs=fs)
     if partition_by is not None:
         if path.endswith(".parquet"):
             raise UserError(f"{url}: partition_by='date' writes a folder per date; give a folder, not a .parquet file")
