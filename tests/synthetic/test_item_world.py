@@ -128,6 +128,7 @@ def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
     assert rmse["MIPS"] <= 0.5 * rmse["IPS"], rmse
 
 
+@pytest.mark.slow
 def test_report_with_mips_equals_evaluate(world_log, tmp_path, capsys):
     folder, _ = world_log
     policies = tmp_path / "policies.toml"
