@@ -922,7 +922,7 @@ def top_k_softmax(scores: np.ndarray, top_k: int, temperature: float) -> tuple[n
     n, k = scores.shape
     top_k = min(top_k, k)
     if top_k < k:
-        part = np.argpartition(-scores, top_k - 1, axis=1)[:, :top_k]
+        part = np.argpartition(scores, k - top_k, axis=1)[:, k - top_k:]
     else:
         part = np.broadcast_to(np.arange(k), (n, k))
     chosen = np.take_along_axis(scores, part, axis=1)

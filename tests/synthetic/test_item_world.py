@@ -105,8 +105,9 @@ def test_mips_is_unbiased_when_the_reward_depends_on_the_category_only():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
-    """100 logs of 5,000 rows (disjoint row ranges) of one world of 10^4 items in 20 categories: MIPS's rmse is at
+    """100 logs of 2,000 rows (disjoint row ranges) of one world of 10^4 items in 20 categories: MIPS's rmse is at
     most half of IPS's, each log's error measured against the mean of its rows' truth."""
     from dr_scale import evaluate_partitions
     from dr_scale.logs.contract import partition_from_table
@@ -117,14 +118,14 @@ def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
                             catalogue=world.catalogue())
     errors = {name: [] for name in evaluation.estimators}
     for r in range(100):
-        table, _ = generate_item_rows(world, 11, r * 5000, 5000)
+        table, _ = generate_item_rows(world, 11, r * 2000, 2000)
         part = partition_from_table(table, f"<log {r}>", 1000, 10_000, True)
         truth = table.column("target_expected_reward").to_numpy().mean()
         result = evaluate_partitions([part], evaluation)
         for name, e in result.estimates.items():
             errors[name].append(e.value - truth)
     rmse = {name: float(np.sqrt(np.nanmean(np.square(v)))) for name, v in errors.items()}
-    print("rmse over 100 logs of 5,000 rows:", rmse)
+    print("rmse over 100 logs of 2,000 rows:", rmse)
     assert rmse["MIPS"] <= 0.5 * rmse["IPS"], rmse
 
 
