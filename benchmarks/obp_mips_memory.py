@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/obp_mips_memory.py LOG ROWS
 
 LOG is a log written by ``dr-scale generate bandit --action-features …`` (its catalogue, target
-column and world parameters); its first ROWS rows are evaluated both ways. obp needs the logging
+column and world parameters); the first ROWS rows of its first part are evaluated both ways. obp needs the logging
 policy's and the target policy's probabilities of every action, (n, k, 1) float64 each; they are
 built from the world's definition (π₀(a|x) = π₀(e(a)|x) ν(a|e(a))), then obp's
 ``MarginalizedInverseProbabilityWeighting`` and its SN form run with the true p(e|a). Prints both
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import obp_equality  # noqa: E402,F401 - stand-in torch for obp, as the equality benchmark does
 
 from dr_scale import Evaluation, evaluate_partitions  # noqa: E402
-from dr_scale.logs.contract import read_catalogue, read_log  # noqa: E402
+from dr_scale.logs.contract import list_parts, read_catalogue, read_partition  # noqa: E402
 from dr_scale.policies.target import SparsePolicy  # noqa: E402
 from dr_scale.synthetic.item_world import make_item_world  # noqa: E402
 
@@ -38,8 +38,8 @@ def main(log: str, rows: int) -> None:
     world = make_item_world(manifest["seed"], manifest["features"], manifest["actions"],
                             manifest["action_features"], manifest["embedding_categories"], manifest["target_top_k"])
     catalogue = read_catalogue(log)
-    parts = read_log(log, extra_columns=("embedding_propensity", "target_topk"))
-    part = parts[0]
+    fs, paths = list_parts(log)
+    part = read_partition(fs, paths[0], extra_columns=("embedding_propensity", "target_topk"))
     assert len(part) >= rows, f"the first part has {len(part)} rows; give ROWS ≤ that"
     from dr_scale.logs.contract import Partition
 
