@@ -1050,6 +1050,13 @@ class Catalogue:
         e(a), or None when the catalogue has no ``embedding`` column.
     source : str
         The file, for messages.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> cat = Catalogue(sp.csr_matrix(np.array([[1.0, 0.5], [0.0, 2.0], [1.0, 0.0]])), np.array([0, 1, 1]))
+    >>> cat.n_actions, cat.n_categories, cat.table().column_names
+    (3, 2, ['action', 'features', 'values', 'embedding'])
     """
 
     features: sp.csr_matrix

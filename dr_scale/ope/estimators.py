@@ -998,6 +998,19 @@ class SNMIPS(MIPS):
     --------
     MIPS : The unnormalized mean.
     SNIPS : The same ratio with the actions' own weights.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> n, k = 1000, 6
+    >>> pi_b = rng.dirichlet(np.ones(k), n)
+    >>> action = np.array([rng.choice(k, p=p) for p in pi_b])
+    >>> log = dict(reward=rng.binomial(1, 0.3, n).astype(float), action=action, pi_b=pi_b,
+    ...            target_probs=np.tile(np.eye(k)[0], (n, 1)), action_embed=np.array([0, 0, 1, 1, 2, 2]))
+    >>> est = SNMIPS().estimate(**log)
+    >>> round(est.value, 4), round(est.stderr, 4)
+    (0.3271, 0.0307)
     """
 
     name: ClassVar[str] = "SNMIPS"

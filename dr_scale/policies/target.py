@@ -960,6 +960,8 @@ class ItemScorerPolicy(Policy):
         T > 0.
     source : str, default "<in memory>"
         Where the parameters came from, for messages.
+    chunk : int, default 1024
+        Rows scored at a time (memory O(chunk·k)).
 
     Examples
     --------
