@@ -47,7 +47,7 @@ from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
-from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, sparse_target_column, with_log_metadata
+from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, Partition, sparse_target_column, with_log_metadata
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import ItemScorerPolicy
 from dr_scale.synthetic.bandit import MANIFEST, make_world, part_paths
@@ -202,8 +202,6 @@ def generate_item_rows(world: ItemWorld, seed: int, first: int, n: int) -> tuple
     p_e = p_cat[np.arange(n), category]
     propensity = p_e * world.within[action]
     reward = (keyed_random.uniform(row_id, seed, "item-reward") < q[np.arange(n), category]).astype(np.float64)
-    from dr_scale.logs.contract import Partition
-
     part = Partition("<generator>", row_id, X, action, reward, propensity, pa.table({}))
     target = world.target_policy().decisions(part, world.n_actions)
     truth = (target.probs * np.take_along_axis(q, world.embedding[target.actions], axis=1)).sum(axis=1)
