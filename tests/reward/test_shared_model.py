@@ -72,3 +72,11 @@ def test_dr_on_the_item_world_with_the_shared_model(tmp_path):
     truth = table.column("target_expected_reward").to_numpy().mean()
     dr = result.estimates["DR"]
     assert abs(dr.value - truth) < 4 * dr.stderr + 0.02
+    # its greedy scorer (a policy over the items' features) is worth more than the logging policy, in truth
+    from dr_scale.learning.scorer import greedy_scorer
+
+    chosen = greedy_scorer(model).decisions(test, 1000).actions[:, 0]
+    q = world.category_rewards(world.latent(test.X))
+    greedy_value = q[np.arange(len(test)), world.embedding[chosen]].mean()
+    logging_value = (world.category_logging(world.latent(test.X)) * q).sum(axis=1).mean()
+    assert greedy_value > logging_value + 0.1, (greedy_value, logging_value)
