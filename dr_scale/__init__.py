@@ -15,18 +15,22 @@ import importlib
 _API = {
     "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
                             "Estimator", "SwitchDR", "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning",
-                            "DRTuning", "SwitchDRTuning", "make_estimators"),
+                            "DRTuning", "SwitchDRTuning", "make_estimators",
+                            "MIPS", "SNMIPS"),
     "dr_scale.ope.evaluation": ("Comparison", "ComparisonResult", "Evaluation", "EvaluationResult",
                             "evaluate_dataframe", "evaluate_log", "evaluate_partitions"),
     "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
     "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
-    "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log"),
+    "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log",
+                               "Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
     "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
-                          "TopKPolicy", "UniformPolicy", "parse_policy"),
+                          "TopKPolicy", "UniformPolicy", "parse_policy",
+                          "SparsePolicy", "ItemScorerPolicy", "SparseProbs"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
+    "dr_scale.reward.shared": ("SharedRidgeRewardModel", "fit_shared_ridge"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 
@@ -49,16 +53,21 @@ __all__ = [
     # estimators (paper Sec. 2) and their results
     "DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "Estimator", "Estimate",
     "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning", "DRTuning", "SwitchDRTuning", "make_estimators",
+    # marginalized estimators over the actions' embedding (large action spaces)
+    "MIPS", "SNMIPS",
     # evaluating a policy on a log
     "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
     "Comparison", "ComparisonResult",
     # target policies
     "Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy", "LoggingPolicy",
     "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
+    "SparsePolicy", "ItemScorerPolicy", "SparseProbs",
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
+    "SharedRidgeRewardModel", "fit_shared_ridge",
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
     # the logged-data contract, and raw tables into it
     "read_log", "write_log", "Partition", "LogDataError", "LogFilter", "import_log", "from_pandas", "from_dask",
+    "Catalogue", "read_catalogue",
 ]

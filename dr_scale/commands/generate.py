@@ -52,7 +52,17 @@ def _add_bandit_parser(kinds) -> None:
                                      "a softmax logging policy; print its calibration (docs/generate-bandit.md).")
     b.add_argument("--rows", type=POSITIVE_INT, required=True, help="number of rows in all (split evenly over --days)")
     b.add_argument("--features", type=POSITIVE_INT, default=1 << 18, help="number of binary features d (default 2^18)")
-    b.add_argument("--actions", type=POSITIVE_INT, default=10, help="number of actions k (default 10)")
+    b.add_argument("--actions", type=POSITIVE_INT, default=10,
+                   help="number of actions k (default 10; up to 500, or 10^6 with --action-features)")
+    b.add_argument("--action-features", type=POSITIVE_INT, metavar="D_A",
+                   help="a world of items with D_A features each in --embedding-categories categories, the "
+                        "reward depending on the context and the item's category (docs/large-action-spaces.md): "
+                        "writes the action catalogue (_actions.parquet), embedding_propensity, a top-K target "
+                        "policy (_target_policy.npz, column target_topk) and its truth target_expected_reward")
+    b.add_argument("--embedding-categories", type=POSITIVE_INT, default=20, metavar="L",
+                   help="with --action-features: the number of item categories e(a) (default 20)")
+    b.add_argument("--target-top-k", type=POSITIVE_INT, default=10, metavar="K",
+                   help="with --action-features: the actions the target policy lists per row (default 10)")
     b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
     b.add_argument("--seed", type=SEED, default=0, help="the world and every draw (default 0)")
     b.add_argument("--days", type=POSITIVE_INT,
@@ -70,6 +80,8 @@ def run_bandit(args) -> int:
     from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
 
     opts = storage_options(args.storage_options)
+    if args.action_features is not None:
+        return _run_items(args, opts)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         start = time.perf_counter()
         manifest = generate_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
@@ -79,6 +91,23 @@ def run_bandit(args) -> int:
     print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     print("\n".join(calibration_lines(manifest["calibration"])))
+    return 0
+
+
+def _run_items(args, opts) -> int:
+    from dr_scale.synthetic.item_world import generate_item_bandit, item_calibration_lines
+
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+        start = time.perf_counter()
+        manifest = generate_item_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
+                                        action_features=args.action_features,
+                                        embedding_categories=args.embedding_categories,
+                                        target_top_k=args.target_top_k, seed=args.seed, days=args.days,
+                                        rows_per_part=args.rows_per_part, overwrite=args.overwrite,
+                                        storage_options=opts, client=client, progress=not args.no_progress)
+    print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
+          f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    print("\n".join(item_calibration_lines(manifest["calibration"])))
     return 0
 
 

@@ -721,6 +721,7 @@ def write_log(
     n_actions: int | None = None,
     storage_options: dict | None = None,
     partition_by: str | None = None,
+    catalogue: Catalogue | None = None,
 ) -> list[str]:
     """Validate ``table`` against the whole contract and write it as a logged data set.
 
@@ -753,6 +754,9 @@ def write_log(
         fsspec's options for ``url``.
     partition_by : str or None
         ``"date"`` for one folder per day, or None.
+    catalogue : Catalogue or None
+        The action catalogue (each action's features and embedding), written as :data:`CATALOGUE_FILE` at the
+        folder's root (:func:`read_catalogue` reads it); its k must be the log's.
 
     Returns
     -------
@@ -802,6 +806,13 @@ def write_log(
     check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
     fs, path = url_to_fs(url, storage_options)
+    if catalogue is not None:
+        k = n_actions if n_actions is not None else int(part.action.max(initial=0)) + 1
+        if not isinstance(catalogue, Catalogue) or catalogue.n_actions < k:
+            raise ParameterError(f"`catalogue` must be a Catalogue of the log's {k} actions")
+        if path.endswith(".parquet"):
+            raise UserError(f"{url}: a catalogue is stored beside the parts; give a folder, not a .parquet file")
+        write_parquet(catalogue.table(), posixpath.join(path, CATALOGUE_FILE), fs=fs)
     if partition_by is not None:
         if path.endswith(".parquet"):
             raise UserError(f"{url}: partition_by='date' writes a folder per date; give a folder, not a .parquet file")
@@ -947,3 +958,196 @@ def check_target_columns(part: Partition, n_actions: int | None) -> None:
         target_actions(part, "target_action", n_actions or np.iinfo(np.int64).max)
     if "target_probs" in part.table.column_names:
         target_probabilities(part, "target_probs", n_actions or first_list_length(part, "target_probs"))
+
+
+# -- sparse target policies ----------------------------------------------------------------------
+#: The struct fields of a sparse target-policy column: list<struct<action: integer, prob: floating>>.
+SPARSE_FIELDS = ("action", "prob")
+
+
+def sparse_target_lists(part: Partition, column: str, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """A policy's listed actions and their probabilities per row, from ``column`` (list<struct<action, prob>>).
+
+    Returns ``(actions, probs)``, both (n, K) with K the longest list; shorter rows are padded with action 0 at
+    probability 0. Each row's probabilities must be a distribution (:func:`check_distributions`), its actions in
+    [0, k) when k is known, each listed at most once. Memory is O(n·K), whatever the number of actions k.
+    """
+    col = combined(part.table.column(column))
+    typ = col.type
+    ok = (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and pa.types.is_struct(typ.value_type)
+    names = [typ.value_type.field(i).name for i in range(typ.value_type.num_fields)] if ok else []
+    if not ok or not set(SPARSE_FIELDS) <= set(names) \
+            or not pa.types.is_integer(typ.value_type.field("action").type) \
+            or not _is_number(typ.value_type.field("prob").type):
+        raise LogDataError(part.source, column, f"wrong type {typ}: sparse: policies read a "
+                                                "list<struct<action: int, prob: float>> per row")
+    if col.null_count:
+        raise LogDataError(part.source, column, "null list", int(part.row_id[first_null(col)]))
+    flat = pc.list_flatten(col)
+    offsets = (col.offsets.to_numpy() - col.offsets[0].as_py()).astype(np.int64)
+    n = len(col)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0))
+    if n and width == 0 or (lengths == 0).any():
+        row = int(np.flatnonzero(lengths == 0)[0]) if n else 0
+        raise LogDataError(part.source, column, "an empty list of actions", int(part.row_id[row]))
+    action_flat, prob_flat = flat.field("action"), flat.field("prob")
+    for values, name in ((action_flat, "action"), (prob_flat, "prob")):
+        if values.null_count:
+            row = int(np.searchsorted(offsets, first_null(values), side="right") - 1)
+            raise LogDataError(part.source, column, f"null {name}", int(part.row_id[row]))
+    row_of = np.repeat(np.arange(n), lengths)
+    slot = np.arange(len(flat)) - offsets[row_of]
+    actions = np.zeros((n, width), dtype=np.int64)
+    probs = np.zeros((n, width))
+    actions[row_of, slot] = action_flat.to_numpy(zero_copy_only=False)
+    probs[row_of, slot] = prob_flat.to_numpy(zero_copy_only=False)
+    if k is not None:
+        check_target_actions(actions.ravel(), k, part.source, column, np.repeat(part.row_id, width))
+    elif actions.size and actions.min() < 0:
+        check_target_actions(actions.ravel(), np.iinfo(np.int64).max, part.source, column,
+                             np.repeat(part.row_id, width))
+    check_distributions(probs, part.source, column, part.row_id)
+    if width > 1:
+        ordered = np.sort(np.where(probs > 0, actions, -1 - np.arange(width)), axis=1)
+        repeated = (np.diff(ordered, axis=1) == 0).any(axis=1)
+        if repeated.any():
+            raise LogDataError(part.source, column, "an action listed twice", _first_bad(repeated, part.row_id))
+    return actions, probs
+
+
+def sparse_target_column(actions: np.ndarray, probs: np.ndarray) -> pa.Array:
+    """The list<struct<action: int64, prob: float64>> column of (n, K) ``actions`` and ``probs`` (slots of
+    probability 0 dropped): what :func:`sparse_target_lists` reads."""
+    keep = probs > 0
+    offsets = np.zeros(actions.shape[0] + 1, dtype=np.int32)
+    np.cumsum(keep.sum(axis=1), out=offsets[1:])
+    values = pa.StructArray.from_arrays([pa.array(actions[keep].astype(np.int64)), pa.array(probs[keep])],
+                                        names=list(SPARSE_FIELDS))
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+# -- the action catalogue ------------------------------------------------------------------------
+#: The optional action catalogue stored at a log's root: per action, its features and embedding.
+CATALOGUE_FILE = "_actions.parquet"
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """A log's action catalogue: each action's sparse features and, optionally, its categorical embedding.
+
+    Read from :data:`CATALOGUE_FILE` at the log's root (``dr-scale import`` with an ``[actions]`` table and
+    ``dr-scale generate bandit --action-features`` write it) by :func:`read_catalogue`. Columns: ``action``
+    (int, 0 … k−1, each once), ``features`` (list<int32>), ``values`` (list<float32>), optionally ``key``
+    (the action's value) and ``embedding`` (int e(a) ∈ [0, L): the category the marginalized estimators
+    (MIPS) use, p(e|x, a) = 1{e = e(a)}).
+
+    Parameters
+    ----------
+    features : scipy.sparse.csr_matrix, shape (k, D_A)
+        Row a: action a's features.
+    embedding : numpy.ndarray of int, shape (k,), or None
+        e(a), or None when the catalogue has no ``embedding`` column.
+    source : str
+        The file, for messages.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> cat = Catalogue(sp.csr_matrix(np.array([[1.0, 0.5], [0.0, 2.0], [1.0, 0.0]])), np.array([0, 1, 1]))
+    >>> cat.n_actions, cat.n_categories, cat.table().column_names
+    (3, 2, ['action', 'features', 'values', 'embedding'])
+    """
+
+    features: sp.csr_matrix
+    embedding: np.ndarray | None = None
+    source: str = "<catalogue>"
+
+    @property
+    def n_actions(self) -> int:
+        return self.features.shape[0]
+
+    @property
+    def n_categories(self) -> int:
+        """L = max e(a) + 1 (0 without an embedding)."""
+        return 0 if self.embedding is None else int(self.embedding.max(initial=-1)) + 1
+
+    def table(self) -> pa.Table:
+        """The catalogue as the Parquet table :func:`read_catalogue` reads."""
+        X = self.features
+        columns = {"action": pa.array(np.arange(self.n_actions, dtype=np.int32)),
+                   "features": pa.ListArray.from_arrays(pa.array(X.indptr.astype(np.int32)),
+                                                        pa.array(X.indices.astype(np.int32))),
+                   "values": pa.ListArray.from_arrays(pa.array(X.indptr.astype(np.int32)),
+                                                      pa.array(X.data.astype(np.float32)))}
+        if self.embedding is not None:
+            columns["embedding"] = pa.array(self.embedding.astype(np.int32))
+        return pa.table(columns)
+
+
+def catalogue_of(table: pa.Table, source: str) -> Catalogue:
+    """A :class:`Catalogue` from its table; a missing or duplicate action, a bad embedding: a LogDataError."""
+    for name in ("action", "features"):
+        if name not in table.column_names:
+            raise LogDataError(source, name, "missing column")
+    action = np.asarray(combined(table.column("action")).to_numpy(zero_copy_only=False), dtype=np.int64)
+    k = action.size
+    if k == 0:
+        raise LogDataError(source, "action", "the catalogue has no actions")
+    if action.min() < 0 or np.bincount(action).max() > 1 or action.max() != k - 1:
+        raise LogDataError(source, "action", f"the actions must be 0 … k−1, each once ({k} rows)")
+    order = np.argsort(action, kind="stable")
+    table = table.take(pa.array(order))
+    values = combined(table.column("values")) if "values" in table.column_names else None
+    X = features_to_csr(table.column("features"), int(_max_feature(table)) + 1, values)
+    embedding = None
+    if "embedding" in table.column_names:
+        embedding = np.asarray(combined(table.column("embedding")).to_numpy(zero_copy_only=False))
+        if embedding.dtype.kind not in "iu" or embedding.min() < 0:
+            raise LogDataError(source, "embedding", "the embedding must be a non-negative integer per action")
+        embedding = embedding.astype(np.int64)
+    return Catalogue(X, embedding, source)
+
+
+def _max_feature(table: pa.Table) -> int:
+    flat = pc.list_flatten(combined(table.column("features")))
+    return int(pc.max(flat).as_py()) if len(flat) else -1
+
+
+def read_catalogue(url: str, storage_options: dict | None = None) -> Catalogue | None:
+    """The action catalogue of the log at ``url`` (:data:`CATALOGUE_FILE` at its root), or None without one.
+
+    Parameters
+    ----------
+    url : str
+        The log (any fsspec URL), a part file of it or its root folder.
+    storage_options : dict, optional
+        fsspec's options for ``url``.
+
+    Returns
+    -------
+    Catalogue or None
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, scipy.sparse as sp
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     cat = Catalogue(sp.csr_matrix(np.eye(3)), np.array([0, 1, 1]))
+    ...     _ = write_parquet(cat.table(), os.path.join(folder, CATALOGUE_FILE))
+    ...     again = read_catalogue(folder)
+    >>> again.n_actions, again.n_categories, again.embedding.tolist()
+    (3, 2, [0, 1, 1])
+    """
+    fs, path = url_to_fs(url, storage_options)
+    root = log_root(path)
+    if fs.isfile(root):
+        root = posixpath.dirname(root)
+    cat_path = posixpath.join(root, CATALOGUE_FILE)
+    if not fs.exists(cat_path):
+        return None
+    try:
+        with fs.open(cat_path, "rb") as f:
+            table = pq.read_table(f)
+    except Exception as exc:  # noqa: BLE001 - a corrupt file, named
+        raise LogDataError(cat_path, None, f"unreadable Parquet ({exc})") from None
+    return catalogue_of(table, cat_path)

@@ -57,10 +57,9 @@ from pydantic import Field, field_validator
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.config import ConfigError, Model, read_config_file, validate
+from dr_scale.logs.contract import CATALOGUE_FILE  # noqa: F401 - the optional item catalogue beside a log
 
 #: The file stored beside an imported log: the vocabulary and the hashing spec.
-#: The optional item catalogue stored beside an imported log.
-CATALOGUE_FILE = "_actions.parquet"
 SPEC_VERSION = 1
 HASH_LIBRARY = "sklearn.utils.murmurhash3_32"
 

@@ -324,9 +324,11 @@ class Coverage:
 
     @classmethod
     def of(cls, action: np.ndarray, target: np.ndarray, k: int) -> Coverage:
-        """From the logged actions and π's decisions ((n,) actions or (n, k) probabilities)."""
+        """From the logged actions and π's decisions ((n,) actions, (n, k) probabilities or listed actions)."""
         logged = np.bincount(action, minlength=k).astype(np.int64)
-        if target.ndim == 1:
+        if hasattr(target, "mass"):  # a policy's listed actions (dr_scale.policies.target.SparseProbs)
+            mass = target.mass(k)
+        elif target.ndim == 1:
             mass = np.bincount(target, minlength=k).astype(np.float64)
         else:
             mass = np.ones(target.shape[0]) @ target if target.shape[0] else np.zeros(target.shape[1])

@@ -25,23 +25,38 @@ from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.keyed_random import row_hash
 from dr_scale.logs.contract import (
     SPEC_FILE,
+    Catalogue,
     LogDataError,
     Partition,
     action_vocabulary,
     list_parts,
     log_metadata,
+    numeric_values,
     partition_from_table,
+    propensity_fault,
+    read_catalogue,
     read_partition,
     table_from_pandas,
 )
 from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
-from dr_scale.ope.estimators import Difference, Estimate, Estimator, OnPolicy, RowInputs, make_estimators
+from dr_scale.ope.estimators import (
+    Difference,
+    Estimate,
+    Estimator,
+    OnPolicy,
+    RowInputs,
+    make_estimators,
+    sparse_marginal_weights,
+)
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import Policy, parse_policy
-from dr_scale.reward.models import predict_columns
+from dr_scale.policies.target import Policy, SparseProbs, parse_policy
+from dr_scale.reward.models import predict_columns, predict_pairs
+
+#: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
+EMBEDDING_PROPENSITY = "embedding_propensity"
 
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
@@ -320,6 +335,12 @@ class Evaluation(PartitionSource):
     allow_other_log : bool
         Use a cross-fitted reward model on a log whose fingerprint is not the one it was fitted on (refused
         otherwise: its fold models would predict rows they may have seen).
+    catalogue : Catalogue or None
+        The action catalogue whose embedding e(a) the marginalized estimators (MIPS, SNMIPS) use (default:
+        the log's, :func:`~dr_scale.logs.contract.read_catalogue`).
+    embedding_propensity : str
+        The column of p_π₀(e(a_i)|x_i), the logging policy's probability of the logged action's category
+        (MIPS's denominator; default ``embedding_propensity``).
 
     See Also
     --------
@@ -350,6 +371,8 @@ class Evaluation(PartitionSource):
     baseline: Policy | str | None = None
     min_support: int = DEFAULT_MIN_SUPPORT  # fewer rows with w > 0 and r ≠ 0: "insufficient data"
     allow_other_log: bool = False  # use a cross-fitted reward model on a log other than the one it was fitted on
+    catalogue: Catalogue | None = None  # the action catalogue (its embedding e(a), for MIPS)
+    embedding_propensity: str = EMBEDDING_PROPENSITY  # p_π₀(e(a_i)|x_i), for MIPS
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -407,8 +430,14 @@ class Evaluation(PartitionSource):
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The extra log columns the policy (and the baseline) read."""
-        return tuple(dict.fromkeys(c for p in self._policies for c in p.columns))
+        """The extra log columns the policy (and the baseline) read, and the embedding propensity for MIPS."""
+        marginal = (self.embedding_propensity,) if self.needs_embedding else ()
+        return tuple(dict.fromkeys([*(c for p in self._policies for c in p.columns), *marginal]))
+
+    @property
+    def needs_embedding(self) -> bool:
+        """Whether an estimator is marginalized over the actions' embedding (MIPS, SNMIPS)."""
+        return any(e.needs_embedding for e in self.estimators.values())
 
     def differences(self) -> dict[str, Difference]:
         """Per estimator, the paired difference against the baseline (none without one)."""
@@ -439,15 +468,51 @@ class Evaluation(PartitionSource):
         if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.target.LoggingPolicy)
             reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
             reward_hat = self._finite(reward_hat, part)
-            return RowInputs(part.reward, np.ones(len(part)), reward_hat, reward_hat), part.action, k
+            ones = np.ones(len(part))
+            return RowInputs(part.reward, ones, reward_hat, reward_hat, ones), part.action, k
         target = policy.decisions(part, k)
-        if target.ndim == 1:  # a deterministic π: its actions
+        if not isinstance(target, SparseProbs) and target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
-            return RowInputs.from_actions(part.reward, part.action, part.propensity, target,
-                                          self._finite(reward_hat, part)), target, k
+            rows = RowInputs.from_actions(part.reward, part.action, part.propensity, target,
+                                          self._finite(reward_hat, part))
+            return self._marginal(part, rows, target, k), target, k
+        if isinstance(target, SparseProbs):  # listed actions: ρ̂ at those only, O(n·K)
+            reward_hat = (None if self.reward_model is None
+                          else self._finite(predict_pairs(self.reward_model, part.X, target.actions, part.row_id),
+                                            part))
+            rows = RowInputs.from_sparse(part.reward, part.action, part.propensity, target.actions, target.probs,
+                                         reward_hat)
+            return self._marginal(part, rows, target, k), target, k
         reward_hat = None if self.reward_model is None else self._where_taken(part, target)
-        return (RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
-                                      self._finite(reward_hat, part)), target, k)
+        return (self._marginal(part, RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
+                                                           self._finite(reward_hat, part)), target, k), target, k)
+
+    def _marginal(self, part: Partition, rows: RowInputs, target, k: int) -> RowInputs:
+        """``rows`` with MIPS's marginal weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), when an estimator
+        needs them: p_π(e_i|x_i) from π's decisions and the catalogue's e(a), p_π₀ from the log's column."""
+        if not self.needs_embedding:
+            return rows
+        catalogue = self.catalogue
+        if catalogue is None or catalogue.embedding is None:
+            raise UserError("MIPS and SNMIPS need the actions' embedding e(a): the log has no action catalogue "
+                            "with an embedding column (_actions.parquet); give one as `catalogue`")
+        embedding = catalogue.embedding
+        if embedding.size < k:
+            raise UserError(f"the action catalogue ({catalogue.source}) lists {embedding.size} actions, the log "
+                            f"has k = {k}")
+        column = self.embedding_propensity
+        p0 = numeric_values(part.table.column(column), part.source, column, part.row_id).astype(np.float64)
+        fault = propensity_fault(p0)
+        if fault is not None:
+            raise LogDataError(part.source, column, fault[1], int(part.row_id[np.flatnonzero(fault[0])[0]]))
+        logged = embedding[part.action]
+        if isinstance(target, SparseProbs):
+            weight = sparse_marginal_weights(logged, p0, target.actions, target.probs, embedding)
+        elif target.ndim == 1:
+            weight = (embedding[target] == logged) / p0
+        else:
+            weight = (target * (embedding[None, :k] == logged[:, None])).sum(axis=1) / p0
+        return replace(rows, embedding_weight=weight)
 
     @property
     def checks_log(self) -> bool:
@@ -607,7 +672,21 @@ def _log_states(url, evaluation, storage_options, log_filter):
     evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
         else with_log_defaults(evaluation, fs, paths[0], actions, meta)
     evaluation = _on_other_half(evaluation, filter_of(url, log_filter))
+    evaluation = _with_catalogue(evaluation, url, storage_options)
     return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+
+
+def _with_catalogue(evaluation, url: str, storage_options: dict | None):
+    """``evaluation`` with the log's action catalogue where a marginalized estimator needs it and none was given."""
+    if isinstance(evaluation, Comparison):
+        if not any(e.needs_embedding and e.catalogue is None for e in evaluation.evaluations.values()):
+            return evaluation
+        catalogue = read_catalogue(url, storage_options)
+        return Comparison({n: e if e.catalogue is not None else replace(e, catalogue=catalogue)
+                           for n, e in evaluation.evaluations.items()}, evaluation.baseline)
+    if not evaluation.needs_embedding or evaluation.catalogue is not None:
+        return evaluation
+    return replace(evaluation, catalogue=read_catalogue(url, storage_options))
 
 
 def _on_other_half(evaluation, read: LogFilter | None):

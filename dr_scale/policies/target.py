@@ -24,7 +24,15 @@ deterministic policy). The kinds:
   (ties to the lowest action), from the ``.npz`` file ``dr-scale learn`` writes (keys
   ``coef`` (d, k), ``intercept`` (k,) and ``metadata``, a JSON string);
 * ``softmax:POLICY.npz:T`` — the same scores as a stochastic policy with temperature
-  T > 0: π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T).
+  T > 0: π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T);
+* ``sparse:NAME`` — per row, the actions the policy may take and their probabilities, stored in a
+  list<struct<action, prob>> column (:class:`SparsePolicy`);
+* ``scorer:POLICY.npz`` — a scorer over the actions' features, s(x, a) = x·coef·f_a + bias_a, that
+  takes the top K actions with softmax probabilities (:class:`ItemScorerPolicy`).
+
+The last two give their decisions as :class:`SparseProbs` — each row's listed actions and their
+probabilities, (n, K) arrays — never an (n, k) matrix, so a log with 10^4–10^6 actions is evaluated
+in memory O(n·K); every estimator works on them (:meth:`dr_scale.ope.estimators.RowInputs.from_sparse`).
 
 The file of a linear or softmax policy may be any fsspec URL (credentials from the
 environment); it is read when the spec is parsed, so a missing or malformed file is
@@ -52,6 +60,7 @@ from dr_scale.logs.contract import (
     check_distributions,
     check_target_actions,
     first_list_length,
+    sparse_target_lists,
     target_actions,
     target_probabilities,
 )
@@ -153,6 +162,8 @@ class Policy:
             (n, k) float probabilities.
         """
         target = self.decisions(part, k)
+        if isinstance(target, SparseProbs):
+            return target.dense(k)
         return one_hot(target, k) if target.ndim == 1 else target
 
     def _check_actions(self, actions: np.ndarray, k: int, part: Partition, column: str) -> np.ndarray:
@@ -821,6 +832,232 @@ class SoftmaxPolicy(Policy):
         return f"softmax:{self.linear.source}:{self.temperature!r} (sha256 {self.linear.digest[:12]})"
 
 
+@dataclass(frozen=True, eq=False)
+class SparseProbs:
+    """π(·|x_i) as each row's listed actions and their probabilities: never an (n, k) matrix.
+
+    Row i may take ``actions[i, j]`` with probability ``probs[i, j]``; every other action has
+    probability 0. Rows with fewer than K listed actions are padded with probability 0. Memory
+    O(n·K) whatever the number of actions k.
+
+    Parameters
+    ----------
+    actions : numpy.ndarray of int, shape (n, K)
+        The listed actions, each at most once per row among its slots of positive probability.
+    probs : numpy.ndarray of float, shape (n, K)
+        Their probabilities, each row summing to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> target = SparseProbs(np.array([[2, 0], [1, 0]]), np.array([[0.75, 0.25], [1.0, 0.0]]))
+    >>> target.at(np.array([0, 2])).tolist()  # π(a_i|x_i) of the actions 0 and 2
+    [0.25, 0.0]
+    >>> target.dense(3).tolist()
+    [[0.25, 0.0, 0.75], [0.0, 1.0, 0.0]]
+    """
+
+    actions: np.ndarray
+    probs: np.ndarray
+
+    def __len__(self) -> int:
+        return self.actions.shape[0]
+
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i|x_i) of one action per row, (n,)."""
+        return (self.probs * (self.actions == np.asarray(action)[:, None])).sum(axis=1)
+
+    def dense(self, k: int) -> np.ndarray:
+        """The (n, k) matrix (for small k only: tests, obp's layout)."""
+        out = np.zeros((len(self), k))
+        np.add.at(out, (np.repeat(np.arange(len(self)), self.actions.shape[1]), self.actions.ravel()),
+                  self.probs.ravel())
+        return out
+
+    def mass(self, k: int) -> np.ndarray:
+        """Σ_i π(a|x_i) per action a, (k,)."""
+        return np.bincount(self.actions.ravel(), weights=self.probs.ravel(), minlength=k)[:k]
+
+
+@dataclass(eq=False)
+class SparsePolicy(Policy):
+    """A policy stored per row as the actions it may take with their probabilities: spec ``sparse:NAME``.
+
+    The column NAME is a list<struct<action: int, prob: float>> (:func:`dr_scale.logs.contract.sparse_target_lists`):
+    row i's pairs (a, π(a|x_i)), the probabilities summing to 1, every action not listed at probability 0.
+    Its decisions are :class:`SparseProbs` — O(n·K) for lists of at most K actions, whatever k.
+
+    Parameters
+    ----------
+    column : str
+        The column.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> lists = pa.array([[{"action": 7, "prob": 0.5}, {"action": 2, "prob": 0.5}], [{"action": 9, "prob": 1.0}]])
+    >>> part = Partition("<example>", row_id=np.arange(2), X=sp.csr_matrix((2, 1)), action=np.array([7, 3]),
+    ...                  reward=np.array([1.0, 0.0]), propensity=np.full(2, 0.01), table=pa.table({"top": lists}))
+    >>> target = SparsePolicy("top").decisions(part, 10)
+    >>> target.actions.tolist(), target.probs.tolist()
+    ([[7, 2], [9, 0]], [[0.5, 0.5], [1.0, 0.0]])
+    """
+
+    column: str = "target_topk"
+
+    def __post_init__(self):
+        self.columns = (self.column,)
+
+    def decisions(self, part, k):
+        return SparseProbs(*sparse_target_lists(part, self.column, k))
+
+    def __str__(self):
+        return f"sparse:{self.column}"
+
+
+def top_k_softmax(scores: np.ndarray, top_k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The K highest scores of each row (ties: the lower action) and their softmax at temperature T, (n, K) each,
+    in decreasing score order."""
+    n, k = scores.shape
+    top_k = min(top_k, k)
+    if top_k < k:
+        part = np.argpartition(scores, k - top_k, axis=1)[:, k - top_k:]
+    else:
+        part = np.broadcast_to(np.arange(k), (n, k))
+    chosen = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -chosen), axis=1) if n else np.zeros((0, top_k), dtype=np.int64)
+    actions = np.take_along_axis(part, order, axis=1).astype(np.int64)
+    chosen = np.take_along_axis(chosen, order, axis=1)
+    with np.errstate(over="ignore", under="ignore"):
+        probs = np.exp((chosen - chosen[:, :1]) / temperature)
+    probs /= probs.sum(axis=1, keepdims=True)
+    return actions, probs
+
+
+@dataclass(eq=False)
+class ItemScorerPolicy(Policy):
+    """A policy that scores the actions by their features and takes the top K: spec ``scorer:POLICY.npz``.
+
+        s(x, a) = x·coef·f_a + bias_a,    π(a|x) = exp(s(x, a)/T) / Σ_{b ∈ top_K(x)} exp(s(x, b)/T)  for a ∈ top_K(x)
+
+    (0 for the other actions), with f_a the action's features (row a of ``item_features``), top_K(x) the K
+    highest scores (ties to the lower action) and T > 0 the temperature; K = 1 is the deterministic
+    argmax_a s(x, a). The decisions are :class:`SparseProbs`: scores are computed ``chunk`` rows at a time,
+    so memory is O(chunk·k + n·K), never (n, k).
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, D_A)
+        The bilinear weights between the context's d features and the action's D_A features.
+    item_features : numpy.ndarray, shape (k, D_A)
+        f_a per action.
+    item_bias : numpy.ndarray, shape (k,), optional
+        bias_a (default 0).
+    top_k : int, default 10
+        K.
+    temperature : float, default 1.0
+        T > 0.
+    source : str, default "<in memory>"
+        Where the parameters came from, for messages.
+    chunk : int, default 1024
+        Rows scored at a time (memory O(chunk·k)).
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Partition
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0]]))  # 2 rows, d = 2
+    >>> part = Partition("<example>", row_id=np.arange(2), X=X, action=np.array([0, 1]),
+    ...                  reward=np.array([1.0, 0.0]), propensity=np.full(2, 0.25), table=pa.table({}))
+    >>> policy = ItemScorerPolicy(coef=np.eye(2), item_features=np.array([[1.0, 0], [0, 1], [2, 0], [0.5, 0.5]]),
+    ...                           top_k=2, temperature=1.0)
+    >>> target = policy.decisions(part, 4)
+    >>> target.actions.tolist(), target.probs.round(3).tolist()
+    ([[2, 0], [1, 3]], [[0.731, 0.269], [0.622, 0.378]])
+    """
+
+    coef: np.ndarray
+    item_features: np.ndarray
+    item_bias: np.ndarray | None = None
+    top_k: int = 10
+    temperature: float = 1.0
+    source: str = "<in memory>"
+    chunk: int = 1024
+    needs_features = True
+
+    def __post_init__(self):
+        self.coef = np.asarray(self.coef, dtype=np.float64)
+        self.item_features = np.asarray(self.item_features, dtype=np.float64)
+        if self.coef.ndim != 2 or self.item_features.ndim != 2 or self.coef.shape[1] != self.item_features.shape[1]:
+            raise UserError(f"policy {self.source}: coef must be (d, D_A) and item_features (k, D_A), got "
+                            f"{self.coef.shape} and {self.item_features.shape}")
+        k = self.item_features.shape[0]
+        self.item_bias = np.zeros(k) if self.item_bias is None else np.asarray(self.item_bias, dtype=np.float64)
+        if self.item_bias.shape != (k,):
+            raise UserError(f"policy {self.source}: item_bias must have one value per action ({k})")
+        if not all(np.isfinite(a).all() for a in (self.coef, self.item_features, self.item_bias)):
+            raise UserError(f"policy {self.source}: its parameters must be finite")
+        if isinstance(self.top_k, bool) or int(self.top_k) != self.top_k or not 1 <= self.top_k:
+            raise UserError(f"policy {self.source}: top_k must be a positive integer, got {self.top_k}")
+        self.top_k = int(self.top_k)
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise UserError(f"policy {self.source}: the temperature must be a positive finite number, "
+                            f"got {self.temperature}")
+        self.n_actions = k
+        self.digest = parameters_digest(self.coef, self.item_features, self.item_bias,
+                                        np.array([self.top_k, self.temperature]))
+
+    def scores(self, X) -> np.ndarray:
+        """s(x_i, a) for every action, (n, k): for a few rows at a time."""
+        d = self.coef.shape[0]
+        X = sp.csr_matrix(X)
+        if X.shape[1] > d:
+            X = X[:, :d]
+        coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
+        return np.asarray(X @ coef) @ self.item_features.T + self.item_bias
+
+    def decisions(self, part, k):
+        if k != self.n_actions:
+            raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
+                                                        f"{self.n_actions}")
+        n, width = len(part), min(self.top_k, k)
+        actions, probs = np.zeros((n, width), dtype=np.int64), np.zeros((n, width))
+        for lo in range(0, n, self.chunk):
+            hi = min(n, lo + self.chunk)
+            actions[lo:hi], probs[lo:hi] = top_k_softmax(self.scores(part.X[lo:hi]), width, self.temperature)
+        return SparseProbs(actions, probs)
+
+    def save(self, url: str, storage_options: dict | None = None) -> None:
+        """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature) atomically."""
+        buf = io.BytesIO()
+        np.savez(buf, coef=self.coef, item_features=self.item_features, item_bias=self.item_bias,
+                 top_k=np.array(self.top_k), temperature=np.array(self.temperature))
+        fs, path = url_to_fs(url, storage_options)
+        atomic_write(fs, path, buf.getvalue())
+
+    @classmethod
+    def load(cls, url: str, storage_options: dict | None = None) -> ItemScorerPolicy:
+        """Read a policy saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        fs, path = url_to_fs(url, storage_options)
+        try:
+            with fs.open(path, "rb") as f:
+                arrays = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
+        except FileNotFoundError:
+            raise ParameterFileError(f"policy {url}: no such file") from None
+        except Exception as exc:  # noqa: BLE001 - not an .npz: named
+            raise ParameterFileError(f"policy {url}: not a scorer policy .npz ({exc})") from None
+        missing = [key for key in ("coef", "item_features", "top_k", "temperature") if key not in arrays]
+        if missing:
+            raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "
+                                     "item_features, item_bias, top_k, temperature)")
+        return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
+                   float(arrays["temperature"]), url)
+
+    def __str__(self):
+        return f"scorer:{self.source} (sha256 {self.digest[:12]})"
+
+
 def parse_policy(spec: str | Policy) -> Policy:
     """A policy from its command-line spelling (see the module docstring).
 
@@ -868,6 +1105,10 @@ def parse_policy(spec: str | Policy) -> Policy:
         return ActionColumnPolicy(arg or "target_action")
     if kind == "probs":
         return ProbsColumnPolicy(arg or "target_probs")
+    if kind == "sparse":
+        return SparsePolicy(arg or "target_topk")
+    if kind == "scorer" and arg:
+        return ItemScorerPolicy.load(arg)
     if kind == "callable" and arg:
         return CallablePolicy(arg)
     if kind == "linear" and arg:
@@ -883,5 +1124,5 @@ def parse_policy(spec: str | Policy) -> Policy:
     raise UserError(
         f"bad policy {spec!r}: use constant:A (an action's id, its value, or #ID), topk:A,B,…, uniform, "
         "epsilon-greedy:EPS:POLICY, logging, column:NAME, probs:NAME, callable:module:function, "
-        "linear:POLICY.npz or softmax:POLICY.npz:T"
+        "linear:POLICY.npz, softmax:POLICY.npz:T, sparse:NAME or scorer:POLICY.npz"
     )

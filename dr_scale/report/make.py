@@ -27,7 +27,7 @@ from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
 from dr_scale.io.storage import storage_options
-from dr_scale.logs.contract import action_vocabulary
+from dr_scale.logs.contract import action_vocabulary, read_catalogue
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
@@ -116,6 +116,9 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = resolved(evaluations_of(pf, storage_options), action_vocabulary(logs, storage_options))
+    if any(e.needs_embedding for e in evaluations.values()):  # MIPS: the log's action catalogue
+        catalogue = read_catalogue(logs, storage_options)
+        evaluations = {n: replace(e, catalogue=catalogue) for n, e in evaluations.items()}
     in_sample = check_training_overlap({name: e.policy for name, e in evaluations.items()}, parts,
                                        read=getattr(logs, "log_filter", None),
                                        allow=allow_training_overlap)

@@ -351,3 +351,35 @@ def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = N
     if "actions" in parameters:
         return np.asarray(model.predict(X, actions=actions, **kwargs), dtype=np.float64)
     return np.asarray(model.predict(X, **kwargs), dtype=np.float64)[:, actions]
+
+
+def predict_pairs(model, X, actions: np.ndarray, row_id: np.ndarray | None = None, chunk: int = 256) -> np.ndarray:
+    """ρ̂_{a_ij}(x_i) for each row's own listed actions: (n, K) for (n, K) ``actions``, never (n, k).
+
+    A model with a ``predict_pairs(X, actions, row_id=…)`` method computes them itself. Otherwise, when the
+    rows list few distinct actions their columns are predicted for every row (:func:`predict_columns`); else
+    ``chunk`` rows at a time, each chunk's distinct actions only, so memory stays O(chunk² · K), whatever k.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = LinearRewardModel(coef=np.array([[1.0, 2.0, 3.0]]), intercept=np.zeros(3))
+    >>> predict_pairs(model, np.array([[1.0], [2.0]]), np.array([[2, 0], [1, 1]])).tolist()
+    [[3.0, 1.0], [4.0, 4.0]]
+    """
+    actions = np.asarray(actions)
+    if hasattr(model, "predict_pairs"):
+        return np.asarray(model.predict_pairs(X, actions, row_id=row_id), dtype=np.float64)
+    n, width = actions.shape
+    out = np.empty((n, width))
+    distinct = np.unique(actions)
+    if distinct.size <= max(64, width):
+        columns = predict_columns(model, X, distinct, row_id)
+        return np.take_along_axis(columns, np.searchsorted(distinct, actions), axis=1)
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        block = actions[lo:hi]
+        distinct = np.unique(block)
+        columns = predict_columns(model, X[lo:hi], distinct, None if row_id is None else row_id[lo:hi])
+        out[lo:hi] = np.take_along_axis(columns, np.searchsorted(distinct, block), axis=1)
+    return out
