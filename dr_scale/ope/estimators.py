@@ -1495,7 +1495,7 @@ def sparse_marginal_weights(logged_embedding, embedding_propensity, target_actio
 
 
 @dataclass(frozen=True)
-class MIPS(IPS):
+class MIPS(Estimator):
     """Marginalized IPS (Saito & Joachims, ICML 2022), with a deterministic categorical action embedding e(a).
 
         V̂_MIPS = (1/n) Σ_i w(x_i, e_i) r_i,    w(x, e) = p_π(e|x) / p_π₀(e|x),    p_π(e|x) = Σ_a π(a|x) p(e|x, a)
@@ -1526,7 +1526,9 @@ class MIPS(IPS):
     """
 
     name: ClassVar[str] = "MIPS"
+    needs_model: ClassVar[bool] = False
     needs_embedding: ClassVar[bool] = True
+    el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # IPS's: the EL interval's constraint E[w] = 1
 
     def terms(self, rows):
         rows = rows.marginalized()
