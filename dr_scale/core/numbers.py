@@ -1,14 +1,16 @@
 """Numbers for people: one rule for every printed table, report page and plot.
 
 A number alone is shown to a few significant digits (3 unless asked): ``0.00259407`` reads
-``0.00259``, ``2645.3`` reads ``2645`` (digits left of the point are never rounded away) and
-``1.234e-07`` reads ``1.23e-07``. An estimate is shown to the precision its standard error
-supports: the value and its interval's bounds are rounded to the decimal place of the standard
-error's second significant digit, the standard error itself to two significant digits
-(JCGM 100:2008, *Guide to the expression of uncertainty in measurement*, 7.2.6), so
-``0.0360967 ± 0.02485, [-0.0126097, 0.0848031]`` reads ``0.036 ± 0.025, [-0.013, 0.085]``. Rounding
-the value and the bounds to one decimal place keeps their order: a printed interval contains its
-printed value whenever the interval contains the value. Machine outputs (JSON) keep every digit.
+``0.00259``, ``0.29`` reads ``0.290`` (so a column of numbers lines up), ``2645.3`` reads
+``2645`` (digits left of the point are never rounded away) and ``1.234e-07`` reads ``1.23e-07``.
+
+An estimate is shown to the precision its standard error supports: the value and its interval's
+bounds are rounded to the decimal place of the standard error's second significant digit, the
+standard error itself to two significant digits (JCGM 100:2008, *Guide to the expression of
+uncertainty in measurement*, 7.2.6), so ``0.0360967 ± 0.02485, [-0.0126097, 0.0848031]`` reads
+``0.036 ± 0.025, [-0.013, 0.085]``. Rounding the value and the bounds to one decimal place keeps
+their order: a printed interval contains its printed value whenever the interval contains the
+value. Machine outputs (JSON) keep every digit.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ def number(x: float | None, digits: int = 3, *, sign: bool = False, scale: float
     x : float or None
         The number; None, NaN and ±inf read :data:`MISSING`.
     digits : int, default 3
-        Significant digits of ``x`` — or, with ``scale``, of ``scale``: ``x`` is then rounded to the
-        decimal place of the ``digits``-th significant digit of ``scale`` (2 for an estimate's
-        standard error, JCGM 100:2008 7.2.6), trailing zeros kept, so numbers rounded to one scale line
-        up and keep their order.
+        Significant digits of ``x`` (trailing zeros kept: ``0.290``) — or, with ``scale``, of
+        ``scale``: ``x`` is then rounded to the decimal place of the ``digits``-th significant digit
+        of ``scale`` (2 for an estimate's standard error, JCGM 100:2008 7.2.6), so numbers rounded to
+        one scale line up and keep their order.
     sign : bool, default False
         Write "+" before a positive number (a difference).
     scale : float, optional
@@ -51,8 +53,8 @@ def number(x: float | None, digits: int = 3, *, sign: bool = False, scale: float
 
     Examples
     --------
-    >>> number(0.00259407), number(2645.3), number(1.0), number(-1.2345e-07), number(None)
-    ('0.00259', '2645', '1', '-1.23e-07', '—')
+    >>> number(0.00259407), number(0.29), number(2645.3), number(1.0), number(-1.2345e-07), number(None)
+    ('0.00259', '0.290', '2645', '1.00', '-1.23e-07', '—')
     >>> number(0.0360967, 2, scale=0.02485), number(-0.0126097, 2, scale=0.02485), number(0.02485, 2)
     ('0.036', '-0.013', '0.025')
     >>> number(0.00377597, 2, scale=3.995e-05), number(0.0032, 2, sign=True, scale=0.0011)
@@ -70,10 +72,8 @@ def number(x: float | None, digits: int = 3, *, sign: bool = False, scale: float
         return "0"
     e = _exponent(x, digits)
     if not -5 < e < 15:
-        mantissa, _, power = format(x, f"{plus}.{digits - 1}e").partition("e")
-        return (mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa) + "e" + power
-    text = format(x, f"{plus}.{max(digits - 1 - e, 0)}f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+        return format(x, f"{plus}.{digits - 1}e")
+    return format(x, f"{plus}.{max(digits - 1 - e, 0)}f")
 
 
 def estimate(value: float | None, stderr: float | None, ci=(None, None), *,
@@ -97,7 +97,7 @@ def percent(share: float | None, digits: int = 2) -> str:
 
     Examples
     --------
-    >>> percent(0.6834), percent(0.000123), percent(0.0), percent(None)
-    ('68%', '0.012%', '0%', '—')
+    >>> percent(0.6834), percent(0.05), percent(0.000123), percent(0.0), percent(None)
+    ('68%', '5.0%', '0.012%', '0%', '—')
     """
     return MISSING if share is None or not math.isfinite(share) else number(100 * share, digits) + "%"

@@ -209,13 +209,13 @@ def _estimate(e: dict, key: str = "ci", sign: bool = False) -> tuple[str, str, s
     return estimate(e["value"], e["stderr"], e[key], sign=sign)
 
 
-def _by_day_cell(day: dict, primary: str) -> str:
-    """A day's own estimate ± stderr · the running estimate · its confidence sequence · its fixed-time interval."""
+def _by_day_cells(day: dict, primary: str) -> list[str]:
+    """A day's own estimate ± stderr, the running estimate, its confidence sequence, its fixed-time interval and
+    the running estimate's support."""
     own, run = day["estimates"][primary], day["running"][primary]
-    flag = " (insufficient data)" if run.get("insufficient_data") else ""
     value, stderr, _ = _estimate(own)
     running, _, ci = _estimate(run)
-    return f"{value} ± {stderr} · {running} · {_estimate(run, 'cs')[2]} · {ci}{flag}"
+    return [f"{value} ± {stderr}", running, _estimate(run, "cs")[2], ci, _support(run)]
 
 
 def _weight(q) -> str:
@@ -275,11 +275,16 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       "report every day? Read the confidence sequence: it holds on every day at once, where a "
                       "fixed-time interval checked daily excludes the truth on some day far more often than "
                       f"{100 * report['alpha']:g}% of the time."),
-                ("table", ["date"] + [f"{p.get('label', p['name'])} {primary}: day · running · sequence · fixed-time"
-                                      for p in report["policies"]] + ["logging policy"],
-                 [[day["date"]] + [_by_day_cell(p["by_day"][i], primary) for p in report["policies"]]
-                  + [number(day["diagnostics"]["on_policy_value"])]
-                  for i, day in enumerate(report["policies"][0]["by_day"])])]
+                ("p", "One table per policy: the day's own estimate ± its standard error, then the running "
+                      "estimate on the log up to that day with its confidence sequence and its fixed-time interval, "
+                      "and the logging policy's value that day.")]
+        for p in report["policies"]:
+            if p["by_day"]:
+                out += [("h3", f"{p.get('label', p['name'])} by day ({primary})"),
+                        ("table", ["date", "day ± std. error", "running", f"{pct} confidence sequence",
+                                   f"{pct} fixed-time interval", "support", "logging policy"],
+                         [[day["date"], *_by_day_cells(day, primary), number(day["diagnostics"]["on_policy_value"])]
+                          for day in p["by_day"]])]
     out += support_blocks(report)
     out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
             ("p", f"Overlap is poor when ESS/n < {report['min_ess_ratio']:g} (ESS = (Σw)²/Σw², Kish). Weight "
@@ -351,7 +356,8 @@ def _inline(text: str) -> str:
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
          "table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
-         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}"
+         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
+         "img{max-width:100%}"
          ".warn{background:#fff3cd;border-left:4px solid #e0a800;padding:.4rem .8rem}")
 
 

@@ -14,8 +14,8 @@ finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 
 
 @pytest.mark.parametrize("x, digits, text", [
-    (0.00259407, 3, "0.00259"), (0.0025, 3, "0.0025"), (2645.3, 3, "2645"), (0.999999, 3, "1"),
-    (-0.0004999, 3, "-0.0005"), (1.2345e-07, 3, "1.23e-07"), (1e-05, 3, "1e-05"), (3.0, 2, "3"),
+    (0.00259407, 3, "0.00259"), (0.0025, 3, "0.00250"), (2645.3, 3, "2645"), (0.999999, 3, "1.00"),
+    (-0.0004999, 3, "-0.000500"), (1.2345e-07, 3, "1.23e-07"), (1e-05, 3, "1.00e-05"), (3.0, 2, "3.0"),
     (123.456, 4, "123.5"), (0.0, 3, "0"),
 ])
 def test_a_number_alone_has_significant_digits_and_no_exponent_in_the_usual_range(x, digits, text):
@@ -34,7 +34,7 @@ def test_an_estimate_is_rounded_to_its_standard_errors_second_digit():
     assert number(0.0069712, 2, scale=0.0069712) == "0.0070"  # trailing zero kept: two significant digits
     assert number(0.0412, 2, sign=True, scale=0.004) == "+0.0412"
     assert number(-1e-9, 2, scale=0.01) == "0.000"  # never "-0.000"
-    assert number(0.5, 2, scale=0.0) == "0.5"  # no usable scale: significant digits of x
+    assert number(0.5, 2, scale=0.0) == "0.50"  # no usable scale: significant digits of x
 
 
 @given(finite, finite, finite, st.floats(min_value=1e-9, max_value=1e3))
