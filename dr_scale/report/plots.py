@@ -242,10 +242,10 @@ def weights_figure(policies: list[dict]):
         hist = np.asarray(p["weight_histogram"], dtype=np.float64)
         n = hist.sum()
         share = hist[1:-1] / n
-        ax.stairs(share, WEIGHT_EDGES[1:], fill=True, alpha=0.35, color="tab:blue")
-        ax.stairs(share, WEIGHT_EDGES[1:], color="tab:blue", lw=1)
-        positive_bins.extend(np.flatnonzero(hist[1:-1]))
-        if share.any():
+        if share.any():  # else every row has w = 0 (or w ≥ 10⁶): the text says so
+            ax.stairs(share, WEIGHT_EDGES[1:], fill=True, alpha=0.35, color="tab:blue")
+            ax.stairs(share, WEIGHT_EDGES[1:], color="tab:blue", lw=1)
+            positive_bins.extend(np.flatnonzero(hist[1:-1]))
             smallest = min(smallest, share[share > 0].min())
         zero = zero_weight_rows(p)
         lines = [f"w = 0 (π never takes the logged action): {percent(zero / n)} of rows ({zero:,} of {int(n):,})"]
@@ -266,7 +266,7 @@ def weights_figure(policies: list[dict]):
         ax.set_ylabel("share of rows (log)")
     for ax in axes[:, 0]:
         ax.set_xscale("log")
-        ax.set_ylim(smallest / 3, 8.0)  # head room above 100% for the text box
+        ax.set_ylim(smallest / 10, 8.0)  # the rarest bin visible; head room above 100% for the text box
     if positive_bins:
         axes[0, 0].set_xlim(WEIGHT_EDGES[1 + min(positive_bins)] / 2, WEIGHT_EDGES[2 + max(positive_bins)] * 2)
     axes[-1, 0].set_xlabel("importance weight w = π(a|x) / p̂ (log scale)")

@@ -70,6 +70,16 @@ def test_weight_histogram_is_log_log_and_states_the_zero_mass(report, figure):
         assert lo > 0 and hi >= 1  # every positive share is on the log axis, up to all rows
 
 
+def test_a_policy_that_never_takes_a_logged_action_gets_a_panel_that_says_so(report, figure, recwarn):
+    policies = copy.deepcopy(report["policies"][:2])
+    n = sum(policies[1]["weight_histogram"])
+    policies[1]["weight_histogram"] = [n] + [0] * (len(policies[1]["weight_histogram"]) - 1)
+    policies[1]["diagnostics"]["matched_rows"] = 0
+    fig = figure(plots.weights_figure(policies))
+    assert len(fig.axes) == 2 and not [w for w in recwarn if "log-scaled" in str(w.message)]
+    assert f"100% of rows ({n:,} of {n:,})" in " ".join(t.get_text() for t in fig.axes[1].texts)
+
+
 def test_each_policy_has_its_own_scale_so_an_outlier_flattens_nothing(report, figure):
     policies = with_outlier(report)
     fig = figure(plots.estimates_figure(policies, "95% CI (normal)"))
