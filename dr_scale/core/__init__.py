@@ -1,1 +1,2 @@
-"""Foundations every layer uses: the error types (:mod:`.errors`) and keyed randomness (:mod:`.keyed_random`)."""
+"""Foundations every layer uses: the error types (:mod:`.errors`), keyed randomness (:mod:`.keyed_random`) and
+numbers as people read them (:mod:`.numbers`)."""

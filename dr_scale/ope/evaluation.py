@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.keyed_random import row_hash
+from dr_scale.core.numbers import estimate, number
 from dr_scale.logs.contract import (
     SPEC_FILE,
     Catalogue,
@@ -167,8 +168,8 @@ class EvaluationResult:
     >>> print(result.table())  # doctest: +ELLIPSIS
     estimator         value   std. error             95% CI (normal)          n          ESS  max weight
     ----------------------------------------------------------------------------------------------------
-    IPS            0.395895     0.006971        [0.382233, 0.409558]      14000       5970.1       65.24
-    DR              0.40716     0.004935        [0.397488, 0.416832]      14000       5970.1       65.24
+    IPS              0.3959       0.0070            [0.3822, 0.4096]      14000         5970        65.2
+    DR               0.4072       0.0049            [0.3975, 0.4168]      14000         5970        65.2
     ...
     """
 
@@ -250,10 +251,10 @@ class EvaluationResult:
             lo, hi = e.ci(alpha, interval)
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
                                                                              else "") for k, v in e.chosen.items())
-            bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
+            value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
             lines.append(
-                f"{name:<{width}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27} {e.n:>10d} "
-                f"{_num(self.weights.ess, '.1f'):>12} {_num(self.weights.max_w, '.4g'):>11}"
+                f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
+                f"{number(self.weights.ess):>12} {number(self.weights.max_w):>11}"
                 + (f"   ({chosen})" if chosen else "") + flag
             )
         if self.baseline is not None:
@@ -263,17 +264,12 @@ class EvaluationResult:
                       "-" * len(head)]
             for name, e in self.differences.items():
                 lo, hi = e.ci(alpha, interval)
-                bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
-                lines.append(f"{name:<{width}} {_num(e.value, '+.6g'):>12} {_num(e.stderr, '.4g'):>12} {bounds:>27}"
-                             + diff_flag)
+                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
+                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}" + diff_flag)
         note = self.support_note()
         if note:
             lines += ["", note]
         return "\n".join(lines)
-
-
-def _num(x: float, spec: str) -> str:
-    return format(x, spec) if np.isfinite(x) else "—"
 
 
 class PartitionSource:
@@ -907,13 +903,13 @@ class ComparisonResult:
     >>> print(result.table())
     policy   estimator         value   std. error             95% CI (normal)          n          ESS  max weight
     -------------------------------------------------------------------------------------------------------------
-    uniform  DR             0.403609      0.01056        [0.382914, 0.424304]       4000       1785.8       37.61
-    always 1 DR             0.358643      0.01365        [0.331892, 0.385395]       4000        836.7       34.35
+    uniform  DR                0.404        0.011              [0.383, 0.424]       4000         1786        37.6
+    always 1 DR                0.359        0.014              [0.332, 0.385]       4000          837        34.3
     <BLANKLINE>
     difference: each policy A − uniform (paired, on the same rows)
     policy   estimator   V(A) − V(B)   std. error             95% CI (normal)
     -------------------------------------------------------------------------
-    always 1 DR           -0.0449654      0.01321    [-0.0708511, -0.0190798]
+    always 1 DR               -0.045        0.013            [-0.071, -0.019]
     """
 
     results: dict[str, EvaluationResult]
@@ -934,19 +930,17 @@ class ComparisonResult:
         for policy, r in self.results.items():
             for name, e in r.estimates.items():
                 lo, hi = e.ci(alpha, interval)
-                bounds = f"[{_num(lo, '.6g')}, {_num(hi, '.6g')}]"
-                lines.append(f"{policy:<{pw}} {name:<{ew}} {_num(e.value, '.6g'):>12} {_num(e.stderr, '.4g'):>12} "
-                             f"{bounds:>27} {e.n:>10d} {_num(r.weights.ess, '.1f'):>12} "
-                             f"{_num(r.weights.max_w, '.4g'):>11}")
+                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
+                             f"{number(r.weights.ess):>12} {number(r.weights.max_w):>11}")
         level = f"{100 * (1 - alpha):g}% CI (normal)"
         head = f"{'policy':<{pw}} {'estimator':<{ew}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
         lines += ["", f"difference: each policy A − {self.baseline} (paired, on the same rows)", head, "-" * len(head)]
         for policy, r in self.results.items():
             for name, e in r.differences.items():
                 lo, hi = e.ci(alpha)
-                bounds = f"[{_num(lo, '+.6g')}, {_num(hi, '+.6g')}]"
-                lines.append(f"{policy:<{pw}} {name:<{ew}} {_num(e.value, '+.6g'):>12} "
-                             f"{_num(e.stderr, '.4g'):>12} {bounds:>27}")
+                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27}")
         return "\n".join(lines)
 
 

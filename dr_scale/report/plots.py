@@ -1,33 +1,47 @@
-"""The report's plots as PNG bytes (matplotlib, Agg backend).
+"""The report's plots as PNG bytes (matplotlib, Agg backend), drawn to be read by a person.
 
-* :func:`estimates_plot` — each policy's value by every estimator with its confidence
-  interval, and the logging policy's on-policy value for reference;
-* :func:`over_time_plot` — each estimator's value per day (the states of a day's
-  partitions merged), with the primary estimator's interval as a band;
-* :func:`comparisons_plot` — paired differences V(policy) − V(baseline) with their
-  intervals, against the line of no difference;
-* :func:`weights_plot` — the distribution of the importance weights w = π(a|x)/p̂
-  from :class:`~dr_scale.ope.diagnostics.WeightStats`' log-spaced histogram.
+* :func:`estimates_plot` — each policy's value by every estimator with its confidence interval,
+  one panel per policy on **its own scale** (small multiples), so a policy far from the others
+  does not flatten them; the numbers beside each interval, and the logging policy's on-policy
+  value as a line (or, when it is off the panel's scale, a note at the panel's edge);
+* :func:`over_time_plot` — each estimator's value per day, the primary estimator's interval as a
+  band and its running estimate with its confidence sequence, one panel per policy, the legend
+  above the panels;
+* :func:`comparisons_plot` — paired differences V(policy) − V(baseline) with their intervals,
+  against the line of no difference;
+* :func:`weights_plot` — the distribution of the importance weights w = π(a|x)/p̂ from
+  :class:`~dr_scale.ope.diagnostics.WeightStats`' log-spaced histogram, one panel per policy on
+  log–log axes, the rows with w = 0 (the policy never takes the logged action), which a log axis
+  cannot show, stated in the panel.
+
+Each ``*_plot`` has a ``*_figure`` twin returning the matplotlib figure, for tests to inspect
+(the caller closes it). Numbers are written by :mod:`dr_scale.core.numbers`.
 """
 
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from dr_scale.core.numbers import estimate, number, percent  # noqa: E402
 from dr_scale.ope.diagnostics import WEIGHT_EDGES  # noqa: E402
 
 DPI = 100
+WIDTH = 8.0  # inches: 800 px at DPI, the report page's width
 
 
 def _png(fig) -> bytes:
+    """The figure as PNG; a constrained layout already fits it (no second drawing for a tight box)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=None if fig.get_layout_engine() else "tight",
+                metadata={"Software": None})
     plt.close(fig)
     return buf.getvalue()
 
@@ -36,61 +50,134 @@ def _num(x) -> float:
     return float("nan") if x is None else float(x)
 
 
-def estimates_plot(policies: list[dict], level: str) -> bytes:
-    """Horizontal intervals, one row per (policy, estimator), grouped by policy."""
-    rows = [(p.get("label", p["name"]), est, e) for p in policies for est, e in p["estimates"].items()]
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) + 0.3 * len(policies)))
-    colors = dict(zip(dict.fromkeys(r[1] for r in rows), plt.get_cmap("tab10").colors, strict=False))
-    y, ticks, labels = 0.0, [], []
-    for p in policies:
-        for est, e in p["estimates"].items():
+def _limits(points, pad: float = 0.06) -> tuple[float, float] | None:
+    """Axis limits holding every finite number in ``points``, with ``pad`` of their span on each side."""
+    finite = [float(x) for x in points if x is not None and math.isfinite(x)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1e-3)
+    return lo - pad * span, hi + pad * span
+
+
+def _label(p: dict) -> str:
+    return p.get("label", p["name"])
+
+
+def _reference(ax, value: float, label: str, axis: str = "x") -> str | None:
+    """The logging policy's value as a dashed line when inside the panel's limits; else a note at the panel's
+    top right naming it and the side it is on, so the panel keeps its own scale. Returns the note, if any."""
+    if not math.isfinite(value):
+        return None
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    if lo <= value <= hi:
+        (ax.axvline if axis == "x" else ax.axhline)(value, color="grey", ls="--", lw=1, label=label)
+        return None
+    arrow = ("→" if value > hi else "←") if axis == "x" else ("↑" if value > hi else "↓")
+    note = f"{label} {number(value)}, off this scale {arrow}"
+    ax.set_title(note, loc="right", fontsize="small", color="dimgrey")
+    return note
+
+
+# -- estimates -------------------------------------------------------------------------
+def estimates_figure(policies: list[dict], level: str):
+    """One panel per policy, each on its own x scale: a row per estimator, its value and interval, the value and
+    interval written at the right (hollow marker: insufficient data), the logging policy's value for reference."""
+    names = list(dict.fromkeys(est for p in policies for est in p["estimates"]))
+    colors = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
+    heights = [max(len(p["estimates"]), 1) * 0.3 + 0.55 for p in policies] or [1.0]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(WIDTH, sum(heights) + 0.7), squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": heights})
+    on_policy = _num(policies[0]["diagnostics"]["on_policy_value"]) if policies else float("nan")
+    for ax, p in zip(axes[:, 0], policies, strict=False):
+        rows = list(p["estimates"].items())
+        ticks, right = [], []
+        for i, (est, e) in enumerate(rows):
             lo, hi = map(_num, e["ci"])
             v = _num(e["value"])
-            ax.errorbar(v, y, xerr=[[v - lo], [hi - v]], fmt="o", color=colors[est], capsize=3)
-            ticks.append(y)
-            labels.append(f"{p.get('label', p['name'])} · {est}")
-            y -= 1
-        y -= 0.6
-    on_policy = _num(policies[0]["diagnostics"]["on_policy_value"]) if policies else float("nan")
-    ax.axvline(on_policy, color="grey", ls="--", lw=1, label=f"logging policy (on-policy) {on_policy:.4g}")
-    ax.set_yticks(ticks, labels)
-    ax.set_xlabel(f"estimated value ({level})")
-    ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    ax.set_title("Estimated value of each candidate policy")
-    return _png(fig)
+            hollow = bool(e.get("insufficient_data"))
+            if math.isfinite(v):
+                err = [[v - lo], [hi - v]] if math.isfinite(lo) and math.isfinite(hi) else None
+                ax.errorbar(v, -i, xerr=err, fmt="o", color=colors[est], capsize=3, mfc="white" if hollow else None)
+            value, _, ci = estimate(e["value"], e["stderr"], e["ci"])
+            ticks.append(-i)
+            right.append(f"{value} {ci}")
+        limits = _limits([x for _, e in rows for x in (e["value"], *e["ci"])])
+        if limits:
+            ax.set_xlim(*limits)
+        ax.set_ylim(-len(rows) + 0.4, 0.6)
+        ax.set_yticks(ticks, [est for est, _ in rows])
+        side = ax.secondary_yaxis("right")
+        side.set_yticks(ticks, right, fontsize="small")
+        side.tick_params(length=0)
+        _reference(ax, on_policy, "logging policy")
+        flag = " · insufficient data (hollow markers)" if any(e.get("insufficient_data") for _, e in rows) else ""
+        ax.set_title(_label(p) + flag, loc="left", fontsize="medium")
+        ax.grid(axis="x", alpha=0.3)
+    if policies:
+        axes[-1, 0].set_xlabel(f"estimated value, {level}; each panel on its own scale\n"
+                               f"dashed: the logging policy's value, {number(on_policy)}")
+    fig.suptitle("Estimated value of each candidate policy")
+    return fig
 
 
-def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
-    """Horizontal intervals of V(policy) − V(baseline), one row per comparison, a line at 0."""
-    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.4 * len(comparisons)))
-    labelled = set()
+def estimates_plot(policies: list[dict], level: str) -> bytes:
+    """:func:`estimates_figure` as PNG bytes."""
+    return _png(estimates_figure(policies, level))
+
+
+# -- comparisons -----------------------------------------------------------------------
+def comparisons_figure(comparisons: list[dict], level: str):
+    """Horizontal intervals of V(policy) − V(baseline), one row per comparison, a line at 0, the numbers at the
+    right."""
+    fig, ax = plt.subplots(figsize=(WIDTH, 1.0 + 0.4 * len(comparisons)), layout="constrained")
+    labelled, right = set(), []
     for y, c in enumerate(comparisons):
         lo, hi = map(_num, c["ci"])
         v = _num(c["value"])
         kind = "against the logging policy" if c["baseline"] == "logging" else "against the best other candidate"
-        ax.errorbar(v, -y, xerr=[[v - lo], [hi - v]], fmt="o", capsize=3,
-                    color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
-                    label=None if kind in labelled else kind)
-        labelled.add(kind)
+        hollow = bool(c.get("insufficient_data"))
+        if math.isfinite(v):
+            err = [[v - lo], [hi - v]] if math.isfinite(lo) and math.isfinite(hi) else None
+            ax.errorbar(v, -y, xerr=err, fmt="o", capsize=3, mfc="white" if hollow else None,
+                        color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
+                        label=None if kind in labelled else kind)
+            labelled.add(kind)
+        value, _, ci = estimate(c["value"], c["stderr"], c["ci"], sign=True)
+        right.append(f"{value} {ci}" + (" insufficient data" if hollow else ""))
     ax.axvline(0.0, color="black", lw=1)
-    ax.legend(loc="best", fontsize="small")
+    if labelled:
+        fig.legend(loc="outside lower center", ncol=2, fontsize="small", frameon=False)
+
     def marked(name, c):
         return f"{name} (in-sample)" if name in c.get("in_sample_policies", ()) else name
 
-    names = [f"{marked(c['policy'], c)} − {marked(c['baseline'], c)}" for c in comparisons]
-    ax.set_yticks([-y for y in range(len(comparisons))], names)
-    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level})")
+    ticks = [-y for y in range(len(comparisons))]
+    ax.set_yticks(ticks, [f"{marked(c['policy'], c)} − {marked(c['baseline'], c)}" for c in comparisons])
+    side = ax.secondary_yaxis("right")
+    side.set_yticks(ticks, right, fontsize="small")
+    side.tick_params(length=0)
+    ax.set_xlabel(f"V(policy) − V(baseline), {comparisons[0]['estimator']}, paired ({level})" if comparisons else "")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("Each candidate against the logging policy and the best other candidate")
-    return _png(fig)
+    return fig
 
 
-def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
-    """One panel per policy: every estimator per day, the primary one's interval shaded; the primary one's running
-    estimate on the log so far with its confidence sequence (grey band) and fixed-time interval (dotted)."""
-    fig, axes = plt.subplots(len(policies), 1, figsize=(8, 2.6 * len(policies) + 0.4), sharex=True, squeeze=False)
-    for ax, p in zip(axes[:, 0], policies, strict=True):
+def comparisons_plot(comparisons: list[dict], level: str) -> bytes:
+    """:func:`comparisons_figure` as PNG bytes."""
+    return _png(comparisons_figure(comparisons, level))
+
+
+# -- by day ----------------------------------------------------------------------------
+def over_time_figure(policies: list[dict], primary: str, level: str):
+    """One panel per policy with days: every estimator per day, the primary one's interval shaded; the primary
+    one's running estimate on the log so far with its confidence sequence (grey band) and fixed-time interval
+    (dotted); the logging policy's value per day (a note when it is off the panel's scale). The legend sits below
+    the panels and the layout is constrained, so no blank band separates the title from the first panel."""
+    shown = [p for p in policies if p["by_day"]]
+    fig, axes = plt.subplots(max(len(shown), 1), 1, figsize=(WIDTH, 2.3 * max(len(shown), 1) + 0.9), sharex=True,
+                             squeeze=False, layout="constrained")
+    for ax, p in zip(axes[:, 0], shown, strict=False):
         days = [d["date"] for d in p["by_day"]]
         x = np.arange(len(days))
         for est in p["estimates"]:
@@ -108,42 +195,85 @@ def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
             ax.plot(x, [_num(r["ci"][0]) for r in run], color="black", lw=0.8, ls=":", label="fixed-time interval")
             ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
-        ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy")
+        ax.set_xlim(-0.3, len(days) - 0.7)
+        bottom, top = ax.get_ylim()
+        if any(bottom <= v <= top for v in on_policy if math.isfinite(v)):
+            ax.plot(x, on_policy, color="grey", ls="--", lw=1, label="logging policy", scaley=False)
+        else:
+            _reference(ax, float(np.nanmean(on_policy)) if any(map(math.isfinite, on_policy)) else math.nan,
+                       "logging policy (mean)", axis="y")
+            ax.plot([], [], color="grey", ls="--", lw=1, label="logging policy")
         alerted = [i for i, d in enumerate(p["by_day"]) if d.get("support", {}).get("alerts")]
         for j, i in enumerate(alerted):  # a day with a support or drift alert (dr_scale.report.alerts)
             ax.axvline(i, color="tab:red", lw=1, ls="-.", label=None if j else "support / drift alert")
-        ax.set_title(p.get("label", p["name"]), fontsize="medium")
+        ax.set_title(_label(p), loc="left", fontsize="medium")
         ax.set_xticks(x, days, rotation=30, ha="right")
         ax.grid(alpha=0.3)
         ax.set_ylabel("value")
-    axes[0, 0].legend(fontsize="x-small", ncol=4, loc="best")
+    if shown:
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=5, fontsize="small", frameon=False)
     fig.suptitle("Estimated value by day")
-    return _png(fig)
+    return fig
+
+
+def over_time_plot(policies: list[dict], primary: str, level: str) -> bytes:
+    """:func:`over_time_figure` as PNG bytes."""
+    return _png(over_time_figure(policies, primary, level))
+
+
+# -- importance weights ----------------------------------------------------------------
+def zero_weight_rows(p: dict) -> int:
+    """Rows of policy section ``p`` with w = 0 (π never takes the logged action): n − matched rows; from the
+    histogram's first bin (w < 0.001) when the diagnostics do not count matched rows."""
+    d, hist = p["diagnostics"], p["weight_histogram"]
+    n = int(sum(hist))
+    return n - int(d["matched_rows"]) if d.get("matched_rows") is not None else int(hist[0])
+
+
+def weights_figure(policies: list[dict]):
+    """One panel per policy: the share of rows per log-spaced weight bin [10⁻³, 10⁶) on log–log axes, and in
+    the panel the share of rows with w = 0, which a log axis cannot show (and any 0 < w < 10⁻³ or w ≥ 10⁶)."""
+    shown = [p for p in policies if sum(p["weight_histogram"]) > 0]
+    fig, axes = plt.subplots(max(len(shown), 1), 1, figsize=(WIDTH, 1.9 * max(len(shown), 1) + 0.7), sharex=True,
+                             squeeze=False, layout="constrained")
+    positive_bins, smallest = [], 1.0
+    for ax, p in zip(axes[:, 0], shown, strict=False):
+        hist = np.asarray(p["weight_histogram"], dtype=np.float64)
+        n = hist.sum()
+        share = hist[1:-1] / n
+        if share.any():  # else every row has w = 0 (or w ≥ 10⁶): the text says so
+            ax.stairs(share, WEIGHT_EDGES[1:], fill=True, alpha=0.35, color="tab:blue")
+            ax.stairs(share, WEIGHT_EDGES[1:], color="tab:blue", lw=1)
+            positive_bins.extend(np.flatnonzero(hist[1:-1]))
+            smallest = min(smallest, share[share > 0].min())
+        zero = zero_weight_rows(p)
+        lines = [f"w = 0 (π never takes the logged action): {percent(zero / n)} of rows ({zero:,} of {int(n):,})"]
+        tiny = int(hist[0]) - zero
+        if tiny > 0:
+            lines.append(f"0 < w < 0.001: {percent(tiny / n)} of rows")
+        if hist[-1] > 0:
+            lines.append(f"w ≥ 10⁶: {percent(hist[-1] / n)} of rows")
+        d = p["diagnostics"]
+        lines.append(f"max w {number(d.get('max_weight'))} · ESS/n {number(d.get('ess_ratio'))}")
+        ax.text(0.99, 0.95, "\n".join(lines), transform=ax.transAxes, ha="right", va="top", fontsize="small",
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "lightgrey", "alpha": 0.9})
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: percent(y, 1)))
+        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # decades only: fewer ticks to lay out
+        ax.set_title(_label(p), loc="left", fontsize="medium")
+        ax.grid(alpha=0.3)
+        ax.set_ylabel("share of rows (log)")
+    for ax in axes[:, 0]:
+        ax.set_xscale("log")
+        ax.set_ylim(smallest / 10, 8.0)  # the rarest bin visible; head room above 100% for the text box
+    if positive_bins:
+        axes[0, 0].set_xlim(WEIGHT_EDGES[1 + min(positive_bins)] / 2, WEIGHT_EDGES[2 + max(positive_bins)] * 2)
+    axes[-1, 0].set_xlabel("importance weight w = π(a|x) / p̂ (log scale)")
+    fig.suptitle("Importance-weight distribution (rows with w > 0; the share with w = 0 in each panel)")
+    return fig
 
 
 def weights_plot(policies: list[dict]) -> bytes:
-    """Share of rows per log-spaced weight bin [10⁻³, 10⁶) for each policy.
-
-    Bin 0 of the histogram, w < 10⁻³ (in practice w = 0: rows whose logged action the
-    target policy never takes), is reported in the legend instead of on the log axis.
-    """
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    shown = []
-    for p in policies:
-        hist = np.asarray(p["weight_histogram"], dtype=np.float64)
-        n = hist.sum()
-        if n == 0:
-            continue
-        ax.stairs(hist[1:-1] / n, WEIGHT_EDGES[1:],
-                  label=f"{p.get('label', p['name'])} (w < 0.001: {hist[0] / n:.0%}, "
-                        f"max {_num(p['diagnostics']['max_weight']):.3g})")
-        shown.extend(np.flatnonzero(hist[1:-1]))
-    ax.set_xscale("log")
-    if shown:
-        ax.set_xlim(WEIGHT_EDGES[1 + min(shown)] / 2, WEIGHT_EDGES[2 + max(shown)] * 2)
-    ax.set_xlabel("importance weight w = π(a|x) / p̂")
-    ax.set_ylabel("share of rows")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    ax.set_title("Importance-weight distribution")
-    return _png(fig)
+    """:func:`weights_figure` as PNG bytes."""
+    return _png(weights_figure(policies))

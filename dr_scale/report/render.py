@@ -43,6 +43,7 @@ import math
 import posixpath
 import re
 
+from dr_scale.core.numbers import estimate, number, percent
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write_all, remove_temporaries, url_to_fs
 from dr_scale.io.strict_json import finite
@@ -187,10 +188,6 @@ def primary_estimator(names: list[str]) -> str:
 
 
 # -- documents -------------------------------------------------------------------
-def _fmt(x, spec=".4g") -> str:
-    return "—" if x is None else format(x, spec)
-
-
 def _chosen(e: dict) -> str:
     """" (tau = 20)" for a tuned estimator's chosen threshold ("∞": DR), else nothing."""
     return "".join(f" ({k} = {'∞' if v == 'inf' else format(v, 'g')})" for k, v in e.get("chosen", {}).items())
@@ -206,21 +203,24 @@ def _support(e: dict) -> str:
     return "insufficient data" if e.get("insufficient_data") else "ok"
 
 
-def _interval(pair) -> str:
-    return f"[{_fmt(pair[0])}, {_fmt(pair[1])}]"
+def _estimate(e: dict, key: str = "ci", sign: bool = False) -> tuple[str, str, str]:
+    """An estimate's value, standard error and interval (``ci``, or ``cs``: its confidence sequence) as text,
+    rounded to the standard error's place (:func:`dr_scale.core.numbers.estimate`)."""
+    return estimate(e["value"], e["stderr"], e[key], sign=sign)
 
 
-def _by_day_cell(day: dict, primary: str) -> str:
-    """A day's own estimate ± stderr · the running estimate · its confidence sequence · its fixed-time interval."""
+def _by_day_cells(day: dict, primary: str) -> list[str]:
+    """A day's own estimate ± stderr, the running estimate, its confidence sequence, its fixed-time interval and
+    the running estimate's support."""
     own, run = day["estimates"][primary], day["running"][primary]
-    flag = " (insufficient data)" if run.get("insufficient_data") else ""
-    return (f"{_fmt(own['value'])} ± {_fmt(own['stderr'], '.2g')} · {_fmt(run['value'])} · "
-            f"{_interval(run['cs'])} · {_interval(run['ci'])}{flag}")
+    value, stderr, _ = _estimate(own)
+    running, _, ci = _estimate(run)
+    return [f"{value} ± {stderr}", running, _estimate(run, "cs")[2], ci, _support(run)]
 
 
 def _weight(q) -> str:
     """A weight quantile; the histogram's first bin reads "< 0.001" (in practice w = 0)."""
-    return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else _fmt(q)
+    return "< 0.001" if q is not None and q <= WEIGHT_EDGES[1] else number(q)
 
 
 def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
@@ -246,15 +246,13 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
         for warning in p["warnings"]:
             out.append(("warn", warning))
         out.append(("table", ["estimator", "value", "std. error", level, "n", "support"],
-                    [[k + _chosen(e), _fmt(e["value"], ".6g"), _fmt(e["stderr"]),
-                      f"[{_fmt(e['ci'][0], '.6g')}, {_fmt(e['ci'][1], '.6g')}]",
-                      str(e["n"]), _support(e)] for k, e in p["estimates"].items()]))
+                    [[k + _chosen(e), *_estimate(e), str(e["n"]), _support(e)] for k, e in p["estimates"].items()]))
         q = d["weight_quantiles"]
         out.append(("table", ["rows", "ESS", "ESS/n", "overlap", "max w", "w q50 / q90 / q99", "p̂ < 0.01",
                               "logging policy value"],
-                    [[str(d["n"]), _fmt(d["ess"], ".1f"), _fmt(d["ess_ratio"], ".3f"), d["overlap"],
-                      _fmt(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
-                      _fmt(d["tiny_propensity_share"], ".2%"), _fmt(d["on_policy_value"])]]))
+                    [[str(d["n"]), number(d["ess"]), number(d["ess_ratio"]), d["overlap"],
+                      number(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
+                      percent(d["tiny_propensity_share"]), number(d["on_policy_value"])]]))
     if report["comparisons"]:
         pct = f"{100 * (1 - report['alpha']):g}%"
         out += [("h2", "Comparisons"), ("img", images["comparisons"], "paired differences"),
@@ -266,8 +264,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       "insufficient data: its interval supports no conclusion."),
                 ("table", ["policy", "baseline", "V(policy) − V(baseline)", "std. error", level, "support"],
                  [[_marked(c["policy"], c), _marked(c["baseline"], c),
-                   _fmt(c["value"], "+.4g"), _fmt(c["stderr"]),
-                   f"[{_fmt(c['ci'][0], '+.4g')}, {_fmt(c['ci'][1], '+.4g')}]", _support(c)]
+                   *_estimate(c, sign=True), _support(c)]
                   for c in report["comparisons"]])]
     if any(p["by_day"] for p in report["policies"]):
         primary = report["primary_estimator"]
@@ -278,11 +275,16 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       "report every day? Read the confidence sequence: it holds on every day at once, where a "
                       "fixed-time interval checked daily excludes the truth on some day far more often than "
                       f"{100 * report['alpha']:g}% of the time."),
-                ("table", ["date"] + [f"{p.get('label', p['name'])} {primary}: day · running · sequence · fixed-time"
-                                      for p in report["policies"]] + ["logging policy"],
-                 [[day["date"]] + [_by_day_cell(p["by_day"][i], primary) for p in report["policies"]]
-                  + [_fmt(day["diagnostics"]["on_policy_value"])]
-                  for i, day in enumerate(report["policies"][0]["by_day"])])]
+                ("p", "One table per policy: the day's own estimate ± its standard error, then the running "
+                      "estimate on the log up to that day with its confidence sequence and its fixed-time interval, "
+                      "and the logging policy's value that day.")]
+        for p in report["policies"]:
+            if p["by_day"]:
+                out += [("h3", f"{p.get('label', p['name'])} by day ({primary})"),
+                        ("table", ["date", "day ± std. error", "running", f"{pct} confidence sequence",
+                                   f"{pct} fixed-time interval", "support", "logging policy"],
+                         [[day["date"], *_by_day_cells(day, primary), number(day["diagnostics"]["on_policy_value"])]
+                          for day in p["by_day"]])]
     out += support_blocks(report)
     out += [("h2", "Importance weights"), ("img", images["weights"], "importance-weight distribution"),
             ("p", f"Overlap is poor when ESS/n < {report['min_ess_ratio']:g} (ESS = (Σw)²/Σw², Kish). Weight "
@@ -309,14 +311,18 @@ def support_blocks(report: dict) -> list[tuple]:
         for day in p["by_day"]:
             d, change = day["support"], day["support"]["change"] or {}
 
-            def cell(metric, spec, d=d, change=change):
-                text = format(change[metric], f"+{spec}") if change.get(metric) is not None else ""
-                text = "+" + text[1:] if re.fullmatch(r"-0\.?0*%?", text) else text  # rounds to zero: no minus
-                delta = f" ({text})" if text else ""
-                return _fmt(d[metric], spec) + delta
+            def cell(metric, unit=1.0, suffix="", d=d, change=change):
+                """The metric to 3 significant digits, its change rounded to the same place ("+0.000": none)."""
+                value, delta = d[metric], change.get(metric)
+                if value is None or not math.isfinite(value):
+                    return number(None)
+                text = number(unit * value) + suffix
+                if delta is not None:
+                    text += f" ({number(unit * delta, 3, sign=True, scale=unit * abs(value))}{suffix})"
+                return text
 
-            rows.append([day["date"], cell("ess_ratio", ".3f"), cell("top_share", ".1%"), cell("pareto_k", ".2f"),
-                         f"{cell('mean_weight', '.3f')} z {_fmt(d['mean_weight_z'], '.2g')}",
+            rows.append([day["date"], cell("ess_ratio"), cell("top_share", 100.0, "%"), cell("pareto_k"),
+                         f"{cell('mean_weight')} z {number(d['mean_weight_z'], 2)}",
                          "; ".join(f"**{a['kind']}**: {a['metric']}" for a in d["alerts"]) or "—"])
         out += [("h3", f"{p.get('label', p['name'])}: support by day"),
                 ("table", ["date", "ESS/n (change)", "top 1% share (change)", "Pareto k̂ (change)",
@@ -350,7 +356,8 @@ def _inline(text: str) -> str:
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
          "table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
-         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}"
+         "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
+         "img{max-width:100%}"
          ".warn{background:#fff3cd;border-left:4px solid #e0a800;padding:.4rem .8rem}")
 
 

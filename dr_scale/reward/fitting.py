@@ -54,6 +54,7 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.core.numbers import number
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
 from dr_scale.logs.contract import binary_csr, list_parts, log_metadata, read_partition
@@ -673,17 +674,13 @@ def summary(model: LinearRewardModel) -> str:
         if search:
             rows = search["sample_rows_per_action"][a]
             r2, sse = search["out_of_fold_r2"][search["chosen"]][a], search["out_of_fold_sse"][search["chosen"]][a]
-            line += f" {_fmt(r2):>12} {_fmt(sse / rows if rows else None):>12}"
+            line += f" {number(r2, 4):>12} {number(sse / rows if rows else None, 4):>12}"
         lines.append(line)
     if search:
         lines.append(f"out-of-fold squared error on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
             f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
             for g, row in zip(search["grid"], search["out_of_fold_sse"])))
     return "\n".join(lines)
-
-
-def _fmt(v) -> str:
-    return "—" if v is None else f"{v:.4g}"
 
 
 class Stages:
