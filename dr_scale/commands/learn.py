@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
                    help="number of actions k (default: from the log's metadata)")
     p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=MAX_PASSES,
                    help=f"passes at most per solve: CG iterations (ridge) or updates (dlm) (default {MAX_PASSES})")
+    p.add_argument("--allow-unlogged-actions", action="store_true",
+                   help="let the policy choose actions the log never took (default: they are excluded, with a "
+                        "warning saying on how many rows its scores would have chosen them)")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
     add_filter_options(p)
@@ -65,7 +68,8 @@ def run(args) -> int:
                         "there is none to fit, and it would be silently ignored: drop one of them")
     settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam,
                              **({} if args.folds is None else {"folds": args.folds}),
-                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
+                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions,
+                             allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
         check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,

@@ -680,3 +680,137 @@ def test_the_logged_view_folder_follows_the_same_overwrite_rule(tmp_path, capsys
     assert (view / "_manifest.json").exists()
     assert cli(capsys, "evaluate", view, "--policy", "constant:1", "--no-progress")[0] == 0
     assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view, "--overwrite")[0] == 0
+
+
+# -- (10) rewards beyond the fit's range, features never seen, actions never logged ---------------------------------
+def _scaled_log(tmp_path: Path, scale: float, name: str) -> Path:
+    cols = columns(60)
+    cols["reward"] = pa.array(cols["reward"].to_numpy() * scale)
+    write_log(pa.table(cols), str(tmp_path / name), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("argv", [["fit", "--out", "OUT/m.npz"], ["learn", "--out", "OUT/p.npz"],
+                                  ["learn", "--method", "ips", "--out", "OUT/p.npz"],
+                                  ["evaluate", "--fit-reward-model"]], ids=lambda a: " ".join(a[:3]))
+@pytest.mark.parametrize("scale", [1e300, 1e150, 1e101])
+def test_rewards_beyond_the_fit_range_are_refused(tmp_path, capsys, argv, scale):
+    """×1e300 made 0 CG passes and an intercept-only model; |r| > 1e100 is the log's error, naming file/column/row."""
+    logs = _scaled_log(tmp_path, scale, "huge")
+    argv = [a.replace("OUT", str(tmp_path)) for a in argv]
+    code, _, err = cli(capsys, argv[0], logs, *argv[1:], "--no-progress")
+    line = error_line(err)
+    assert code == 2 and re.search(r"huge/part-0000[01]\.parquet: column 'reward': \|reward\| above 1e\+100, the "
+                                   r"largest that fit and learn take .*\(e\.g\. row_id=\d+\)$", line), err
+    assert "warning" not in err and not list(tmp_path.glob("*.npz"))
+
+
+def test_a_fit_on_scaled_rewards_is_the_scaled_fit(tmp_path):
+    """Ridge is equivariant in the rewards: ×2³³⁰ (exact in float64, within the range) gives exactly 2³³⁰ × the fit
+    on the rewards as they are — the fold models, λ and the CG passes alike."""
+    from dr_scale.reward.fitting import FitSettings, fit_reward_model
+
+    plain, scaled = _scaled_log(tmp_path, 1.0, "plain"), _scaled_log(tmp_path, 2.0 ** 330, "scaled")
+    a, b = (fit_reward_model(str(logs), FitSettings(folds=3)) for logs in (plain, scaled))
+    assert np.array_equal(b.coef, a.coef * 2.0 ** 330) and np.array_equal(b.intercept, a.intercept * 2.0 ** 330)
+    assert np.array_equal(b.fold_coef, a.fold_coef * 2.0 ** 330)
+    assert b.metadata["lam"] == a.metadata["lam"] and b.metadata["cg_iterations"] == a.metadata["cg_iterations"] > 0
+
+
+def _log_without_features(tmp_path: Path, unseen=(2, 5)) -> Path:
+    cols = columns(120)
+    X = sp.random(120, D, density=0.5, format="csr", random_state=3).tolil()
+    for j in unseen:
+        X[:, j] = 0
+    cols["features"] = csr_to_features(X.tocsr())
+    write_log(pa.table(cols), str(tmp_path / "unseen"), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / "unseen"
+
+
+@pytest.mark.parametrize("method", ["dr", "ips"])
+@pytest.mark.parametrize("learner", ["dlm", "ridge"])
+def test_features_never_seen_get_weight_zero(tmp_path, capsys, method, learner):
+    """DLM kept its random start's weights on features the log never shows; now 0 (ridge: its centre, also 0)."""
+    from dr_scale.policies.target import LinearPolicy
+
+    logs = _log_without_features(tmp_path)
+    code, _, err = cli(capsys, "learn", logs, "--method", method, "--learner", learner, "--out", tmp_path / "p.npz",
+                       "--no-progress")
+    policy = LinearPolicy.load(str(tmp_path / "p.npz"))
+    assert code == 0 and not policy.coef[[2, 5]].any(), err
+    assert policy.coef[[0, 1, 3, 4]].any()
+
+
+def test_the_in_memory_dlm_gives_unseen_features_weight_zero():
+    from dr_scale.learning.dlm import DirectLossMinimization
+
+    X = sp.random(200, D, density=0.5, format="csr", random_state=4).tolil()
+    X[:, 3] = 0
+    X = X.tocsr()
+    rewards = np.random.default_rng(0).random((200, K))
+    policy = DirectLossMinimization(n_restarts=3, max_iter=20, random_state=0).fit(X, rewards).linear_policy()
+    assert not policy.coef[3].any() and policy.coef[[0, 1, 2]].any()
+
+
+def _log_where_action_3_would_win(tmp_path: Path) -> Path:
+    """Actions 0–2 logged, k = 4; the reward is high only where feature 0 is on, so on the other rows the pooled
+    mean reward (ρ̂ for the never-logged action 3) beats every logged action's prediction."""
+    n = 600
+    X = sp.random(n, D, density=0.4, format="csr", random_state=5)
+    rng = np.random.default_rng(5)
+    action = np.arange(n) % 3
+    reward = 0.8 * (X[:, 0].toarray().ravel() > 0) + 0.05 * action + 0.1 * rng.random(n)
+    cols = {"row_id": pa.array(np.arange(n, dtype=np.int64)), "features": csr_to_features(X),
+            "action": pa.array(action), "reward": pa.array(reward), "propensity": pa.array(np.full(n, 1 / 3))}
+    write_log(pa.table(cols), str(tmp_path / "no3"), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / "no3"
+
+
+@pytest.mark.parametrize("learner", ["ridge", "dlm"])
+def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, learner):
+    from dr_scale.policies.target import LinearPolicy
+
+    logs = _log_where_action_3_would_win(tmp_path)
+    args = ["learn", logs, "--learner", learner, "--no-progress"]
+    code, _, err = cli(capsys, *args, "--out", tmp_path / "p.npz")
+    assert code == 0, err
+    line = next(w for w in err.splitlines() if "excluded from the policy" in w)
+    rows = int(re.search(r"would have chosen them on (\d+) of 600 rows", line).group(1))
+    assert line.startswith(f"dr-scale learn: warning: {logs}: action(s) 3 never logged") and rows > 0, line
+    assert "--allow-unlogged-actions" in line
+    policy = LinearPolicy.load(str(tmp_path / "p.npz"))
+    assert policy.excluded_actions == (3,) and policy.metadata["unlogged_action_rows"] == rows
+    evaluate = ["evaluate", logs, "--estimators", "IPS", "--allow-training-overlap", "--no-progress", "--json"]
+    code, _, err = cli(capsys, *evaluate, tmp_path / "r.json", "--policy", f"linear:{tmp_path / 'p.npz'}")
+    assert code == 0 and "never took" not in err, err
+    assert json.loads((tmp_path / "r.json").read_text())["diagnostics"]["unlogged_action_share"] == 0.0
+    code, _, err = cli(capsys, *args, "--out", tmp_path / "q.npz", "--allow-unlogged-actions")
+    assert code == 0 and f"the policy chooses action(s) 3, which the log never took, on {rows:,} of 600 rows" in err
+    assert LinearPolicy.load(str(tmp_path / "q.npz")).excluded_actions == ()
+    code, _, err = cli(capsys, *evaluate, tmp_path / "r.json", "--policy", f"linear:{tmp_path / 'q.npz'}")
+    share = json.loads((tmp_path / "r.json").read_text())["diagnostics"]["unlogged_action_share"]
+    assert code == 0 and share == pytest.approx(rows / 600) and f"puts {rows / 600:.1%} of its probability" in err
+
+
+def test_an_excluded_action_is_never_chosen_even_by_softmax(tmp_path, capsys, small_log):
+    from dr_scale.policies.target import LinearPolicy
+
+    coef = np.zeros((D, K))
+    LinearPolicy(coef, np.array([0.0, 0.0, 0.0, 5.0]), {}, "<test>", (3,)).save(str(tmp_path / "p.npz"))
+    for spec in (f"linear:{tmp_path / 'p.npz'}", f"softmax:{tmp_path / 'p.npz'}:1"):
+        code, _, err = cli(capsys, "evaluate", small_log, "--policy", spec, "--estimators", "IPS", "--json",
+                           tmp_path / "r.json", "--no-progress")
+        mass = json.loads((tmp_path / "r.json").read_text())["diagnostics"]
+        assert code == 0, err
+        assert "never took" not in err and mass.get("matched_rows", 1) > 0
+    digests = {LinearPolicy(coef, np.zeros(K), excluded_actions=e).digest for e in ((), (3,), (2,))}
+    assert len(digests) == 3  # another excluded set is another policy (report caches key on the digest)
+
+
+@pytest.mark.parametrize("excluded", [(4,), (-1,), (0, 1, 2, 3), (0.5,)])
+def test_a_bad_excluded_actions_array_names_the_file(tmp_path, capsys, small_log, excluded):
+    np.savez(tmp_path / "p.npz", coef=np.zeros((D, K)), intercept=np.zeros(K), metadata=np.array("{}"),
+             excluded_actions=np.array(excluded))
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
+    assert code == 2 and f"policy {tmp_path / 'p.npz'}: 'excluded_actions' must be distinct actions in [0, 4)" \
+        in error_line(err), err
