@@ -62,6 +62,7 @@ from dr_scale.outofcore.progress import Passes
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
+    Extent,
     FitSettings,
     LogPart,
     Stages,
@@ -72,7 +73,7 @@ from dr_scale.reward.fitting import (
     fit_on_parts,
     read_grouped_part,
 )
-from dr_scale.reward.models import predict_columns
+from dr_scale.reward.models import check_fitted_log, predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
@@ -372,7 +373,7 @@ class LearnSettings:
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
                  storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None) -> LinearPolicy:
+                 stages: Stages | None = None, allow_other_log: bool = False) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
     ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
@@ -404,6 +405,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         Show each stage's progress on stderr.
     stages : Stages or None
         Collects each stage's passes and seconds.
+    allow_other_log : bool
+        Use a cross-fitted ``reward_model`` fitted on another log (by default refused:
+        :func:`dr_scale.reward.models.check_fitted_log`, one more pass for the rows' fingerprint).
 
     Returns
     -------
@@ -439,6 +443,7 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)
     fs, paths = list_parts(logs, storage_options)
+    model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
         from dr_scale.reward.models import LinearRewardModel
 
@@ -451,6 +456,10 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         n, active, logged = parts.sum(_rows_active_features_and_actions, k)
         passes.append(2)
     n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    if reward_model is not None and method != "ips" and not allow_other_log and getattr(reward_model, "folds", 0):
+        extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
+        check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name,
+                         getattr(logs, "log_filter", None))
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
     if crossfit:

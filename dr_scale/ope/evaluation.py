@@ -41,7 +41,7 @@ from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
-from dr_scale.reward.models import predict_columns
+from dr_scale.reward.models import check_fitted_log, on_other_half, predict_columns
 
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
@@ -515,14 +515,8 @@ class Evaluation(PartitionSource):
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
-        if self.checks_log and state.rows_hash is not None:
-            fitted = self.reward_model.metadata["fingerprint"]
-            here = f"{state.weights.n}:{state.rows_hash:016x}"
-            if here != fitted:
-                raise ParameterError(f"{self._model_name()} is cross-fitted on another log (fingerprint {fitted}; "
-                                     f"this log's is {here}): its fold models would predict rows they may have seen, "
-                                     "and cross-fitting would be silently lost. Refit it on this log (dr-scale fit "
-                                     "--folds K), or pass `allow_other_log` to use it anyway")
+        if self.checks_log and state.rows_hash is not None:  # the other half of its split: see _on_other_half
+            check_fitted_log(self.reward_model, f"{state.weights.n}:{state.rows_hash:016x}", self._model_name())
         for name, moments in state.estimators.items():
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
@@ -612,14 +606,15 @@ def _log_states(url, evaluation, storage_options, log_filter):
 def _on_other_half(evaluation, read: LogFilter | None):
     """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
     the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
-    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's."""
+    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's. The rule is
+    :func:`~dr_scale.reward.models.check_fitted_log`'s (:func:`~dr_scale.reward.models.on_other_half`, known
+    before the rows are read; their fingerprint, compared in :meth:`Evaluation.result`, after)."""
     if read is None:
         return evaluation
     if isinstance(evaluation, Comparison):
         return Comparison({n: _on_other_half(e, read) for n, e in evaluation.evaluations.items()},
                           evaluation.baseline)
-    recorded = (getattr(evaluation.reward_model, "metadata", None) or {}).get("log_filter")
-    return replace(evaluation, allow_other_log=True) if read.other_half_of(recorded) else evaluation
+    return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
 
 
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,

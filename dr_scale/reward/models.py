@@ -83,6 +83,32 @@ def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
     return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
 
 
+def on_other_half(model, read) -> bool:
+    """Whether the rows ``read`` (a :class:`~dr_scale.logs.filters.LogFilter` or None) are the other half of the
+    keyed split ``model`` was fitted on (its ``log_filter`` metadata), which no model saw."""
+    recorded = (getattr(model, "metadata", None) or {}).get("log_filter")
+    return read is not None and read.other_half_of(recorded)
+
+
+def check_fitted_log(model, fingerprint: str, name: str, read=None) -> None:
+    """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
+    :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
+    fingerprint (``rows:hash``, :class:`dr_scale.reward.fitting.Extent`) is ``fingerprint``, are not its own —
+    there row ids may name rows a fold model saw, and cross-fitting would be silently lost. The one rule of
+    ``evaluate``, ``learn`` and their APIs: no check for a model without folds or without a recorded
+    fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a
+    :class:`~dr_scale.logs.filters.LogFilter`: :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`), whose
+    rows no model saw. ``name``: the model, for the message."""
+    meta = getattr(model, "metadata", None) or {}
+    if not getattr(model, "folds", 0) or "fingerprint" not in meta or on_other_half(model, read):
+        return
+    if fingerprint != meta["fingerprint"]:
+        raise ParameterError(f"{name} is cross-fitted on another log (fingerprint {meta['fingerprint']}; this log's "
+                             f"is {fingerprint}): its fold models would predict rows they may have seen, and "
+                             "cross-fitting would be silently lost. Refit it on this log (dr-scale fit --folds K), or "
+                             "pass `allow_other_log` to use it anyway")
+
+
 def checked_actions(actions, k: int) -> np.ndarray | None:
     """``actions`` of a ``predict`` call as int64 indices in [0, k), or None for all; anything else a
     :class:`~dr_scale.core.errors.ParameterError` naming ``actions`` (a negative index would silently

@@ -814,3 +814,32 @@ def test_a_bad_excluded_actions_array_names_the_file(tmp_path, capsys, small_log
     code, _, err = cli(capsys, "evaluate", small_log, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
     assert code == 2 and f"policy {tmp_path / 'p.npz'}: 'excluded_actions' must be distinct actions in [0, 4)" \
         in error_line(err), err
+
+
+def test_learn_refuses_a_cross_fitted_model_from_another_log(tmp_path, capsys, small_log):
+    """learn --reward-model used a cross-fitted model on another log without a word; now the rule of evaluate."""
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.learning.learn import learn_policy
+
+    model = tmp_path / "cf.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "3", "--out", model, "--no-progress")[0] == 0
+    args = ["--reward-model", model, "--out", tmp_path / "p.npz", "--no-progress"]
+    assert cli(capsys, "learn", small_log, *args)[0] == 0  # its own log
+    other = _shifted(tmp_path, small_log, 7)
+    code, _, err = cli(capsys, "learn", other, *args)
+    line = error_line(err)
+    assert code == 2 and f"the reward model {model} is cross-fitted on another log" in line, err
+    assert "--allow-other-log" in line
+    assert cli(capsys, "learn", other, *args, "--allow-other-log")[0] == 0
+    assert cli(capsys, "learn", other, *args[:-3], "--method", "ips", *args[-3:])[0] == 0  # IPS uses no model
+    with pytest.raises(ParameterError, match="pass allow_other_log to use it anyway"):
+        learn_policy(str(other), reward_model=str(model))
+
+
+def test_learn_takes_a_model_fitted_on_the_train_half_on_the_test_half(tmp_path, capsys, small_log):
+    model = tmp_path / "train.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "2", "--split", "train", "--out", model, "--no-progress")[0] == 0
+    args = ["learn", small_log, "--reward-model", model, "--out", tmp_path / "p.npz", "--no-progress"]
+    assert cli(capsys, *args, "--split", "test")[0] == 0
+    code, _, err = cli(capsys, *args)  # the whole log, the train rows among them
+    assert code == 2 and "cross-fitted on another log" in error_line(err), err
