@@ -439,6 +439,13 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     >>> folder.cleanup()
     """
     settings = settings or LearnSettings()
+    if not isinstance(settings, LearnSettings):
+        raise ParameterError(f"`settings` must be a LearnSettings, e.g. LearnSettings(method='ips'), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    if reward_model is not None and not isinstance(reward_model, str) and not callable(
+            getattr(reward_model, "predict", None)):
+        raise ParameterError(f"`reward_model` must be a reward model with predict(X) or an .npz path, got "
+                             f"{type(reward_model).__name__} {reward_model!r:.80}")
     method, learner, lam, folds, seed = settings.method, settings.learner, settings.lam, settings.folds, settings.seed
     rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)

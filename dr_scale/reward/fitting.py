@@ -639,6 +639,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     >>> folder.cleanup()
     """
     settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = settings.n_features or meta.get("n_features")

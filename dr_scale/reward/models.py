@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
@@ -282,10 +283,16 @@ class LinearRewardModel:
         numpy.ndarray
             (n, k) float predictions, or (n, len(actions)).
         """
+        if not (sp.issparse(X) or isinstance(X, np.ndarray)) or X.ndim != 2:
+            raise ParameterError(f"`X` must be a 2-d numpy array or scipy sparse matrix (n, d), got "
+                                 f"{type(X).__name__}{f' of shape {X.shape}' if hasattr(X, 'shape') else ''}")
         actions = checked_actions(actions, self.n_actions)
         row_id = checked_row_id(row_id, X.shape[0])
         if X.shape[1] > self.n_features:
             raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        if X.shape[1] < self.n_features:  # the absent features are 0, as for a linear policy
+            X = sp.csr_matrix(X)
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
         if actions is not None and actions.size == 0:
             return np.zeros((X.shape[0], 0))
         cols = slice(None) if actions is None else actions

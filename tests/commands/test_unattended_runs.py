@@ -843,3 +843,33 @@ def test_learn_takes_a_model_fitted_on_the_train_half_on_the_test_half(tmp_path,
     assert cli(capsys, *args, "--split", "test")[0] == 0
     code, _, err = cli(capsys, *args)  # the whole log, the train rows among them
     assert code == 2 and "cross-fitted on another log" in error_line(err), err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda logs: __import__("dr_scale").fit_reward_model(logs, {"folds": 2}),
+     "settings must be a FitSettings, e.g. FitSettings(folds=2), got dict"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, {"method": "ips"}),
+     "settings must be a LearnSettings, e.g. LearnSettings(method='ips'), got dict"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, reward_model=3),
+     "reward_model must be a reward model with predict(X) or an .npz path, got int 3"),
+    (lambda logs: __import__("dr_scale").LearnSettings(allow_unlogged_actions="no"),
+     "allow_unlogged_actions must be True or False, got 'no'"),
+    (lambda logs: _model_and_rows()[0].predict([[0.0] * D]),
+     "X must be a 2-d numpy array or scipy sparse matrix (n, d), got list"),
+], ids=["fit-settings-dict", "learn-settings-dict", "learn-reward-model-int", "allow-unlogged-str", "predict-list"])
+def test_api_arguments_of_the_wrong_kind_are_named(small_log, call, message):
+    """These ended in a raw AttributeError (… has no attribute 'n_features' / 'method' / 'shape')."""
+    from dr_scale.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(str(small_log))
+
+
+def test_predict_reads_absent_features_as_zero_like_a_linear_policy():
+    """X narrower than the model's d was a raw matmul ValueError; the absent features are 0, dense or sparse."""
+    model, X, rid = _model_and_rows()
+    narrow = X[:, :D - 2]
+    padded = sp.csr_matrix((narrow.data, narrow.indices, narrow.indptr), shape=(X.shape[0], D))
+    for rows in (narrow, narrow.toarray()):
+        assert np.array_equal(model.predict(rows), model.predict(padded))
+        assert np.array_equal(model.predict(rows, row_id=rid), model.predict(padded, row_id=rid))
