@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -469,6 +469,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
                          getattr(logs, "log_filter", None))
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
+    vocabulary = action_vocabulary(logs, storage_options)
+    if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
+        meta["actions"] = vocabulary
     if crossfit:
         reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
                                     name=str(logs))

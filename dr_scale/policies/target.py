@@ -607,7 +607,8 @@ class LinearPolicy(Policy):
     writes (:meth:`save`, :meth:`load`). A log with fewer features than the policy reads the
     absent ones as 0; a feature index beyond the policy's, or a log with another number of
     actions, is a :class:`LogDataError`. ``str(policy)`` carries the parameters' sha256, so a
-    re-learned file is another policy.
+    re-learned file is another policy. Learned on a log with an action vocabulary (its metadata's
+    ``"actions"``), it is reordered to another log's vocabulary by :meth:`resolve`.
 
     Parameters
     ----------
@@ -714,6 +715,30 @@ class LinearPolicy(Policy):
                             f"(e.g. row_id={int(row_id[row]) if row_id is not None else row}); the coefficients are "
                             f"too large (max |coef| = {np.abs(self.coef).max():.3g}): rescale them")
         return scores
+
+    def resolve(self, actions: list | None) -> LinearPolicy:
+        """This policy on a log whose action values are ``actions`` (id order): learned on a log with a vocabulary
+        (its metadata's ``"actions"``, which ``dr-scale learn`` records), its columns are reordered so that each
+        action id names the same action value here; values it was not learned on, or that this log lacks, are an
+        error naming both. Without a vocabulary on either side the ids are taken as they are."""
+        own = self.metadata.get("actions")
+        if actions is None or not isinstance(own, list):
+            return self
+        own, here = [str(a) for a in own], [str(a) for a in actions]
+        if own == here:
+            return self
+        missing, extra = [a for a in own if a not in here], [a for a in here if a not in own]
+        if missing or extra or len(own) != len(here):
+            def listed(values):
+                return ", ".join(map(repr, values[:5])) + (" …" if len(values) > 5 else "")
+
+            raise UserError(f"policy {self.source} was learned on a log with other actions: "
+                            + "; ".join(filter(None, [f"this log has no {listed(missing)}" if missing else "",
+                                                      f"the policy has no {listed(extra)}" if extra else ""]))
+                            + "; learn it on a log with this log's actions")
+        order = [own.index(a) for a in here]  # the policy's column of the value this log numbers i
+        return LinearPolicy(self.coef[:, order], self.intercept[order], {**self.metadata, "actions": here},
+                            self.source, tuple(here.index(own[a]) for a in self.excluded_actions))
 
     def predict(self, X) -> np.ndarray:
         """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
@@ -828,6 +853,12 @@ class SoftmaxPolicy(Policy):
             raise UserError(f"policy softmax:{self.linear.source}:{self.temperature}: the temperature T must be a "
                             f"positive finite number, got {self.temperature}")
         self.n_actions = self.linear.n_actions
+
+    def resolve(self, actions: list | None) -> SoftmaxPolicy:
+        """The same temperature over the linear policy's columns for this log's actions
+        (:meth:`LinearPolicy.resolve`)."""
+        linear = self.linear.resolve(actions)
+        return self if linear is self.linear else SoftmaxPolicy(linear, self.temperature)
 
     def decisions(self, part, k):
         """Scores shifted by their row maximum before dividing by T: the logits are ≤ 0 and the largest is 0, so

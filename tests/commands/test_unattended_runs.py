@@ -873,3 +873,36 @@ def test_predict_reads_absent_features_as_zero_like_a_linear_policy():
     for rows in (narrow, narrow.toarray()):
         assert np.array_equal(model.predict(rows), model.predict(padded))
         assert np.array_equal(model.predict(rows, row_id=rid), model.predict(padded, row_id=rid))
+
+
+def _log_with_vocabulary(tmp_path: Path, name: str, values: list[str], order: list[str]) -> Path:
+    """The same rows, their actions numbered by ``order`` (a permutation of ``values``, the rows' action values)."""
+    cols = columns(120, seed=6)
+    items = [values[a] for a in cols["action"].to_numpy()]
+    cols["action"] = pa.array([order.index(v) for v in items])
+    out = tmp_path / name
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=len(order))
+    (out / "_dr_scale_spec.json").write_text(json.dumps({"action": {"values": order}}))
+    return out
+
+
+def test_a_policy_learned_on_another_vocabulary_names_the_same_actions(tmp_path, capsys):
+    """A learned policy's ids named other actions on a log whose vocabulary is in another order (silently);
+    it records its vocabulary and is reordered to the log's, or refused naming what differs."""
+    values = ["news", "sports", "weather", "video"]
+    a = _log_with_vocabulary(tmp_path, "a", values, values)
+    b = _log_with_vocabulary(tmp_path, "b", values, ["video", "news", "weather", "sports"])
+    other = ["news", "sports", "weather", "music"]
+    c = _log_with_vocabulary(tmp_path, "c", other, other)
+    assert cli(capsys, "learn", a, "--method", "ips", "--out", tmp_path / "p.npz", "--no-progress")[0] == 0
+    results = []
+    for logs in (a, b):
+        for spec in (f"linear:{tmp_path / 'p.npz'}", f"softmax:{tmp_path / 'p.npz'}:0.5"):
+            code, _, err = cli(capsys, "evaluate", logs, "--policy", spec, "--estimators", "IPS",
+                               "--allow-training-overlap", "--json", tmp_path / "r.json", "--no-progress")
+            assert code == 0, err
+            results.append(json.loads((tmp_path / "r.json").read_text())["estimates"]["IPS"]["value"])
+    assert results[0] == results[2] and results[1] == pytest.approx(results[3], rel=1e-12), results
+    code, _, err = cli(capsys, "evaluate", c, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
+    assert code == 2 and "was learned on a log with other actions: this log has no 'video'; the policy has no " \
+        "'music'" in error_line(err), err
