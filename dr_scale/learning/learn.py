@@ -73,7 +73,7 @@ from dr_scale.reward.fitting import (
     fit_on_parts,
     read_grouped_part,
 )
-from dr_scale.reward.models import check_fitted_log, predict_columns
+from dr_scale.reward.models import check_fitted_log, check_model_actions, predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
@@ -470,6 +470,7 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
     vocabulary = action_vocabulary(logs, storage_options)
+    check_model_actions(reward_model, vocabulary, model_name)
     if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
         meta["actions"] = vocabulary
     if crossfit:

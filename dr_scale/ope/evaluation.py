@@ -41,7 +41,7 @@ from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, parse_policy
-from dr_scale.reward.models import check_fitted_log, on_other_half, predict_columns
+from dr_scale.reward.models import check_fitted_log, check_model_actions, on_other_half, predict_columns
 
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
@@ -566,6 +566,7 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list
                          baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
                          else evaluation.baseline)
     model = evaluation.reward_model
+    check_model_actions(model, actions, evaluation._model_name())
     for what, letter in (("n_actions", "k"), ("n_features", "d")):
         given = getattr(model, what, None)
         if what in meta and given is not None and given != meta[what]:

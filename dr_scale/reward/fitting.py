@@ -56,7 +56,7 @@ from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
-from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import LogDataError, action_vocabulary, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
@@ -667,6 +667,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
             p.append(2 if n_features and n_actions else 3)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    vocabulary = action_vocabulary(logs, storage_options)
+    if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
+        model.metadata["actions"] = vocabulary
     return model
 
 

@@ -110,6 +110,22 @@ def check_fitted_log(model, fingerprint: str, name: str, read=None) -> None:
                              "pass `allow_other_log` to use it anyway")
 
 
+def check_model_actions(model, actions: list | None, name: str) -> None:
+    """Refuse ``model`` on a log whose action vocabulary ``actions`` (id order; None: none) is not the one it
+    was fitted on (its metadata's ``"actions"``, which ``dr-scale fit`` records): its column a would predict
+    another action than the log's action a. A :class:`~dr_scale.core.errors.ParameterError` naming ``name``."""
+    own = (getattr(model, "metadata", None) or {}).get("actions")
+    if actions is None or not isinstance(own, list) or [str(a) for a in own] == [str(a) for a in actions]:
+        return
+
+    def listed(values):
+        return ", ".join(map(repr, values[:6])) + (" …" if len(values) > 6 else "")
+
+    raise ParameterError(f"{name} was fitted on a log whose actions are {listed(own)}; this log's are "
+                         f"{listed(list(actions))}: its columns would predict other actions here; refit it on "
+                         "this log")
+
+
 def checked_actions(actions, k: int) -> np.ndarray | None:
     """``actions`` of a ``predict`` call as int64 indices in [0, k), or None for all; anything else a
     :class:`~dr_scale.core.errors.ParameterError` naming ``actions`` (a negative index would silently

@@ -906,3 +906,27 @@ def test_a_policy_learned_on_another_vocabulary_names_the_same_actions(tmp_path,
     code, _, err = cli(capsys, "evaluate", c, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
     assert code == 2 and "was learned on a log with other actions: this log has no 'video'; the policy has no " \
         "'music'" in error_line(err), err
+
+
+def test_a_reward_model_fitted_on_another_vocabulary_is_refused(tmp_path, capsys):
+    values = ["news", "sports", "weather", "video"]
+    a = _log_with_vocabulary(tmp_path, "a", values, values)
+    b = _log_with_vocabulary(tmp_path, "b", values, ["video", "news", "weather", "sports"])
+    model = tmp_path / "m.npz"
+    assert cli(capsys, "fit", a, "--out", model, "--no-progress")[0] == 0
+    assert cli(capsys, "evaluate", a, "--reward-model", model, "--policy", "constant:news", "--no-progress")[0] == 0
+    message = f"the reward model {model} was fitted on a log whose actions are 'news', 'sports', 'weather', " \
+              "'video'; this log's are 'video', 'news', 'weather', 'sports'"
+    for argv in (["evaluate", b, "--reward-model", model, "--policy", "constant:news"],
+                 ["learn", b, "--reward-model", model, "--out", tmp_path / "p.npz"]):
+        code, _, err = cli(capsys, *argv, "--no-progress")
+        assert code == 2 and message in error_line(err), err
+    share = tmp_path / "share"
+    share.mkdir()
+    b.rename(share / "date=2026-11-01")
+    (share / "date=2026-11-01" / "_dr_scale_spec.json").rename(share / "_dr_scale_spec.json")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nspec = "constant:news"\n')
+    code, _, err = cli(capsys, "report", "--logs", share, "--policies", policies, "--out", tmp_path / "o",
+                       "--no-progress")
+    assert code == 2 and "was fitted on a log whose actions are" in error_line(err), err
