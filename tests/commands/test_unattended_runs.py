@@ -312,6 +312,12 @@ def test_a_dead_runs_spill_folder_is_purged_and_a_live_ones_kept(tmp_path):
     assert not Path(mine).exists() and not Path(mine + ".lock").exists()
 
 
+def _sigint_by_default():
+    """The child takes Ctrl-C as a foreground job does, even when the tests run as a background job (started with
+    SIGINT ignored, which the child would inherit and keep)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cached_env(cache: Path) -> dict:
     return {**_subprocess_env(), "DR_SCALE_CACHE": str(cache)}
 
@@ -328,7 +334,7 @@ def long_log(tmp_path_factory) -> Path:
 def _start_fit_and_wait_for_spill(log: Path, tmp_path: Path, cache: Path, *extra) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(log), "--out", str(tmp_path / "m.npz"),
                              "--folds", "5", "--no-progress", *extra], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=_cached_env(cache))
+                            stderr=subprocess.PIPE, env=_cached_env(cache), preexec_fn=_sigint_by_default)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         folders = [cache / "spill" / n for n in _spill_entries(cache) if not n.endswith(".lock")]
@@ -657,7 +663,8 @@ def test_an_interrupted_local_cluster_run_prints_one_line(tmp_path, long_log, de
     proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(long_log), "--out",
                              str(tmp_path / "m.npz"), "--folds", "5", "--lam", "1", "--rtol", "1e-10",  # some seconds
                              "--local-workers", "2", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"),
+                            preexec_fn=_sigint_by_default)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=180)
