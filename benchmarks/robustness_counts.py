@@ -56,9 +56,11 @@ GROUPS = [
                                    r"learn_folds_beside|evaluate-model|learn-model-folds|predict_refuses|"
                                    r"predict_with_valid|sklearn_reward_model|cross_fit_refuses|rewards_beyond|"
                                    r"scaled_rewards|never_seen|in_memory_dlm|sigterm_during_generate|"
-                                   r"generated_folder_without|huge-scores|fit--folds 2\.7|logged_view"),
+                                   r"generated_folder_without|huge-scores|fit--folds 2\.7|logged_view|"
+                                   r"rewards-1e300|vocabulary"),
     ("7 unclear messages", r"fit_options_beyond_float64|policy_scores_and_temperatures|tiny_temperature|"
-                           r"interrupted_local_cluster|softmax-T|fit--lam|fit--rtol|fit--seed"),
+                           r"interrupted_local_cluster|softmax-T|fit--lam|fit--rtol|fit--seed|wrong_kind|"
+                           r"absent_features"),
 ]
 OUTCOMES = ["clear error", "accepted, right result", "API or process case, passed", "traceback", "unclear",
             "hang", "silently wrong (exit 0)", "wrong or unclear error", "wrong outcome (API or process)",
