@@ -711,6 +711,9 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
     (0.4145, 4000)
     """
     evaluation = _checked(evaluation)
+    if not callable(getattr(ddf, "to_delayed", None)):
+        raise ParameterError(f"`ddf` must be a dask DataFrame with the logged-data columns (a pandas one: "
+                             f"dask.dataframe.from_pandas(df, npartitions=…)), got {type(ddf).__name__}")
 
     def state_of(pdf, i):
         source = f"<dataframe partition {i}>"
@@ -756,6 +759,10 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
     {'IPS': 0.3959, 'SNIPS': 0.3999}
     """
     evaluation = _checked(evaluation)
+    if not isinstance(parts, (list, tuple)) or not all(isinstance(p, Partition) for p in parts):
+        got = (type(parts).__name__ if not isinstance(parts, (list, tuple)) else
+               "a list holding " + next(type(p).__name__ for p in parts if not isinstance(p, Partition)))
+        raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 

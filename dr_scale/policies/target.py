@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 from dr_scale.logs.contract import (
@@ -849,6 +849,9 @@ class SoftmaxPolicy(Policy):
     needs_features = True
 
     def __post_init__(self):
+        if not isinstance(self.linear, LinearPolicy):
+            raise ParameterError(f"`linear` must be a LinearPolicy (e.g. LinearPolicy.load(path)), got "
+                                 f"{type(self.linear).__name__} {self.linear!r:.60}")
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise UserError(f"policy softmax:{self.linear.source}:{self.temperature}: the temperature T must be a "
                             f"positive finite number, got {self.temperature}")

@@ -58,7 +58,7 @@ from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
 from dr_scale.logs.contract import LogDataError, action_vocabulary, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.compute import check_client, compute
 from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, fold_of
@@ -642,6 +642,7 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     if not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
                              f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = settings.n_features or meta.get("n_features")

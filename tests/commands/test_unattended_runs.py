@@ -937,3 +937,23 @@ def test_a_reward_model_fitted_on_another_vocabulary_is_refused(tmp_path, capsys
     code, _, err = cli(capsys, "report", "--logs", share, "--policies", policies, "--out", tmp_path / "o",
                        "--no-progress")
     assert code == 2 and "was fitted on a log whose actions are" in error_line(err), err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda logs: __import__("dr_scale").evaluate_dataframe({"a": [1]}, __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"])), "ddf must be a dask DataFrame with the logged-data columns"),
+    (lambda logs: __import__("dr_scale").evaluate_partitions([1], __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"])), "parts must be a list of Partition (e.g. read_log's), got a list holding int"),
+    (lambda logs: __import__("dr_scale").evaluate_log(logs, __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"]), client="tcp://x:1"), "client must be a distributed.Client, or None"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, client="x"), "client must be a distributed.Client"),
+    (lambda logs: __import__("dr_scale").fit_reward_model(logs, client="x"), "client must be a distributed.Client"),
+    (lambda logs: __import__("dr_scale").SoftmaxPolicy(None, 1.0), "linear must be a LinearPolicy"),
+], ids=["dataframe-dict", "partitions-int", "evaluate-client-str", "learn-client-str", "fit-client-str",
+        "softmax-none"])
+def test_api_entry_points_name_an_argument_of_the_wrong_kind(small_log, call, message):
+    """These ended in AttributeError ('to_delayed', 'action', 'compute', 'scheduler_info', 'n_actions')."""
+    from dr_scale.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(str(small_log))
