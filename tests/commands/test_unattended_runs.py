@@ -797,6 +797,16 @@ def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, lear
     code, _, err = cli(capsys, *evaluate, tmp_path / "r.json", "--policy", f"linear:{tmp_path / 'q.npz'}")
     share = json.loads((tmp_path / "r.json").read_text())["diagnostics"]["unlogged_action_share"]
     assert code == 0 and share == pytest.approx(rows / 600) and f"puts {rows / 600:.1%} of its probability" in err
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'[[policy]]\nname = "kept"\nspec = "linear:{tmp_path / "q.npz"}"\n'
+                        f'[[policy]]\nname = "excluded"\nspec = "linear:{tmp_path / "p.npz"}"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "o",
+                       "--allow-training-overlap", "--no-progress")
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    kept, excluded = report["policies"]
+    assert code == 0 and report["status"] == "warning", err
+    assert kept["diagnostics"]["unlogged_action_share"] == pytest.approx(rows / 600)
+    assert excluded["diagnostics"]["unlogged_action_share"] == 0.0
 
 
 def test_an_excluded_action_is_never_chosen_even_by_softmax(tmp_path, capsys, small_log):
