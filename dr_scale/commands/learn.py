@@ -48,6 +48,12 @@ def add_parser(sub) -> None:
                    help="number of actions k (default: from the log's metadata)")
     p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=MAX_PASSES,
                    help=f"passes at most per solve: CG iterations (ridge) or updates (dlm) (default {MAX_PASSES})")
+    p.add_argument("--allow-other-log", action="store_true",
+                   help="use a cross-fitted --reward-model fitted on another log (refused by default: its fold "
+                        "models may have seen rows the row ids name here)")
+    p.add_argument("--allow-unlogged-actions", action="store_true",
+                   help="let the policy choose actions the log never took (default: they are excluded, with a "
+                        "warning saying on how many rows its scores would have chosen them)")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
     add_filter_options(p)
@@ -65,7 +71,8 @@ def run(args) -> int:
                         "there is none to fit, and it would be silently ignored: drop one of them")
     settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam,
                              **({} if args.folds is None else {"folds": args.folds}),
-                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions)
+                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions,
+                             allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
         check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
@@ -74,7 +81,8 @@ def run(args) -> int:
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
         policy = learn_policy(logs, settings, reward_model=args.reward_model, client=client,
-                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages)
+                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages,
+                              allow_other_log=args.allow_other_log)
     log_filter = getattr(logs, "log_filter", None)
     if log_filter:
         policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on

@@ -18,7 +18,9 @@ Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, w
   regression estimate of argmax_a E[Γ_a | x] = argmax_a E[r | x, a].
 * ``learner="dlm"`` — direct loss minimization (Appendix A, :mod:`.dlm`) on Γ, its
   batched towards-better update as one map-reduce pass per iteration, on features
-  scaled by their standard deviations (no centring: sparse) plus a constant.
+  scaled by their standard deviations (no centring: sparse) plus a constant. A feature
+  the log never shows (never non-zero) gets weight 0; in the ridge learner it stays at
+  the shrinkage centre w⁰ (0 for IPS and for a ρ̂ fitted on the log).
 
 **λ** of the policy: by default λ = 10 × (mean active features per row × n / 1000)
 (:data:`LAMBDA_FACTOR`, :func:`lam_scale`; the scale is XᵀX's mean diagonal entry × d / 1000).
@@ -43,6 +45,7 @@ laptop and on any cluster, for any number of workers.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +54,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -59,16 +62,18 @@ from dr_scale.outofcore.progress import Passes
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
+    Extent,
     FitSettings,
     LogPart,
     Stages,
+    UnloggedActionWarning,
     check_int,
     check_lam,
     check_positive,
     fit_on_parts,
     read_grouped_part,
 )
-from dr_scale.reward.models import predict_columns
+from dr_scale.reward.models import check_fitted_log, check_model_actions, predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
@@ -222,14 +227,20 @@ def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_ro
 
 
 def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *, epsilon: float, max_iter: int,
-                   n_iter_no_change: int, seed: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+                   n_iter_no_change: int, seed: int, progress: bool = False,
+                   seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """DLM (Appendix A) out of core: one pass per batched update; the weights with the best training value.
 
     The weights θ act on z = (x ∘ s, 1) with s = ``scale`` (1/std of each feature);
-    on raw features they are w = θ ∘ s and b = θ_const.
+    on raw features they are w = θ ∘ s and b = θ_const. They start at small random values (keyed by
+    ``seed``), except for the features not ``seen`` (d,) — never non-zero in the log: no update moves
+    their weights, so they start and stay at 0, and the policy ignores those features rather than
+    keeping a random start's weights on them.
     """
     k, d = imputation.n_actions, scale.size
     theta = 0.01 * np.random.default_rng([seed, 0xD1A]).standard_normal((k, d + 1))
+    if seen is not None:
+        theta[:, :d][:, ~seen] = 0.0
     best = (-np.inf, theta, 0)
     passes = Passes("dlm", progress)
     for t in range(1, max_iter + 1):
@@ -281,7 +292,9 @@ class LearnSettings:
     default is the fitter's, :data:`dr_scale.reward.fitting.RTOL`); ``max_iter``: the policy's solves also stop after
     ``max_iter`` passes (early-stopped CG from the shrinkage centre is itself a regulariser); DLM runs at most
     ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
-    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them.
+    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them; ``allow_unlogged_actions``: let the
+    policy choose actions the log never took (by default they are excluded, with a warning saying on how many
+    rows the scores would have chosen them).
 
     Parameters
     ----------
@@ -305,6 +318,8 @@ class LearnSettings:
         The number of features d when the log's metadata lacks it.
     n_actions : int or None
         The number of actions k when the log's metadata lacks it.
+    allow_unlogged_actions : bool
+        Let the policy choose actions the log never took (default False: excluded).
 
     See Also
     --------
@@ -331,9 +346,12 @@ class LearnSettings:
     seed: int = 0
     n_features: int | None = None
     n_actions: int | None = None
+    allow_unlogged_actions: bool = False
 
     def __post_init__(self):
         put = object.__setattr__
+        if not isinstance(self.allow_unlogged_actions, (bool, np.bool_)):
+            raise ParameterError(f"`allow_unlogged_actions` must be True or False, got {self.allow_unlogged_actions!r}")
         if self.method not in METHODS:
             raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.learner not in LEARNERS:
@@ -355,7 +373,7 @@ class LearnSettings:
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
                  storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None) -> LinearPolicy:
+                 stages: Stages | None = None, allow_other_log: bool = False) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
     ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
@@ -387,6 +405,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         Show each stage's progress on stderr.
     stages : Stages or None
         Collects each stage's passes and seconds.
+    allow_other_log : bool
+        Use a cross-fitted ``reward_model`` fitted on another log (by default refused:
+        :func:`dr_scale.reward.models.check_fitted_log`, one more pass for the rows' fingerprint).
 
     Returns
     -------
@@ -418,10 +439,18 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     >>> folder.cleanup()
     """
     settings = settings or LearnSettings()
+    if not isinstance(settings, LearnSettings):
+        raise ParameterError(f"`settings` must be a LearnSettings, e.g. LearnSettings(method='ips'), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    if reward_model is not None and not isinstance(reward_model, str) and not callable(
+            getattr(reward_model, "predict", None)):
+        raise ParameterError(f"`reward_model` must be a reward model with predict(X) or an .npz path, got "
+                             f"{type(reward_model).__name__} {reward_model!r:.80}")
     method, learner, lam, folds, seed = settings.method, settings.learner, settings.lam, settings.folds, settings.seed
     rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)
     fs, paths = list_parts(logs, storage_options)
+    model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
         from dr_scale.reward.models import LinearRewardModel
 
@@ -431,11 +460,19 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     with stages.stage("read", f"{len(paths)} part(s)") as passes:
         parts = PartSet.build(read_grouped_part, [(fs, p, d, k, folds if crossfit else None, seed) for p in paths],
                               client, progress, spill)
-        n, active = parts.sum(_rows_and_active_features)
+        n, active, logged = parts.sum(_rows_active_features_and_actions, k)
         passes.append(2)
     n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    if reward_model is not None and method != "ips" and not allow_other_log and getattr(reward_model, "folds", 0):
+        extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
+        check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name,
+                         getattr(logs, "log_filter", None))
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
+    vocabulary = action_vocabulary(logs, storage_options)
+    check_model_actions(reward_model, vocabulary, model_name)
+    if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
+        meta["actions"] = vocabulary
     if crossfit:
         reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
                                     name=str(logs))
@@ -464,15 +501,49 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
             scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
             coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=settings.epsilon,
                                                    max_iter=max_iter, n_iter_no_change=max(10, max_iter // 4),
-                                                   seed=seed, progress=progress)
+                                                   seed=seed, progress=progress, seen=sxx > 0)
             p.append(1 + info["passes"])
         meta.update(info, epsilon=settings.epsilon)
+    excluded = _unlogged_actions(parts, coef, intercept, logged, settings.allow_unlogged_actions, meta, stages,
+                                 str(logs))
     meta["stage_passes"] = stages.passes()
-    return LinearPolicy(coef, intercept, meta, "<learned>")
+    return LinearPolicy(coef, intercept, meta, "<learned>", excluded)
 
 
-def _rows_and_active_features(part: LogPart):
-    return np.array([float(len(part))]), np.array([float(part.indices.size)])
+def _unlogged_actions(parts: PartSet, coef, intercept, logged: np.ndarray, allow: bool, meta: dict, stages: Stages,
+                      name: str) -> tuple:
+    """The actions to exclude from the policy: those the log never took (``logged`` counts its rows per action),
+    unless ``allow``; one :class:`UnloggedActionWarning` saying on how many rows the scores choose them (one pass)."""
+    never = np.flatnonzero(logged == 0)
+    if not never.size:
+        return ()
+    with stages.stage("never-logged actions", "the rows whose scores choose them") as p:
+        picks = parts.sum(_choices, coef, intercept)
+        p.append(1)
+    rows, n = int(picks[never].sum()), int(picks.sum())
+    listed = ", ".join(map(str, never))
+    meta.update(unlogged_actions=never.tolist(), unlogged_action_rows=rows, excluded_actions=[] if allow else
+                never.tolist())
+    share = f"{rows:,} of {n:,} rows ({rows / max(n, 1):.1%})"
+    if allow:
+        warnings.warn(f"{name}: the policy chooses action(s) {listed}, which the log never took, on {share}: the "
+                      "log says nothing about their rewards", UnloggedActionWarning, stacklevel=3)
+        return ()
+    warnings.warn(f"{name}: action(s) {listed} never logged: excluded from the policy (its scores would have chosen "
+                  f"them on {share}; the log says nothing about their rewards); allow_unlogged_actions "
+                  "(--allow-unlogged-actions) keeps them", UnloggedActionWarning, stacklevel=3)
+    return tuple(int(a) for a in never)
+
+
+def _choices(part: LogPart, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """Per action, the part's rows whose scores x·coef + intercept choose it (ties to the lowest action)."""
+    X = part.matrix(coef.shape[0])
+    return np.bincount(np.argmax(np.asarray(X @ coef) + intercept, axis=1), minlength=coef.shape[1]).astype(float)
+
+
+def _rows_active_features_and_actions(part: LogPart, n_actions: int):
+    return (np.array([float(len(part))]), np.array([float(part.indices.size)]),
+            np.bincount(part.action, minlength=n_actions).astype(float))
 
 
 def _moments(part: LogPart, n_features: int):

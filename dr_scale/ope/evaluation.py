@@ -54,7 +54,13 @@ from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, SparseProbs, parse_policy
-from dr_scale.reward.models import predict_columns, predict_pairs
+from dr_scale.reward.models import (
+    check_fitted_log,
+    check_model_actions,
+    on_other_half,
+    predict_columns,
+    predict_pairs,
+)
 
 #: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
 EMBEDDING_PROPENSITY = "embedding_propensity"
@@ -577,14 +583,8 @@ class Evaluation(PartitionSource):
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
-        if self.checks_log and state.rows_hash is not None:
-            fitted = self.reward_model.metadata["fingerprint"]
-            here = f"{state.weights.n}:{state.rows_hash:016x}"
-            if here != fitted:
-                raise ParameterError(f"{self._model_name()} is cross-fitted on another log (fingerprint {fitted}; "
-                                     f"this log's is {here}): its fold models would predict rows they may have seen, "
-                                     "and cross-fitting would be silently lost. Refit it on this log (dr-scale fit "
-                                     "--folds K), or pass `allow_other_log` to use it anyway")
+        if self.checks_log and state.rows_hash is not None:  # the other half of its split: see _on_other_half
+            check_fitted_log(self.reward_model, f"{state.weights.n}:{state.rows_hash:016x}", self._model_name())
         for name, moments in state.estimators.items():
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
@@ -634,6 +634,7 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list
                          baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
                          else evaluation.baseline)
     model = evaluation.reward_model
+    check_model_actions(model, actions, evaluation._model_name())
     for what, letter in (("n_actions", "k"), ("n_features", "d")):
         given = getattr(model, what, None)
         if what in meta and given is not None and given != meta[what]:
@@ -688,14 +689,15 @@ def _with_catalogue(evaluation, url: str, storage_options: dict | None):
 def _on_other_half(evaluation, read: LogFilter | None):
     """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
     the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
-    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's."""
+    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's. The rule is
+    :func:`~dr_scale.reward.models.check_fitted_log`'s (:func:`~dr_scale.reward.models.on_other_half`, known
+    before the rows are read; their fingerprint, compared in :meth:`Evaluation.result`, after)."""
     if read is None:
         return evaluation
     if isinstance(evaluation, Comparison):
         return Comparison({n: _on_other_half(e, read) for n, e in evaluation.evaluations.items()},
                           evaluation.baseline)
-    recorded = (getattr(evaluation.reward_model, "metadata", None) or {}).get("log_filter")
-    return replace(evaluation, allow_other_log=True) if read.other_half_of(recorded) else evaluation
+    return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
 
 
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
@@ -791,6 +793,9 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
     (0.4145, 4000)
     """
     evaluation = _checked(evaluation)
+    if not callable(getattr(ddf, "to_delayed", None)):
+        raise ParameterError(f"`ddf` must be a dask DataFrame with the logged-data columns (a pandas one: "
+                             f"dask.dataframe.from_pandas(df, npartitions=…)), got {type(ddf).__name__}")
 
     def state_of(pdf, i):
         source = f"<dataframe partition {i}>"
@@ -836,6 +841,10 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
     {'IPS': 0.3959, 'SNIPS': 0.3999}
     """
     evaluation = _checked(evaluation)
+    if not isinstance(parts, (list, tuple)) or not all(isinstance(p, Partition) for p in parts):
+        got = (type(parts).__name__ if not isinstance(parts, (list, tuple)) else
+               "a list holding " + next(type(p).__name__ for p in parts if not isinstance(p, Partition)))
+        raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 

@@ -39,7 +39,7 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.report.training import check_training_overlap
-from dr_scale.reward.models import LinearRewardModel
+from dr_scale.reward.models import LinearRewardModel, check_model_actions
 
 EXIT_OK, EXIT_BAD_PARTITIONS, EXIT_ALERT = 0, 3, 4
 CACHE_FOLDER = "state-cache"
@@ -97,6 +97,8 @@ def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[s
     """The evaluations with actions named by value resolved by the log's vocabulary ``actions``, which gives k."""
     if actions is None:
         return evaluations
+    for e in evaluations.values():
+        check_model_actions(e.reward_model, actions, e._model_name())
     return {n: replace(e, policy=e.policy.resolve(actions), n_actions=e.n_actions or len(actions),
                        baseline=e.baseline.resolve(actions) if isinstance(e.baseline, Policy) else e.baseline)
             for n, e in evaluations.items()}

@@ -57,9 +57,9 @@ from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.numbers import number
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
-from dr_scale.logs.contract import binary_csr, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import LogDataError, action_vocabulary, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.compute import check_client, compute
 from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, fold_of
@@ -74,6 +74,10 @@ SAMPLE_PURPOSE = "lambda sample"
 #: CG stops when ‖residual‖ ≤ RTOL ‖rhs‖ for every fit (module docstring of :class:`FitSettings`).
 RTOL = 1e-2
 MAX_ITER = 1000
+#: ρ̂ is fitted on rewards with |r| ≤ MAX_ABS_REWARD: its sums of squares (CG's ‖Xᵀr‖², the λ search's
+#: Σ (r − ρ̂)²) then stay finite in float64 for any realistic log (n |r|² ≤ 10²¹⁰ for n ≤ 10¹⁰ rows);
+#: beyond it they overflow and the fit would be silently wrong. A larger reward is the log's error.
+MAX_ABS_REWARD = 1e100
 
 
 class UnloggedActionWarning(UserWarning):
@@ -229,6 +233,11 @@ class LogPart(Held):
 def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
     """Read one part through the logged-data contract (:func:`dr_scale.logs.contract.read_partition`)."""
     part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
+    too_big = np.flatnonzero(np.abs(part.reward) > MAX_ABS_REWARD)
+    if too_big.size:
+        raise LogDataError(path, "reward", f"|reward| above {MAX_ABS_REWARD:g}, the largest that fit and learn take "
+                           "(their sums of squares would overflow float64); rescale the rewards",
+                           int(part.row_id[too_big[0]]))
     X = part.X
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
@@ -631,6 +640,10 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     >>> folder.cleanup()
     """
     settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = settings.n_features or meta.get("n_features")
@@ -656,6 +669,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
             p.append(2 if n_features and n_actions else 3)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    vocabulary = action_vocabulary(logs, storage_options)
+    if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
+        model.metadata["actions"] = vocabulary
     return model
 
 
