@@ -27,12 +27,10 @@ from typing import Protocol
 
 import numpy as np
 
-from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
-
-FOLD_PURPOSE = "cross-fit fold"
+from dr_scale.logs.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
 
 
 class RewardModel(Protocol):
@@ -76,11 +74,6 @@ class RewardModel(Protocol):
         numpy.ndarray
             (n, k) predictions, or (n, len(actions)).
         """
-
-
-def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
-    """Each row's cross-fitting fold in [0, folds): ⌊folds · u(row_id)⌋, keyed by (seed, "cross-fit fold")."""
-    return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
