@@ -94,7 +94,11 @@ class GroupedPart(LogPart):
 
     def block(self, b: int, n_features: int) -> sp.csr_matrix:
         """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""
-        lo, hi = int(self.start[b]), int(self.start[b + 1])
+        return self.blocks(b, b + 1, n_features)
+
+    def blocks(self, b0: int, b1: int, n_features: int) -> sp.csr_matrix:
+        """The rows of blocks b0 … b1 − 1 (rows [start[b0], start[b1])) as a CSR matrix over views."""
+        lo, hi = int(self.start[b0]), int(self.start[b1])
         indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
         first, last = int(self.indptr[lo]), int(self.indptr[hi])
         if self.data is None:
