@@ -59,6 +59,7 @@ from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
+from dr_scale.outofcore.settings import MODELS
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
@@ -294,7 +295,9 @@ class LearnSettings:
     ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
     ``n_features``, ``n_actions``: d and k when the log's metadata lacks them; ``allow_unlogged_actions``: let the
     policy choose actions the log never took (by default they are excluded, with a warning saying on how many
-    rows the scores would have chosen them).
+    rows the scores would have chosen them); ``model``: the ρ̂ fitted on the log, ``"ridge"`` or ``"logistic"``
+    (None: the fitter's default, logistic when every reward is 0 or 1). A ridge ρ̂ is also the policy's shrinkage
+    centre; a logistic one (scores on the logit scale) is not.
 
     Parameters
     ----------
@@ -320,6 +323,8 @@ class LearnSettings:
         The number of actions k when the log's metadata lacks it.
     allow_unlogged_actions : bool
         Let the policy choose actions the log never took (default False: excluded).
+    model : str or None
+        The reward model fitted on the log: ``"ridge"``, ``"logistic"`` or None (logistic for 0/1 rewards).
 
     See Also
     --------
@@ -347,11 +352,14 @@ class LearnSettings:
     n_features: int | None = None
     n_actions: int | None = None
     allow_unlogged_actions: bool = False
+    model: str | None = None
 
     def __post_init__(self):
         put = object.__setattr__
         if not isinstance(self.allow_unlogged_actions, (bool, np.bool_)):
             raise ParameterError(f"`allow_unlogged_actions` must be True or False, got {self.allow_unlogged_actions!r}")
+        if self.model is not None and self.model not in MODELS:
+            raise ParameterError(f"`model` must be one of {', '.join(MODELS)} (or None), got {self.model!r}")
         if self.method not in METHODS:
             raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.learner not in LEARNERS:
@@ -368,7 +376,7 @@ class LearnSettings:
     def reward_fit(self, n_features: int, n_actions: int) -> FitSettings:
         """The settings of the ρ̂ fitted on the log: the fitter's defaults, these folds, seed and rtol."""
         return FitSettings(folds=self.folds, seed=self.seed, rtol=self.rtol, n_features=n_features,
-                           n_actions=n_actions)
+                           n_actions=n_actions, model=self.model)
 
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
@@ -480,7 +488,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     meta["reward_model_folds"] = getattr(rho, "folds", None)
     if crossfit:
         meta["reward_model_lam"] = rho.metadata["lam"]
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
+        meta["reward_model"] = rho.metadata.get("model", "ridge")
+    linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None)
     if learner == "ridge":
         if lam == "auto":
             with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:
