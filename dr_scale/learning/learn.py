@@ -90,6 +90,9 @@ class Imputation:
     n_actions: int
     reward_model: object | None = None
     center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
+    propensity_model: object | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
+    propensity_floor: float = 1e-3
+    source: str = "the log"  # for messages
 
     def targets(self, part: LogPart, X) -> np.ndarray:
         """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
@@ -104,7 +107,24 @@ class Imputation:
         reward_hat = None
         if self.reward_model is not None:
             reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
-        return impute_rewards(part.action, part.reward, part.propensity, self.n_actions, self.method, reward_hat)
+        return impute_rewards(part.action, part.reward, self.propensities(part, X), self.n_actions, self.method,
+                              reward_hat)
+
+    def propensities(self, part: LogPart, X) -> np.ndarray:
+        """The p of each row: the logged one, or the propensity model's (floored, from the fold model that did not
+        see the row); a log without propensities needs a model unless the imputation is DM (which reads none)."""
+        if self.propensity_model is not None:
+            probs = np.asarray(self.propensity_model.predict_proba(X, row_id=part.row_id), dtype=np.float64)
+            return np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+        if self.method != "dm" and len(part) and np.isnan(part.propensity).any():
+            from dr_scale.logs.contract import LogDataError
+
+            raise LogDataError(self.source, "propensity", f"missing column: the log records no logging probabilities, "
+                                                        f"and {self.method.upper()} imputation weights each row by "
+                                                        "1/p; estimate them (--estimate-propensity [--folds K], or "
+                                                        "--propensity-model FILE from dr-scale fit-propensity), or "
+                                                        "learn with --method dm (docs/propensities.md)")
+        return part.propensity
 
 
 @dataclass(frozen=True)
@@ -355,7 +375,8 @@ class LearnSettings:
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
                  storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None) -> LinearPolicy:
+                 stages: Stages | None = None, propensity_model=None, propensity_floor: float = 1e-3
+                 ) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
     ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
@@ -387,6 +408,12 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         Show each stage's progress on stderr.
     stages : Stages or None
         Collects each stage's passes and seconds.
+    propensity_model : object or None
+        An estimated logging policy (``predict_proba(X, row_id=…)``, e.g. a cross-fitted
+        :class:`~dr_scale.propensity.model.PropensityModel` of this log) whose propensities replace the logged
+        ones in the DR and IPS imputations; needed for a log without propensities (docs/propensities.md).
+    propensity_floor : float
+        The floor of the estimated propensities, in (0, 1).
 
     Returns
     -------
@@ -443,7 +470,13 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     meta["reward_model_folds"] = getattr(rho, "folds", None)
     if crossfit:
         meta["reward_model_lam"] = rho.metadata["lam"]
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
+    from dr_scale.io.config import PropensityFloor, check
+
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None,
+                            propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
+    if propensity_model is not None:
+        meta["propensities"] = "estimated"
+        meta["propensity_floor"] = imputation.propensity_floor
     if learner == "ridge":
         if lam == "auto":
             with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:

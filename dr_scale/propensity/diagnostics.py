@@ -272,15 +272,16 @@ def replace_logged(state: PropensityState, n_logged: int, sums: np.ndarray, rati
     return replace(state, n_logged=n_logged, logged_sums=sums, ratio_counts=ratio)
 
 
-def reliability_figure(state: PropensityState, title: str = "reliability of the estimated propensities"):
+def reliability_figure(state, title: str = "reliability of the estimated propensities"):
     """A matplotlib figure: one panel per action group, mean estimated π̂₀ against the observed frequency of the
-    action in each calibration bin (log axes), the diagonal for reference."""
+    action in each calibration bin (log axes), the diagonal for reference. ``state``: a :class:`PropensityState`
+    or its ``reliability()`` curves (as a report's JSON keeps them)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = state.reliability()
+    curves = state.reliability() if isinstance(state, PropensityState) else list(state)
     cols = min(4, len(curves))
     rows = -(-len(curves) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
@@ -305,22 +306,28 @@ def reliability_figure(state: PropensityState, title: str = "reliability of the 
     return fig
 
 
-def save_reliability_png(state: PropensityState, fs, path: str) -> str:
-    """The reliability figure as a PNG at ``path`` (written atomically)."""
+def reliability_png(state) -> bytes:
+    """The reliability figure (:func:`reliability_figure`) as PNG bytes."""
     import io
 
     import matplotlib.pyplot as plt
-
-    from dr_scale.io.atomic import atomic_open
 
     fig = reliability_figure(state)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
+    return buffer.getvalue()
+
+
+def save_reliability_png(state, fs, path: str) -> str:
+    """The reliability figure as a PNG at ``path`` (written atomically)."""
+    from dr_scale.io.atomic import atomic_open
+
+    data = reliability_png(state)
     with atomic_open(fs, path, "wb") as f:
-        f.write(buffer.getvalue())
+        f.write(data)
     return path
 
 
 __all__ = ["DEFAULT_PROPENSITY_FLOOR", "PropensityState", "SUPPORT_WARNING_SHARE", "reliability_figure",
-           "save_reliability_png"]
+           "reliability_png", "save_reliability_png"]

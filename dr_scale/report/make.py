@@ -47,7 +47,17 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
     except UserError as exc:
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
+    propensity = None
+    if pf.propensity_model:
+        from dr_scale.propensity.model import PropensityModel
+
+        try:
+            propensity = PropensityModel.load(pf.propensity_model, storage_options)
+        except UserError as exc:
+            raise ConfigError(f"propensity_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
+                               propensity_model=propensity, propensity_floor=pf.propensity_floor,
+                               propensity_source=pf.propensity_model,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
                                model_source=pf.reward_model, min_support=pf.min_support,
                                allow_other_log=True,  # windows of the fitted log

@@ -152,3 +152,18 @@ def test_bad_propensity_options(capsys):
     assert code == 2 and "--propensity-floor" in err
     code, _, err = cli(capsys, "generate", "bandit", "--rows", "10", "--out", "x", "--uniform-share", "0.7")
     assert code == 2 and "--uniform-share" in err
+
+
+def test_learn_with_the_true_model_equals_learn_with_the_logged_propensities(logs, capsys):
+    from dr_scale.learning.learn import LearnSettings, learn_policy
+
+    shown, hidden = logs
+    settings = LearnSettings(method="ips", lam=10.0)
+    logged = learn_policy(shown, settings)
+    estimated = learn_policy(hidden, settings, propensity_model=TruePropensity(), propensity_floor=1e-12)
+    np.testing.assert_allclose(estimated.coef, logged.coef, rtol=1e-9, atol=1e-12)
+    assert estimated.metadata["propensities"] == "estimated"
+    with pytest.raises(dr_scale.LogDataError, match=f"{hidden}: column 'propensity': missing column.*IPS imputation"):
+        learn_policy(hidden, settings)
+    code, _, err = cli(capsys, "learn", hidden, "--out", Path(hidden).parent / "p.npz", "--no-progress")
+    assert code == 2 and "--estimate-propensity" in error_line(err)
