@@ -26,6 +26,8 @@ _API = {
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
                           "TopKPolicy", "UniformPolicy", "parse_policy"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
+    "dr_scale.propensity.model": ("PropensityModel",),
+    "dr_scale.propensity.fitting": ("fit_propensity_model",),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 
@@ -56,6 +58,8 @@ __all__ = [
     "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
+    # the logging policy estimated from a log
+    "PropensityModel", "fit_propensity_model",
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
     # the logged-data contract, and raw tables into it

@@ -43,284 +43,50 @@ policy takes the action.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from dr_scale.core import keyed_random
-from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.core.errors import UserError
 from dr_scale.io.cache import spill_root
-from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
-from dr_scale.logs.contract import binary_csr, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
+    SAMPLE_PURPOSE,
+    Extent,
+    Fits,
+    GroupedPart,
+    LogPart,
+    concatenated,
+    group,
+    group_blocks,
+    grouped,
+    read_grouped_part,
+    read_log_part,
+    sample_of,
+)
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
+from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
-from dr_scale.reward.models import LinearRewardModel, fold_of
-
-#: The penalties ``lam="auto"`` chooses from (binary or standardised features, rewards in [0, 1]).
-LAMBDA_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
-#: Rows of the keyed sample on which ``lam="auto"`` chooses λ.
-SEARCH_ROWS = 200_000
-#: Folds of the λ search when the model itself has none.
-SEARCH_FOLDS = 5
-SAMPLE_PURPOSE = "lambda sample"
-#: CG stops when ‖residual‖ ≤ RTOL ‖rhs‖ for every fit (module docstring of :class:`FitSettings`).
-RTOL = 1e-2
-MAX_ITER = 1000
+from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
+    LAMBDA_GRID,
+    MAX_ITER,
+    RTOL,
+    SEARCH_FOLDS,
+    SEARCH_ROWS,
+    FitSettings,
+    Stages,
+    check_int,
+    check_lam,
+    check_positive,
+)
+from dr_scale.reward.models import LinearRewardModel
 
 
 class UnloggedActionWarning(UserWarning):
     """An action has no rows to fit on; its model falls back to the pooled mean reward."""
 
 
-def check_lam(lam, parameter: str = "lam", allow_none: bool = False):
-    """``lam`` as a float, or ``"auto"`` (or None if allowed); a :class:`~dr_scale.core.errors.ParameterError`
-    naming ``parameter`` otherwise (the rule of ``--lam``: a positive finite number or ``"auto"``)."""
-    if lam == "auto" and isinstance(lam, str) or lam is None and allow_none:
-        return lam
-    if isinstance(lam, str):
-        raise ParameterError(f"`{parameter}` must be a positive number or 'auto', got {lam!r}")
-    return check(PositiveFinite, parameter, lam)
-
-
-def check_int(value, parameter: str, low: int, allow_none: bool = False):
-    """``value`` as an int ≥ ``low`` ∈ {0, 1, 2} (or None if allowed), by the shared rules of
-    :mod:`dr_scale.io.config` (:data:`~dr_scale.io.config.NonNegativeInt`, ``PositiveInt``, ``Folds``)."""
-    if value is None and allow_none:
-        return None
-    return int(check({0: NonNegativeInt, 1: PositiveInt, 2: Folds}[low], parameter,
-                     int(value) if isinstance(value, np.integer) else value))
-
-
-def check_positive(value, parameter: str) -> float:
-    """``value`` as a positive finite float (the rule :data:`~dr_scale.io.config.PositiveFinite`)."""
-    return float(check(PositiveFinite, parameter, value))
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """How :func:`fit_reward_model` fits ρ̂; checked at construction (errors name the parameter).
-
-    ``lam``: λ > 0, or ``"auto"`` (default: the grid ``lam_grid`` by the out-of-fold error on a keyed
-    sample of ``search_rows`` rows, module docstring); ``folds``: K ≥ 2 fold models for cross-fitting
-    beside the full-data one, or None; ``seed``: the key of the folds and of the λ sample;
-    ``rtol``, ``max_iter``: every CG solve (the search's and the final one) stops when
-    ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes. The default rtol = 1e-2 is sized
-    to the statistical error, not to the arithmetic: on the generated 1M-row log (2^18 features, 10
-    actions, ``folds=5``, λ = 100 as chosen) the fold models' out-of-fold squared error over all rows at
-    rtol 1e-2 (7 CG passes) is 0.005% above the exact solve's (48 passes at 1e-10) — a twentieth of the
-    error's own relative standard error there (0.10%), a hundredth of a 0.5% tolerance — at the
-    same λ (docs/reward-models.md gives the table and the command). ``n_features``, ``n_actions``: d and k
-    (default: the log's metadata, else the data). ``spill``: where local runs keep the parts between
-    passes — ``"disk"`` (files under the cache folder, :func:`dr_scale.io.cache.spill_root`), ``"memory"``,
-    or a folder.
-
-    Parameters
-    ----------
-    lam : float or str
-        The ridge penalty λ > 0, or ``"auto"``: the value of ``lam_grid`` with the least out-of-fold error.
-    folds : int or None
-        K ≥ 2 cross-fitting folds (K fold models beside the full-data one), or None.
-    seed : int
-        The key of the folds and of the λ search's sample.
-    rtol : float
-        Every conjugate-gradient solve stops when ‖residual‖ ≤ rtol ‖rhs‖.
-    max_iter : int
-        …or after this many passes over the data.
-    lam_grid : tuple of float
-        The λ values ``"auto"`` tries.
-    search_rows : int
-        The rows of the keyed sample the λ search fits on.
-    n_features : int or None
-        The number of features d (default: the log's metadata, else the data).
-    n_actions : int or None
-        The number of actions k (default: the log's metadata, else the data).
-    spill : str
-        ``"disk"``, ``"memory"`` or a folder: where local runs keep the parts between passes.
-
-    See Also
-    --------
-    fit_reward_model : Fits with these settings.
-
-    Examples
-    --------
-    >>> settings = FitSettings(lam=10.0, folds=5)
-    >>> settings.lam, settings.folds, settings.spill
-    (10.0, 5, 'disk')
-    >>> FitSettings(folds=1)
-    Traceback (most recent call last):
-    ...
-    dr_scale.core.errors.ParameterError: folds should be greater than or equal to 2 (got 1)
-    """
-
-    lam: float | str = "auto"
-    folds: int | None = None
-    seed: int = 0
-    rtol: float = RTOL
-    max_iter: int = MAX_ITER
-    lam_grid: tuple = LAMBDA_GRID
-    search_rows: int = SEARCH_ROWS
-    n_features: int | None = None
-    n_actions: int | None = None
-    spill: str = "disk"
-
-    def __post_init__(self):
-        put = object.__setattr__
-        put(self, "lam", check_lam(self.lam))
-        put(self, "folds", check_int(self.folds, "folds", 2, allow_none=True))
-        put(self, "seed", check_int(self.seed, "seed", 0))
-        put(self, "rtol", check_positive(self.rtol, "rtol"))
-        put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
-        grid = tuple(self.lam_grid) if isinstance(self.lam_grid, (tuple, list, np.ndarray)) else None
-        if not grid:
-            raise ParameterError(f"`lam_grid` must be a non-empty sequence of positive numbers, got {self.lam_grid!r}")
-        put(self, "lam_grid", tuple(check_lam(float(v) if isinstance(v, np.floating) else v, "lam_grid")
-                                    for v in grid))
-        if "auto" in self.lam_grid:
-            raise ParameterError("`lam_grid` must hold positive numbers, not 'auto'")
-        put(self, "search_rows", check_int(self.search_rows, "search_rows", 1))
-        put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
-        put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
-        if not isinstance(self.spill, str) or not self.spill:
-            raise ParameterError(f"`spill` must be 'disk', 'memory' or a folder, got {self.spill!r}")
-
-    @property
-    def search_folds(self) -> int:
-        """The folds of the λ search: the model's, else :data:`SEARCH_FOLDS`."""
-        return self.folds or SEARCH_FOLDS
-
-
-# -- parts ------------------------------------------------------------------------------
-@dataclass
-class LogPart(Held):
-    """One part as read and validated: CSR features (``data`` None: binary), actions, rewards, propensities."""
-
-    row_id: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray | None
-    action: np.ndarray
-    reward: np.ndarray
-    propensity: np.ndarray
-
-    def __len__(self) -> int:
-        return self.row_id.shape[0]
-
-    def matrix(self, n_features: int) -> sp.csr_matrix:
-        """The features as a CSR matrix with ``n_features`` columns (no copy)."""
-        if self.data is None:
-            return binary_csr(self.indptr, self.indices, n_features)
-        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self), n_features), copy=False)
-
-    def rows(self, keep: np.ndarray, n_features: int) -> LogPart:
-        """The part restricted to the rows where ``keep`` is true."""
-        X = self.matrix(n_features)[keep]
-        return LogPart(self.row_id[keep], X.indptr, X.indices, None if self.data is None else X.data,
-                       self.action[keep], self.reward[keep], self.propensity[keep])
-
-
-def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
-    """Read one part through the logged-data contract (:func:`dr_scale.logs.contract.read_partition`)."""
-    part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
-    X = part.X
-    data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
-    return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
-
-
-@dataclass
-class Extent:
-    """Rows, the largest action and feature index, and the data's fingerprint: Σ_i h(row_id_i, a_i, r_i,
-    |x_i|₀) mod 2⁶⁴ (:func:`dr_scale.core.keyed_random.row_hash`), the same for any partitioning. Merge with ``+``."""
-
-    n: int
-    max_action: int
-    max_feature: int
-    fingerprint: int
-
-    def __add__(self, other: Extent) -> Extent:
-        return Extent(self.n + other.n, max(self.max_action, other.max_action),
-                      max(self.max_feature, other.max_feature), (self.fingerprint + other.fingerprint) % 2 ** 64)
-
-    @classmethod
-    def of(cls, part: LogPart) -> Extent:
-        h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
-        return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
-                   int(h.sum(dtype=np.uint64)))
-
-
-@dataclass
-class GroupedPart(LogPart):
-    """A :class:`LogPart` whose rows are sorted by block b = fold·k + action: block b is rows [start[b], start[b+1])."""
-
-    start: np.ndarray = None
-
-    def block(self, b: int, n_features: int) -> sp.csr_matrix:
-        """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""
-        lo, hi = int(self.start[b]), int(self.start[b + 1])
-        indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
-        first, last = int(self.indptr[lo]), int(self.indptr[hi])
-        if self.data is None:
-            return binary_csr(indptr, self.indices[first:last], n_features)
-        return sp.csr_matrix((self.data[first:last], self.indices[first:last], indptr), shape=(hi - lo, n_features),
-                             copy=False)
-
-    def subset(self, keep: np.ndarray, n_features: int) -> GroupedPart:
-        """The rows where ``keep`` is true, still grouped."""
-        blocks = np.repeat(np.arange(self.start.size - 1), np.diff(self.start))[keep]
-        return grouped(self.rows(keep, n_features), blocks, self.start.size - 1)
-
-
-def grouped(part: LogPart, blocks: np.ndarray, n_blocks: int) -> GroupedPart:
-    """The part with its rows stably sorted by ``blocks``."""
-    order = np.argsort(blocks, kind="stable")
-    n_cols = int(part.indices.max(initial=0)) + 1
-    X = (binary_csr(part.indptr, part.indices, n_cols, np.int8) if part.data is None else part.matrix(n_cols))[order]
-    start = np.concatenate([[0], np.cumsum(np.bincount(blocks, minlength=n_blocks))])
-    return GroupedPart(part.row_id[order], X.indptr, X.indices, None if part.data is None else X.data,
-                       part.action[order], part.reward[order], part.propensity[order], start)
-
-
-def group_blocks(part: LogPart, folds: int | None, n_actions: int, seed: int) -> tuple[np.ndarray, int]:
-    """(each row's block f_i·k + a_i, the number of blocks max(K, 1)·k): f_i the row's fold, 0 without folds."""
-    fold = fold_of(part.row_id, folds, seed) if folds else np.zeros(len(part), np.int64)
-    return fold * n_actions + part.action, max(folds or 1, 1) * n_actions
-
-
-def group(part: LogPart, folds: int | None, n_actions: int, seed: int) -> GroupedPart:
-    """The part grouped by (fold, action) (module docstring)."""
-    return grouped(part, *group_blocks(part, folds, n_actions, seed))
-
-
-def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int | None, seed: int) -> GroupedPart:
-    """Read one part (:func:`read_log_part`) and group its rows by (fold, action)."""
-    return group(read_log_part(fs, path, n_features, n_actions), folds, n_actions, seed)
-
-
-def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:
-    """The parts' rows as one part grouped by (fold over ``folds`` folds, action) (each block's rows in the parts'
-    order), its features renumbered 0 … m − 1 in the order of their ids (m, the number of distinct features,
-    returned beside it): a ridge fit gives the features a part never shows weight 0, so fits on it need only its
-    m columns."""
-    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
-    indptr = np.concatenate([[0]] + [p.indptr[1:] + o for p, o in zip(parts, offsets)]).astype(parts[0].indptr.dtype)
-    data = None if parts[0].data is None else np.concatenate([p.data for p in parts])
-    cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in ("row_id", "indices", "action", "reward",
-                                                                       "propensity")}
-    present, indices = np.unique(cat["indices"], return_inverse=True)
-    one = LogPart(cat["row_id"], indptr, indices.astype(cat["indices"].dtype), data, cat["action"], cat["reward"],
-                  cat["propensity"])
-    return group(one, folds, n_actions, seed), max(present.size, 1)
-
-
-def sample_of(part: GroupedPart, share: float, n_features: int, seed: int) -> GroupedPart:
-    """The part's rows in the keyed λ sample (u(row_id) < share)."""
-    return part.subset(keyed_random.uniform(part.row_id, seed, SAMPLE_PURPOSE) < share, n_features)
 
 
 # -- passes (functions of one part; their results are summed over the parts) ---------------
@@ -356,46 +122,6 @@ def block_sums(parts, n_features: int, counts=None) -> tuple:
     return (n, sy, parts.accumulate(add_block_products, n_features, False),
             parts.accumulate(add_block_products, n_features, True), excess)
 
-
-@dataclass(frozen=True)
-class Fits:
-    """The fits of one solve on parts grouped over ``groups`` folds: the fold models (fit j·k + a, j < ``folds``;
-    ``folds`` = 0: none) and, if ``full``, the full-data models (fit K·k + a)."""
-
-    folds: int
-    n_actions: int
-    full: bool
-
-    @property
-    def groups(self) -> int:
-        return max(self.folds, 1)
-
-    @property
-    def count(self) -> int:
-        return (self.folds + self.full) * self.n_actions
-
-    def of_block(self, f: int, a: int) -> list[int]:
-        """The fits whose rows include block (f, a): the fold models j ≠ f, and the full-data model."""
-        k = self.n_actions
-        return [j * k + a for j in range(self.folds) if j != f] + ([self.folds * k + a] if self.full else [])
-
-    def combine(self, v: np.ndarray) -> np.ndarray:
-        """Per-block values (B, …) summed into per-fit ones (F, …): fold model j over the blocks (f, a), f ≠ j,
-        the full-data model over all blocks (f, a)."""
-        per_block = v.reshape(self.groups, self.n_actions, *v.shape[1:])
-        # summed, not the total minus fold j's: fold model j's statistics then do not depend, even in their
-        # last bit, on the rows of fold j
-        rows = [per_block[[f for f in range(self.folds) if f != j]].sum(axis=0) for j in range(self.folds)]
-        return np.stack(rows + ([per_block.sum(axis=0)] if self.full else [])).reshape(self.count, *v.shape[1:])
-
-    def stats(self, sums) -> ridge.RidgeStats:
-        """The fits' statistics from the block sums (:func:`block_sums`): a fold model sums the blocks (f, a),
-        f ≠ j; a full-data model all blocks (f, a)."""
-        n, sy, sx, xy, excess = sums
-        fits = self.combine
-        sx_fits = fits(sx)
-        return ridge.RidgeStats(fits(n), sx_fits, sx_fits + fits(excess) if excess.size else sx_fits, fits(sy),
-                                fits(xy))
 
 
 def add_fit_gram(total, part: GroupedPart, P: np.ndarray, fits: Fits, active: np.ndarray) -> np.ndarray:
@@ -684,26 +410,3 @@ def summary(model: LinearRewardModel) -> str:
 
 def _fmt(v) -> str:
     return "—" if v is None else f"{v:.4g}"
-
-
-class Stages:
-    """The stages of a run: name, passes over the parts and seconds of each (``fit`` and ``learn`` print them)."""
-
-    def __init__(self, progress: bool):
-        self.progress, self.done = progress, []
-
-    @contextlib.contextmanager
-    def stage(self, name: str, detail: str = ""):
-        """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
-        _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
-        passes, start = [], time.perf_counter()
-        yield passes
-        self.done.append((name, int(sum(passes)), time.perf_counter() - start))
-
-    def passes(self) -> dict:
-        return {name: n for name, n, _ in self.done}
-
-
-def _stage(progress: bool, message: str) -> None:
-    if progress:
-        print(message, file=sys.stderr, flush=True)
