@@ -42,6 +42,9 @@ CALIBRATION_EDGES = np.concatenate([[0.0], np.logspace(-4, 0, 21)])
 RATIO_EDGES = np.linspace(-5.0, 5.0, 2001)
 #: The smallest probability a log loss takes (log 0 is −∞).
 LOG_LOSS_EPS = 1e-15
+#: A reliability bin is shown when the logged actions it expects, Σ π̂₀, are at least this many: the observed
+#: frequency of a bin expecting fewer is mostly noise (a Poisson count of mean < 5).
+MIN_EXPECTED = 5.0
 #: At most this many action groups get a reliability curve (consecutive action ids).
 MAX_GROUPS = 8
 
@@ -191,11 +194,12 @@ class PropensityState:
         return [(int(bounds[g]), int(bounds[g + 1]) - 1) for g in range(bounds.size - 1)]
 
     def reliability(self, max_groups: int = MAX_GROUPS) -> list[dict]:
-        """Per action group: the non-empty bins' mean estimated propensity, observed frequency and pair count."""
+        """Per action group: the bins expecting at least MIN_EXPECTED logged actions: their mean estimated propensity,
+        observed frequency and pair count."""
         out = []
         for first, last in self.groups(max_groups):
             c = self.bin_counts[first:last + 1].sum(axis=0)
-            keep = c > 0
+            keep = self.bin_p[first:last + 1].sum(axis=0) >= MIN_EXPECTED
             out.append({"actions": [first, last], "count": c[keep].tolist(),
                         "predicted": (self.bin_p[first:last + 1].sum(axis=0)[keep] / c[keep]).tolist(),
                         "observed": (self.bin_y[first:last + 1].sum(axis=0)[keep] / c[keep]).tolist()})
@@ -224,7 +228,9 @@ class PropensityState:
         comparison = s.get("logged_vs_estimated")
         if comparison is not None:
             q = comparison["ratio_quantiles"]
-            lines.append(f"  logged vs estimated: correlation {comparison['correlation']:.4f}, p̂/p quantiles "
+            corr = comparison["correlation"]
+            corr = f"{corr:.4f}" if math.isfinite(corr) else "— (the logged propensities are constant)"
+            lines.append(f"  logged vs estimated: correlation {corr}, p̂/p quantiles "
                          f"5% {q['0.05']:.3f}, 50% {q['0.5']:.3f}, 95% {q['0.95']:.3f}")
         return lines
 
@@ -236,9 +242,11 @@ class PropensityState:
                        f"is on actions whose estimated propensity is below the floor {self.floor:g}; there IPS and "
                        "DR rest on the floor's weight, not on the data: compare with DM")
         ll = self.log_losses()
-        if self.n and ll["model"] > min(ll["uniform"], ll["marginal"]):
-            out.append(f"the propensity model's log loss {ll['model']:.4f} is worse than a context-free baseline "
-                       f"(uniform {ll['uniform']:.4f}, marginal {ll['marginal']:.4f}): is it fitted on this log?")
+        if self.n and ll["model"] >= min(ll["uniform"], ll["marginal"]):
+            out.append(f"the propensity model's log loss {ll['model']:.4f} is no better than a context-free "
+                       f"baseline's (uniform {ll['uniform']:.4f}, marginal frequencies {ll['marginal']:.4f}): the "
+                       "features do not predict the logged action — the logging policy did not depend on them "
+                       "(then p̂ is near the action frequencies, rightly), or the model is another log's")
         return out
 
     def to_dict(self) -> dict:

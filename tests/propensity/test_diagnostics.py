@@ -74,7 +74,7 @@ def test_support_of_a_deterministic_target_and_warnings():
 def test_a_model_worse_than_the_baselines_is_named():
     _, probs, action = _draw(3)
     wrong = np.roll(probs, 1, axis=1)  # another action's probabilities
-    assert any("worse than a context-free baseline" in w for w in PropensityState.of(wrong, action).warnings())
+    assert any("no better than a context-free baseline" in w for w in PropensityState.of(wrong, action).warnings())
     assert not any("baseline" in w for w in PropensityState.of(probs, action).warnings())
 
 
