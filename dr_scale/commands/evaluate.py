@@ -159,7 +159,8 @@ def run(args) -> int:
     if args.fit_reward_model:
         from dr_scale.reward.fitting import summary
 
-        print(f"reward model fitted on {where}: {summary(model).splitlines()[0]}")
+        lines = summary(model).splitlines()
+        print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:
         print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
     results = result.results if isinstance(result, ComparisonResult) else {None: result}

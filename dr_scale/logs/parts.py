@@ -96,14 +96,17 @@ class GroupedPart(LogPart):
         """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""
         return self.blocks(b, b + 1, n_features)
 
-    def blocks(self, b0: int, b1: int, n_features: int) -> sp.csr_matrix:
-        """The rows of blocks b0 … b1 − 1 (rows [start[b0], start[b1])) as a CSR matrix over views."""
+    def blocks(self, b0: int, b1: int, n_features: int, columns: np.ndarray | None = None) -> sp.csr_matrix:
+        """The rows of blocks b0 … b1 − 1 (rows [start[b0], start[b1])) as a CSR matrix over views; ``columns``:
+        each feature's column (−1: none of the rows has it), ``n_features`` of them — the features renumbered
+        (:func:`present_columns`), at the cost of one gather of the rows' indices."""
         lo, hi = int(self.start[b0]), int(self.start[b1])
         indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
         first, last = int(self.indptr[lo]), int(self.indptr[hi])
+        indices = self.indices[first:last] if columns is None else columns[self.indices[first:last]]
         if self.data is None:
-            return binary_csr(indptr, self.indices[first:last], n_features)
-        return sp.csr_matrix((self.data[first:last], self.indices[first:last], indptr), shape=(hi - lo, n_features),
+            return binary_csr(indptr, indices, n_features)
+        return sp.csr_matrix((self.data[first:last], indices, indptr), shape=(hi - lo, n_features),
                              copy=False)
 
     def subset(self, keep: np.ndarray, n_features: int) -> GroupedPart:
@@ -200,3 +203,32 @@ class Fits:
         return ridge.RidgeStats(fits(n), sx_fits, sx_fits + fits(excess) if excess.size else sx_fits, fits(sy),
                                 fits(xy))
 
+
+
+def present_columns(present: np.ndarray) -> tuple[np.ndarray, int]:
+    """(each feature's column among the present ones, −1 for the others; their number m): a fit's features
+    renumbered 0 … m − 1, so that its weights (F × m, not F × d) hold only features some row has — the others'
+    weights are 0 under an L2 penalty."""
+    columns = np.full(present.size, -1, dtype=np.int32)
+    columns[present] = np.arange(int(present.sum()), dtype=np.int32)
+    return columns, max(int(present.sum()), 1)
+
+
+def _sample_step(_, part: GroupedPart, share: float, n_features: int, seed: int):
+    return np.zeros(1), sample_of(part, share, n_features, seed)
+
+
+def _given(part):
+    return part
+
+
+def keyed_sample(parts, share: float, n_features: int, folds: int, n_actions: int, seed: int):
+    """(a PartSet of one part: the rows of ``parts`` in the keyed λ sample (:func:`sample_of`), grouped over
+    ``folds`` folds, its features renumbered (:func:`concatenated`); the sample's number of features) — two passes
+    over ``parts``."""
+    from dr_scale.outofcore.compute import compute
+    from dr_scale.outofcore.passes import PartSet, load_part
+
+    _, sampled = parts.sum_and_derive(_sample_step, share, n_features, seed)
+    one, d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], folds, n_actions, seed)
+    return PartSet.build(_given, [(one,)], parts.client, spill=parts.spill), d

@@ -26,6 +26,8 @@ SEARCH_FOLDS = 5
 #: CG stops when ‖residual‖ ≤ RTOL ‖rhs‖ for every fit (module docstring of :class:`FitSettings`).
 RTOL = 1e-2
 MAX_ITER = 1000
+#: The reward models: per-action ridge regression, per-action logistic regression (0/1 rewards).
+MODELS = ("ridge", "logistic")
 
 
 def check_lam(lam, parameter: str = "lam", allow_none: bool = False):
@@ -92,6 +94,10 @@ class FitSettings:
         The number of actions k (default: the log's metadata, else the data).
     spill : str
         ``"disk"``, ``"memory"`` or a folder: where local runs keep the parts between passes.
+    model : str or None
+        The reward model: ``"ridge"``, ``"logistic"`` (0/1 rewards only), or None (default): logistic when every
+        reward is 0 or 1, ridge otherwise. The logistic fits stop when ‖∇L‖ ≤ rtol ‖∇L(x₀)‖ (L-BFGS,
+        :mod:`dr_scale.outofcore.glm`), where ridge's conjugate gradients stop at ‖residual‖ ≤ rtol ‖rhs‖.
 
     See Also
     --------
@@ -118,6 +124,7 @@ class FitSettings:
     n_features: int | None = None
     n_actions: int | None = None
     spill: str = "disk"
+    model: str | None = None
 
     def __post_init__(self):
         put = object.__setattr__
@@ -138,6 +145,9 @@ class FitSettings:
         put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
         if not isinstance(self.spill, str) or not self.spill:
             raise ParameterError(f"`spill` must be 'disk', 'memory' or a folder, got {self.spill!r}")
+        if self.model is not None and self.model not in MODELS:
+            raise ParameterError(f"`model` must be one of {', '.join(MODELS)} (or None: chosen by the rewards), "
+                                 f"got {self.model!r}")
 
     @property
     def search_folds(self) -> int:

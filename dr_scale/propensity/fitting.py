@@ -36,10 +36,9 @@ from dr_scale.core.errors import UserError
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import list_parts, log_metadata, partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Extent, Fits, GroupedPart, LogPart, concatenated, group, sample_of
+from dr_scale.logs.parts import Extent, Fits, GroupedPart, LogPart, group, keyed_sample, present_columns
 from dr_scale.outofcore import glm
-from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
+from dr_scale.outofcore.passes import PartSet, spill_folder
 from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
 
@@ -81,9 +80,10 @@ def model_fits(fits: Fits, f: int) -> list[int]:
 
 
 def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_actions: int, n_features: int,
-                      active: np.ndarray) -> np.ndarray:
+                      active: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, D + 1) += per model F its data log loss's gradient (D = (d + 1)·k: W row-major, then b) and, in
-    the last column, the log loss, over the part's rows (a pass of :meth:`PartSet.accumulate`)."""
+    the last column, the log loss, over the part's rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
+    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
     k, d = n_actions, n_features
     D = (d + 1) * k
     if total is None:
@@ -94,7 +94,7 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
         lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
         if not using or hi == lo:
             continue
-        X = part.blocks(f * k, (f + 1) * k, d)
+        X = part.blocks(f * k, (f + 1) * k, d, columns)
         a = part.action[lo:hi]
         for F in using:
             glm.add_multinomial_terms(loss, grad, X, a, x[F, :d * k].reshape(d, k), x[F, d * k:D], F)
@@ -118,20 +118,18 @@ def out_of_fold_log_loss(part: GroupedPart, coef: np.ndarray, intercept: np.ndar
 
 
 # -- fitting ----------------------------------------------------------------------------------
-def solve(parts: PartSet, block_n: np.ndarray, present: np.ndarray, lam: float, fits: Fits, n_features: int,
+def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, lam: float, fits: Fits, n_features: int,
           n_actions: int, *, rtol: float, max_iter: int, progress: bool = False):
-    """The fits' multinomial models at penalty λ: (coef (F, d, k), intercept (F, k), the L-BFGS result)."""
+    """The fits' multinomial models at penalty λ: (coef (F, d, k), intercept (F, k), the L-BFGS result); d =
+    ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own)."""
     d, k = n_features, n_actions
     n_fit = _fit_counts(block_n, fits, k)
     x0, free = glm.multinomial_start(n_fit, d)
-    free = free.reshape(-1, d + 1, k)
-    free[:, :d, :] &= present[None, :, None]
-    free = free.reshape(free.shape[0], -1)
     penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
     n = n_fit.sum(axis=1)
 
     def evaluate(x, active):
-        total = parts.accumulate(add_softmax_terms, x, fits, k, d, active)
+        total = parts.accumulate(add_softmax_terms, x, fits, k, d, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
     result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, progress=progress,
@@ -147,14 +145,6 @@ def _fit_counts(block_n: np.ndarray, fits: Fits, k: int) -> np.ndarray:
     if fits.full:
         rows.append(per_fold.sum(axis=0))
     return np.stack(rows)
-
-
-def _sample_step(_, part: GroupedPart, share: float, d: int, seed: int):
-    return np.zeros(1), sample_of(part, share, d, seed)
-
-
-def _given(part):
-    return part
 
 
 def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, settings: FitSettings, *,
@@ -174,17 +164,14 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
         sk = settings.search_folds
         with stages.stage("π̂₀ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold log loss of "
                                   f"{'the sampled' if share < 1 else 'all'} rows") as p:
-            _, sampled = parts.sum_and_derive(_sample_step, share, d, settings.seed)
-            one, sd = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], sk, k,
-                                   settings.seed)
-            sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)
+            sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
             sample_n = sample.sum(counts, sd)
-            s_block, s_present = sample_n[:sk * k], sample_n[sk * k:] > 0
+            s_block = sample_n[:sk * k]
             fits = Fits(sk, 1, full=False)
             order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
             losses, passes = [None] * len(settings.lam_grid), 2
             for i in order:
-                coef, intercept, result = solve(sample, s_block, s_present, settings.lam_grid[i], fits, sd, k,
+                coef, intercept, result = solve(sample, s_block, None, settings.lam_grid[i], fits, sd, k,
                                                 rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
                 losses[i] = sample.sum(out_of_fold_log_loss, coef, intercept, sk)
                 passes += result.passes + 1
@@ -198,11 +185,14 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
                       "mean_log_loss": [None if v is None else float(v.sum() / max(rows, 1)) for v in losses],
                       "chosen": best, "passes": passes}
             p.append(passes)
-            del sample, sampled, one
+            del sample
     fits = Fits(folds or 0, 1, full=True)
     with stages.stage("π̂₀", f"{fits.count} multinomial model(s) on all rows, λ = {lam:g}") as p:
-        coef, intercept, result = solve(parts, block_n, present, lam, fits, d, k, rtol=settings.rtol,
-                                        max_iter=settings.max_iter, progress=progress)
+        columns, m = present_columns(present)
+        coef_m, intercept, result = solve(parts, block_n, columns, lam, fits, m, k, rtol=settings.rtol,
+                                          max_iter=settings.max_iter, progress=progress)
+        coef = np.zeros((coef_m.shape[0], d, k))
+        coef[:, present] = coef_m[:, :int(present.sum())]
         p.append(result.passes)
     if not result.converged.all():
         warnings.warn(f"propensity: {int((~result.converged).sum())} model(s) did not reach rtol {settings.rtol:g} "

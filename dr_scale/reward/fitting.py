@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import list_parts, log_metadata
 from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
@@ -60,11 +60,13 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     group,
     group_blocks,
     grouped,
+    keyed_sample,
+    present_columns,
     read_grouped_part,
     read_log_part,
     sample_of,
 )
-from dr_scale.outofcore import ridge
+from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
@@ -80,7 +82,7 @@ from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exp
     check_lam,
     check_positive,
 )
-from dr_scale.reward.models import LinearRewardModel
+from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
 
 class UnloggedActionWarning(UserWarning):
@@ -217,8 +219,27 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
     λ as ``settings.lam`` says (``"auto"``: the out-of-fold error on the keyed sample); then the K·k fold models
     and the k full-data models in the same passes (module docstring). The model's metadata records λ (and its
     search), rows per action, folds, seed, rtol, the CG passes and the actions without rows.
+
+    ``settings.model``: ``"ridge"``, ``"logistic"`` (:func:`fit_logistic_on_parts`, a
+    :class:`~dr_scale.reward.models.LogisticRewardModel`), or None — logistic when every reward is 0 or 1 (one
+    pass counts the others), ridge otherwise.
     """
     stages = stages or Stages(progress)
+    kind, chosen_by = model_kind(parts, settings, name)
+    if kind == "logistic":
+        model = fit_logistic_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress,
+                                      stages=stages, name=name)
+        model.metadata["model_chosen_by"] = chosen_by
+        return model
+    model = _fit_ridge_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress, stages=stages,
+                                name=name)
+    model.metadata.update(model="ridge", model_chosen_by=chosen_by)
+    return model
+
+
+def _fit_ridge_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
+                        progress: bool = False, stages: Stages | None = None, name: str = "the log"
+                        ) -> LinearRewardModel:
     d, k, folds = n_features, n_actions, settings.folds
     auto = settings.lam == "auto"
     share = min(1.0, settings.search_rows / max(n_rows, 1.0))
@@ -275,13 +296,218 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
     return model
 
 
-def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int) -> None:
-    """One :class:`UnloggedActionWarning` naming the actions never logged, and the fold models without rows."""
+# -- logistic ρ̂ for 0/1 rewards ----------------------------------------------------------------
+def nonbinary_rewards(part: LogPart) -> int:
+    """The part's rows whose reward is neither 0 nor 1."""
+    return int(np.count_nonzero((part.reward != 0) & (part.reward != 1)))
+
+
+def model_kind(parts: PartSet, settings: FitSettings, name: str) -> tuple[str, str]:
+    """(the reward model to fit, why): ``settings.model`` if given — logistic refused (a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``model``) when a reward is not 0 or 1 —, else logistic
+    when every reward is 0 or 1 and ridge otherwise (one pass over the parts)."""
+    if settings.model == "ridge":
+        return "ridge", "model"
+    other = parts.sum(nonbinary_rewards)
+    if settings.model == "logistic":
+        if other:
+            raise ParameterError(f"`model` logistic needs rewards 0 or 1, but {name} has {other:,} row(s) with other "
+                                 "rewards; use `model` ridge")
+        return "logistic", "model"
+    return ("ridge", "rewards other than 0/1") if other else ("logistic", "every reward is 0 or 1")
+
+
+def logistic_counts(part: GroupedPart, n_features: int) -> np.ndarray:
+    """(2B + d,): per block b its rows, then its Σ r, then each feature's count of rows."""
+    n_blocks = part.start.size - 1
+    block = np.repeat(np.arange(n_blocks), np.diff(part.start))
+    return np.concatenate([np.diff(part.start).astype(np.float64),
+                           np.bincount(block, weights=part.reward, minlength=n_blocks),
+                           np.bincount(part.indices, minlength=n_features)[:n_features].astype(np.float64)])
+
+
+def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
+                       columns: np.ndarray | None = None) -> np.ndarray:
+    """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
+    Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
+    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    d = x.shape[1] - 1
+    if total is None:
+        total = np.zeros((x.shape[0], d + 2))
+    loss, grad = total[:, d + 1], total[:, :d + 1]
+    for f in range(fits.groups):
+        for a in range(fits.n_actions):
+            using = [F for F in fits.of_block(f, a) if active[F]]
+            b = f * fits.n_actions + a
+            lo, hi = int(part.start[b]), int(part.start[b + 1])
+            if not using or hi == lo:
+                continue
+            X, y = part.blocks(b, b + 1, d, columns), part.reward[lo:hi]
+            for F in using:
+                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+    return total
+
+
+def misclassified(part: GroupedPart, x: np.ndarray, fits: Fits, columns: np.ndarray | None = None) -> np.ndarray:
+    """(F,): per full-data fit the rows on the wrong side of its boundary, (2r − 1) z ≤ 0 (0: separated)."""
+    d = x.shape[1] - 1
+    out = np.zeros(x.shape[0])
+    for f in range(fits.groups):
+        for a in range(fits.n_actions):
+            F = fits.folds * fits.n_actions + a
+            b = f * fits.n_actions + a
+            lo, hi = int(part.start[b]), int(part.start[b + 1])
+            if hi > lo:
+                z = part.blocks(b, b + 1, d, columns) @ x[F, :d] + x[F, d]
+                out[F] += np.count_nonzero((2 * part.reward[lo:hi] - 1) * z <= 0)
+    return out
+
+
+def out_of_fold_log_loss(part: GroupedPart, x: np.ndarray, folds: int, n_actions: int) -> np.ndarray:
+    """(k,): per action Σ_i −log-likelihood of r_i under fold model f_i (x (K·k, d + 1) the fold models)."""
+    d = x.shape[1] - 1
+    out = np.zeros(n_actions)
+    for b in range(folds * n_actions):
+        lo, hi = int(part.start[b]), int(part.start[b + 1])
+        if hi > lo:
+            z = part.block(b, d) @ x[b, :d] + x[b, d]
+            out[b % n_actions] -= float(np.sum(glm.log_expit(np.where(part.reward[lo:hi] > 0, z, -z))))
+    return out
+
+
+def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: int, columns: np.ndarray | None,
+                   lam: float, fits: Fits, *, rtol: float, max_iter: int, progress: bool = False
+                   ) -> tuple[glm.GLMFit, np.ndarray]:
+    """The binary fits at penalty λ by L-BFGS, one pass per step (:mod:`dr_scale.outofcore.glm`): (the result, x
+    (F, d + 1) = (w, b)), d = ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own);
+    n, sy (F,) the fits' rows and Σ r. A fit whose rewards are all equal, or that has no rows,
+    is not fitted (its maximum-likelihood intercept is ±∞): w = 0 and b = logit of the add-½ rate
+    (s + ½)/(n + 1) of its rows — of the pooled rows of all actions of its fold model if it has none."""
+    d = n_features
+    groups = n.reshape(-1, fits.n_actions)
+    pooled = np.repeat(glm.smoothed_rate(sy.reshape(groups.shape).sum(axis=1), groups.sum(axis=1)), fits.n_actions)
+    mixed = (sy > 0) & (sy < n)
+    rate = np.where(mixed, sy / np.maximum(n, 1), np.where(n > 0, glm.smoothed_rate(sy, n), pooled))
+    x0 = np.zeros((n.size, d + 1))
+    x0[:, d] = glm.logit(rate)
+    free = np.zeros((n.size, d + 1), bool)
+    free[mixed] = True
+    penalty = np.r_[np.ones(d, bool), False]
+
+    def evaluate(x, active):
+        total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
+        return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
+
+    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, progress=progress,
+                          description="logistic ρ̂")
+    return result, result.x
+
+
+def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
+                          progress: bool = False, stages: Stages | None = None, name: str = "the log"
+                          ) -> LogisticRewardModel:
+    """Logistic ρ̂_a(x) = σ(x·w_a + b_a) for 0/1 rewards on parts grouped by (fold, action), the sibling of the ridge
+    fit (module docstring): for each action and fold model, on its rows,
+
+        (w, b) = argmin Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖w‖²,   z_i = x_i·w + b   (b not penalised)
+
+    — scikit-learn's ``LogisticRegression(C=1/λ)`` — by L-BFGS, all fits at once, one pass per step. λ = "auto":
+    the grid's λ with the least out-of-fold log loss on the keyed sample (the ridge rule with the log loss). A
+    fit whose rows the features separate perfectly still has finite weights (the penalty λ‖w‖²/2 grows
+    without bound along the separating direction): one warning names the actions and λ.
+    """
+    stages = stages or Stages(progress)
+    d, k, folds = n_features, n_actions, settings.folds
+    groups = max(folds or 1, 1)
+    with stages.stage("ρ̂ sums", "rows and rewards per (fold, action) block") as p:
+        total = parts.sum(logistic_counts, d)
+        block_n, block_sy, present = total[:groups * k], total[groups * k:2 * groups * k], total[2 * groups * k:] > 0
+        p.append(2)
+    search, lam = None, settings.lam
+    if lam == "auto":
+        share = min(1.0, settings.search_rows / max(n_rows, 1.0))
+        sk = settings.search_folds
+        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold log loss of "
+                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
+            sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
+            counted = sample.sum(logistic_counts, sd)
+            s_fits = Fits(sk, k, full=False)
+            s_n, s_sy = s_fits.combine(counted[:sk * k]), s_fits.combine(counted[sk * k:2 * sk * k])
+            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
+            losses, passes = [None] * len(settings.lam_grid), 3
+            for i in order:
+                result, x = solve_logistic(sample, s_n, s_sy, sd, None, settings.lam_grid[i], s_fits,
+                                           rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+                losses[i] = sample.sum(out_of_fold_log_loss, x, sk, k)
+                passes += result.passes + 1
+                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+                    break
+            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+            lam = settings.lam_grid[best]
+            n_sample = counted[:sk * k].reshape(sk, k).sum(axis=0)
+            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(n_sample.sum()),
+                      "sample_rows_per_action": n_sample.astype(int).tolist(),
+                      "out_of_fold_log_loss": [None if v is None else [float(e) for e in v] for v in losses],
+                      "chosen": best, "passes": passes}
+            p.append(passes)
+            del sample
+    fits = Fits(folds or 0, k, full=True)
+    n, sy = fits.combine(block_n), fits.combine(block_sy)
+    with stages.stage("ρ̂", f"{fits.count} logistic models on all rows, λ = {lam:g}") as p:
+        columns, m = present_columns(present)
+        result, x_m = solve_logistic(parts, n, sy, m, columns, lam, fits, rtol=settings.rtol,
+                                     max_iter=settings.max_iter, progress=progress)
+        wrong = parts.sum(misclassified, x_m, fits, columns)
+        x = np.zeros((x_m.shape[0], d + 1))  # the features no row has: weight 0
+        x[:, np.r_[present, True]] = x_m[:, np.r_[np.arange(int(present.sum())), m]]
+        p.append(result.passes + 1)
+    if not result.converged.all():
+        warnings.warn(f"logistic ρ̂: {int((~result.converged).sum())} fit(s) did not reach rtol {settings.rtol:g} in "
+                      f"{settings.max_iter} passes", RuntimeWarning, stacklevel=2)
+    full = slice(fits.folds * k, None)
+    mixed = (sy > 0) & (sy < n)
+    separated = np.flatnonzero(mixed[full] & (wrong[full] == 0))
+    if separated.size:
+        warnings.warn(f"{name}: the features separate the 0 and 1 rewards of action(s) {', '.join(map(str, separated))}"
+                      f" perfectly; the L2 penalty λ = {lam:g} keeps their weights finite (‖w‖ up to "
+                      f"{np.linalg.norm(x[full][separated, :d], axis=1).max():.3g})", SeparatedRewardsWarning,
+                      stacklevel=3)
+    n_fit = n.reshape(-1, k)
+    _warn_unlogged(name, n_fit, x[:, d].reshape(-1, k), folds or 0, logit=True)
+    constant = np.flatnonzero(~mixed[full] & (n[full] > 0))
+    coef = x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
+    intercept = x[:, d].reshape(-1, k)
+    rows = n_fit[-1].astype(int)
+    metadata = {"lam": float(lam), "rows": int(rows.sum()), "rows_per_action": rows.tolist(), "folds": folds or 0,
+                "n_features": d, "n_actions": k, "seed": settings.seed, "rtol": settings.rtol, "model": "logistic",
+                "method": "L-BFGS", "passes": int(result.passes),
+                "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
+                "constant_actions": constant.tolist(), "separated_actions": separated.tolist()}
+    if search is not None:
+        metadata["lambda_search"] = search
+    model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata=metadata)
+    if folds:
+        model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
+        model.fold_seed = settings.seed
+    return model
+
+
+class SeparatedRewardsWarning(UserWarning):
+    """The features separate an action's 0 and 1 rewards perfectly; the L2 penalty keeps the weights finite."""
+
+
+
+
+def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, logit: bool = False) -> None:
+    """One :class:`UnloggedActionWarning` naming the actions never logged, and the fold models without rows
+    (``logit``: the intercepts are logits, of the add-½ pooled rate)."""
     never = np.flatnonzero(n[-1] == 0)
     messages = []
     if never.size:
+        value = intercept[-1, never[0]]
         messages.append(f"action(s) {', '.join(map(str, never))} never logged: ρ̂ for them is the pooled mean reward "
-                        f"{intercept[-1, never[0]]:.6g} (w = 0)")
+                        + (f"{glm.expit(value):.6g} (add-½, as the logit b = {value:.6g}; w = 0)" if logit else
+                           f"{value:.6g} (w = 0)"))
     for j in range(folds):
         missing = np.flatnonzero((n[j] == 0) & (n[-1] > 0))
         if missing.size:
@@ -384,8 +610,51 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     return model
 
 
+def model_line(model: LinearRewardModel) -> str | None:
+    """The reward model fitted and why: ``model: logistic (every reward is 0 or 1)`` (None for a model that does
+    not record it)."""
+    m = model.metadata
+    if "model" not in m:
+        return None
+    why = m.get("model_chosen_by")
+    return f"model: {m['model']}" + ("" if why is None else f" ({'--model' if why == 'model' else why})")
+
+
 def summary(model: LinearRewardModel) -> str:
-    """A fitted model's figures as text: λ, rows, and per action its rows, intercept, ‖w‖ and out-of-fold R²."""
+    """A fitted model's figures as text: the model, λ, rows, and per action its rows, intercept, ‖w‖ and the
+    out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
+    m = model.metadata
+    first = model_line(model)
+    if m.get("model") == "logistic":
+        return "\n".join([first, _logistic_summary(model)] if first else [_logistic_summary(model)])
+    text = _ridge_summary(model)
+    return f"{first}\n{text}" if first else text
+
+
+def _logistic_summary(model: LinearRewardModel) -> str:
+    m = model.metadata
+    search = m.get("lambda_search")
+    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
+            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['passes']} L-BFGS passes"
+            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
+    lines = [head, f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
+                   + (f" {'sample log loss':>16}" if search else "")]
+    for a in range(model.n_actions):
+        line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {float(glm.expit(model.intercept[a])):>14.6g} "
+                f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
+        if search:
+            rows = search["sample_rows_per_action"][a]
+            loss = search["out_of_fold_log_loss"][search["chosen"]][a]
+            line += f" {_fmt(loss / rows if rows else None):>16}"
+        lines.append(line)
+    if search:
+        lines.append(f"out-of-fold log loss on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
+            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
+            for g, row in zip(search["grid"], search["out_of_fold_log_loss"])))
+    return "\n".join(lines)
+
+
+def _ridge_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
     head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "

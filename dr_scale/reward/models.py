@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
+from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import checked_linear
+from dr_scale.io.parameter_files import checked_linear, read_linear_file
 from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
     _linear,
     checked_actions,
     checked_row_id,
+    file_kind,
     load_model,
     predict_by_fold,
     save_model,
@@ -173,6 +175,8 @@ class LinearRewardModel:
     fold_intercept: np.ndarray | None = None
     fold_seed: int = 0
     metadata: dict = field(default_factory=dict)
+    #: What the scores mean, saved in the file (a linear model's file has no ``kind``: "linear").
+    KIND: ClassVar[str] = "linear"
 
     @property
     def n_actions(self) -> int:
@@ -236,7 +240,7 @@ class LinearRewardModel:
         storage_options : dict, optional
             fsspec's options for ``url`` (credentials otherwise from the environment).
         """
-        save_model(self, url, storage_options)
+        save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
 
     def __post_init__(self):
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
@@ -244,6 +248,10 @@ class LinearRewardModel:
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
         """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        The file's ``kind`` decides the class: ``LinearRewardModel.load`` of a logistic model's file returns a
+        :class:`LogisticRewardModel` (every reward model file loads through it); ``LogisticRewardModel.load``
+        takes logistic files only.
 
         Parameters
         ----------
@@ -257,7 +265,85 @@ class LinearRewardModel:
         LinearRewardModel
             The model, with its fold models and metadata if the file has them.
         """
-        return load_model(cls, url, storage_options, f"reward model {url}")
+        where = f"reward model {url}"
+        arrays = read_linear_file(url, storage_options, where)
+        target = LogisticRewardModel if cls is LinearRewardModel and file_kind(arrays) == "logistic" else cls
+        return load_model(target, url, storage_options, where, target.KIND, arrays)
+
+
+@dataclass
+class LogisticRewardModel(LinearRewardModel):
+    """A logistic reward model for 0/1 rewards: ρ̂_a(x) = σ(x·coef[:, a] + intercept[a]), σ(z) = 1/(1 + e^{−z}).
+
+    The fields, fold models, cross-fitted prediction by row id and ``.npz`` are those of
+    :class:`LinearRewardModel` (the file records ``kind = "logistic"``); the predictions lie in (0, 1), inside
+    the range of 0/1 rewards, where a linear model's can fall below 0 on rare clicks. Fitted per action by
+    L2-regularised logistic regression (``dr-scale fit --model logistic``, :func:`dr_scale.fit_reward_model`
+    with ``FitSettings(model="logistic")``), as Open Bandit Pipeline's reward models for clicks are.
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, k)
+        The full-data model's weights (logit scale), finite.
+    intercept : numpy.ndarray, shape (k,)
+        The full-data model's intercepts (logit scale), finite.
+    fold_coef : numpy.ndarray, shape (K, d, k), optional
+        The fold models' weights (cross-fitted models only).
+    fold_intercept : numpy.ndarray, shape (K, k), optional
+        The fold models' intercepts (with ``fold_coef``).
+    fold_seed : int, default 0
+        The key of the rows' folds (:func:`fold_of`).
+    metadata : dict, optional
+        What the fit recorded (saved as JSON).
+
+    See Also
+    --------
+    LinearRewardModel : The ridge model, for rewards other than 0/1.
+    dr_scale.fit_reward_model : Fits one from a log.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = LogisticRewardModel(coef=np.array([[2.0, 0.0], [0.0, -1.0]]), intercept=np.array([-2.0, 0.0]))
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> model.predict(X).round(3).tolist()
+    [[0.5, 0.5], [0.119, 0.269]]
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     model.save(os.path.join(folder, "model.npz"))
+    ...     again = LinearRewardModel.load(os.path.join(folder, "model.npz"))  # the file says which class
+    >>> type(again).__name__, again.predict(X).round(3).tolist()
+    ('LogisticRewardModel', [[0.5, 0.5], [0.119, 0.269]])
+    """
+
+    KIND: ClassVar[str] = "logistic"
+
+    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+        """ρ̂ for the rows of X, σ of the linear scores: (n, k), or (n, len(actions)) for the given actions.
+
+        With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i); otherwise by the
+        full-data model.
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
+            The rows' features.
+        actions : numpy.ndarray of int, optional
+            The columns wanted; None for all k.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids (used by a cross-fitted model).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) predictions in (0, 1), or (n, len(actions)).
+        """
+        return expit(super().predict(X, actions=actions, row_id=row_id))
+
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        """The arrays that determine the predictions, and the model's kind (a digest tells it from a linear
+        model with the same arrays)."""
+        return (*super().parameters(), np.frombuffer(self.KIND.encode(), np.uint8))
 
 
 def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:
