@@ -81,6 +81,18 @@ def check_policies_fit(evaluations: dict[str, Evaluation], pf: PoliciesFile) -> 
                           pf.source)
 
 
+def check_propensities(evaluations: dict[str, Evaluation], fs, parts, logs: str) -> None:
+    """A log share without propensities, where an estimator needs them and no propensity model is given: one line
+    (exit 2) before any partition is read, not every partition reported bad."""
+    from dr_scale.logs.contract import has_propensity
+
+    if not parts or has_propensity(fs, min(parts, key=lambda p: p.path).path):
+        return
+    for e in evaluations.values():
+        if e.propensity_model is None and e.needs_propensity:
+            raise e.missing_propensity(redact(logs))
+
+
 def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> dict[tuple, Evaluation]:
     """For each pair of candidates (a before b in the file), the primary estimator's V(a) − V(b), paired.
 
@@ -133,6 +145,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     except UserError as exc:
         raise ConfigError(str(exc), pf.source) from None
     check_policies_fit(evaluations, pf)
+    check_propensities(evaluations, fs, parts, logs)
     pairs = pair_evaluations(pf, evaluations)
     states: ReportStates = build_states(fs, parts, {**evaluations, **pairs},
                                         StateCache(cache, storage_options) if cache else None,

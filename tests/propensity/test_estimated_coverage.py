@@ -20,6 +20,7 @@ true propensities and the same ρ̂.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ import pytest
 
 from dr_scale.logs.contract import partition_from_table
 from dr_scale.logs.parts import LogPart, group
+from dr_scale.logs.parts import _given as given_part
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.settings import FitSettings
@@ -44,8 +46,15 @@ COVERAGE_TOLERANCE = 0.025
 RMSE_RATIO = 1.2
 
 
+#: The world: a pure-softmax logger (ε = 0) and, without the interaction term (m_a = 0), a reward
+#: E[r | x, a] = σ(b_a + x·W_a) that the logistic reward model can represent.
+SETTINGS = WorldSettings(min_propensity=0.0, interaction_sd=0.0)
+#: The reward model: ``fit --model logistic`` (consistent here, so that DR is orthogonal in p as well as ρ).
+REWARD_MODEL = "logistic"
+
+
 def world():
-    return make_world(SEED, D, K, WorldSettings(min_propensity=0.0))
+    return make_world(SEED, D, K, SETTINGS)
 
 
 def replicate(r: int) -> dict:
@@ -59,10 +68,10 @@ def replicate(r: int) -> dict:
     hidden.table = hidden.table.append_column("target_action", pa.array(target.astype(np.int32)))
     rows = LogPart(hidden.row_id, hidden.X.indptr, hidden.X.indices, None, hidden.action, hidden.reward,
                    np.ones(N))
-    parts = PartSet.build(propensity_fitting._given, [(group(rows, FOLDS, K, SEED),)], None)
+    parts = PartSet.build(given_part, [(group(rows, FOLDS, K, SEED),)], None)
     settings = FitSettings(folds=FOLDS, lam=LAM, seed=SEED)
     pi0 = propensity_fitting.fit_on_parts(parts, N, D, K, settings)
-    rho = reward_fitting.fit_on_parts(parts, N, D, K, settings)
+    rho = reward_fitting.fit_on_parts(parts, N, D, K, replace(settings, model=REWARD_MODEL))
     estimated = evaluate_partitions([hidden], Evaluation("column:target_action", ["DR"], reward_model=rho,
                                                          n_actions=K, propensity_model=pi0)).estimates["DR"]
     shown = partition_from_table(table.append_column("target_action", pa.array(target.astype(np.int32))),

@@ -167,3 +167,67 @@ def test_learn_with_the_true_model_equals_learn_with_the_logged_propensities(log
         learn_policy(hidden, settings)
     code, _, err = cli(capsys, "learn", hidden, "--out", Path(hidden).parent / "p.npz", "--no-progress")
     assert code == 2 and "--estimate-propensity" in error_line(err)
+
+
+@pytest.fixture(scope="module")
+def fitted(logs, tmp_path_factory):
+    """``dr-scale fit-propensity`` on the hidden log: the model file."""
+    _, hidden = logs
+    out = tmp_path_factory.mktemp("fitted") / "pi0.npz"
+    from dr_scale.cli import main
+
+    assert main(["fit-propensity", hidden, "--out", str(out), "--folds", "5", "--lam", "10", "--no-progress"]) == 0
+    return out
+
+
+@pytest.mark.slow  # fits the model
+def test_evaluate_estimate_propensity_equals_the_fitted_model_file(logs, fitted, tmp_path, capsys):
+    shown, hidden = logs
+    code, by_file, _ = cli(capsys, "evaluate", hidden, "--policy", "uniform", "--propensity-model", fitted,
+                           "--estimators", "IPS,SNIPS", "--no-progress")
+    assert code == 0 and "(the log has no propensity column)" in by_file and "estimated propensities:" in by_file
+    out = tmp_path / "r.json"
+    code, fitted_here, _ = cli(capsys, "evaluate", hidden, "--policy", "uniform", "--estimate-propensity", "--folds",
+                               "5", "--lam", "10", "--estimators", "IPS,SNIPS", "--json", out, "--no-progress")
+    assert code == 0
+    table = [line for line in by_file.splitlines() if line.startswith(("IPS", "SNIPS"))]
+    assert table == [line for line in fitted_here.splitlines() if line.startswith(("IPS", "SNIPS"))]
+    import json
+
+    document = json.loads(out.read_text())
+    assert document["propensity_diagnostics"]["floored_rows"] == 0
+    assert (tmp_path / document["propensities"]["reliability_plot"]).exists()
+    # the model file on the log with its propensities: the same rows, so the fingerprint holds; said which is used
+    code, stdout, _ = cli(capsys, "evaluate", shown, "--policy", "uniform", "--propensity-model", fitted,
+                          "--estimators", "IPS", "--no-progress")
+    assert code == 0 and "the log's own propensity column is not used" in stdout and "correlation" in stdout
+
+
+@pytest.mark.slow  # fits the model
+def test_a_propensity_file_for_another_action_set_is_one_line(fitted, tmp_path, capsys):
+    other = str(tmp_path / "other")
+    generate_bandit(other, rows=500, features=D, actions=K + 1, seed=SEED, hide_propensity=True)
+    code, _, err = cli(capsys, "evaluate", other, "--policy", "uniform", "--propensity-model", fitted,
+                       "--estimators", "IPS", "--no-progress")
+    line = error_line(err)
+    assert code == 2 and f"has k = {K} actions, but the log's metadata" in line and str(fitted) in line
+
+
+@pytest.mark.slow  # fits the model
+def test_report_with_a_propensity_model_has_its_diagnostics(logs, fitted, tmp_path, capsys):
+    _, hidden = logs
+    policies = tmp_path / "policies.toml"
+    policies.write_text('estimators = ["IPS"]\n[[policy]]\nname = "uniform"\nspec = "uniform"\n')
+    code, _, err = cli(capsys, "report", "--logs", hidden, "--policies", policies, "--out", tmp_path / "none",
+                       "--no-progress")
+    assert code == 2 and "--estimate-propensity" in error_line(err)
+    policies.write_text(f'propensity_model = "{fitted}"\n' + policies.read_text())
+    code, _, err = cli(capsys, "report", "--logs", hidden, "--policies", policies, "--out", tmp_path / "rep",
+                       "--no-progress")
+    assert code == 0, err
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "Estimated propensities" in html and "reliability of the estimated propensities" in html
+    import json
+
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert report["policies"][0]["propensity"]["rows"] == 6000
