@@ -174,7 +174,8 @@ class PropensityState:
         sp_, sq, spp, sqq, spq = self.logged_sums
         cov = spq / m - sp_ / m * sq / m
         var_p, var_q = spp / m - (sp_ / m) ** 2, sqq / m - (sq / m) ** 2
-        corr = float(cov / math.sqrt(var_p * var_q)) if var_p > 1e-300 and var_q > 1e-300 else math.nan
+        constant = var_p <= 1e-12 * (sp_ / m) ** 2 or var_q <= 1e-12 * (sq / m) ** 2  # rounding, not spread
+        corr = math.nan if constant else float(cov / math.sqrt(var_p * var_q))
         return {"rows": m, "correlation": corr,
                 "ratio_quantiles": {str(q): self.ratio_quantile(q) for q in (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)}}
 
