@@ -231,3 +231,31 @@ def test_report_with_a_propensity_model_has_its_diagnostics(logs, fitted, tmp_pa
 
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert report["policies"][0]["propensity"]["rows"] == 6000
+
+
+def test_import_without_a_propensity_column_says_so(tmp_path):
+    import json
+
+    from dr_scale.logs.importer import import_log
+
+    raw = tmp_path / "raw.csv"
+    raw.write_text("item,click,color\na,1,red\nb,0,blue\na,0,red\n")
+    summary = import_log(str(raw), {"action": "item", "reward": "click", "features": {"categorical": ["color"]},
+                                    "hash_bits": 6}, str(tmp_path / "logs"))
+    assert summary.propensity is None and summary.to_dict()["propensity"] is None
+    assert "propensity: none" in summary.text()
+    saved = json.loads((tmp_path / "logs" / "_dr_scale_spec.json").read_text())
+    assert saved["columns"]["propensity"] is None
+    (part,) = dr_scale.read_log(str(tmp_path / "logs"))
+    assert not part.has_propensity and part.action.tolist() == [0, 1, 0]
+
+
+def test_from_dask_without_a_propensity_column():
+    import dask.dataframe as dd
+
+    df = pd.DataFrame({"item": ["b", "a", "b", "a"], "click": [1, 0, 1, 1], "color": ["r", "b", "r", "r"]})
+    log = dr_scale.from_dask(dd.from_pandas(df, npartitions=2),
+                             {"action": "item", "reward": "click", "features": {"categorical": ["color"]}})
+    assert "propensity" not in log.columns
+    with pytest.raises(dr_scale.LogDataError, match="column 'propensity': missing column"):
+        dr_scale.evaluate_dataframe(log, Evaluation("uniform", ["IPS"], n_actions=2))
