@@ -163,6 +163,9 @@ def run(args) -> int:
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:
         print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
+    elif not log_has_propensity(logs, opts):
+        print("propensities: none in the log; DM reads none (the ESS and max weight columns are those of p = 1 and "
+              "say nothing)")
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
     if isinstance(result, ComparisonResult):
         print(f"{len(results)} policies on {where}, one pass over the log")

@@ -112,7 +112,7 @@ def test_a_log_without_propensities_needs_a_model_except_for_dm(logs, tmp_path, 
     assert cli(capsys, "fit", hidden, "--out", model, "--no-progress")[0] == 0
     code, out, _ = cli(capsys, "evaluate", hidden, "--policy", "uniform", "--reward-model", model, "--estimators",
                        "DM", "--no-progress")
-    assert code == 0 and "DM" in out
+    assert code == 0 and "DM" in out and "propensities: none in the log" in out
     # the same in memory, from raw columns with a spec that names no propensity
     df = pd.DataFrame({"item": ["a", "b", "a", "b"], "click": [1, 0, 0, 1], "color": ["r", "g", "r", "b"]})
     log = dr_scale.from_pandas(df, {"action": "item", "reward": "click", "features": {"categorical": ["color"]},
