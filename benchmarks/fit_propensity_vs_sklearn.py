@@ -48,7 +48,7 @@ def read_rows(url: str):
 
     from dr_scale.logs.contract import read_log
 
-    parts = read_log(url)
+    parts = read_log(url, n_features=FEATURES, n_actions=ACTIONS)
     return (sp.vstack([p.X for p in parts]).tocsr(), np.concatenate([p.action for p in parts]),
             np.concatenate([p.propensity for p in parts]))
 

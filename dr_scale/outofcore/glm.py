@@ -62,12 +62,17 @@ class GLMFit:
 
 
 def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.ndarray | None = None,
-             memory: int = MEMORY, progress: bool = False, description: str = "logistic") -> GLMFit:
+             curvature: np.ndarray | None = None, memory: int = MEMORY, progress: bool = False,
+             description: str = "logistic") -> GLMFit:
     """Minimise F smooth convex functions at once by L-BFGS in lockstep (module docstring).
 
     ``evaluate(X, active)`` returns (f (F,), g (F, D)) at the rows of X (F, D) for the fits where ``active`` is
     true (others: anything) — one pass over the data. ``free`` (F, D) bool: the coordinates that move (the
-    history holds only the coordinates some fit moves: features no row has cost nothing).
+    history holds only the coordinates some fit moves: features no row has cost nothing). ``curvature`` (F, D): an
+    estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹ (γ = sᵀy / yᵀH₀y of the newest
+    pair; the first step is −diag(curvature)⁻¹∇L) — for sparse features whose frequencies span orders of
+    magnitude, the curvature of a weight is its feature's count times p(1 − p) plus λ, and a scalar H₀ would
+    take steps sized for the commonest feature on all of them.
     """
     full = np.array(x0, dtype=np.float64)
     F, D = full.shape
@@ -75,6 +80,7 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     idx = np.flatnonzero(free.any(axis=0))  # the coordinates some fit moves: the solver's vectors hold only these
     free = free[:, idx]
     x = full[:, idx]
+    inverse = np.ones_like(x) if curvature is None else 1.0 / np.maximum(np.asarray(curvature)[:, idx], 1e-12)
 
     def evaluated(trial, which):
         full[:, idx] = trial
@@ -107,7 +113,9 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
                 q -= alpha[j] * Y[F_, i]
             if m:
                 newest = order[0]
-                q *= (S[F_, newest] @ Y[F_, newest]) / (Y[F_, newest] @ Y[F_, newest])
+                q *= inverse[F_] * ((S[F_, newest] @ Y[F_, newest]) / (Y[F_, newest] @ (inverse[F_] * Y[F_, newest])))
+            elif curvature is not None:  # the first step: the preconditioned gradient
+                q *= inverse[F_]
             else:  # the first step: length 1 in the gradient's direction scaled to ‖g‖ = 1 (as scipy's L-BFGS)
                 q /= max(gnorm[F_], 1e-300)
             for j, i in reversed(list(enumerate(order))):

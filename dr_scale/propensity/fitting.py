@@ -68,10 +68,12 @@ def _group_step(_, part: LogPart, n_actions: int, folds: int | None, seed: int):
 
 # -- passes ---------------------------------------------------------------------------------
 def counts(part: GroupedPart, n_features: int) -> np.ndarray:
-    """(B + d,): the rows of each block b = fold·k + action, then each feature's count of rows (which features
-    some row has)."""
+    """(B + d,): the rows of each block b = fold·k + action, then each feature's Σ x² over the rows (which features
+    some row has, and the preconditioner's curvature)."""
+    squares = None if part.data is None else part.data ** 2
     return np.concatenate([np.diff(part.start).astype(np.float64),
-                           np.bincount(part.indices, minlength=n_features)[:n_features].astype(np.float64)])
+                           np.bincount(part.indices, weights=squares, minlength=n_features)[:n_features]
+                           .astype(np.float64)])
 
 
 def model_fits(fits: Fits, f: int) -> list[int]:
@@ -118,13 +120,22 @@ def out_of_fold_log_loss(part: GroupedPart, coef: np.ndarray, intercept: np.ndar
 
 
 # -- fitting ----------------------------------------------------------------------------------
-def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, lam: float, fits: Fits, n_features: int,
-          n_actions: int, *, rtol: float, max_iter: int, progress: bool = False):
+def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, squares: np.ndarray, lam: float,
+          fits: Fits, n_features: int, n_actions: int, *, rtol: float, max_iter: int, progress: bool = False):
     """The fits' multinomial models at penalty λ: (coef (F, d, k), intercept (F, k), the L-BFGS result); d =
-    ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own)."""
+    ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own), ``squares`` (d,) their
+    Σ x² over all rows (the preconditioner: W[j, a]'s curvature ≈ (Σ_i x_ij² · s_a(1 − s_a) + λ)/n, s_a the
+    action's share)."""
     d, k = n_features, n_actions
     n_fit = _fit_counts(block_n, fits, k)
     x0, free = glm.multinomial_start(n_fit, d)
+    n_all = max(float(block_n.sum()), 1.0)
+    share = n_fit / np.maximum(n_fit.sum(axis=1, keepdims=True), 1.0)
+    spread = np.maximum(share * (1 - share), 1e-3)  # (F, k)
+    rows = np.maximum(n_fit.sum(axis=1), 1.0)
+    curvature = np.concatenate([
+        ((squares[None, :, None] * (rows / n_all)[:, None, None] * spread[:, None, :] + lam) / rows[:, None, None])
+        .reshape(len(rows), -1), spread], axis=1)
     penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
     n = n_fit.sum(axis=1)
 
@@ -132,8 +143,8 @@ def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, lam: 
         total = parts.accumulate(add_softmax_terms, x, fits, k, d, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
-    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, progress=progress,
-                          description="propensity")
+    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, curvature=curvature,
+                          progress=progress, description="propensity")
     x = result.x
     return x[:, :d * k].reshape(-1, d, k), x[:, d * k:], result
 
@@ -156,7 +167,8 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
     with stages.stage("π̂₀ counts", "rows per (fold, action) block") as p:
         total = parts.sum(counts, d)
         groups = max(folds or 1, 1)
-        block_n, present = total[:groups * k], total[groups * k:] > 0
+        block_n, squares = total[:groups * k], total[groups * k:]
+        present = squares > 0
         p.append(1)
     search, lam = None, settings.lam
     if lam == "auto":
@@ -166,12 +178,12 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
                                   f"{'the sampled' if share < 1 else 'all'} rows") as p:
             sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
             sample_n = sample.sum(counts, sd)
-            s_block = sample_n[:sk * k]
+            s_block, s_squares = sample_n[:sk * k], sample_n[sk * k:]
             fits = Fits(sk, 1, full=False)
             order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
             losses, passes = [None] * len(settings.lam_grid), 2
             for i in order:
-                coef, intercept, result = solve(sample, s_block, None, settings.lam_grid[i], fits, sd, k,
+                coef, intercept, result = solve(sample, s_block, None, s_squares, settings.lam_grid[i], fits, sd, k,
                                                 rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
                 losses[i] = sample.sum(out_of_fold_log_loss, coef, intercept, sk)
                 passes += result.passes + 1
@@ -189,8 +201,8 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
     fits = Fits(folds or 0, 1, full=True)
     with stages.stage("π̂₀", f"{fits.count} multinomial model(s) on all rows, λ = {lam:g}") as p:
         columns, m = present_columns(present)
-        coef_m, intercept, result = solve(parts, block_n, columns, lam, fits, m, k, rtol=settings.rtol,
-                                          max_iter=settings.max_iter, progress=progress)
+        coef_m, intercept, result = solve(parts, block_n, columns, squares[present], lam, fits, m, k,
+                                          rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
         coef = np.zeros((coef_m.shape[0], d, k))
         coef[:, present] = coef_m[:, :int(present.sum())]
         p.append(result.passes)

@@ -318,12 +318,15 @@ def model_kind(parts: PartSet, settings: FitSettings, name: str) -> tuple[str, s
 
 
 def logistic_counts(part: GroupedPart, n_features: int) -> np.ndarray:
-    """(2B + d,): per block b its rows, then its Σ r, then each feature's count of rows."""
+    """(2B + d,): per block b its rows, then its Σ r, then each feature's Σ x² over the rows (which features some
+    row has, and the preconditioner's curvature)."""
     n_blocks = part.start.size - 1
     block = np.repeat(np.arange(n_blocks), np.diff(part.start))
+    squares = None if part.data is None else part.data ** 2
     return np.concatenate([np.diff(part.start).astype(np.float64),
                            np.bincount(block, weights=part.reward, minlength=n_blocks),
-                           np.bincount(part.indices, minlength=n_features)[:n_features].astype(np.float64)])
+                           np.bincount(part.indices, weights=squares, minlength=n_features)[:n_features]
+                           .astype(np.float64)])
 
 
 def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
@@ -376,11 +379,13 @@ def out_of_fold_log_loss(part: GroupedPart, x: np.ndarray, folds: int, n_actions
 
 
 def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: int, columns: np.ndarray | None,
-                   lam: float, fits: Fits, *, rtol: float, max_iter: int, progress: bool = False
-                   ) -> tuple[glm.GLMFit, np.ndarray]:
+                   squares: np.ndarray, n_all: float, lam: float, fits: Fits, *, rtol: float, max_iter: int,
+                   progress: bool = False) -> tuple[glm.GLMFit, np.ndarray]:
     """The binary fits at penalty λ by L-BFGS, one pass per step (:mod:`dr_scale.outofcore.glm`): (the result, x
     (F, d + 1) = (w, b)), d = ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own);
-    n, sy (F,) the fits' rows and Σ r. A fit whose rewards are all equal, or that has no rows,
+    n, sy (F,) the fits' rows and Σ r; ``squares`` (d,) the features' Σ x² over all ``n_all`` rows (the
+    preconditioner: w_j's curvature ≈ (Σ_{i in the fit} x_ij² · p(1 − p) + λ)/n, p the fit's mean reward and the
+    sum taken as the fit's share of Σ x²). A fit whose rewards are all equal, or that has no rows,
     is not fitted (its maximum-likelihood intercept is ±∞): w = 0 and b = logit of the add-½ rate
     (s + ½)/(n + 1) of its rows — of the pooled rows of all actions of its fold model if it has none."""
     d = n_features
@@ -393,13 +398,17 @@ def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: in
     free = np.zeros((n.size, d + 1), bool)
     free[mixed] = True
     penalty = np.r_[np.ones(d, bool), False]
+    spread = np.maximum(rate * (1 - rate), 1e-6)
+    rows = np.maximum(n, 1.0)
+    curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread)[:, None] + lam)
+                                 / rows[:, None], spread])
 
     def evaluate(x, active):
         total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
-    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, progress=progress,
-                          description="logistic ρ̂")
+    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, curvature=curvature,
+                          progress=progress, description="logistic ρ̂")
     return result, result.x
 
 
@@ -421,7 +430,8 @@ def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_acti
     groups = max(folds or 1, 1)
     with stages.stage("ρ̂ sums", "rows and rewards per (fold, action) block") as p:
         total = parts.sum(logistic_counts, d)
-        block_n, block_sy, present = total[:groups * k], total[groups * k:2 * groups * k], total[2 * groups * k:] > 0
+        block_n, block_sy, squares = total[:groups * k], total[groups * k:2 * groups * k], total[2 * groups * k:]
+        present = squares > 0
         p.append(2)
     search, lam = None, settings.lam
     if lam == "auto":
@@ -436,7 +446,8 @@ def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_acti
             order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
             losses, passes = [None] * len(settings.lam_grid), 3
             for i in order:
-                result, x = solve_logistic(sample, s_n, s_sy, sd, None, settings.lam_grid[i], s_fits,
+                result, x = solve_logistic(sample, s_n, s_sy, sd, None, counted[2 * sk * k:],
+                                           float(counted[:sk * k].sum()), settings.lam_grid[i], s_fits,
                                            rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
                 losses[i] = sample.sum(out_of_fold_log_loss, x, sk, k)
                 passes += result.passes + 1
@@ -455,7 +466,8 @@ def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_acti
     n, sy = fits.combine(block_n), fits.combine(block_sy)
     with stages.stage("ρ̂", f"{fits.count} logistic models on all rows, λ = {lam:g}") as p:
         columns, m = present_columns(present)
-        result, x_m = solve_logistic(parts, n, sy, m, columns, lam, fits, rtol=settings.rtol,
+        result, x_m = solve_logistic(parts, n, sy, m, columns, squares[present], float(block_n.sum()), lam, fits,
+                                     rtol=settings.rtol,
                                      max_iter=settings.max_iter, progress=progress)
         wrong = parts.sum(misclassified, x_m, fits, columns)
         x = np.zeros((x_m.shape[0], d + 1))  # the features no row has: weight 0
