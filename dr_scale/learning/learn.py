@@ -96,6 +96,9 @@ class Imputation:
     n_actions: int
     reward_model: object | None = None
     center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
+    propensity_model: object | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
+    propensity_floor: float = 1e-3
+    source: str = "the log"  # for messages
 
     def targets(self, part: LogPart, X) -> np.ndarray:
         """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
@@ -110,7 +113,24 @@ class Imputation:
         reward_hat = None
         if self.reward_model is not None:
             reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
-        return impute_rewards(part.action, part.reward, part.propensity, self.n_actions, self.method, reward_hat)
+        return impute_rewards(part.action, part.reward, self.propensities(part, X), self.n_actions, self.method,
+                              reward_hat)
+
+    def propensities(self, part: LogPart, X) -> np.ndarray:
+        """The p of each row: the logged one, or the propensity model's (floored, from the fold model that did not
+        see the row); a log without propensities needs a model unless the imputation is DM (which reads none)."""
+        if self.propensity_model is not None:
+            probs = np.asarray(self.propensity_model.predict_proba(X, row_id=part.row_id), dtype=np.float64)
+            return np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+        if self.method != "dm" and len(part) and np.isnan(part.propensity).any():
+            from dr_scale.logs.contract import LogDataError
+
+            raise LogDataError(self.source, "propensity", f"missing column: the log records no logging probabilities, "
+                                                        f"and {self.method.upper()} imputation weights each row by "
+                                                        "1/p; estimate them (--estimate-propensity [--folds K], or "
+                                                        "--propensity-model FILE from dr-scale fit-propensity), or "
+                                                        "learn with --method dm (docs/propensities.md)")
+        return part.propensity
 
 
 @dataclass(frozen=True)
@@ -381,7 +401,8 @@ class LearnSettings:
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
                  storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None, allow_other_log: bool = False) -> LinearPolicy:
+                 stages: Stages | None = None, allow_other_log: bool = False, propensity_model=None,
+                 propensity_floor: float = 1e-3) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
     ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
@@ -416,6 +437,12 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     allow_other_log : bool
         Use a cross-fitted ``reward_model`` fitted on another log (by default refused:
         :func:`dr_scale.reward.models.check_fitted_log`, one more pass for the rows' fingerprint).
+    propensity_model : object or None
+        An estimated logging policy (``predict_proba(X, row_id=…)``, e.g. a cross-fitted
+        :class:`~dr_scale.propensity.model.PropensityModel` of this log) whose propensities replace the logged
+        ones in the DR and IPS imputations; needed for a log without propensities (docs/propensities.md).
+    propensity_floor : float
+        The floor of the estimated propensities, in (0, 1).
 
     Returns
     -------
@@ -490,7 +517,13 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         meta["reward_model_lam"] = rho.metadata["lam"]
         meta["reward_model"] = rho.metadata.get("model", "ridge")
     linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None)
+    from dr_scale.io.config import PropensityFloor, check
+
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None,
+                            propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
+    if propensity_model is not None:
+        meta["propensities"] = "estimated"
+        meta["propensity_floor"] = imputation.propensity_floor
     if learner == "ridge":
         if lam == "auto":
             with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:

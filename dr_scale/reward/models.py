@@ -91,7 +91,7 @@ def on_other_half(model, read) -> bool:
     return read is not None and read.other_half_of(recorded)
 
 
-def check_fitted_log(model, fingerprint: str, name: str, read=None) -> None:
+def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
     """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
     :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
     fingerprint (``rows:hash``, :class:`dr_scale.reward.fitting.Extent`) is ``fingerprint``, are not its own —
@@ -99,15 +99,15 @@ def check_fitted_log(model, fingerprint: str, name: str, read=None) -> None:
     ``evaluate``, ``learn`` and their APIs: no check for a model without folds or without a recorded
     fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a
     :class:`~dr_scale.logs.filters.LogFilter`: :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`), whose
-    rows no model saw. ``name``: the model, for the message."""
+    rows no model saw. ``name``: the model, and ``refit``: how to fit one on this log, for the message."""
     meta = getattr(model, "metadata", None) or {}
     if not getattr(model, "folds", 0) or "fingerprint" not in meta or on_other_half(model, read):
         return
     if fingerprint != meta["fingerprint"]:
         raise ParameterError(f"{name} is cross-fitted on another log (fingerprint {meta['fingerprint']}; this log's "
                              f"is {fingerprint}): its fold models would predict rows they may have seen, and "
-                             "cross-fitting would be silently lost. Refit it on this log (dr-scale fit --folds K), or "
-                             "pass `allow_other_log` to use it anyway")
+                             f"cross-fitting would be silently lost. Refit it on this log ({refit}), or pass "
+                             "`allow_other_log` to use it anyway")
 
 
 def check_model_actions(model, actions: list | None, name: str) -> None:
