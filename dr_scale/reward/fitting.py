@@ -589,9 +589,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     >>> folder = tempfile.TemporaryDirectory()
     >>> logs = folder.name + "/log"
     >>> _ = generate_bandit(logs, rows=2000, features=100, actions=3)  # a generated 2,000-row log
-    >>> model = fit_reward_model(logs, FitSettings(folds=2))
-    >>> model.coef.shape, model.metadata["lam"], model.metadata["rows_per_action"]
-    ((100, 3), 100.0, [843, 828, 329])
+    >>> model = fit_reward_model(logs, FitSettings(folds=2))  # 0/1 rewards: a logistic model by default
+    >>> type(model).__name__, model.coef.shape, model.metadata["lam"], model.metadata["rows_per_action"]
+    ('LogisticRewardModel', (100, 3), 10.0, [843, 828, 329])
     >>> folder.cleanup()
     """
     settings = settings or FitSettings()
