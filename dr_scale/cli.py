@@ -46,13 +46,15 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
                 _add_debug(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every sub-command, or ``only`` the one named (its module alone is imported —
+    a command's start does not import the others' libraries)."""
     parser = Parser(
         prog="dr-scale",
         description="Doubly robust off-policy evaluation and learning, from a laptop to a Dask cluster.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"dr_scale.commands.{MODULES.get(name, name)}").add_parser(sub)
     _add_debug(parser)
     return parser
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             from dr_scale.outofcore.compute import start_worker_server
 
             start_worker_server()  # the workers' forkserver imports while the command starts
-        parser = build_parser()
+        parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option (one line already printed)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)

@@ -200,11 +200,11 @@ def hash_keys(keys: list[str], bits: int) -> tuple[np.ndarray, np.ndarray]:
 
 def hash_strings(keys, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`hash_keys` of a pyarrow string array (no nulls), without a Python call per key."""
-    h = murmurhash3_32(keys, 0).astype(np.int64)
+    h, h1 = _murmurhash3_32(keys, (0, 1))
+    h = h.astype(np.int64)
     mask = (1 << bits) - 1
     # |h| mod 2^bits, with FeatureHasher's rule for h = -2^31 (whose |h| overflows int32)
     idx = np.where(h == -(1 << 31), (2147483647 - mask) & mask, np.abs(h) & mask).astype(np.int32)
-    h1 = murmurhash3_32(keys, 1)
     fp = ((h & 0xFFFFFFFF).astype(np.uint64) << np.uint64(32)) | h1.view(np.uint32).astype(np.uint64)
     return idx, fp
 
@@ -229,6 +229,11 @@ def murmurhash3_32(keys, seed: int) -> np.ndarray:
     >>> murmurhash3_32(pa.array(keys), 7).tolist() == [reference(k, 7) for k in keys]
     True
     """
+    return _murmurhash3_32(keys, (seed,))[0]
+
+
+def _murmurhash3_32(keys, seeds: tuple) -> list[np.ndarray]:
+    """:func:`murmurhash3_32` of the keys under each seed: the keys' blocks are read and mixed once for all."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -239,11 +244,11 @@ def murmurhash3_32(keys, seed: int) -> np.ndarray:
     data = keys.buffers()[2]
     buf = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
     starts, lengths = offsets[:-1], np.diff(offsets)
-    out = np.empty(len(keys), dtype=np.uint32)
+    outs = [np.empty(len(keys), dtype=np.uint32) for _ in seeds]
     for length in np.unique(lengths):
         rows = np.flatnonzero(lengths == length)
         length = int(length)
-        h = np.full(rows.size, seed, dtype=np.uint32)
+        hs = [np.full(rows.size, seed, dtype=np.uint32) for seed in seeds]
         if length:
             chars = buf[starts[rows, None] + np.arange(length)]
             n_blocks = length // 4
@@ -252,23 +257,26 @@ def murmurhash3_32(keys, seed: int) -> np.ndarray:
                 for j in range(n_blocks):
                     k = blocks[:, j] * _C1
                     k = _rotl(k, 15) * _C2
-                    h ^= k
-                    h = _rotl(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+                    for s, h in enumerate(hs):
+                        h ^= k
+                        hs[s] = _rotl(h, 13) * np.uint32(5) + np.uint32(0xE6546B64)
             tail = chars[:, 4 * n_blocks:].astype(np.uint32)
             if tail.shape[1]:
                 k = np.zeros(rows.size, dtype=np.uint32)
                 for j in range(tail.shape[1] - 1, -1, -1):
                     k ^= tail[:, j] << np.uint32(8 * j)
                 k = _rotl(k * _C1, 15) * _C2
-                h ^= k
-        h ^= np.uint32(length)
-        h ^= h >> np.uint32(16)
-        h *= np.uint32(0x85EBCA6B)
-        h ^= h >> np.uint32(13)
-        h *= np.uint32(0xC2B2AE35)
-        h ^= h >> np.uint32(16)
-        out[rows] = h
-    return out.view(np.int32)
+                for h in hs:
+                    h ^= k
+        for h, out in zip(hs, outs, strict=True):
+            h ^= np.uint32(length)
+            h ^= h >> np.uint32(16)
+            h *= np.uint32(0x85EBCA6B)
+            h ^= h >> np.uint32(13)
+            h *= np.uint32(0xC2B2AE35)
+            h ^= h >> np.uint32(16)
+            out[rows] = h
+    return [out.view(np.int32) for out in outs]
 
 
 # -- the saved spec: vocabulary and hashing --------------------------------------------------------

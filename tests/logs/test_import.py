@@ -547,3 +547,29 @@ def test_any_fsspec_url():
         assert sum(len(p) for p in read_log("memory://import-test/logs")) == 4
     finally:
         fs.rm("/import-test", recursive=True)
+
+
+def test_rows_by_day_keep_their_order_in_or_out_of_time_order():
+    """A block's rows by day: slices of a time-ordered block, a filter per day otherwise — the same parts."""
+    from dr_scale.logs.importer import _by_date
+
+    rng = np.random.default_rng(3)
+    days = np.array(["2026-11-01", "2026-11-02", "2026-11-03"])
+    for dates in (np.sort(rng.choice(days, 50)), rng.choice(days, 50), np.full(50, days[1])):
+        table = pa.table({"row_id": np.arange(50), "date": dates})
+        expected = [(d, table.filter(pa.compute.equal(table.column("date"), d)).drop_columns(["date"]))
+                    for d in sorted(set(dates))]
+        got = _by_date(table)
+        assert [d for d, _ in got] == [d for d, _ in expected]
+        assert all(g.equals(e) for (_, g), (_, e) in zip(got, expected, strict=True))
+
+
+def test_distinct_and_union_equal_numpy():
+    from dr_scale.logs.importer import _distinct, _union
+
+    rng = np.random.default_rng(4)
+    parts = [np.unique(rng.integers(0, 1000, size, dtype=np.uint64)) for size in (0, 1, 300, 700)]
+    assert np.array_equal(_union(parts), np.unique(np.concatenate(parts)))
+    assert np.array_equal(_union(parts[:1]), parts[0])
+    mixed = np.concatenate(parts)
+    assert np.array_equal(_distinct(mixed), np.unique(mixed)) and _distinct(mixed[:0]).size == 0
