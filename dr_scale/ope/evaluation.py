@@ -625,10 +625,8 @@ class Evaluation(PartitionSource):
     def checks_propensity_log(self) -> bool:
         """Whether the log must be the one the cross-fitted propensity model was fitted on (its fingerprint)."""
         model = self.propensity_model
-        return (not self.allow_other_log and model is not None
-                and "fingerprint" in (getattr(model, "metadata", None) or {})
-                and bool(np.size(getattr(model, "fold_intercept", None) if
-                                 getattr(model, "fold_intercept", None) is not None else 0)))
+        return (not self.allow_other_log and model is not None and bool(getattr(model, "folds", 0))
+                and "fingerprint" in (getattr(model, "metadata", None) or {}))
 
     def _finite(self, reward_hat, part: Partition):
         if reward_hat is not None and not np.isfinite(reward_hat).all():

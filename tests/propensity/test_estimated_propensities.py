@@ -132,6 +132,7 @@ def test_a_propensity_model_of_another_log_is_refused(logs, capsys):
         Evaluation("uniform", ["IPS"], n_actions=4, propensity_model=TruePropensity(n_actions=5))
 
     class FoldModel(TruePropensity):  # cross-fitted on another log: its fingerprint differs
+        folds = 5
         fold_intercept = np.zeros((5, K))
 
     other = FoldModel(metadata={"fingerprint": "6000:0000000000000000"})
