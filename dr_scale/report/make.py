@@ -111,6 +111,9 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
                                              n_actions=e.n_actions, n_features=e.n_features,
                                              model_source=e.model_source, baseline=evaluations[b].policy,
+                                             propensity_model=e.propensity_model,
+                                             propensity_floor=e.propensity_floor,
+                                             propensity_source=e.propensity_source,
                                              min_support=e.min_support, allow_other_log=True)
     return out
 
