@@ -1,11 +1,11 @@
 """Estimated propensities on the local scheduler and on a LocalCluster of worker processes: bit for bit the same.
 
-``fit-propensity`` and ``evaluate --estimate-propensity --folds 2`` on a generated log whose propensity column is
-hidden (``generate bandit --hide-propensity``), run once with the default local scheduler and once with
-``--local-workers 2`` (a real ``distributed.LocalCluster`` of two worker processes). Every pass of the fitter and of
-the evaluation is a tree reduction in a fixed order over per-file states, so where a task runs cannot change a single
-float: the model's arrays, the estimates, intervals and diagnostics (JSON, whose floats round-trip exactly) and the
-printed text must be equal, not merely close.
+``fit-propensity``, ``evaluate --estimate-propensity --folds 2`` and ``report --estimate-propensity`` on a generated
+log whose propensity column is hidden (``generate bandit --hide-propensity``), run once with the default local
+scheduler and once with ``--local-workers 2`` (a real ``distributed.LocalCluster`` of two worker processes). Every
+pass of the fitter and of the evaluation reduces per-file states in a fixed order, so where a task runs cannot change
+a single float: the model's arrays, the estimates, intervals and diagnostics (JSON, whose floats round-trip exactly)
+and the printed text must be equal, not merely close.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from conftest import cli
 
 from dr_scale.synthetic.bandit import generate_bandit
 
-pytestmark = pytest.mark.slow  # four runs, two of them starting a LocalCluster: ~40 s on 2 cores
+pytestmark = pytest.mark.slow  # six runs, three of them starting a LocalCluster: ~70 s on 2 cores
 
 MODES = {"local": [], "cluster": ["--local-workers", "2"]}
 
@@ -68,3 +68,27 @@ def test_evaluate_estimate_propensity_identical_locally_and_on_a_localcluster(hi
     assert set(local["estimates"]) == {"DM", "IPS", "DR", "SNIPS", "SNDR"}
     assert cluster == local  # estimates, intervals, diagnostics: every float equal
     assert printed["cluster"] == printed["local"]
+
+
+@pytest.mark.timeout(240)
+def test_report_estimate_propensity_identical_locally_and_on_a_localcluster(tmp_path, capsys):
+    """A daily share: the fitted model, every candidate's estimates and propensity diagnostics, the comparisons."""
+    logs = str(tmp_path / "daily")
+    generate_bandit(logs, rows=3000, features=120, actions=4, seed=3, days=3, uniform_share=0.0, hide_propensity=True)
+    policies = tmp_path / "policies.toml"
+    policies.write_text('estimators = ["IPS", "SNIPS"]\n[[policy]]\nname = "uniform"\nspec = "uniform"\n'
+                        '[[policy]]\nname = "first"\nspec = "constant:0"\n')
+    reports, models = {}, {}
+    for mode, extra in MODES.items():
+        out = tmp_path / mode
+        code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", out,
+                           "--estimate-propensity", "--folds", "2", "--no-progress", *extra)
+        assert code == 0, err
+        reports[mode] = json.loads((out / "report.json").read_text())
+        models[mode] = np.load(out / "propensity-model.npz", allow_pickle=False)
+    local, cluster = reports["local"], reports["cluster"]
+    assert local["status"] == "ok" and all(p["propensity"]["rows"] == 3000 for p in local["policies"])
+    for name in models["local"].files:
+        np.testing.assert_array_equal(models["cluster"][name], models["local"][name], err_msg=name)
+    for key in ("policies", "comparisons", "alerts", "rows"):
+        assert cluster[key] == local[key], key
