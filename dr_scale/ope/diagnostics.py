@@ -71,6 +71,10 @@ def _top(weight: np.ndarray, m: int = TOP_M) -> np.ndarray:
     return np.sort(positive)[::-1].astype(np.float64)
 
 
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
 def pareto_k(top: np.ndarray, n_positive: int) -> float:
     """The Pareto k̂ of the weights' tail, the PSIS diagnostic (Vehtari, Simpson, Gelman, Yao & Gabry 2024,
     "Pareto smoothed importance sampling", JMLR 25(72), Sec. 3).
@@ -271,8 +275,8 @@ class WeightStats:
             "on_policy_value": self.on_policy_value,
             "matched_rows": self.n_matched,
             "matched_rows_with_reward": self.n_informative,
-            "top_share": self.top_share(),
-            "pareto_k": self.pareto_k,
+            "top_share": _finite_or_none(self.top_share()),  # None: not computable (see the methods)
+            "pareto_k": _finite_or_none(self.pareto_k),
         }
 
     def to_dict(self) -> dict:
