@@ -89,7 +89,8 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
             out[("pair", a, b)] = Evaluation(e.policy, {primary: e.estimators[primary]}, reward_model=e.reward_model,
                                              n_actions=e.n_actions, n_features=e.n_features,
                                              model_source=e.model_source, baseline=evaluations[b].policy,
-                                             min_support=e.min_support, allow_other_log=True)
+                                             min_support=e.min_support, allow_other_log=True,
+                                             catalogue=e.catalogue, embedding_propensity=e.embedding_propensity)
     return out
 
 
