@@ -31,6 +31,8 @@ _API = {
                           "SparsePolicy", "ItemScorerPolicy", "SparseProbs"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
     "dr_scale.reward.shared": ("SharedRidgeRewardModel", "fit_shared_ridge"),
+    "dr_scale.propensity.model": ("PropensityModel",),
+    "dr_scale.propensity.fitting": ("fit_propensity_model",),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 
@@ -65,6 +67,8 @@ __all__ = [
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
     "SharedRidgeRewardModel", "fit_shared_ridge",
+    # the logging policy estimated from a log
+    "PropensityModel", "fit_propensity_model",
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
     # the logged-data contract, and raw tables into it

@@ -142,7 +142,8 @@ def run(args) -> int:
     if args.fit_reward_model:
         from dr_scale.reward.fitting import summary
 
-        print(f"reward model fitted on {where}: {summary(model).splitlines()[0]}")
+        lines = summary(model).splitlines()
+        print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
     if isinstance(result, ComparisonResult):
         print(f"{len(results)} policies on {where}, one pass over the log")

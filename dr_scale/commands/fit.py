@@ -25,11 +25,15 @@ from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fit", help="fit per-action ridge reward models ρ̂ on a logged data set",
-                       description="For each action a, ridge regression with an unpenalised intercept on the rows "
-                                   "that logged a: min Σ_{i: a_i=a} (r_i − b_a − x_i·w_a)² + λ‖w_a‖², out of core "
-                                   "(one pass over the log per conjugate-gradient iteration, all actions and folds "
-                                   "at once). Writes a LinearRewardModel .npz that evaluate and report read.")
+    p = sub.add_parser("fit", help="fit per-action reward models ρ̂ (ridge, or logistic for 0/1 rewards) on a "
+                                   "logged data set",
+                       description="For each action a, on the rows that logged a, ridge regression with an "
+                                   "unpenalised intercept, min Σ_{i: a_i=a} (r_i − b_a − x_i·w_a)² + λ‖w_a‖² (one pass "
+                                   "over the log per conjugate-gradient iteration), or — for 0/1 rewards, the default "
+                                   "when every reward is 0 or 1 — logistic regression, min Σ_{i: a_i=a} "
+                                   "[log(1 + e^z) − r z] + (λ/2)‖w_a‖², z = b_a + x_i·w_a (one pass per L-BFGS step), "
+                                   "all actions and folds at once, out of core. Writes a LinearRewardModel or "
+                                   "LogisticRewardModel .npz that evaluate and report read.")
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
     add_model_options(p)
@@ -62,6 +66,15 @@ def add_model_options(p) -> None:
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
+    add_model_choice(p)
+
+
+def add_model_choice(p) -> None:
+    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn)."""
+    p.add_argument("--model", choices=("ridge", "logistic"),
+                   help="the reward model: per-action ridge regression, or per-action L2-regularised logistic "
+                        "regression (0/1 rewards: predictions in (0, 1)) (default: logistic when every reward is 0 "
+                        "or 1, ridge otherwise; the choice is printed)")
 
 
 #: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
@@ -129,11 +142,11 @@ def fit_from_args(args, logs: str, client, opts: dict, settings=None):
 #: The fitting options and their ``args`` names. They default to None on the command line, so that
 #: :func:`model_options_given` tells which were given; :func:`fit_settings` leaves the others to
 #: :class:`~dr_scale.reward.fitting.FitSettings`' defaults.
-MODEL_OPTIONS = (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"))
+MODEL_OPTIONS = (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"), ("--model", "model"))
 
 
 def model_options_given(args) -> list[str]:
-    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``) given on the command line."""
+    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``, ``--model``) given on the command line."""
     return [flag for flag, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None]
 
 

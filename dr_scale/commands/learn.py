@@ -13,7 +13,7 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.commands.fit import parse_lambda
+from dr_scale.commands.fit import add_model_choice, parse_lambda
 from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
@@ -48,6 +48,7 @@ def add_parser(sub) -> None:
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given, "
                         "2 ≤ K ≤ rows (default 2)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
+    add_model_choice(p)
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
                    help="number of features d (default: from the log's metadata)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
@@ -72,7 +73,10 @@ def run(args) -> int:
                         "there is none to fit, and it would be silently ignored: drop one of them")
     if args.learner == "scorer":
         return _run_scorer(args, logs, opts)
-    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam,
+    if args.reward_model and args.model is not None:
+        raise UserError("--model chooses the reward model learn fits; with --reward-model FILE there is none to fit, "
+                        "and it would be silently ignored: drop one of them")
+    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, model=args.model,
                              **({} if args.folds is None else {"folds": args.folds}),
                              max_iter=args.max_iter or MAX_PASSES, n_features=args.n_features,
                              n_actions=args.n_actions)
@@ -96,6 +100,10 @@ def run(args) -> int:
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"
     print(f"learned a {meta['method'].upper()} {meta['learner']} policy on {meta['rows']} rows, "
           f"{meta['n_features']} features, {meta['n_actions']} actions ({detail})")
+    if "reward_model" in meta:
+        print(f"reward model ρ̂ fitted on the log: {meta['reward_model']} "
+              f"({'--model' if args.model else 'logistic when every reward is 0 or 1, else ridge'}), "
+              f"λ = {meta['reward_model_lam']:g}")
     print("passes: " + "; ".join(f"{name}: {n} in {seconds:.1f} s" for name, n, seconds in stages.done))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

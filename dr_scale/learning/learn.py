@@ -56,6 +56,7 @@ from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
+from dr_scale.outofcore.settings import MODELS
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
@@ -281,7 +282,9 @@ class LearnSettings:
     default is the fitter's, :data:`dr_scale.reward.fitting.RTOL`); ``max_iter``: the policy's solves also stop after
     ``max_iter`` passes (early-stopped CG from the shrinkage centre is itself a regulariser); DLM runs at most
     ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
-    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them.
+    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them; ``model``: the ρ̂ fitted on the log,
+    ``"ridge"`` or ``"logistic"`` (None: the fitter's default, logistic when every reward is 0 or 1). A ridge
+    ρ̂ is also the policy's shrinkage centre; a logistic one (scores on the logit scale) is not.
 
     Parameters
     ----------
@@ -305,6 +308,8 @@ class LearnSettings:
         The number of features d when the log's metadata lacks it.
     n_actions : int or None
         The number of actions k when the log's metadata lacks it.
+    model : str or None
+        The reward model fitted on the log: ``"ridge"``, ``"logistic"`` or None (logistic for 0/1 rewards).
 
     See Also
     --------
@@ -331,9 +336,12 @@ class LearnSettings:
     seed: int = 0
     n_features: int | None = None
     n_actions: int | None = None
+    model: str | None = None
 
     def __post_init__(self):
         put = object.__setattr__
+        if self.model is not None and self.model not in MODELS:
+            raise ParameterError(f"`model` must be one of {', '.join(MODELS)} (or None), got {self.model!r}")
         if self.method not in METHODS:
             raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.learner not in LEARNERS:
@@ -350,7 +358,7 @@ class LearnSettings:
     def reward_fit(self, n_features: int, n_actions: int) -> FitSettings:
         """The settings of the ρ̂ fitted on the log: the fitter's defaults, these folds, seed and rtol."""
         return FitSettings(folds=self.folds, seed=self.seed, rtol=self.rtol, n_features=n_features,
-                           n_actions=n_actions)
+                           n_actions=n_actions, model=self.model)
 
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
@@ -443,7 +451,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     meta["reward_model_folds"] = getattr(rho, "folds", None)
     if crossfit:
         meta["reward_model_lam"] = rho.metadata["lam"]
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if hasattr(rho, "coef") else None)
+        meta["reward_model"] = rho.metadata.get("model", "ridge")
+    linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None)
     if learner == "ridge":
         if lam == "auto":
             with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:

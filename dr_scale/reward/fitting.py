@@ -43,285 +43,53 @@ policy takes the action.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.numbers import number
 from dr_scale.io.cache import spill_root
-from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
-from dr_scale.logs.contract import binary_csr, list_parts, log_metadata, read_partition
-from dr_scale.outofcore import ridge
+from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
+    SAMPLE_PURPOSE,
+    Extent,
+    Fits,
+    GroupedPart,
+    LogPart,
+    concatenated,
+    group,
+    group_blocks,
+    grouped,
+    keyed_sample,
+    present_columns,
+    read_grouped_part,
+    read_log_part,
+    sample_of,
+)
+from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import Held, PartSet, load_part, spill_folder
+from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
-from dr_scale.reward.models import LinearRewardModel, fold_of
-
-#: The penalties ``lam="auto"`` chooses from (binary or standardised features, rewards in [0, 1]).
-LAMBDA_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
-#: Rows of the keyed sample on which ``lam="auto"`` chooses λ.
-SEARCH_ROWS = 200_000
-#: Folds of the λ search when the model itself has none.
-SEARCH_FOLDS = 5
-SAMPLE_PURPOSE = "lambda sample"
-#: CG stops when ‖residual‖ ≤ RTOL ‖rhs‖ for every fit (module docstring of :class:`FitSettings`).
-RTOL = 1e-2
-MAX_ITER = 1000
+from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
+    LAMBDA_GRID,
+    MAX_ITER,
+    RTOL,
+    SEARCH_FOLDS,
+    SEARCH_ROWS,
+    FitSettings,
+    Stages,
+    check_int,
+    check_lam,
+    check_positive,
+)
+from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
 
 class UnloggedActionWarning(UserWarning):
     """An action has no rows to fit on; its model falls back to the pooled mean reward."""
 
 
-def check_lam(lam, parameter: str = "lam", allow_none: bool = False):
-    """``lam`` as a float, or ``"auto"`` (or None if allowed); a :class:`~dr_scale.core.errors.ParameterError`
-    naming ``parameter`` otherwise (the rule of ``--lam``: a positive finite number or ``"auto"``)."""
-    if lam == "auto" and isinstance(lam, str) or lam is None and allow_none:
-        return lam
-    if isinstance(lam, str):
-        raise ParameterError(f"`{parameter}` must be a positive number or 'auto', got {lam!r}")
-    return check(PositiveFinite, parameter, lam)
-
-
-def check_int(value, parameter: str, low: int, allow_none: bool = False):
-    """``value`` as an int ≥ ``low`` ∈ {0, 1, 2} (or None if allowed), by the shared rules of
-    :mod:`dr_scale.io.config` (:data:`~dr_scale.io.config.NonNegativeInt`, ``PositiveInt``, ``Folds``)."""
-    if value is None and allow_none:
-        return None
-    return int(check({0: NonNegativeInt, 1: PositiveInt, 2: Folds}[low], parameter,
-                     int(value) if isinstance(value, np.integer) else value))
-
-
-def check_positive(value, parameter: str) -> float:
-    """``value`` as a positive finite float (the rule :data:`~dr_scale.io.config.PositiveFinite`)."""
-    return float(check(PositiveFinite, parameter, value))
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """How :func:`fit_reward_model` fits ρ̂; checked at construction (errors name the parameter).
-
-    ``lam``: λ > 0, or ``"auto"`` (default: the grid ``lam_grid`` by the out-of-fold error on a keyed
-    sample of ``search_rows`` rows, module docstring); ``folds``: K ≥ 2 fold models for cross-fitting
-    beside the full-data one, or None; ``seed``: the key of the folds and of the λ sample;
-    ``rtol``, ``max_iter``: every CG solve (the search's and the final one) stops when
-    ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes. The default rtol = 1e-2 is sized
-    to the statistical error, not to the arithmetic: on the generated 1M-row log (2^18 features, 10
-    actions, ``folds=5``, λ = 100 as chosen) the fold models' out-of-fold squared error over all rows at
-    rtol 1e-2 (7 CG passes) is 0.005% above the exact solve's (48 passes at 1e-10) — a twentieth of the
-    error's own relative standard error there (0.10%), a hundredth of a 0.5% tolerance — at the
-    same λ (docs/reward-models.md gives the table and the command). ``n_features``, ``n_actions``: d and k
-    (default: the log's metadata, else the data). ``spill``: where local runs keep the parts between
-    passes — ``"disk"`` (files under the cache folder, :func:`dr_scale.io.cache.spill_root`), ``"memory"``,
-    or a folder.
-
-    Parameters
-    ----------
-    lam : float or str
-        The ridge penalty λ > 0, or ``"auto"``: the value of ``lam_grid`` with the least out-of-fold error.
-    folds : int or None
-        K ≥ 2 cross-fitting folds (K fold models beside the full-data one), or None.
-    seed : int
-        The key of the folds and of the λ search's sample.
-    rtol : float
-        Every conjugate-gradient solve stops when ‖residual‖ ≤ rtol ‖rhs‖.
-    max_iter : int
-        …or after this many passes over the data.
-    lam_grid : tuple of float
-        The λ values ``"auto"`` tries.
-    search_rows : int
-        The rows of the keyed sample the λ search fits on.
-    n_features : int or None
-        The number of features d (default: the log's metadata, else the data).
-    n_actions : int or None
-        The number of actions k (default: the log's metadata, else the data).
-    spill : str
-        ``"disk"``, ``"memory"`` or a folder: where local runs keep the parts between passes.
-
-    See Also
-    --------
-    fit_reward_model : Fits with these settings.
-
-    Examples
-    --------
-    >>> settings = FitSettings(lam=10.0, folds=5)
-    >>> settings.lam, settings.folds, settings.spill
-    (10.0, 5, 'disk')
-    >>> FitSettings(folds=1)
-    Traceback (most recent call last):
-    ...
-    dr_scale.core.errors.ParameterError: folds should be greater than or equal to 2 (got 1)
-    """
-
-    lam: float | str = "auto"
-    folds: int | None = None
-    seed: int = 0
-    rtol: float = RTOL
-    max_iter: int = MAX_ITER
-    lam_grid: tuple = LAMBDA_GRID
-    search_rows: int = SEARCH_ROWS
-    n_features: int | None = None
-    n_actions: int | None = None
-    spill: str = "disk"
-
-    def __post_init__(self):
-        put = object.__setattr__
-        put(self, "lam", check_lam(self.lam))
-        put(self, "folds", check_int(self.folds, "folds", 2, allow_none=True))
-        put(self, "seed", check_int(self.seed, "seed", 0))
-        put(self, "rtol", check_positive(self.rtol, "rtol"))
-        put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
-        grid = tuple(self.lam_grid) if isinstance(self.lam_grid, (tuple, list, np.ndarray)) else None
-        if not grid:
-            raise ParameterError(f"`lam_grid` must be a non-empty sequence of positive numbers, got {self.lam_grid!r}")
-        put(self, "lam_grid", tuple(check_lam(float(v) if isinstance(v, np.floating) else v, "lam_grid")
-                                    for v in grid))
-        if "auto" in self.lam_grid:
-            raise ParameterError("`lam_grid` must hold positive numbers, not 'auto'")
-        put(self, "search_rows", check_int(self.search_rows, "search_rows", 1))
-        put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
-        put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
-        if not isinstance(self.spill, str) or not self.spill:
-            raise ParameterError(f"`spill` must be 'disk', 'memory' or a folder, got {self.spill!r}")
-
-    @property
-    def search_folds(self) -> int:
-        """The folds of the λ search: the model's, else :data:`SEARCH_FOLDS`."""
-        return self.folds or SEARCH_FOLDS
-
-
-# -- parts ------------------------------------------------------------------------------
-@dataclass
-class LogPart(Held):
-    """One part as read and validated: CSR features (``data`` None: binary), actions, rewards, propensities."""
-
-    row_id: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray | None
-    action: np.ndarray
-    reward: np.ndarray
-    propensity: np.ndarray
-
-    def __len__(self) -> int:
-        return self.row_id.shape[0]
-
-    def matrix(self, n_features: int) -> sp.csr_matrix:
-        """The features as a CSR matrix with ``n_features`` columns (no copy)."""
-        if self.data is None:
-            return binary_csr(self.indptr, self.indices, n_features)
-        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(len(self), n_features), copy=False)
-
-    def rows(self, keep: np.ndarray, n_features: int) -> LogPart:
-        """The part restricted to the rows where ``keep`` is true."""
-        X = self.matrix(n_features)[keep]
-        return LogPart(self.row_id[keep], X.indptr, X.indices, None if self.data is None else X.data,
-                       self.action[keep], self.reward[keep], self.propensity[keep])
-
-
-def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
-    """Read one part through the logged-data contract (:func:`dr_scale.logs.contract.read_partition`)."""
-    part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
-    X = part.X
-    data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
-    return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
-
-
-@dataclass
-class Extent:
-    """Rows, the largest action and feature index, and the data's fingerprint: Σ_i h(row_id_i, a_i, r_i,
-    |x_i|₀) mod 2⁶⁴ (:func:`dr_scale.core.keyed_random.row_hash`), the same for any partitioning. Merge with ``+``."""
-
-    n: int
-    max_action: int
-    max_feature: int
-    fingerprint: int
-
-    def __add__(self, other: Extent) -> Extent:
-        return Extent(self.n + other.n, max(self.max_action, other.max_action),
-                      max(self.max_feature, other.max_feature), (self.fingerprint + other.fingerprint) % 2 ** 64)
-
-    @classmethod
-    def of(cls, part: LogPart) -> Extent:
-        h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
-        return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
-                   int(h.sum(dtype=np.uint64)))
-
-
-@dataclass
-class GroupedPart(LogPart):
-    """A :class:`LogPart` whose rows are sorted by block b = fold·k + action: block b is rows [start[b], start[b+1])."""
-
-    start: np.ndarray = None
-
-    def block(self, b: int, n_features: int) -> sp.csr_matrix:
-        """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""
-        lo, hi = int(self.start[b]), int(self.start[b + 1])
-        indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
-        first, last = int(self.indptr[lo]), int(self.indptr[hi])
-        if self.data is None:
-            return binary_csr(indptr, self.indices[first:last], n_features)
-        return sp.csr_matrix((self.data[first:last], self.indices[first:last], indptr), shape=(hi - lo, n_features),
-                             copy=False)
-
-    def subset(self, keep: np.ndarray, n_features: int) -> GroupedPart:
-        """The rows where ``keep`` is true, still grouped."""
-        blocks = np.repeat(np.arange(self.start.size - 1), np.diff(self.start))[keep]
-        return grouped(self.rows(keep, n_features), blocks, self.start.size - 1)
-
-
-def grouped(part: LogPart, blocks: np.ndarray, n_blocks: int) -> GroupedPart:
-    """The part with its rows stably sorted by ``blocks``."""
-    order = np.argsort(blocks, kind="stable")
-    n_cols = int(part.indices.max(initial=0)) + 1
-    X = (binary_csr(part.indptr, part.indices, n_cols, np.int8) if part.data is None else part.matrix(n_cols))[order]
-    start = np.concatenate([[0], np.cumsum(np.bincount(blocks, minlength=n_blocks))])
-    return GroupedPart(part.row_id[order], X.indptr, X.indices, None if part.data is None else X.data,
-                       part.action[order], part.reward[order], part.propensity[order], start)
-
-
-def group_blocks(part: LogPart, folds: int | None, n_actions: int, seed: int) -> tuple[np.ndarray, int]:
-    """(each row's block f_i·k + a_i, the number of blocks max(K, 1)·k): f_i the row's fold, 0 without folds."""
-    fold = fold_of(part.row_id, folds, seed) if folds else np.zeros(len(part), np.int64)
-    return fold * n_actions + part.action, max(folds or 1, 1) * n_actions
-
-
-def group(part: LogPart, folds: int | None, n_actions: int, seed: int) -> GroupedPart:
-    """The part grouped by (fold, action) (module docstring)."""
-    return grouped(part, *group_blocks(part, folds, n_actions, seed))
-
-
-def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int | None, seed: int) -> GroupedPart:
-    """Read one part (:func:`read_log_part`) and group its rows by (fold, action)."""
-    return group(read_log_part(fs, path, n_features, n_actions), folds, n_actions, seed)
-
-
-def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:
-    """The parts' rows as one part grouped by (fold over ``folds`` folds, action) (each block's rows in the parts'
-    order), its features renumbered 0 … m − 1 in the order of their ids (m, the number of distinct features,
-    returned beside it): a ridge fit gives the features a part never shows weight 0, so fits on it need only its
-    m columns."""
-    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
-    indptr = np.concatenate([[0]] + [p.indptr[1:] + o for p, o in zip(parts, offsets)]).astype(parts[0].indptr.dtype)
-    data = None if parts[0].data is None else np.concatenate([p.data for p in parts])
-    cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in ("row_id", "indices", "action", "reward",
-                                                                       "propensity")}
-    present, indices = np.unique(cat["indices"], return_inverse=True)
-    one = LogPart(cat["row_id"], indptr, indices.astype(cat["indices"].dtype), data, cat["action"], cat["reward"],
-                  cat["propensity"])
-    return group(one, folds, n_actions, seed), max(present.size, 1)
-
-
-def sample_of(part: GroupedPart, share: float, n_features: int, seed: int) -> GroupedPart:
-    """The part's rows in the keyed λ sample (u(row_id) < share)."""
-    return part.subset(keyed_random.uniform(part.row_id, seed, SAMPLE_PURPOSE) < share, n_features)
 
 
 # -- passes (functions of one part; their results are summed over the parts) ---------------
@@ -357,46 +125,6 @@ def block_sums(parts, n_features: int, counts=None) -> tuple:
     return (n, sy, parts.accumulate(add_block_products, n_features, False),
             parts.accumulate(add_block_products, n_features, True), excess)
 
-
-@dataclass(frozen=True)
-class Fits:
-    """The fits of one solve on parts grouped over ``groups`` folds: the fold models (fit j·k + a, j < ``folds``;
-    ``folds`` = 0: none) and, if ``full``, the full-data models (fit K·k + a)."""
-
-    folds: int
-    n_actions: int
-    full: bool
-
-    @property
-    def groups(self) -> int:
-        return max(self.folds, 1)
-
-    @property
-    def count(self) -> int:
-        return (self.folds + self.full) * self.n_actions
-
-    def of_block(self, f: int, a: int) -> list[int]:
-        """The fits whose rows include block (f, a): the fold models j ≠ f, and the full-data model."""
-        k = self.n_actions
-        return [j * k + a for j in range(self.folds) if j != f] + ([self.folds * k + a] if self.full else [])
-
-    def combine(self, v: np.ndarray) -> np.ndarray:
-        """Per-block values (B, …) summed into per-fit ones (F, …): fold model j over the blocks (f, a), f ≠ j,
-        the full-data model over all blocks (f, a)."""
-        per_block = v.reshape(self.groups, self.n_actions, *v.shape[1:])
-        # summed, not the total minus fold j's: fold model j's statistics then do not depend, even in their
-        # last bit, on the rows of fold j
-        rows = [per_block[[f for f in range(self.folds) if f != j]].sum(axis=0) for j in range(self.folds)]
-        return np.stack(rows + ([per_block.sum(axis=0)] if self.full else [])).reshape(self.count, *v.shape[1:])
-
-    def stats(self, sums) -> ridge.RidgeStats:
-        """The fits' statistics from the block sums (:func:`block_sums`): a fold model sums the blocks (f, a),
-        f ≠ j; a full-data model all blocks (f, a)."""
-        n, sy, sx, xy, excess = sums
-        fits = self.combine
-        sx_fits = fits(sx)
-        return ridge.RidgeStats(fits(n), sx_fits, sx_fits + fits(excess) if excess.size else sx_fits, fits(sy),
-                                fits(xy))
 
 
 def add_fit_gram(total, part: GroupedPart, P: np.ndarray, fits: Fits, active: np.ndarray) -> np.ndarray:
@@ -492,8 +220,27 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
     λ as ``settings.lam`` says (``"auto"``: the out-of-fold error on the keyed sample); then the K·k fold models
     and the k full-data models in the same passes (module docstring). The model's metadata records λ (and its
     search), rows per action, folds, seed, rtol, the CG passes and the actions without rows.
+
+    ``settings.model``: ``"ridge"``, ``"logistic"`` (:func:`fit_logistic_on_parts`, a
+    :class:`~dr_scale.reward.models.LogisticRewardModel`), or None — logistic when every reward is 0 or 1 (one
+    pass counts the others), ridge otherwise.
     """
     stages = stages or Stages(progress)
+    kind, chosen_by = model_kind(parts, settings, name)
+    if kind == "logistic":
+        model = fit_logistic_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress,
+                                      stages=stages, name=name)
+        model.metadata["model_chosen_by"] = chosen_by
+        return model
+    model = _fit_ridge_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress, stages=stages,
+                                name=name)
+    model.metadata.update(model="ridge", model_chosen_by=chosen_by)
+    return model
+
+
+def _fit_ridge_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
+                        progress: bool = False, stages: Stages | None = None, name: str = "the log"
+                        ) -> LinearRewardModel:
     d, k, folds = n_features, n_actions, settings.folds
     auto = settings.lam == "auto"
     share = min(1.0, settings.search_rows / max(n_rows, 1.0))
@@ -550,13 +297,230 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
     return model
 
 
-def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int) -> None:
-    """One :class:`UnloggedActionWarning` naming the actions never logged, and the fold models without rows."""
+# -- logistic ρ̂ for 0/1 rewards ----------------------------------------------------------------
+def nonbinary_rewards(part: LogPart) -> int:
+    """The part's rows whose reward is neither 0 nor 1."""
+    return int(np.count_nonzero((part.reward != 0) & (part.reward != 1)))
+
+
+def model_kind(parts: PartSet, settings: FitSettings, name: str) -> tuple[str, str]:
+    """(the reward model to fit, why): ``settings.model`` if given — logistic refused (a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``model``) when a reward is not 0 or 1 —, else logistic
+    when every reward is 0 or 1 and ridge otherwise (one pass over the parts)."""
+    if settings.model == "ridge":
+        return "ridge", "model"
+    other = parts.sum(nonbinary_rewards)
+    if settings.model == "logistic":
+        if other:
+            raise ParameterError(f"`model` logistic needs rewards 0 or 1, but {name} has {other:,} row(s) with other "
+                                 "rewards; use `model` ridge")
+        return "logistic", "model"
+    return ("ridge", "rewards other than 0/1") if other else ("logistic", "every reward is 0 or 1")
+
+
+def logistic_counts(part: GroupedPart, n_features: int) -> np.ndarray:
+    """(2B + d,): per block b its rows, then its Σ r, then each feature's Σ x² over the rows (which features some
+    row has, and the preconditioner's curvature)."""
+    n_blocks = part.start.size - 1
+    block = np.repeat(np.arange(n_blocks), np.diff(part.start))
+    squares = None if part.data is None else part.data ** 2
+    return np.concatenate([np.diff(part.start).astype(np.float64),
+                           np.bincount(block, weights=part.reward, minlength=n_blocks),
+                           np.bincount(part.indices, weights=squares, minlength=n_features)[:n_features]
+                           .astype(np.float64)])
+
+
+def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
+                       columns: np.ndarray | None = None) -> np.ndarray:
+    """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
+    Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
+    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    d = x.shape[1] - 1
+    if total is None:
+        total = np.zeros((x.shape[0], d + 2))
+    loss, grad = total[:, d + 1], total[:, :d + 1]
+    for f in range(fits.groups):
+        for a in range(fits.n_actions):
+            using = [F for F in fits.of_block(f, a) if active[F]]
+            b = f * fits.n_actions + a
+            lo, hi = int(part.start[b]), int(part.start[b + 1])
+            if not using or hi == lo:
+                continue
+            X, y = part.blocks(b, b + 1, d, columns), part.reward[lo:hi]
+            for F in using:
+                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+    return total
+
+
+def misclassified(part: GroupedPart, x: np.ndarray, fits: Fits, columns: np.ndarray | None = None) -> np.ndarray:
+    """(F,): per full-data fit the rows on the wrong side of its boundary, (2r − 1) z ≤ 0 (0: separated)."""
+    d = x.shape[1] - 1
+    out = np.zeros(x.shape[0])
+    for f in range(fits.groups):
+        for a in range(fits.n_actions):
+            F = fits.folds * fits.n_actions + a
+            b = f * fits.n_actions + a
+            lo, hi = int(part.start[b]), int(part.start[b + 1])
+            if hi > lo:
+                z = part.blocks(b, b + 1, d, columns) @ x[F, :d] + x[F, d]
+                out[F] += np.count_nonzero((2 * part.reward[lo:hi] - 1) * z <= 0)
+    return out
+
+
+def out_of_fold_log_loss(part: GroupedPart, x: np.ndarray, folds: int, n_actions: int) -> np.ndarray:
+    """(k,): per action Σ_i −log-likelihood of r_i under fold model f_i (x (K·k, d + 1) the fold models)."""
+    d = x.shape[1] - 1
+    out = np.zeros(n_actions)
+    for b in range(folds * n_actions):
+        lo, hi = int(part.start[b]), int(part.start[b + 1])
+        if hi > lo:
+            z = part.block(b, d) @ x[b, :d] + x[b, d]
+            out[b % n_actions] -= float(np.sum(glm.log_expit(np.where(part.reward[lo:hi] > 0, z, -z))))
+    return out
+
+
+def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: int, columns: np.ndarray | None,
+                   squares: np.ndarray, n_all: float, lam: float, fits: Fits, *, rtol: float, max_iter: int,
+                   progress: bool = False) -> tuple[glm.GLMFit, np.ndarray]:
+    """The binary fits at penalty λ by L-BFGS, one pass per step (:mod:`dr_scale.outofcore.glm`): (the result, x
+    (F, d + 1) = (w, b)), d = ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own);
+    n, sy (F,) the fits' rows and Σ r; ``squares`` (d,) the features' Σ x² over all ``n_all`` rows (the
+    preconditioner: w_j's curvature ≈ (Σ_{i in the fit} x_ij² · p(1 − p) + λ)/n, p the fit's mean reward and the
+    sum taken as the fit's share of Σ x²). A fit whose rewards are all equal, or that has no rows,
+    is not fitted (its maximum-likelihood intercept is ±∞): w = 0 and b = logit of the add-½ rate
+    (s + ½)/(n + 1) of its rows — of the pooled rows of all actions of its fold model if it has none."""
+    d = n_features
+    groups = n.reshape(-1, fits.n_actions)
+    pooled = np.repeat(glm.smoothed_rate(sy.reshape(groups.shape).sum(axis=1), groups.sum(axis=1)), fits.n_actions)
+    mixed = (sy > 0) & (sy < n)
+    rate = np.where(mixed, sy / np.maximum(n, 1), np.where(n > 0, glm.smoothed_rate(sy, n), pooled))
+    x0 = np.zeros((n.size, d + 1))
+    x0[:, d] = glm.logit(rate)
+    free = np.zeros((n.size, d + 1), bool)
+    free[mixed] = True
+    penalty = np.r_[np.ones(d, bool), False]
+    spread = np.maximum(rate * (1 - rate), 1e-6)
+    rows = np.maximum(n, 1.0)
+    curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread)[:, None] + lam)
+                                 / rows[:, None], spread])
+
+    def evaluate(x, active):
+        total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
+        return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
+
+    result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, curvature=curvature,
+                          progress=progress, description="logistic ρ̂")
+    return result, result.x
+
+
+def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
+                          progress: bool = False, stages: Stages | None = None, name: str = "the log"
+                          ) -> LogisticRewardModel:
+    """Logistic ρ̂_a(x) = σ(x·w_a + b_a) for 0/1 rewards on parts grouped by (fold, action), the sibling of the ridge
+    fit (module docstring): for each action and fold model, on its rows,
+
+        (w, b) = argmin Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖w‖²,   z_i = x_i·w + b   (b not penalised)
+
+    — scikit-learn's ``LogisticRegression(C=1/λ)`` — by L-BFGS, all fits at once, one pass per step. λ = "auto":
+    the grid's λ with the least out-of-fold log loss on the keyed sample (the ridge rule with the log loss). A
+    fit whose rows the features separate perfectly still has finite weights (the penalty λ‖w‖²/2 grows
+    without bound along the separating direction): one warning names the actions and λ.
+    """
+    stages = stages or Stages(progress)
+    d, k, folds = n_features, n_actions, settings.folds
+    groups = max(folds or 1, 1)
+    with stages.stage("ρ̂ sums", "rows and rewards per (fold, action) block") as p:
+        total = parts.sum(logistic_counts, d)
+        block_n, block_sy, squares = total[:groups * k], total[groups * k:2 * groups * k], total[2 * groups * k:]
+        present = squares > 0
+        p.append(2)
+    search, lam = None, settings.lam
+    if lam == "auto":
+        share = min(1.0, settings.search_rows / max(n_rows, 1.0))
+        sk = settings.search_folds
+        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold log loss of "
+                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
+            sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
+            counted = sample.sum(logistic_counts, sd)
+            s_fits = Fits(sk, k, full=False)
+            s_n, s_sy = s_fits.combine(counted[:sk * k]), s_fits.combine(counted[sk * k:2 * sk * k])
+            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
+            losses, passes = [None] * len(settings.lam_grid), 3
+            for i in order:
+                result, x = solve_logistic(sample, s_n, s_sy, sd, None, counted[2 * sk * k:],
+                                           float(counted[:sk * k].sum()), settings.lam_grid[i], s_fits,
+                                           rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+                losses[i] = sample.sum(out_of_fold_log_loss, x, sk, k)
+                passes += result.passes + 1
+                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+                    break
+            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+            lam = settings.lam_grid[best]
+            n_sample = counted[:sk * k].reshape(sk, k).sum(axis=0)
+            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(n_sample.sum()),
+                      "sample_rows_per_action": n_sample.astype(int).tolist(),
+                      "out_of_fold_log_loss": [None if v is None else [float(e) for e in v] for v in losses],
+                      "chosen": best, "passes": passes}
+            p.append(passes)
+            del sample
+    fits = Fits(folds or 0, k, full=True)
+    n, sy = fits.combine(block_n), fits.combine(block_sy)
+    with stages.stage("ρ̂", f"{fits.count} logistic models on all rows, λ = {lam:g}") as p:
+        columns, m = present_columns(present)
+        result, x_m = solve_logistic(parts, n, sy, m, columns, squares[present], float(block_n.sum()), lam, fits,
+                                     rtol=settings.rtol,
+                                     max_iter=settings.max_iter, progress=progress)
+        wrong = parts.sum(misclassified, x_m, fits, columns)
+        x = np.zeros((x_m.shape[0], d + 1))  # the features no row has: weight 0
+        x[:, np.r_[present, True]] = x_m[:, np.r_[np.arange(int(present.sum())), m]]
+        p.append(result.passes + 1)
+    if not result.converged.all():
+        warnings.warn(f"logistic ρ̂: {int((~result.converged).sum())} fit(s) did not reach rtol {settings.rtol:g} in "
+                      f"{settings.max_iter} passes", RuntimeWarning, stacklevel=2)
+    full = slice(fits.folds * k, None)
+    mixed = (sy > 0) & (sy < n)
+    separated = np.flatnonzero(mixed[full] & (wrong[full] == 0))
+    if separated.size:
+        warnings.warn(f"{name}: the features separate the 0 and 1 rewards of action(s) {', '.join(map(str, separated))}"
+                      f" perfectly; the L2 penalty λ = {lam:g} keeps their weights finite (‖w‖ up to "
+                      f"{np.linalg.norm(x[full][separated, :d], axis=1).max():.3g})", SeparatedRewardsWarning,
+                      stacklevel=3)
+    n_fit = n.reshape(-1, k)
+    _warn_unlogged(name, n_fit, x[:, d].reshape(-1, k), folds or 0, logit=True)
+    constant = np.flatnonzero(~mixed[full] & (n[full] > 0))
+    coef = x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
+    intercept = x[:, d].reshape(-1, k)
+    rows = n_fit[-1].astype(int)
+    metadata = {"lam": float(lam), "rows": int(rows.sum()), "rows_per_action": rows.tolist(), "folds": folds or 0,
+                "n_features": d, "n_actions": k, "seed": settings.seed, "rtol": settings.rtol, "model": "logistic",
+                "method": "L-BFGS", "passes": int(result.passes),
+                "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
+                "constant_actions": constant.tolist(), "separated_actions": separated.tolist()}
+    if search is not None:
+        metadata["lambda_search"] = search
+    model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata=metadata)
+    if folds:
+        model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
+        model.fold_seed = settings.seed
+    return model
+
+
+class SeparatedRewardsWarning(UserWarning):
+    """The features separate an action's 0 and 1 rewards perfectly; the L2 penalty keeps the weights finite."""
+
+
+
+
+def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, logit: bool = False) -> None:
+    """One :class:`UnloggedActionWarning` naming the actions never logged, and the fold models without rows
+    (``logit``: the intercepts are logits, of the add-½ pooled rate)."""
     never = np.flatnonzero(n[-1] == 0)
     messages = []
     if never.size:
+        value = intercept[-1, never[0]]
         messages.append(f"action(s) {', '.join(map(str, never))} never logged: ρ̂ for them is the pooled mean reward "
-                        f"{intercept[-1, never[0]]:.6g} (w = 0)")
+                        + (f"{glm.expit(value):.6g} (add-½, as the logit b = {value:.6g}; w = 0)" if logit else
+                           f"{value:.6g} (w = 0)"))
     for j in range(folds):
         missing = np.flatnonzero((n[j] == 0) & (n[-1] > 0))
         if missing.size:
@@ -659,8 +623,51 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     return model
 
 
+def model_line(model: LinearRewardModel) -> str | None:
+    """The reward model fitted and why: ``model: logistic (every reward is 0 or 1)`` (None for a model that does
+    not record it)."""
+    m = model.metadata
+    if "model" not in m:
+        return None
+    why = m.get("model_chosen_by")
+    return f"model: {m['model']}" + ("" if why is None else f" ({'--model' if why == 'model' else why})")
+
+
 def summary(model: LinearRewardModel) -> str:
-    """A fitted model's figures as text: λ, rows, and per action its rows, intercept, ‖w‖ and out-of-fold R²."""
+    """A fitted model's figures as text: the model, λ, rows, and per action its rows, intercept, ‖w‖ and the
+    out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
+    m = model.metadata
+    first = model_line(model)
+    if m.get("model") == "logistic":
+        return "\n".join([first, _logistic_summary(model)] if first else [_logistic_summary(model)])
+    text = _ridge_summary(model)
+    return f"{first}\n{text}" if first else text
+
+
+def _logistic_summary(model: LinearRewardModel) -> str:
+    m = model.metadata
+    search = m.get("lambda_search")
+    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
+            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['passes']} L-BFGS passes"
+            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
+    lines = [head, f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
+                   + (f" {'sample log loss':>16}" if search else "")]
+    for a in range(model.n_actions):
+        line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {float(glm.expit(model.intercept[a])):>14.6g} "
+                f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
+        if search:
+            rows = search["sample_rows_per_action"][a]
+            loss = search["out_of_fold_log_loss"][search["chosen"]][a]
+            line += f" {number(loss / rows if rows else None, 4):>16}"
+        lines.append(line)
+    if search:
+        lines.append(f"out-of-fold log loss on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
+            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
+            for g, row in zip(search["grid"], search["out_of_fold_log_loss"])))
+    return "\n".join(lines)
+
+
+def _ridge_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
     head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
@@ -682,25 +689,3 @@ def summary(model: LinearRewardModel) -> str:
             for g, row in zip(search["grid"], search["out_of_fold_sse"])))
     return "\n".join(lines)
 
-
-class Stages:
-    """The stages of a run: name, passes over the parts and seconds of each (``fit`` and ``learn`` print them)."""
-
-    def __init__(self, progress: bool):
-        self.progress, self.done = progress, []
-
-    @contextlib.contextmanager
-    def stage(self, name: str, detail: str = ""):
-        """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
-        _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
-        passes, start = [], time.perf_counter()
-        yield passes
-        self.done.append((name, int(sum(passes)), time.perf_counter() - start))
-
-    def passes(self) -> dict:
-        return {name: n for name, n, _ in self.done}
-
-
-def _stage(progress: bool, message: str) -> None:
-    if progress:
-        print(message, file=sys.stderr, flush=True)

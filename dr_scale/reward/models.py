@@ -20,19 +20,24 @@ outside the fitted log), it uses the full-data model.
 from __future__ import annotations
 
 import inspect
-import io
-import json
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
+from scipy.special import expit
 
-from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
-
-FOLD_PURPOSE = "cross-fit fold"
+from dr_scale.io.parameter_files import checked_linear, read_linear_file
+from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
+    _linear,
+    checked_actions,
+    checked_row_id,
+    file_kind,
+    load_model,
+    predict_by_fold,
+    save_model,
+)
+from dr_scale.logs.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
 
 
 class RewardModel(Protocol):
@@ -78,41 +83,6 @@ class RewardModel(Protocol):
         """
 
 
-def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
-    """Each row's cross-fitting fold in [0, folds): ⌊folds · u(row_id)⌋, keyed by (seed, "cross-fit fold")."""
-    return np.minimum((keyed_random.uniform(row_id, seed, FOLD_PURPOSE) * folds).astype(np.int64), folds - 1)
-
-
-def checked_actions(actions, k: int) -> np.ndarray | None:
-    """``actions`` of a ``predict`` call as int64 indices in [0, k), or None for all; anything else a
-    :class:`~dr_scale.core.errors.ParameterError` naming ``actions`` (a negative index would silently
-    pick another action's column)."""
-    if actions is None:
-        return None
-    a = np.asarray(actions)
-    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-        raise ParameterError(f"`actions` must be a 1-d sequence of integer actions in [0, {k}), got "
-                             f"{a.dtype} of shape {a.shape}")
-    a = a.astype(np.int64, copy=False)
-    if a.size and (a.min() < 0 or a.max() >= k):
-        bad = int(a[(a < 0) | (a >= k)][0])
-        raise ParameterError(f"`actions` must be in [0, {k}) (the model's k actions), got {bad}")
-    return a
-
-
-def checked_row_id(row_id, n: int) -> np.ndarray | None:
-    """``row_id`` of a ``predict`` call: one integer id per row of ``X`` (n), or None."""
-    if row_id is None:
-        return None
-    rid = np.asarray(row_id)
-    if rid.ndim != 1 or rid.shape[0] != n:
-        raise ParameterError(f"`row_id` has {rid.shape[0] if rid.ndim == 1 else rid.shape} id(s) for the {n} rows of "
-                             "`X`: give one per row")
-    if rid.size and rid.dtype.kind not in "iu":
-        raise ParameterError(f"`row_id` must be integers, got {rid.dtype}")
-    return rid
-
-
 def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[np.ndarray, np.ndarray, int]:
     """(action, reward, k) for fitting on in-memory arrays: equal lengths, integer actions in [0, k), finite
     rewards; else a :class:`~dr_scale.core.errors.ParameterError` naming the argument."""
@@ -139,23 +109,6 @@ def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[n
     if action.size and action.max() >= k:
         raise ParameterError(f"`action` {int(action.max())} is out of range for `n_actions` = {k}")
     return action, reward, k
-
-
-def predict_by_fold(X, fold: np.ndarray, width: int, predict_fold) -> np.ndarray:
-    """(n, width) predictions, the rows of fold j by ``predict_fold(j, X[rows of fold j])``."""
-    out = np.empty((X.shape[0], width))
-    for j in np.unique(fold):
-        rows = np.flatnonzero(fold == j)
-        out[rows] = predict_fold(int(j), X[rows])
-    return out
-
-
-def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    """X·coef + intercept. Up to three columns are one sparse mat-vec each: scipy's multi-vector kernel
-    (``csr_matvecs``) is slower than that for so few columns (docs/data-contract.md)."""
-    if coef.shape[1] <= 3:
-        return np.column_stack([X @ np.ascontiguousarray(c) for c in coef.T]) + intercept
-    return np.asarray(X @ coef) + intercept
 
 
 @dataclass
@@ -222,6 +175,8 @@ class LinearRewardModel:
     fold_intercept: np.ndarray | None = None
     fold_seed: int = 0
     metadata: dict = field(default_factory=dict)
+    #: What the scores mean, saved in the file (a linear model's file has no ``kind``: "linear").
+    KIND: ClassVar[str] = "linear"
 
     @property
     def n_actions(self) -> int:
@@ -285,16 +240,7 @@ class LinearRewardModel:
         storage_options : dict, optional
             fsspec's options for ``url`` (credentials otherwise from the environment).
         """
-        arrays = {"coef": self.coef, "intercept": self.intercept}
-        if self.folds:
-            arrays.update(fold_coef=self.fold_coef, fold_intercept=self.fold_intercept,
-                          fold_seed=np.array(self.fold_seed, dtype=np.int64))
-        if self.metadata:
-            arrays["metadata"] = np.array(json.dumps(self.metadata, sort_keys=True))
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        fs, path = url_to_fs(url, storage_options)
-        atomic_write(fs, path, buf.getvalue())
+        save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
 
     def __post_init__(self):
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
@@ -302,6 +248,10 @@ class LinearRewardModel:
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
         """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+
+        The file's ``kind`` decides the class: ``LinearRewardModel.load`` of a logistic model's file returns a
+        :class:`LogisticRewardModel` (every reward model file loads through it); ``LogisticRewardModel.load``
+        takes logistic files only.
 
         Parameters
         ----------
@@ -317,23 +267,83 @@ class LinearRewardModel:
         """
         where = f"reward model {url}"
         arrays = read_linear_file(url, storage_options, where)
-        model = cls(arrays["coef"], arrays["intercept"])
-        try:
-            if "fold_coef" in arrays:
-                model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
-                model.fold_intercept = np.asarray(arrays["fold_intercept"], dtype=np.float64).reshape(
-                    -1, model.coef.shape[1])
-                model.fold_seed = int(arrays["fold_seed"])
-                if model.fold_coef.shape[0] != model.fold_intercept.shape[0] or not model.fold_coef.shape[0]:
-                    raise ValueError("the fold models' coef and intercept disagree on the number of folds")
-                if not (np.isfinite(model.fold_coef).all() and np.isfinite(model.fold_intercept).all()):
-                    raise ValueError("the fold models have NaN or infinite entries")
-            if "metadata" in arrays:
-                model.metadata = json.loads(str(arrays["metadata"]))
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
-                from None
-        return model
+        target = LogisticRewardModel if cls is LinearRewardModel and file_kind(arrays) == "logistic" else cls
+        return load_model(target, url, storage_options, where, target.KIND, arrays)
+
+
+@dataclass
+class LogisticRewardModel(LinearRewardModel):
+    """A logistic reward model for 0/1 rewards: ρ̂_a(x) = σ(x·coef[:, a] + intercept[a]), σ(z) = 1/(1 + e^{−z}).
+
+    The fields, fold models, cross-fitted prediction by row id and ``.npz`` are those of
+    :class:`LinearRewardModel` (the file records ``kind = "logistic"``); the predictions lie in (0, 1), inside
+    the range of 0/1 rewards, where a linear model's can fall below 0 on rare clicks. Fitted per action by
+    L2-regularised logistic regression (``dr-scale fit --model logistic``, :func:`dr_scale.fit_reward_model`
+    with ``FitSettings(model="logistic")``), as Open Bandit Pipeline's reward models for clicks are.
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, k)
+        The full-data model's weights (logit scale), finite.
+    intercept : numpy.ndarray, shape (k,)
+        The full-data model's intercepts (logit scale), finite.
+    fold_coef : numpy.ndarray, shape (K, d, k), optional
+        The fold models' weights (cross-fitted models only).
+    fold_intercept : numpy.ndarray, shape (K, k), optional
+        The fold models' intercepts (with ``fold_coef``).
+    fold_seed : int, default 0
+        The key of the rows' folds (:func:`fold_of`).
+    metadata : dict, optional
+        What the fit recorded (saved as JSON).
+
+    See Also
+    --------
+    LinearRewardModel : The ridge model, for rewards other than 0/1.
+    dr_scale.fit_reward_model : Fits one from a log.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = LogisticRewardModel(coef=np.array([[2.0, 0.0], [0.0, -1.0]]), intercept=np.array([-2.0, 0.0]))
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> model.predict(X).round(3).tolist()
+    [[0.5, 0.5], [0.119, 0.269]]
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     model.save(os.path.join(folder, "model.npz"))
+    ...     again = LinearRewardModel.load(os.path.join(folder, "model.npz"))  # the file says which class
+    >>> type(again).__name__, again.predict(X).round(3).tolist()
+    ('LogisticRewardModel', [[0.5, 0.5], [0.119, 0.269]])
+    """
+
+    KIND: ClassVar[str] = "logistic"
+
+    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+        """ρ̂ for the rows of X, σ of the linear scores: (n, k), or (n, len(actions)) for the given actions.
+
+        With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i); otherwise by the
+        full-data model.
+
+        Parameters
+        ----------
+        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
+            The rows' features.
+        actions : numpy.ndarray of int, optional
+            The columns wanted; None for all k.
+        row_id : numpy.ndarray of int, optional
+            The rows' ids (used by a cross-fitted model).
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, k) predictions in (0, 1), or (n, len(actions)).
+        """
+        return expit(super().predict(X, actions=actions, row_id=row_id))
+
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        """The arrays that determine the predictions, and the model's kind (a digest tells it from a linear
+        model with the same arrays)."""
+        return (*super().parameters(), np.frombuffer(self.KIND.encode(), np.uint8))
 
 
 def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:

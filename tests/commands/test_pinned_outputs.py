@@ -24,9 +24,9 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "pinned_outputs.json"
 def outputs(root: Path) -> dict:
     log, rho, pol, ev = (str(root / name) for name in ("log", "rho.npz", "pol.npz", "ev.json"))
     assert main(["generate", "bandit", "--rows", "4000", "--features", "200", "--actions", "4", "--out", log]) == 0
-    assert main(["fit", log, "--out", rho, "--folds", "2"]) == 0
-    assert main(["learn", log, "--out", pol]) == 0
-    assert main(["evaluate", log, "--policy", f"linear:{pol}", "--fit-reward-model", "--folds", "2",
+    assert main(["fit", log, "--out", rho, "--folds", "2", "--model", "ridge"]) == 0
+    assert main(["learn", log, "--out", pol, "--model", "ridge"]) == 0
+    assert main(["evaluate", log, "--policy", f"linear:{pol}", "--fit-reward-model", "--folds", "2", "--model", "ridge",
                  "--allow-training-overlap",
                  "--json", ev]) == 0
     with np.load(rho, allow_pickle=False) as z:

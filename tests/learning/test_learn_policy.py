@@ -76,17 +76,21 @@ def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
 
 def test_dlm_learner_finds_the_known_best_policy(world):
     folder, X, best = world
-    # ρ̂ solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, a few of the
-    # 4000 rows get another action)
-    policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", learner="dlm", max_iter=40, rtol=1e-4))
+    # the ridge ρ̂, solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, a
+    # few of the 4000 rows get another action)
+    policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", learner="dlm", max_iter=40, rtol=1e-4,
+                                                              model="ridge"))
     np.testing.assert_array_equal(policy.predict(X), best)
 
 
 def test_one_part_and_many_parts_agree(world):
-    """Sums over 1 or 5 parts differ only in rounding: the coefficients agree to 1e-9, the decisions exactly."""
+    """Sums over 1 or 5 parts differ only in rounding: the coefficients agree to 1e-9, the decisions exactly (the
+    ridge ρ̂, whose conjugate gradients at rtol 1e-10 are exact to that; tests/reward/test_logistic.py checks the
+    logistic ρ̂'s)."""
     folder, X, best = world
-    one = learn_policy(str(folder / "one"), LearnSettings(method="dr", lam=2.0, folds=2, rtol=1e-10))
-    many = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam=2.0, folds=2, rtol=1e-10))
+    settings = LearnSettings(method="dr", lam=2.0, folds=2, rtol=1e-10, model="ridge")
+    one = learn_policy(str(folder / "one"), settings)
+    many = learn_policy(str(folder / "many"), settings)
     np.testing.assert_allclose(many.coef, one.coef, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(many.intercept, one.intercept, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(many.predict(X), one.predict(X))

@@ -1,0 +1,273 @@
+"""L2-regularised logistic regression, many fits at once, each pass over the data one loss-and-gradient.
+
+Two forms, both with an unpenalised intercept and the penalty convention of scikit-learn's
+``LogisticRegression(C=1/λ)``:
+
+* **binary** (one reward model per action and fold): for fit F on rows S_F with labels y_i ∈ {0, 1},
+
+      L_F(w, b) = Σ_{i∈S_F} [log(1 + e^{z_i}) − y_i z_i] + (λ/2) ‖w‖²,      z_i = x_i·w + b;
+
+* **multinomial** (the logging policy π₀(a | x) over k actions, one model per fold), on rows with logged
+  actions a_i,
+
+      L_F(W, b) = Σ_{i∈S_F} [log Σ_a e^{z_ia} − z_{i a_i}] + (λ/2) ‖W‖²_F,    z_ia = x_i·W[:, a] + b_a.
+
+**The method: limited-memory BFGS (Nocedal & Wright 2006, Alg. 7.4 and 7.5), every fit with its own
+history and step, in lockstep.** A pass over the parts evaluates (L_F, ∇L_F) of every unfinished fit at its
+current point — the caller's ``evaluate``, a map-reduce pass (:mod:`dr_scale.outofcore.passes`) or in
+memory — and each fit then takes its step (accepted by Armijo's rule, L(x + tp) ≤ L(x) + 10⁻⁴ t ∇L·p,
+else backtracked by a safeguarded quadratic interpolation: one more pass). Why L-BFGS rather than
+Newton–CG with Hessian-vector products by passes: the cost that matters is passes over the data, and a
+Newton–CG step needs one pass for the gradient plus one per inner CG iteration (5–20 on these
+problems), while an L-BFGS step needs one pass (its unit step is accepted almost always), with a
+curvature model built from the same gradients; the measured counts are in docs/benchmarks.md. The
+price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver.
+
+Each fit's objective is divided by its rows, max(n_F, 1), so that the fits' scales match (the minimiser is
+unchanged). **Stopping rule**: fit F stops when ‖∇L_F(x)‖₂ ≤ rtol · ‖∇L_F(x₀)‖₂ — the relative residual
+of conjugate gradients' rule for ridge (:mod:`dr_scale.outofcore.ridge`; the gradient is the residual of
+the normal equations there) — or after ``max_iter`` passes. Since L_F is λ/n_F-strongly convex in w,
+‖x − x*‖ ≤ ‖∇L_F(x)‖ / μ with μ the least curvature on the segment — the tolerance the tests derive.
+
+The start x₀: w = 0 and the intercepts of the constant model (b = logit of the fit's mean label;
+b_a = log of the action's share), where the intercepts' gradient is zero. Coordinates marked not ``free``
+stay at x₀ (the multinomial model's actions a fit has no rows of).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit, log_expit, logsumexp
+
+from dr_scale.outofcore.products import add_transposed_product, add_transposed_products
+from dr_scale.outofcore.progress import Passes
+
+#: Pairs (s, y) each fit's curvature model keeps.
+MEMORY = 10
+ARMIJO = 1e-4
+
+
+@dataclass
+class GLMFit:
+    """The solutions x (F, D), the passes taken, which fits met the stopping rule, and ‖∇L_F‖ / ‖∇L_F(x₀)‖."""
+
+    x: np.ndarray
+    passes: int
+    converged: np.ndarray
+    relative_gradient: np.ndarray
+    loss: np.ndarray
+
+
+def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.ndarray | None = None,
+             curvature: np.ndarray | None = None, memory: int = MEMORY, progress: bool = False,
+             description: str = "logistic") -> GLMFit:
+    """Minimise F smooth convex functions at once by L-BFGS in lockstep (module docstring).
+
+    ``evaluate(X, active)`` returns (f (F,), g (F, D)) at the rows of X (F, D) for the fits where ``active`` is
+    true (others: anything) — one pass over the data. ``free`` (F, D) bool: the coordinates that move (the
+    history holds only the coordinates some fit moves: features no row has cost nothing). ``curvature`` (F, D): an
+    estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹ (γ = sᵀy / yᵀH₀y of the newest
+    pair; the first step is −diag(curvature)⁻¹∇L) — for sparse features whose frequencies span orders of
+    magnitude, the curvature of a weight is its feature's count times p(1 − p) plus λ, and a scalar H₀ would
+    take steps sized for the commonest feature on all of them.
+    """
+    full = np.array(x0, dtype=np.float64)
+    F, D = full.shape
+    free = np.ones((F, D), bool) if free is None else np.asarray(free, bool)
+    idx = np.flatnonzero(free.any(axis=0))  # the coordinates some fit moves: the solver's vectors hold only these
+    free = free[:, idx]
+    x = full[:, idx]
+    inverse = np.ones_like(x) if curvature is None else 1.0 / np.maximum(np.asarray(curvature)[:, idx], 1e-12)
+
+    def evaluated(trial, which):
+        full[:, idx] = trial
+        f_, g_ = evaluate(full, which)
+        return f_, np.where(free, g_[:, idx], 0.0)
+
+    active = free.any(axis=1)
+    f, g = evaluated(x, active)
+    passes = 1
+    g0 = np.linalg.norm(g, axis=1)
+    gnorm = g0.copy()
+    done = ~active | (gnorm <= rtol * g0) | (g0 == 0)
+    D = idx.size
+    S, Y = np.zeros((F, memory, D)), np.zeros((F, memory, D))
+    rho = np.zeros((F, memory))
+    stored = np.zeros(F, np.int64)  # pairs in the history (the newest at index (stored − 1) % memory)
+    p = np.zeros((F, D))
+    t = np.ones(F)
+    slope = np.zeros(F)
+    bar = Passes(f"{description}: {F} fits by L-BFGS", progress)
+
+    def directions(rows):
+        for F_ in rows:
+            q = g[F_].copy()
+            m = min(stored[F_], memory)
+            order = [(stored[F_] - 1 - j) % memory for j in range(m)]
+            alpha = np.empty(m)
+            for j, i in enumerate(order):
+                alpha[j] = rho[F_, i] * (S[F_, i] @ q)
+                q -= alpha[j] * Y[F_, i]
+            if m:
+                newest = order[0]
+                q *= inverse[F_] * ((S[F_, newest] @ Y[F_, newest]) / (Y[F_, newest] @ (inverse[F_] * Y[F_, newest])))
+            elif curvature is not None:  # the first step: the preconditioned gradient
+                q *= inverse[F_]
+            else:  # the first step: length 1 in the gradient's direction scaled to ‖g‖ = 1 (as scipy's L-BFGS)
+                q /= max(gnorm[F_], 1e-300)
+            for j, i in reversed(list(enumerate(order))):
+                beta = rho[F_, i] * (Y[F_, i] @ q)
+                q += (alpha[j] - beta) * S[F_, i]
+            p[F_] = -q
+            slope[F_] = g[F_] @ p[F_]
+            if slope[F_] >= 0:  # not a descent direction (lost curvature): restart from the gradient
+                stored[F_] = 0
+                p[F_] = -g[F_] / max(gnorm[F_], 1e-300)
+                slope[F_] = g[F_] @ p[F_]
+            t[F_] = 1.0
+
+    directions(np.flatnonzero(~done))
+    while not done.all() and passes < max_iter:
+        trying = ~done
+        trial = np.where(trying[:, None], x + t[:, None] * p, x)
+        f_new, g_new = evaluated(trial, trying)
+        passes += 1
+        accept = trying & (f_new <= f + ARMIJO * t * slope)
+        for F_ in np.flatnonzero(trying & ~accept):  # backtrack: the minimiser of the quadratic through f, slope
+            denominator = 2 * (f_new[F_] - f[F_] - slope[F_] * t[F_]) if np.isfinite(f_new[F_]) else np.inf
+            step = -slope[F_] * t[F_] ** 2 / denominator if denominator > 0 else 0.5 * t[F_]
+            t[F_] = min(max(step, 0.1 * t[F_]), 0.5 * t[F_])
+            if t[F_] < 1e-20:  # no decrease along p in floating point: as converged as it gets
+                done[F_] = True
+        rows = np.flatnonzero(accept)
+        for F_ in rows:
+            s, yv = trial[F_] - x[F_], g_new[F_] - g[F_]
+            sy = s @ yv
+            if sy > 1e-12 * (yv @ yv):
+                i = stored[F_] % memory
+                S[F_, i], Y[F_, i], rho[F_, i] = s, yv, 1.0 / sy
+                stored[F_] += 1
+            x[F_], f[F_], g[F_] = trial[F_], f_new[F_], g_new[F_]
+            gnorm[F_] = np.linalg.norm(g[F_])
+            if gnorm[F_] <= rtol * g0[F_]:
+                done[F_] = True
+        directions([F_ for F_ in rows if not done[F_]])
+        bar.step(f"{int((~done).sum())} of {F} fits not yet converged")
+    bar.close()
+    converged = ~active | (gnorm <= rtol * g0) | (g0 == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = np.where(g0 > 0, gnorm / np.where(g0 > 0, g0, 1.0), 0.0)
+    full[:, idx] = x
+    return GLMFit(full, passes, converged, relative, f)
+
+
+# -- the binary model's terms -----------------------------------------------------------------
+def add_binary_terms(loss: np.ndarray, grad: np.ndarray, X, y: np.ndarray, w: np.ndarray, b: float, F: int) -> None:
+    """loss[F] += Σ_i log(1 + e^{z_i}) − y_i z_i and grad[F] += (Xᵀ(σ(z) − y), Σ(σ(z) − y)), z = Xw + b;
+    grad[F] holds (w's d entries, b)."""
+    if X.shape[0] == 0:
+        return
+    z = X @ w + b
+    loss[F] -= float(np.sum(log_expit(np.where(y > 0, z, -z))))
+    residual = expit(z) - y
+    add_transposed_product(grad[F, :-1], X, residual)
+    grad[F, -1] += float(residual.sum())
+
+
+def add_multinomial_terms(loss: np.ndarray, grad: np.ndarray, X, a: np.ndarray, W: np.ndarray, b: np.ndarray,
+                          F: int) -> None:
+    """loss[F] += Σ_i log Σ_a e^{z_ia} − z_{i a_i} and grad[F] += (Xᵀ(softmax(z) − onehot(a)), Σ_i …), z = XW + b;
+    grad[F] holds W (d, k) row-major then b (k)."""
+    n = X.shape[0]
+    if n == 0:
+        return
+    k = b.shape[0]
+    Z = np.asarray(X @ W) + b
+    lse = logsumexp(Z, axis=1)
+    rows = np.arange(n)
+    loss[F] += float(np.sum(lse - Z[rows, a]))
+    G = np.exp(Z - lse[:, None])
+    G[rows, a] -= 1.0
+    d = W.shape[0]
+    add_transposed_products(grad[F, :d * k].reshape(d, k), X, G)
+    grad[F, d * k:] += G.sum(axis=0)
+
+
+def penalised(data_loss: np.ndarray, data_grad: np.ndarray, x: np.ndarray, lam, n: np.ndarray,
+              penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(L_F / max(n_F, 1), ∇L_F / max(n_F, 1)): the data terms plus (λ/2)‖w‖² over the coordinates where
+    ``penalty`` (D,) is true (not the intercepts)."""
+    lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), n.shape)
+    scale = 1.0 / np.maximum(n, 1.0)
+    xw = x * penalty
+    loss = (data_loss + 0.5 * lam * np.einsum("fd,fd->f", xw, xw)) * scale
+    grad = (data_grad + lam[:, None] * xw) * scale[:, None]
+    return loss, grad
+
+
+def logit(p):
+    return np.log(p) - np.log1p(-p)
+
+
+def smoothed_rate(successes, n):
+    """(s + ½)/(n + 1): the rate of a fit whose labels are all equal (or that has none), whose maximum-likelihood
+    intercept would be ±∞ (the Krichevsky–Trofimov estimate)."""
+    return (np.asarray(successes, dtype=np.float64) + 0.5) / (np.asarray(n, dtype=np.float64) + 1.0)
+
+
+# -- in memory (tests, small data) -------------------------------------------------------------
+def fit_binary_in_memory(X, y, lam: float, *, rtol: float = 1e-8, max_iter: int = 1000) -> GLMFit:
+    """One binary fit on in-memory rows (X (n, d) sparse or dense, y ∈ {0, 1}), through :func:`minimize`;
+    x = (w, b)."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, d = X.shape
+    mean = y.mean() if n else 0.5
+    x0 = np.zeros((1, d + 1))
+    x0[0, -1] = logit(np.clip(mean, 1e-12, 1 - 1e-12))
+    penalty = np.r_[np.ones(d, bool), False]
+
+    def evaluate(x, active):
+        loss, grad = np.zeros(1), np.zeros((1, d + 1))
+        add_binary_terms(loss, grad, X, y, x[0, :-1], x[0, -1], 0)
+        return penalised(loss, grad, x, lam, np.array([n], float), penalty)
+
+    return minimize(evaluate, x0, rtol=rtol, max_iter=max_iter)
+
+
+def fit_multinomial_in_memory(X, a, k: int, lam: float, *, rtol: float = 1e-8, max_iter: int = 1000) -> GLMFit:
+    """One multinomial fit on in-memory rows (actions a ∈ [0, k)); x = (W (d, k) row-major, b (k))."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    a = np.asarray(a, dtype=np.int64)
+    n, d = X.shape
+    counts = np.bincount(a, minlength=k).astype(float)
+    x0, free = multinomial_start(counts[None, :], d)
+    penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
+
+    def evaluate(x, active):
+        loss, grad = np.zeros(1), np.zeros((1, (d + 1) * k))
+        add_multinomial_terms(loss, grad, X, a, x[0, :d * k].reshape(d, k), x[0, d * k:], 0)
+        return penalised(loss, grad, x, lam, np.array([n], float), penalty)
+
+    return minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free)
+
+
+def multinomial_start(counts: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x₀, free) of F multinomial fits with action counts (F, k): W = 0, b_a = log of the action's share; an
+    action without rows in a fit is held at w = 0, b = log(½ / (n + k/2)) (its smoothed share, as
+    :func:`smoothed_rate`), since its maximum-likelihood logit is −∞; and the last logged action's intercept stays
+    at its start (the softmax's one redundant direction)."""
+    F, k = counts.shape
+    n = counts.sum(axis=1, keepdims=True)
+    share = np.where(counts > 0, counts, 0.5) / np.maximum(n + 0.5 * (counts == 0).sum(axis=1, keepdims=True), 1.0)
+    x0 = np.zeros((F, (d + 1) * k))
+    x0[:, d * k:] = np.log(share)
+    free = np.ones((F, d + 1, k), bool)
+    free[:, :, :] = (counts > 0)[:, None, :]
+    present = counts > 0  # softmax is unchanged by adding one constant to every b_a: the last logged action's
+    last = k - 1 - np.argmax(present[:, ::-1], axis=1)  # intercept stays at its start, which makes L strictly convex
+    free[np.arange(F), d, last] = False
+    return x0, free.reshape(F, -1)
