@@ -220,12 +220,12 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     from dr_scale.core.errors import UserError
     from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_partition
 
+    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
     catalogue = read_catalogue(logs, storage_options)
     if catalogue is None:
         raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a scorer over the items' "
                         "features needs one (dr-scale import with an [actions] table, or generate bandit "
                         "--action-features)")
-    fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     d = n_features or meta.get("n_features")
     if d is None:
