@@ -13,8 +13,8 @@ soon as it has run (wall time, CPU time of the process, peak resident memory):
 (b) ``LogisticRewardModel``'s sibling in scikit-learn: ``LogisticRegression(solver="lbfgs", C=1/λ)`` —
     multinomial for k > 2 — on the same training rows read into memory (reading not timed; its ``tol`` 1e-4
     and ``max_iter`` 1000);
-(c) Vowpal Wabbit ``--oaa 10 --loss_function logistic --probabilities -b 18``, one pass over the training
-    rows as text (written once, not timed), if ``vw`` (pip ``vowpalwabbit``) is installed.
+(c) Vowpal Wabbit ``--oaa 10 --loss_function logistic --probabilities -b 18`` through its own text driver, one
+    pass over the training rows as text (written once, not timed), if ``vowpalwabbit`` is installed.
 
 Then each model predicts the held-out rows: held-out log loss −(1/H) Σ_i log π̂(a_i | x_i), beside the
 marginal action frequencies' (the best constant) and the logger's true propensities' (the floor). Printed:
@@ -85,11 +85,16 @@ def vw_lines(X, a) -> list[str]:
             for i in range(X.shape[0])]
 
 
-def run_vw(logs: str, folder: str) -> dict | None:
-    import shutil
+def vw(arguments: str) -> None:
+    """VW's own text driver (``vowpalwabbit.Workspace(...).run_parser()``) in a child process."""
+    subprocess.run([sys.executable, "-c", "from vowpalwabbit import Workspace\n"
+                    f"w = Workspace({arguments!r}); w.run_parser(); w.finish()"], check=True)
 
-    vw = shutil.which("vw")
-    if vw is None:
+
+def run_vw(logs: str, folder: str) -> dict | None:
+    try:
+        import vowpalwabbit  # noqa: F401
+    except ImportError:
         return None
     train, test = os.path.join(folder, "vw-train.txt"), os.path.join(folder, "vw-test.txt")
     for url, path in ((split(logs, "train"), train), (split(logs, "test"), test)):
@@ -101,11 +106,10 @@ def run_vw(logs: str, folder: str) -> dict | None:
     model, predictions = os.path.join(folder, "vw.model"), os.path.join(folder, "vw-predictions.txt")
     started = time.perf_counter()
     before = os.times()
-    subprocess.run([vw, "--oaa", str(ACTIONS), "--loss_function", "logistic", "--probabilities", "-b", "18",
-                    "-d", train, "-f", model, "--quiet"], check=True)
+    vw(f"--oaa {ACTIONS} --loss_function logistic --probabilities -b 18 -d {train} -f {model} --quiet")
     after = os.times()
     wall = time.perf_counter() - started
-    subprocess.run([vw, "-t", "-i", model, "-d", test, "-p", predictions, "--quiet"], check=True)
+    vw(f"-t -i {model} --probabilities -d {test} -p {predictions} --quiet")
     _, a, _ = read_rows(split(logs, "test"))
     probs = np.array([[float(t.split(":")[1]) for t in line.split()] for line in open(predictions)])
     return {"wall": wall, "cpu": after.children_user + after.children_system - before.children_user

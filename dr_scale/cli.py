@@ -23,9 +23,9 @@ import traceback
 from dr_scale.core.errors import describe
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)`` (``import`` is the module
-#: ``import_``: ``import`` is a Python keyword).
-COMMANDS = ("evaluate", "fit", "learn", "run", "report", "generate", "import")
-MODULES = {"import": "import_"}
+#: ``import_``: ``import`` is a Python keyword; ``fit-propensity`` the module ``fit_propensity``).
+COMMANDS = ("evaluate", "fit", "fit-propensity", "learn", "run", "report", "generate", "import")
+MODULES = {"import": "import_", "fit-propensity": "fit_propensity"}
 EXIT_ERROR, EXIT_INTERRUPTED = 2, 130
 
 

@@ -13,6 +13,14 @@ from dr_scale.commands.common import (
     storage_options,
 )
 from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings, model_options_given
+from dr_scale.commands.fit_propensity import (
+    add_propensity_options,
+    check_propensity_options,
+    fit_propensity_from_args,
+    load_propensity_model,
+    propensity_settings,
+    propensity_source_line,
+)
 from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
@@ -80,6 +88,7 @@ def add_parser(sub) -> None:
                         "fingerprint differs; cross-fitting is then lost)")
     add_filter_options(p)
     add_model_options(p)
+    add_propensity_options(p)
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
@@ -92,9 +101,11 @@ def run(args) -> int:
         raise UserError(f"--policy {next(p for i, p in enumerate(policies) if p in policies[:i])} is given twice")
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
-    if not args.fit_reward_model and model_options_given(args):
-        raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model: give it with "
-                        "--fit-reward-model (a --reward-model FILE is already fitted, and would silently ignore it)")
+    check_propensity_options(args)
+    if not args.fit_reward_model and not args.estimate_propensity and model_options_given(args):
+        raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model or a propensity model: give "
+                        "it with --fit-reward-model or --estimate-propensity (a --reward-model FILE is already fitted, "
+                        "and would silently ignore it)")
     if logs is None:
         from dr_scale.synthetic.example import example_paths  # imports scikit-learn: only when needed
 
@@ -106,36 +117,48 @@ def run(args) -> int:
         json_fs, json_path = url_to_fs(args.json, opts)
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
     model = LinearRewardModel.load(model_path, opts) if model_path else None
+    propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
+    estimated = args.estimate_propensity or propensity is not None
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (
         list(STANDARD_ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
+    if estimated and (model is not None or args.fit_reward_model) and "DM" not in names:
+        names.append("DM")  # beside IPS/DR: it needs no propensity, where the estimated ones lack support
 
-    def evaluation_with(reward_model, policy, baseline):
+    def evaluation_with(reward_model, propensity_model, policy, baseline):
         return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
                           model_source=model_path, baseline=baseline, min_support=args.min_support,
                           k_source="--n-actions" if args.n_actions is not None else None,
-                          allow_other_log=args.allow_other_log)
+                          allow_other_log=args.allow_other_log, propensity_model=propensity_model,
+                          propensity_floor=args.propensity_floor, propensity_source=args.propensity_model)
 
-    def comparison_with(reward_model):
+    def comparison_with(reward_model, propensity_model=propensity):
         """One evaluation, or with several --policy a Comparison of them against the first or --baseline."""
         if len(policies) == 1:
-            return evaluation_with(reward_model, policies[0], args.baseline)
+            return evaluation_with(reward_model, propensity_model, policies[0], args.baseline)
         specs = policies + ([args.baseline] if args.baseline not in (None, LOGGING, *policies) else [])
-        return Comparison({spec: evaluation_with(reward_model, spec, None) for spec in specs},
+        return Comparison({spec: evaluation_with(reward_model, propensity_model, spec, None) for spec in specs},
                           baseline=args.baseline)
 
-    evaluation = None if args.fit_reward_model else comparison_with(model)  # options checked before the work
+    evaluation = None if args.fit_reward_model or args.estimate_propensity else comparison_with(model)
     settings = fit_settings(args) if args.fit_reward_model else None
     if settings is not None:
         check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)
+    p_settings = propensity_settings(args) if args.estimate_propensity else None
+    if p_settings is not None:
+        check_fit_limits(logs, opts, folds=p_settings.folds, n_features=p_settings.n_features,
+                         n_actions=p_settings.n_actions)
     in_sample = {}
     for spec in policies:
         in_sample.update(training_overlap_of(logs, spec, args, opts))
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts, settings)
-            evaluation = comparison_with(model)
+        if args.estimate_propensity:
+            propensity = fit_propensity_from_args(args, logs, client, opts, p_settings)
+        if evaluation is None:
+            evaluation = comparison_with(model, propensity)
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
     log_filter = getattr(logs, "log_filter", None)
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
@@ -144,6 +167,11 @@ def run(args) -> int:
 
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
+    if estimated:
+        print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
+    elif not log_has_propensity(logs, opts):
+        print("propensities: none in the log; DM reads none (the ESS and max weight columns are those of p = 1 and "
+              "say nothing)")
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
     if isinstance(result, ComparisonResult):
         print(f"{len(results)} policies on {where}, one pass over the log")
@@ -152,6 +180,13 @@ def run(args) -> int:
     for name, days in in_sample.items():
         print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
+    diagnostics = next((r.propensity for r in results.values() if r.propensity is not None), None)
+    if diagnostics is not None:
+        for name, r in results.items():
+            if r.propensity is None:
+                continue
+            lines = r.propensity.lines()
+            print("\n".join(lines if name is None or len(results) == 1 else [f"{name}: {lines[0]}", *lines[1:]]))
     warnings = {name: r.warnings(args.min_ess_ratio) for name, r in results.items()}
     for name, lines in warnings.items():
         for warning in lines:
@@ -164,9 +199,27 @@ def run(args) -> int:
                 document["policies"][name]["warnings"] = lines
         else:
             document["warnings"] = warnings[None]
+        if diagnostics is not None:
+            document["propensities"] = {"source": args.propensity_model or "estimated on this log (cross-fitted)",
+                                        "floor": args.propensity_floor,
+                                        "logged_column_used": False}
+            from dr_scale.propensity.diagnostics import save_reliability_png
+
+            png = json_path.rsplit(".", 1)[0] + "-reliability.png" if json_path.endswith(".json") \
+                else json_path + "-reliability.png"
+            document["propensities"]["reliability_plot"] = png.rsplit("/", 1)[-1]
+            save_reliability_png(diagnostics, json_fs, png)
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def log_has_propensity(logs, opts) -> bool:
+    """Whether the log's (first) part has a propensity column."""
+    from dr_scale.logs.contract import has_propensity, list_parts
+
+    fs, paths = list_parts(logs, opts)
+    return has_propensity(fs, paths[0])
 
 
 def training_overlap_of(logs: str, policy_spec: str, args, opts: dict) -> dict[str, str]:

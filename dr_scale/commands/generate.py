@@ -12,6 +12,7 @@ from dr_scale.commands.common import (
     add_storage_option,
     storage_options,
 )
+from dr_scale.io.config import UniformShare, option
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -71,6 +72,12 @@ def _add_bandit_parser(kinds) -> None:
     b.add_argument("--rows-per-part", type=POSITIVE_INT, default=500_000, help="rows per Parquet part (default 500000)")
     b.add_argument("--overwrite", action="store_true",
                    help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
+    b.add_argument("--hide-propensity", action="store_true",
+                   help="write the log without its propensity column, as a log that never recorded it (the truth "
+                        "stays known: the world is rebuilt from the manifest; docs/propensities.md)")
+    b.add_argument("--uniform-share", type=option(UniformShare, "number in [0, 0.5]"), metavar="EPS",
+                   help="the logging policy's uniform share ε in [0, 0.5]: μ = (1 − ε) softmax + ε / k "
+                        "(default min(0.5, 0.001 k); 0 for a pure softmax of a linear score)")
     add_compute_options(b)
     add_storage_option(b)
     b.set_defaults(func=run_bandit)
@@ -87,7 +94,8 @@ def run_bandit(args) -> int:
         manifest = generate_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
                                    seed=args.seed, days=args.days, rows_per_part=args.rows_per_part,
                                    overwrite=args.overwrite, storage_options=opts,
-                                   client=client, progress=not args.no_progress)
+                                   client=client, progress=not args.no_progress,
+                                   hide_propensity=args.hide_propensity, uniform_share=args.uniform_share)
     print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     print("\n".join(calibration_lines(manifest["calibration"])))

@@ -56,8 +56,17 @@ def add_parser(sub) -> None:
     p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=None,
                    help=f"passes at most per solve: CG iterations (ridge, scorer) or updates (dlm) (default "
                         f"{MAX_PASSES}; scorer {SCORER_PASSES})")
+    p.add_argument("--allow-other-log", action="store_true",
+                   help="use a cross-fitted --reward-model fitted on another log (refused by default: its fold "
+                        "models may have seen rows the row ids name here)")
+    p.add_argument("--allow-unlogged-actions", action="store_true",
+                   help="let the policy choose actions the log never took (default: they are excluded, with a "
+                        "warning saying on how many rows its scores would have chosen them)")
     p.add_argument("--spill", default="disk", metavar="memory|disk|FOLDER",
                    help="where a local run keeps the parts between passes (default: disk, under the cache folder)")
+    from dr_scale.commands.fit_propensity import add_propensity_options
+
+    add_propensity_options(p)
     add_filter_options(p)
     add_compute_options(p)
     add_storage_option(p)
@@ -68,10 +77,21 @@ def run(args) -> int:
     opts = storage_options(args.storage_options)
     logs = filtered_log(args, args.logs)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
-    if args.reward_model and args.folds is not None:
+    from dr_scale.commands.fit_propensity import (
+        check_propensity_options,
+        fit_propensity_from_args,
+        load_propensity_model,
+        propensity_source_line,
+    )
+
+    check_propensity_options(args)
+    if args.reward_model and args.folds is not None and not args.estimate_propensity:
         raise UserError("--folds sets the cross-fitting of the reward model learn fits; with --reward-model FILE "
                         "there is none to fit, and it would be silently ignored: drop one of them")
     if args.learner == "scorer":
+        if args.estimate_propensity or getattr(args, "propensity_model", None):
+            raise UserError("--learner scorer uses the log's propensity column; estimated propensities are not "
+                            "available with it: drop --estimate-propensity / --propensity-model")
         return _run_scorer(args, logs, opts)
     if args.reward_model and args.model is not None:
         raise UserError("--model chooses the reward model learn fits; with --reward-model FILE there is none to fit, "
@@ -79,16 +99,34 @@ def run(args) -> int:
     settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, model=args.model,
                              **({} if args.folds is None else {"folds": args.folds}),
                              max_iter=args.max_iter or MAX_PASSES, n_features=args.n_features,
-                             n_actions=args.n_actions)
+                             n_actions=args.n_actions, allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
         check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)
+    propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
+    p_settings = None
+    if args.estimate_propensity:
+        from dr_scale.commands.fit_propensity import DEFAULT_PROPENSITY_FOLDS
+        from dr_scale.reward.fitting import FitSettings
+
+        p_settings = FitSettings(folds=args.folds or DEFAULT_PROPENSITY_FOLDS, n_features=args.n_features,
+                                 n_actions=args.n_actions)
+        check_fit_limits(logs, opts, folds=p_settings.folds, n_features=p_settings.n_features,
+                         n_actions=p_settings.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):
+        if p_settings is not None:
+            propensity = fit_propensity_from_args(args, logs, client, opts, p_settings)
         policy = learn_policy(logs, settings, reward_model=args.reward_model, client=client,
-                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages)
+                              storage_options=opts, spill=spill, progress=not args.no_progress, stages=stages,
+                              allow_other_log=args.allow_other_log,
+                              propensity_model=propensity, propensity_floor=args.propensity_floor)
+    if propensity is not None:
+        from dr_scale.commands.evaluate import log_has_propensity
+
+        print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
     log_filter = getattr(logs, "log_filter", None)
     if log_filter:
         policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import sys
+from dataclasses import replace
 
 from dr_scale.commands.common import (
+    POSITIVE_INT,
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_fit_limits,
     filtered_log,
     storage_options,
 )
 from dr_scale.outofcore.compute import dask_session
+from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 
 
 def add_parser(sub) -> None:
@@ -42,9 +47,36 @@ def add_parser(sub) -> None:
                    help="exit with status 4 after writing a report that carries an alert of this kind: support "
                         "(a threshold crossed) or drift (a change against the day's history); repeatable, added to "
                         "the policies file's fail_on")
+    from dr_scale.commands.fit import add_model_options
+    from dr_scale.commands.fit_propensity import add_propensity_options
+
+    add_propensity_options(p)
+    add_model_options(p)
+    p.add_argument("--n-actions", type=POSITIVE_INT, help=argparse.SUPPRESS)  # the fitting options' k (the log's)
     add_compute_options(p)
     add_storage_option(p)
     p.set_defaults(func=run)
+
+
+def _with_estimated_propensities(args, logs, policies, client, opts):
+    """The policies file with a propensity model fitted on the log share (cross-fitted), written to
+    OUT/propensity-model.npz, as its ``propensity_model``."""
+    import posixpath
+
+    from dr_scale.commands.fit_propensity import fit_propensity_from_args, propensity_settings
+
+    settings = propensity_settings(args)
+    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
+    model = fit_propensity_from_args(args, logs, client, opts, settings)
+    path = posixpath.join(args.out.rstrip("/"), PROPENSITY_FILE)
+    model.save(path, opts or None)
+    print(f"dr-scale report: propensities estimated on {logs} (cross-fitted, {settings.folds} folds), "
+          f"model written to {path}", file=sys.stderr)
+    return replace(policies, propensity_model=path)
+
+
+#: Where ``report --estimate-propensity`` writes the propensity model it fits, in the output folder.
+PROPENSITY_FILE = "propensity-model.npz"
 
 
 def _date(text: str) -> datetime.date:
@@ -56,12 +88,27 @@ def _date(text: str) -> datetime.date:
 
 
 def run(args) -> int:
+    from dr_scale.commands.fit import model_options_given
+    from dr_scale.commands.fit_propensity import check_propensity_options
+    from dr_scale.core.errors import UserError
     from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
+    from dr_scale.report.policies_file import load_policies
 
     opts = storage_options(args.storage_options)
     logs = filtered_log(args, args.logs)
+    check_propensity_options(args)
+    if model_options_given(args) and not args.estimate_propensity:
+        raise UserError(f"{', '.join(model_options_given(args))} fit(s) the propensity model of "
+                        "--estimate-propensity; give it, or drop them")
+    policies = load_policies(args.policies, opts)
+    if args.propensity_model:
+        policies = replace(policies, propensity_model=args.propensity_model)
+    if args.propensity_model or args.estimate_propensity or args.propensity_floor != DEFAULT_PROPENSITY_FLOOR:
+        policies = replace(policies, propensity_floor=args.propensity_floor)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        _, status = make_report(logs, args.policies, args.out, window=args.window, until=args.until,
+        if args.estimate_propensity:
+            policies = _with_estimated_propensities(args, logs, policies, client, opts)
+        _, status = make_report(logs, policies, args.out, window=args.window, until=args.until,
                                 cache=args.cache, skip_bad=args.skip_bad_partitions, storage_options=opts,
                                 client=client, progress=not args.no_progress,
                                 allow_training_overlap=args.allow_training_overlap, fail_on=args.fail_on)

@@ -47,6 +47,10 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 Seed = Annotated[int, Field(ge=0, lt=2 ** 64)]
 #: A number of cross-fitting folds K ≥ 2 (row i's fold ⌊K·u(row_id_i)⌋, fold model j fitted on the others).
 Folds = Annotated[int, Field(ge=2)]
+#: The floor of estimated propensities, in (0, 1) (:mod:`dr_scale.propensity.diagnostics`).
+PropensityFloor = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+#: The uniform share ε of a generated logging policy, in [0, 0.5] (:mod:`dr_scale.synthetic.bandit`).
+UniformShare = Annotated[float, Field(ge=0, le=0.5, allow_inf_nan=False)]
 
 
 class ConfigError(UserError):

@@ -18,7 +18,10 @@ runs from ``n_restarts`` randomly perturbed starts, all restarts at once as one 
 product, and keeps the weights with the highest mean training reward of the learned policy.
 
 Sparse X (scipy CSR) is scaled by its columns' standard deviations without centring
-(scikit-learn's ``StandardScaler(with_mean=False)``), so it stays sparse.
+(scikit-learn's ``StandardScaler(with_mean=False)``), so it stays sparse. A column of the
+design that is zero on every training row (a feature never seen; with centring, one that
+never varies) gets no update: its weights start at 0 rather than at the random start, so
+the learned policy ignores it instead of keeping random weights on it.
 """
 
 from __future__ import annotations
@@ -127,6 +130,8 @@ class DirectLossMinimization(PolicyLearnerMixin, BaseEstimator):
         n, k = rewards.shape
         rng = check_random_state(self.random_state)
         theta = self.init_scale * rng.standard_normal((self.n_restarts, k, Z.shape[1]))
+        unseen = np.asarray(abs(Z).sum(axis=0)).ravel() == 0  # no update moves these weights
+        theta[:, :, unseen] = 0.0
         best_reward, best_theta, best_t = -np.inf, theta[0], 0
         columns = np.arange(n)[None, :]
         rewards_by_action = np.ascontiguousarray(rewards.T)

@@ -18,7 +18,9 @@ Every row's reward is imputed for every action (:mod:`.impute`: DR, IPS or DM, w
   regression estimate of argmax_a E[Γ_a | x] = argmax_a E[r | x, a].
 * ``learner="dlm"`` — direct loss minimization (Appendix A, :mod:`.dlm`) on Γ, its
   batched towards-better update as one map-reduce pass per iteration, on features
-  scaled by their standard deviations (no centring: sparse) plus a constant.
+  scaled by their standard deviations (no centring: sparse) plus a constant. A feature
+  the log never shows (never non-zero) gets weight 0; in the ridge learner it stays at
+  the shrinkage centre w⁰ (0 for IPS and for a ρ̂ fitted on the log).
 
 **λ** of the policy: by default λ = 10 × (mean active features per row × n / 1000)
 (:data:`LAMBDA_FACTOR`, :func:`lam_scale`; the scale is XᵀX's mean diagonal entry × d / 1000).
@@ -43,6 +45,7 @@ laptop and on any cluster, for any number of workers.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +54,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -60,16 +63,18 @@ from dr_scale.outofcore.settings import MODELS
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
+    Extent,
     FitSettings,
     LogPart,
     Stages,
+    UnloggedActionWarning,
     check_int,
     check_lam,
     check_positive,
     fit_on_parts,
     read_grouped_part,
 )
-from dr_scale.reward.models import predict_columns
+from dr_scale.reward.models import check_fitted_log, check_model_actions, predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
@@ -91,6 +96,9 @@ class Imputation:
     n_actions: int
     reward_model: object | None = None
     center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
+    propensity_model: object | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
+    propensity_floor: float = 1e-3
+    source: str = "the log"  # for messages
 
     def targets(self, part: LogPart, X) -> np.ndarray:
         """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
@@ -105,7 +113,24 @@ class Imputation:
         reward_hat = None
         if self.reward_model is not None:
             reward_hat = predict_columns(self.reward_model, X, np.arange(self.n_actions), part.row_id)
-        return impute_rewards(part.action, part.reward, part.propensity, self.n_actions, self.method, reward_hat)
+        return impute_rewards(part.action, part.reward, self.propensities(part, X), self.n_actions, self.method,
+                              reward_hat)
+
+    def propensities(self, part: LogPart, X) -> np.ndarray:
+        """The p of each row: the logged one, or the propensity model's (floored, from the fold model that did not
+        see the row); a log without propensities needs a model unless the imputation is DM (which reads none)."""
+        if self.propensity_model is not None:
+            probs = np.asarray(self.propensity_model.predict_proba(X, row_id=part.row_id), dtype=np.float64)
+            return np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+        if self.method != "dm" and len(part) and np.isnan(part.propensity).any():
+            from dr_scale.logs.contract import LogDataError
+
+            raise LogDataError(self.source, "propensity", f"missing column: the log records no logging probabilities, "
+                                                        f"and {self.method.upper()} imputation weights each row by "
+                                                        "1/p; estimate them (--estimate-propensity [--folds K], or "
+                                                        "--propensity-model FILE from dr-scale fit-propensity), or "
+                                                        "learn with --method dm (docs/propensities.md)")
+        return part.propensity
 
 
 @dataclass(frozen=True)
@@ -223,14 +248,20 @@ def auto_lambda(parts: PartSet, imputation: Imputation, mean_active: float, n_ro
 
 
 def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *, epsilon: float, max_iter: int,
-                   n_iter_no_change: int, seed: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+                   n_iter_no_change: int, seed: int, progress: bool = False,
+                   seen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """DLM (Appendix A) out of core: one pass per batched update; the weights with the best training value.
 
     The weights θ act on z = (x ∘ s, 1) with s = ``scale`` (1/std of each feature);
-    on raw features they are w = θ ∘ s and b = θ_const.
+    on raw features they are w = θ ∘ s and b = θ_const. They start at small random values (keyed by
+    ``seed``), except for the features not ``seen`` (d,) — never non-zero in the log: no update moves
+    their weights, so they start and stay at 0, and the policy ignores those features rather than
+    keeping a random start's weights on them.
     """
     k, d = imputation.n_actions, scale.size
     theta = 0.01 * np.random.default_rng([seed, 0xD1A]).standard_normal((k, d + 1))
+    if seen is not None:
+        theta[:, :d][:, ~seen] = 0.0
     best = (-np.inf, theta, 0)
     passes = Passes("dlm", progress)
     for t in range(1, max_iter + 1):
@@ -282,9 +313,11 @@ class LearnSettings:
     default is the fitter's, :data:`dr_scale.reward.fitting.RTOL`); ``max_iter``: the policy's solves also stop after
     ``max_iter`` passes (early-stopped CG from the shrinkage centre is itself a regulariser); DLM runs at most
     ``max_iter`` updates with step ``epsilon``; ``seed``: the key of the folds, the samples and DLM's start;
-    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them; ``model``: the ρ̂ fitted on the log,
-    ``"ridge"`` or ``"logistic"`` (None: the fitter's default, logistic when every reward is 0 or 1). A ridge
-    ρ̂ is also the policy's shrinkage centre; a logistic one (scores on the logit scale) is not.
+    ``n_features``, ``n_actions``: d and k when the log's metadata lacks them; ``allow_unlogged_actions``: let the
+    policy choose actions the log never took (by default they are excluded, with a warning saying on how many
+    rows the scores would have chosen them); ``model``: the ρ̂ fitted on the log, ``"ridge"`` or ``"logistic"``
+    (None: the fitter's default, logistic when every reward is 0 or 1). A ridge ρ̂ is also the policy's shrinkage
+    centre; a logistic one (scores on the logit scale) is not.
 
     Parameters
     ----------
@@ -308,6 +341,8 @@ class LearnSettings:
         The number of features d when the log's metadata lacks it.
     n_actions : int or None
         The number of actions k when the log's metadata lacks it.
+    allow_unlogged_actions : bool
+        Let the policy choose actions the log never took (default False: excluded).
     model : str or None
         The reward model fitted on the log: ``"ridge"``, ``"logistic"`` or None (logistic for 0/1 rewards).
 
@@ -336,10 +371,13 @@ class LearnSettings:
     seed: int = 0
     n_features: int | None = None
     n_actions: int | None = None
+    allow_unlogged_actions: bool = False
     model: str | None = None
 
     def __post_init__(self):
         put = object.__setattr__
+        if not isinstance(self.allow_unlogged_actions, (bool, np.bool_)):
+            raise ParameterError(f"`allow_unlogged_actions` must be True or False, got {self.allow_unlogged_actions!r}")
         if self.model is not None and self.model not in MODELS:
             raise ParameterError(f"`model` must be one of {', '.join(MODELS)} (or None), got {self.model!r}")
         if self.method not in METHODS:
@@ -363,7 +401,8 @@ class LearnSettings:
 
 def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
                  storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None) -> LinearPolicy:
+                 stages: Stages | None = None, allow_other_log: bool = False, propensity_model=None,
+                 propensity_floor: float = 1e-3) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
     ``settings``: a :class:`LearnSettings` (default: DR-imputed rewards, ridge scores, ρ̂ cross-fitted over 2
@@ -395,6 +434,15 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         Show each stage's progress on stderr.
     stages : Stages or None
         Collects each stage's passes and seconds.
+    allow_other_log : bool
+        Use a cross-fitted ``reward_model`` fitted on another log (by default refused:
+        :func:`dr_scale.reward.models.check_fitted_log`, one more pass for the rows' fingerprint).
+    propensity_model : object or None
+        An estimated logging policy (``predict_proba(X, row_id=…)``, e.g. a cross-fitted
+        :class:`~dr_scale.propensity.model.PropensityModel` of this log) whose propensities replace the logged
+        ones in the DR and IPS imputations; needed for a log without propensities (docs/propensities.md).
+    propensity_floor : float
+        The floor of the estimated propensities, in (0, 1).
 
     Returns
     -------
@@ -426,10 +474,18 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     >>> folder.cleanup()
     """
     settings = settings or LearnSettings()
+    if not isinstance(settings, LearnSettings):
+        raise ParameterError(f"`settings` must be a LearnSettings, e.g. LearnSettings(method='ips'), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    if reward_model is not None and not isinstance(reward_model, str) and not callable(
+            getattr(reward_model, "predict", None)):
+        raise ParameterError(f"`reward_model` must be a reward model with predict(X) or an .npz path, got "
+                             f"{type(reward_model).__name__} {reward_model!r:.80}")
     method, learner, lam, folds, seed = settings.method, settings.learner, settings.lam, settings.folds, settings.seed
     rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)
     fs, paths = list_parts(logs, storage_options)
+    model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
         from dr_scale.reward.models import LinearRewardModel
 
@@ -439,11 +495,19 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     with stages.stage("read", f"{len(paths)} part(s)") as passes:
         parts = PartSet.build(read_grouped_part, [(fs, p, d, k, folds if crossfit else None, seed) for p in paths],
                               client, progress, spill)
-        n, active = parts.sum(_rows_and_active_features)
+        n, active, logged = parts.sum(_rows_active_features_and_actions, k)
         passes.append(2)
     n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    if reward_model is not None and method != "ips" and not allow_other_log and getattr(reward_model, "folds", 0):
+        extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
+        check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name,
+                         getattr(logs, "log_filter", None))
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
+    vocabulary = action_vocabulary(logs, storage_options)
+    check_model_actions(reward_model, vocabulary, model_name)
+    if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
+        meta["actions"] = vocabulary
     if crossfit:
         reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
                                     name=str(logs))
@@ -453,7 +517,13 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         meta["reward_model_lam"] = rho.metadata["lam"]
         meta["reward_model"] = rho.metadata.get("model", "ridge")
     linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None)
+    from dr_scale.io.config import PropensityFloor, check
+
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None,
+                            propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
+    if propensity_model is not None:
+        meta["propensities"] = "estimated"
+        meta["propensity_floor"] = imputation.propensity_floor
     if learner == "ridge":
         if lam == "auto":
             with stages.stage("policy λ", "a grid on the training rows, the imputed value on the validation fold") as p:
@@ -474,15 +544,49 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
             scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
             coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=settings.epsilon,
                                                    max_iter=max_iter, n_iter_no_change=max(10, max_iter // 4),
-                                                   seed=seed, progress=progress)
+                                                   seed=seed, progress=progress, seen=sxx > 0)
             p.append(1 + info["passes"])
         meta.update(info, epsilon=settings.epsilon)
+    excluded = _unlogged_actions(parts, coef, intercept, logged, settings.allow_unlogged_actions, meta, stages,
+                                 str(logs))
     meta["stage_passes"] = stages.passes()
-    return LinearPolicy(coef, intercept, meta, "<learned>")
+    return LinearPolicy(coef, intercept, meta, "<learned>", excluded)
 
 
-def _rows_and_active_features(part: LogPart):
-    return np.array([float(len(part))]), np.array([float(part.indices.size)])
+def _unlogged_actions(parts: PartSet, coef, intercept, logged: np.ndarray, allow: bool, meta: dict, stages: Stages,
+                      name: str) -> tuple:
+    """The actions to exclude from the policy: those the log never took (``logged`` counts its rows per action),
+    unless ``allow``; one :class:`UnloggedActionWarning` saying on how many rows the scores choose them (one pass)."""
+    never = np.flatnonzero(logged == 0)
+    if not never.size:
+        return ()
+    with stages.stage("never-logged actions", "the rows whose scores choose them") as p:
+        picks = parts.sum(_choices, coef, intercept)
+        p.append(1)
+    rows, n = int(picks[never].sum()), int(picks.sum())
+    listed = ", ".join(map(str, never))
+    meta.update(unlogged_actions=never.tolist(), unlogged_action_rows=rows, excluded_actions=[] if allow else
+                never.tolist())
+    share = f"{rows:,} of {n:,} rows ({rows / max(n, 1):.1%})"
+    if allow:
+        warnings.warn(f"{name}: the policy chooses action(s) {listed}, which the log never took, on {share}: the "
+                      "log says nothing about their rewards", UnloggedActionWarning, stacklevel=3)
+        return ()
+    warnings.warn(f"{name}: action(s) {listed} never logged: excluded from the policy (its scores would have chosen "
+                  f"them on {share}; the log says nothing about their rewards); allow_unlogged_actions "
+                  "(--allow-unlogged-actions) keeps them", UnloggedActionWarning, stacklevel=3)
+    return tuple(int(a) for a in never)
+
+
+def _choices(part: LogPart, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """Per action, the part's rows whose scores x·coef + intercept choose it (ties to the lowest action)."""
+    X = part.matrix(coef.shape[0])
+    return np.bincount(np.argmax(np.asarray(X @ coef) + intercept, axis=1), minlength=coef.shape[1]).astype(float)
+
+
+def _rows_active_features_and_actions(part: LogPart, n_actions: int):
+    return (np.array([float(len(part))]), np.array([float(part.indices.size)]),
+            np.bincount(part.action, minlength=n_actions).astype(float))
 
 
 def _moments(part: LogPart, n_features: int):

@@ -9,8 +9,13 @@ folder, at any fsspec URL. Columns:
 ``values``     list<float32>          optional: the features' values (default 1)
 ``action``     integer                the logged action a ∈ [0, k)
 ``reward``     floating               the observed reward r
-``propensity`` floating               the logging probability p̂(a|x) ∈ (0, 1]
+``propensity`` floating               the logging probability p̂(a|x) ∈ (0, 1]; optional
 =============  =====================  ==============================================
+
+A log without ``propensity`` (the logging system never recorded its probabilities) is read
+with NaN propensities and :attr:`Partition.has_propensity` false: the direct method needs
+none, the estimators that weight by 1/p̂ need an estimated logging policy
+(:mod:`dr_scale.propensity`, ``--estimate-propensity``; docs/propensities.md).
 
 plus optional columns a target policy reads (``target_action``, ``target_probs``).
 The Parquet schema metadata may carry ``dr_scale.n_features`` (d) and
@@ -40,6 +45,8 @@ from dr_scale.io.atomic import MANIFEST, MARKER, atomic_open, incomplete_folder,
 from dr_scale.logs.filters import LogFilter, filter_of, log_root, part_paths, partition_date
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
+#: The column a log may lack: the logging probabilities (estimated then from the log, docs/propensities.md).
+PROPENSITY = "propensity"
 #: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
 #: billion decisions, no estimate rests on it, and squares of such weights overflow sums.
 MIN_PROPENSITY = 1e-9
@@ -122,7 +129,8 @@ class Partition:
     reward : numpy.ndarray of float64, shape (n,)
         The observed rewards r_i.
     propensity : numpy.ndarray of float64, shape (n,)
-        The logging probabilities p̂(a_i|x_i) ∈ (0, 1].
+        The logging probabilities p̂(a_i|x_i) ∈ (0, 1]; NaN where the log has no propensity column
+        (:attr:`has_propensity`).
     table : pyarrow.Table
         Every column read, for what a target policy needs (``target_action``, ``target_probs``).
 
@@ -155,6 +163,11 @@ class Partition:
 
     def __len__(self) -> int:
         return self.row_id.shape[0]
+
+    @property
+    def has_propensity(self) -> bool:
+        """Whether the log recorded the logging probabilities (its ``propensity`` column)."""
+        return PROPENSITY in self.table.column_names
 
 
 # -- listing -------------------------------------------------------------------
@@ -228,17 +241,28 @@ def _unreadable(fs, path: str, exc: Exception) -> LogDataError:
 
 def log_metadata(fs, path: str) -> dict[str, int]:
     """``n_features`` and ``n_actions`` from a part file's schema metadata, where present."""
+    return _schema_facts(fs, path)[0]
+
+
+def has_propensity(fs, path: str) -> bool:
+    """Whether the part file at ``path`` has the ``propensity`` column (the logging probabilities were logged);
+    true also for a file that lacks other columns of the contract, which the reader refuses for those."""
+    return _schema_facts(fs, path)[1]
+
+
+def _schema_facts(fs, path: str) -> tuple[dict[str, int], bool]:
     try:
         with fs.open(path, "rb") as f:
-            meta = pq.read_schema(f).metadata or {}
+            schema = pq.read_schema(f)
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
         raise _unreadable(fs, path, exc) from exc
+    meta, names = schema.metadata or {}, schema.names
     out = {}
     if META_FEATURES in meta:
         out["n_features"] = int(meta[META_FEATURES])
     if META_ACTIONS in meta:
         out["n_actions"] = int(meta[META_ACTIONS])
-    return out
+    return out, PROPENSITY in names or not {"row_id", "action", "reward"} <= set(names)
 
 
 #: The file at a log's root describing how it was imported; its ``actions`` list is the action
@@ -514,18 +538,21 @@ def partition_from_table(
     _check_type(table, source, "row_id", pa.types.is_integer, "int64")
     _check_type(table, source, "action", pa.types.is_integer, "an integer type")
     _check_type(table, source, "reward", _is_number, "a numeric type")
-    _check_type(table, source, "propensity", pa.types.is_floating, "a floating type")
+    logged_p = PROPENSITY in table.column_names
+    if logged_p:
+        _check_type(table, source, "propensity", pa.types.is_floating, "a floating type")
     row_id = numeric_values(table.column("row_id"), source, "row_id").astype(np.int64, copy=False)
     action = numeric_values(table.column("action"), source, "action").astype(np.int64, copy=False)
     reward = numeric_values(table.column("reward"), source, "reward").astype(np.float64, copy=False)
-    propensity = numeric_values(table.column("propensity"), source, "propensity").astype(np.float64, copy=False)
+    propensity = (numeric_values(table.column("propensity"), source, "propensity").astype(np.float64, copy=False)
+                  if logged_p else np.full(row_id.shape[0], np.nan))
 
     if row_id.size > 1 and not (row_id[1:] > row_id[:-1]).all():  # ids in increasing order need no sort
         ordered = np.sort(row_id)
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
         if dup.size:
             raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
-    fault = propensity_fault(propensity)
+    fault = propensity_fault(propensity) if logged_p else None
     if fault is not None:
         bad, rule = fault
         fix = "; fix the logging probabilities" if rule is BELOW_FLOOR else ""
@@ -632,10 +659,11 @@ def read_partition(
     ``log_filter`` (else the one ``path`` carries, from :func:`list_parts`) keeps its split's rows.
     """
     log_filter = filter_of(path, log_filter)
-    columns = [c for c in REQUIRED_COLUMNS if with_features or c != "features"]
+    columns = [c for c in REQUIRED_COLUMNS if (with_features or c != "features") and c != PROPENSITY]
     columns += [c for c in extra_columns if c not in columns]
+    optional = ("values", PROPENSITY) if with_features else (PROPENSITY,)
     try:
-        table = read_table(fs, path, columns, optional=("values",) if with_features else ())
+        table = read_table(fs, path, columns, optional=optional)
     except LogDataError as exc:
         if log_filter is not None and log_filter.split and exc.column == "row_id" and exc.reason == "missing column":
             raise LogDataError(path, "row_id", f"missing column: the {log_filter.split} split is keyed by each "

@@ -564,8 +564,10 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
                                            "to map new values to <other>, or into a new log)")
     reward = _column_numbers(table, cols.reward, rows, required=True)
     rows.flag(~np.isfinite(reward) & ~rows.bad, cols.reward, "NaN or infinite reward")
-    propensity = _column_numbers(table, cols.propensity, rows, required=True)
-    fault = propensity_fault(np.where(np.isnan(propensity) & rows.bad, 1.0, propensity))
+    propensity = (_column_numbers(table, cols.propensity, rows, required=True) if cols.propensity is not None
+                  else None)  # not logged: the log has no propensity column
+    fault = None if propensity is None else propensity_fault(np.where(np.isnan(propensity) & rows.bad, 1.0,
+                                                                      propensity))
     if fault is not None:
         mask, rule = fault
         rows.flag(mask, cols.propensity, f"propensity {rule}")
@@ -594,15 +596,17 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         new_pos = np.cumsum(keep) - 1
         entry = keep[r]
         r, i, v = new_pos[r[entry]], i[entry], v[entry]
-        action, reward, propensity, row_id = action[keep], reward[keep], propensity[keep], row_id[keep]
+        action, reward, row_id = action[keep], reward[keep], row_id[keep]
+        propensity = None if propensity is None else propensity[keep]
         date = date.take(pa.array(kept_rows)) if date is not None else None
     m = int(keep.sum())
     offsets = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=m), out=offsets[1:])
     columns = {"row_id": pa.array(row_id, pa.int64()),
                "features": _list_column(offsets, i.astype(np.int32), pa.int32()),
-               "action": pa.array(action.astype(np.int32)), "reward": pa.array(reward),
-               "propensity": pa.array(propensity)}
+               "action": pa.array(action.astype(np.int32)), "reward": pa.array(reward)}
+    if propensity is not None:
+        columns["propensity"] = pa.array(propensity)
     has_values = (bool(cols.numeric or cols.tokens) or bool((v != 1).any())) if values is None else values
     if has_values:
         columns["values"] = _list_column(offsets, v.astype(np.float32), pa.float32())
@@ -668,7 +672,7 @@ def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Co
     kind = "row" if block.fmt == "parquet" else "line"
     header_lines = 0 if block.fmt == "parquet" else (2 if block.fmt == "csv" else 1)
     with contextlib.ExitStack() as stack:
-        numeric = {*cols.numeric, cols.reward, cols.propensity}
+        numeric = {*cols.numeric, cols.reward, *([cols.propensity] if cols.propensity else [])}
         for table, first in read_tables(fs, block, spec, names, cols.used, skip, numeric=numeric):
             if block.length is not None:
                 first = line0 + first
@@ -679,9 +683,10 @@ def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Co
             if out.table.num_rows == 0:
                 continue
             partition_from_table(out.table, block.path, d, k)  # the contract's own checks, before writing
-            p = out.table.column("propensity")
-            stats.p_min = min(stats.p_min, pc.min(p).as_py())
-            stats.p_max = max(stats.p_max, pc.max(p).as_py())
+            if "propensity" in out.table.column_names:
+                p = out.table.column("propensity")
+                stats.p_min = min(stats.p_min, pc.min(p).as_py())
+                stats.p_max = max(stats.p_max, pc.max(p).as_py())
             stats.actions = stats.actions | frozenset(pc.unique(out.table.column("action")).to_pylist())
             groups = _by_date(out.table)
             for day, piece in groups:
@@ -731,7 +736,7 @@ class ImportSummary:
     features_used: int
     keys: int
     collisions: int
-    propensity: tuple
+    propensity: tuple | None  # (min, max), None when the spec names no propensity column
     files: int
     catalogue: int | None = None
 
@@ -742,7 +747,11 @@ class ImportSummary:
         lines.append(f"actions: {self.n_actions} in the vocabulary, {self.actions_logged} logged")
         lines.append(f"features: {self.features_used:,} of 2^{self.n_features.bit_length() - 1} used by "
                      f"{self.keys:,} distinct keys; {self.collisions:,} collision(s)")
-        lines.append(f"propensity: {self.propensity[0]:.6g} … {self.propensity[1]:.6g}")
+        if self.propensity is None:
+            lines.append("propensity: none (the spec names no propensity column: weight the log by estimated "
+                         "propensities, --estimate-propensity; docs/propensities.md)")
+        else:
+            lines.append(f"propensity: {self.propensity[0]:.6g} … {self.propensity[1]:.6g}")
         if self.catalogue is not None:
             lines.append(f"item catalogue: {self.catalogue} actions with features ({CATALOGUE_FILE})")
         total = sum(self.bad.values())
@@ -755,7 +764,7 @@ class ImportSummary:
         return {"out": self.out, "rows": self.rows, "bad_rows": dict(self.bad), "days": self.days,
                 "n_actions": self.n_actions, "actions_logged": self.actions_logged, "n_features": self.n_features,
                 "features_used": self.features_used, "keys": self.keys, "collisions": self.collisions,
-                "propensity": list(self.propensity), "files": self.files}
+                "propensity": None if self.propensity is None else list(self.propensity), "files": self.files}
 
 
 def _collisions(fingerprints: np.ndarray, bits: int) -> tuple[int, int]:
@@ -904,7 +913,8 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
         raise
     used, collisions = _collisions(stats.fingerprints, spec.hash_bits)
     return ImportSummary(out, stats.rows, stats.bad, days, len(vocabulary), len(stats.actions), 1 << spec.hash_bits,
-                         used, int(stats.fingerprints.size), collisions, (stats.p_min, stats.p_max),
+                         used, int(stats.fingerprints.size), collisions,
+                         (stats.p_min, stats.p_max) if spec.propensity is not None else None,
                          len(set(stats.files)), n_catalogue)
 
 

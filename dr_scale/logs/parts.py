@@ -16,12 +16,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import binary_csr, read_partition
+from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import Held
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
+#: ρ̂ is fitted on rewards with |r| ≤ MAX_ABS_REWARD: its sums of squares (CG's ‖Xᵀr‖², the λ search's
+#: Σ (r − ρ̂)²) then stay finite in float64 for any realistic log (n |r|² ≤ 10²¹⁰ for n ≤ 10¹⁰ rows);
+#: beyond it they overflow and the fit would be silently wrong. A larger reward is the log's error.
+MAX_ABS_REWARD = 1e100
 
 
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
@@ -60,6 +64,11 @@ class LogPart(Held):
 def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
     """Read one part through the logged-data contract (:func:`dr_scale.logs.contract.read_partition`)."""
     part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
+    too_big = np.flatnonzero(np.abs(part.reward) > MAX_ABS_REWARD)
+    if too_big.size:
+        raise LogDataError(path, "reward", f"|reward| above {MAX_ABS_REWARD:g}, the largest that fit and learn take "
+                           "(their sums of squares would overflow float64); rescale the rewards",
+                           int(part.row_id[too_big[0]]))
     X = part.X
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)

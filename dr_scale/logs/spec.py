@@ -6,7 +6,7 @@ file and the key)::
 
     action = "item_id"               # any type; a vocabulary maps its values to 0..k-1
     reward = "click"
-    propensity = "propensity_score"
+    propensity = "propensity_score"  # optional: without it the log has no propensity column
     timestamp = "timestamp"          # optional: date=YYYY-MM-DD/ partitions in `timezone`
     hash_bits = 18
     [features]
@@ -90,7 +90,7 @@ class ImportSpec(Model):
 
     action: ColumnName
     reward: ColumnName
-    propensity: ColumnName
+    propensity: ColumnName | None = None  # None: the logging probabilities were not logged (docs/propensities.md)
     row_id: ColumnName | None = None
     timestamp: ColumnName | None = None
     timezone: str = "UTC"

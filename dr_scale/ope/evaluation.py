@@ -30,6 +30,7 @@ from dr_scale.logs.contract import (
     LogDataError,
     Partition,
     action_vocabulary,
+    has_propensity,
     list_parts,
     log_metadata,
     numeric_values,
@@ -43,6 +44,7 @@ from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import (
     Difference,
+    DirectMethod,
     Estimate,
     Estimator,
     OnPolicy,
@@ -54,7 +56,14 @@ from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies.target import Policy, SparseProbs, parse_policy
-from dr_scale.reward.models import predict_columns, predict_pairs
+from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
+from dr_scale.reward.models import (
+    check_fitted_log,
+    check_model_actions,
+    on_other_half,
+    predict_columns,
+    predict_pairs,
+)
 
 #: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
 EMBEDDING_PROPENSITY = "embedding_propensity"
@@ -73,6 +82,7 @@ class PolicyState:
     baseline_weights: WeightStats | None = None  # the baseline policy's (not for "logging")
     coverage: Coverage | None = None  # logged rows and π's mass per action
     rows_hash: int | None = None  # Σ row_hash mod 2⁶⁴ (the fit's fingerprint), for a cross-fitted model's check
+    propensity: PropensityState | None = None  # the estimated propensities' diagnostics (with a propensity model)
     # MIPS's own weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), the policy's and the baseline's (None without
     # a marginalized estimator)
     marginal_weights: WeightStats | None = None
@@ -89,6 +99,7 @@ class PolicyState:
                            both(self.baseline_weights, other.baseline_weights),
                            both(self.coverage, other.coverage),
                            (self.rows_hash + other.rows_hash) % 2 ** 64 if hashed else None,
+                           both(self.propensity, other.propensity),
                            both(self.marginal_weights, other.marginal_weights),
                            both(self.baseline_marginal_weights, other.baseline_marginal_weights))
 
@@ -113,6 +124,8 @@ class PolicyState:
             out["coverage"] = self.coverage.to_dict()
         if self.rows_hash is not None:
             out["rows_hash"] = str(self.rows_hash)
+        if self.propensity is not None:
+            out["propensity"] = self.propensity.to_dict()
         for key in ("marginal_weights", "baseline_marginal_weights"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key).to_dict()
@@ -126,6 +139,7 @@ class PolicyState:
                    None if base is None else WeightStats.from_dict(base),
                    Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
                    int(d["rows_hash"]) if "rows_hash" in d else None,
+                   PropensityState.from_dict(d["propensity"]) if "propensity" in d else None,
                    *(WeightStats.from_dict(d[key]) if d.get(key) is not None else None
                      for key in ("marginal_weights", "baseline_marginal_weights")))
 
@@ -166,6 +180,9 @@ class EvaluationResult:
     coverage : Coverage or None
         The rows per logged action and π's probability mass per action: :meth:`warnings` gives the share of π's
         mass on actions the log never took.
+    propensity : PropensityState or None
+        With estimated propensities, their diagnostics (:mod:`dr_scale.propensity.diagnostics`): rows floored,
+        calibration, log loss against the baselines, support, logged vs estimated.
     marginal_weights : WeightStats or None
         The diagnostics of MIPS's weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), by which the estimators in
         ``marginalized`` are flagged "insufficient data" (None without a marginalized estimator).
@@ -209,6 +226,7 @@ class EvaluationResult:
     baseline_weights: WeightStats | None = None  # the baseline policy's; None for "logging" or no baseline
     min_support: int = DEFAULT_MIN_SUPPORT
     coverage: Coverage | None = None  # the logged actions and π's mass on each
+    propensity: PropensityState | None = None  # the estimated propensities' diagnostics
     marginal_weights: WeightStats | None = None  # MIPS's weights w(x, e)
     baseline_marginal_weights: WeightStats | None = None
     marginalized: tuple[str, ...] = ()  # the estimators counted by the marginal weights
@@ -269,7 +287,8 @@ class EvaluationResult:
     def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
         """Poor overlap, tiny propensities, mass on actions the log never took, no matched rows: in words."""
         coverage = self.coverage.warnings(self.weights.n_matched) if self.coverage else []
-        return self.weights.warnings(min_ess_ratio) + coverage
+        propensity = self.propensity.warnings() if self.propensity is not None else []
+        return self.weights.warnings(min_ess_ratio) + coverage + propensity
 
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
         out = {
@@ -293,6 +312,8 @@ class EvaluationResult:
         note = self.support_note()
         if note:
             out["support_note"] = note
+        if self.propensity is not None:
+            out["propensity_diagnostics"] = self.propensity.summary()
         return out
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
@@ -396,6 +417,16 @@ class Evaluation(PartitionSource):
     embedding_propensity : str
         The column of p_π₀(e(a_i)|x_i), the logging policy's probability of the logged action's category
         (MIPS's denominator; default ``embedding_propensity``).
+    propensity_model : object or None
+        An estimated logging policy π̂₀ with ``predict_proba(X, actions=None, row_id=None)`` (e.g.
+        :class:`~dr_scale.propensity.model.PropensityModel`): each row's p̂_i = max(π̂₀(a_i | x_i),
+        ``propensity_floor``), from the fold model that did not see the row, replaces the log's propensity (the
+        only way to weight a log without one); the diagnostics come in the same pass (``result.propensity``).
+    propensity_floor : float
+        The floor of estimated propensities, in (0, 1) (default
+        :data:`~dr_scale.propensity.diagnostics.DEFAULT_PROPENSITY_FLOOR`).
+    propensity_source : str or None
+        Where the propensity model came from, for messages.
 
     See Also
     --------
@@ -428,6 +459,9 @@ class Evaluation(PartitionSource):
     allow_other_log: bool = False  # use a cross-fitted reward model on a log other than the one it was fitted on
     catalogue: Catalogue | None = None  # the action catalogue (its embedding e(a), for MIPS)
     embedding_propensity: str = EMBEDDING_PROPENSITY  # p_π₀(e(a_i)|x_i), for MIPS
+    propensity_model: object | None = None  # π̂₀: estimated propensities replace the logged ones
+    propensity_floor: float = DEFAULT_PROPENSITY_FLOOR
+    propensity_source: str | None = None  # where the propensity model came from, for messages
 
     def __post_init__(self):
         self.policy = parse_policy(self.policy)
@@ -461,6 +495,74 @@ class Evaluation(PartitionSource):
         if self.n_actions is None:
             self.n_actions = model_k or self.policy.n_actions
             self.k_source = self._model_name() if model_k else ("the policy" if self.n_actions else None)
+        self._check_propensity_model()
+
+    def _check_propensity_model(self) -> None:
+        model = self.propensity_model
+        if model is not None and not callable(getattr(model, "predict_proba", None)):
+            raise ParameterError(f"`propensity_model` must be an estimated logging policy with predict_proba(X), "
+                                 f"got {type(model).__name__} {model!r:.60}; load a file with "
+                                 "PropensityModel.load(path)")
+        from dr_scale.io.config import PropensityFloor, check
+
+        self.propensity_floor = check(PropensityFloor, "propensity_floor", self.propensity_floor)
+        model_k = getattr(model, "n_actions", None)
+        if model_k is not None and self.n_actions is not None and model_k != self.n_actions:
+            raise UserError(f"{self._propensity_name()} is fitted for k = {model_k} actions, but k = {self.n_actions} "
+                            f"comes from {self.k_source or 'elsewhere'}: use a propensity model fitted on this log "
+                            "(dr-scale fit-propensity, or --estimate-propensity)")
+
+    def _propensity_name(self) -> str:
+        return f"the propensity model {self.propensity_source}" if self.propensity_source else "the propensity model"
+
+    @property
+    def needs_propensity(self) -> bool:
+        """Whether an estimator (or the baseline's) weights rows by 1/p̂: every one but DM."""
+        return any(not isinstance(e, DirectMethod) for e in self.estimators.values())
+
+    def missing_propensity(self, source: str) -> LogDataError:
+        """The error for a log without propensities that an estimator needs."""
+        names = ", ".join(name for name, e in self.estimators.items() if not isinstance(e, DirectMethod))
+        return LogDataError(source, "propensity", f"missing column: the log records no logging probabilities, "
+                                                  f"and {names} weight(s) each row by 1/p; estimate them "
+                                                  "(--estimate-propensity [--folds K], or --propensity-model FILE "
+                                                  "from dr-scale fit-propensity; in Python the propensity_model of "
+                                                  "dr_scale.fit_propensity_model), or evaluate with DM alone "
+                                                  "(docs/propensities.md)")
+
+    def with_propensities(self, part: Partition) -> tuple[Partition, np.ndarray | None]:
+        """The partition with the propensities the estimators use, and π̂₀'s (n, k) probabilities (or None).
+
+        With a propensity model: p̂_i = max(π̂₀(a_i | x_i), floor), each row predicted by the fold model that did not
+        see it (``row_id``). Without one, a log with propensities is used as it is; a log without them is refused
+        when an estimator needs them, and gets p = 1 placeholders (which DM never reads) otherwise.
+        """
+        if self.propensity_model is None:
+            if part.has_propensity or len(part) == 0:
+                return part, None
+            if self.needs_propensity:
+                raise self.missing_propensity(part.source)
+            return replace(part, propensity=np.ones(len(part))), None
+        probs = self._estimated(part)
+        p_hat = np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+        return replace(part, propensity=p_hat), probs
+
+    def _estimated(self, part: Partition) -> np.ndarray:
+        """π̂₀(· | x_i), (n, k), checked: finite, ≥ 0, rows summing to 1."""
+        import inspect
+
+        model = self.propensity_model
+        kwargs = {"row_id": part.row_id} if "row_id" in inspect.signature(model.predict_proba).parameters else {}
+        probs = np.asarray(model.predict_proba(part.X, **kwargs), dtype=np.float64)
+        k = self.n_actions or probs.shape[1]
+        if probs.shape != (len(part), k):
+            raise UserError(f"{self._propensity_name()} gives {probs.shape[1]} probabilities per row, but the log "
+                            f"{part.source} has k = {k} actions: use a propensity model fitted on this log")
+        bad = ~np.isfinite(probs).all(axis=1) | (probs < 0).any(axis=1) | (np.abs(probs.sum(axis=1) - 1) > 1e-6)
+        if bad.any():
+            raise UserError(f"{self._propensity_name()} gives no distribution on {part.source} (e.g. row_id="
+                            f"{int(part.row_id[np.flatnonzero(bad)[0]])}): check its coefficients and the features")
+        return probs
 
     def _model_name(self) -> str:
         return f"the reward model {self.model_source}" if self.model_source else "the reward model"
@@ -477,7 +579,8 @@ class Evaluation(PartitionSource):
 
     @property
     def needs_features(self) -> bool:
-        return self.reward_model is not None or any(p.needs_features for p in self._policies)
+        return (self.reward_model is not None or self.propensity_model is not None
+                or any(p.needs_features for p in self._policies))
 
     @property
     def _policies(self) -> list[Policy]:
@@ -576,6 +679,15 @@ class Evaluation(PartitionSource):
         return (not self.allow_other_log and bool(getattr(model, "folds", 0))
                 and "fingerprint" in (getattr(model, "metadata", None) or {}))
 
+    @property
+    def checks_propensity_log(self) -> bool:
+        """Whether the log must be the one the cross-fitted propensity model was fitted on (its fingerprint)."""
+        model = self.propensity_model
+        return (not self.allow_other_log and model is not None
+                and "fingerprint" in (getattr(model, "metadata", None) or {})
+                and bool(np.size(getattr(model, "fold_intercept", None) if
+                                 getattr(model, "fold_intercept", None) is not None else 0)))
+
     def _finite(self, reward_hat, part: Partition):
         if reward_hat is not None and not np.isfinite(reward_hat).all():
             row = int(part.row_id[np.flatnonzero(~np.isfinite(reward_hat).reshape(len(part), -1).all(axis=1))[0]])
@@ -608,11 +720,22 @@ class Evaluation(PartitionSource):
             return self._state(part)
 
     def _state(self, part: Partition) -> PolicyState:
+        logged = part.propensity if part.has_propensity else None
+        part, probs = self.with_propensities(part)
         rows, target, k = self._inputs(part)
         base = None
         if self.baseline is not None:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
-        return self.state_of_rows(part, rows, base, Coverage.of(part.action, target, k))
+        state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target, k))
+        return self.with_diagnostics(state, part, probs, target, logged)
+
+    def with_diagnostics(self, state: PolicyState, part: Partition, probs: np.ndarray | None, target: np.ndarray,
+                         logged: np.ndarray | None) -> PolicyState:
+        """``state`` with the estimated propensities' diagnostics (:class:`PropensityState`) where there are some."""
+        if probs is None:
+            return state
+        return replace(state, propensity=PropensityState.of(probs, part.action, floor=self.propensity_floor,
+                                                            target=target, logged=logged))
 
     def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None,
                       coverage: Coverage | None = None) -> PolicyState:
@@ -622,7 +745,7 @@ class Evaluation(PartitionSource):
         base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
                         if base is not None and self.baseline != LOGGING else None)
         rows_hash = None
-        if self.checks_log:  # the fit's fingerprint (dr_scale.reward.fitting.Extent): Σ h(row_id, a, r, |x|₀)
+        if self.checks_log or self.checks_propensity_log:  # the fits' fingerprint (reward.fitting.Extent)
             rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
                             .sum(dtype=np.uint64))
         marginal = base_marginal = None
@@ -639,20 +762,17 @@ class Evaluation(PartitionSource):
             base_weights,
             coverage,
             rows_hash,
-            marginal,
-            base_marginal,
+            marginal_weights=marginal,
+            baseline_marginal_weights=base_marginal,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
-        if self.checks_log and state.rows_hash is not None:
-            fitted = self.reward_model.metadata["fingerprint"]
-            here = f"{state.weights.n}:{state.rows_hash:016x}"
-            if here != fitted:
-                raise ParameterError(f"{self._model_name()} is cross-fitted on another log (fingerprint {fitted}; "
-                                     f"this log's is {here}): its fold models would predict rows they may have seen, "
-                                     "and cross-fitting would be silently lost. Refit it on this log (dr-scale fit "
-                                     "--folds K), or pass `allow_other_log` to use it anyway")
+        if self.checks_propensity_log and state.rows_hash is not None:
+            check_fitted_log(self.propensity_model, f"{state.weights.n}:{state.rows_hash:016x}",
+                             self._propensity_name(), refit="dr-scale fit-propensity, or --estimate-propensity")
+        if self.checks_log and state.rows_hash is not None:  # the other half of its split: see _on_other_half
+            check_fitted_log(self.reward_model, f"{state.weights.n}:{state.rows_hash:016x}", self._model_name())
         for name, moments in state.estimators.items():
             if not (np.isfinite(moments.mean).all() and np.isfinite(moments.comoment).all()):
                 raise UserError(f"the {name} sums overflow float64: rewards, feature values or reward-model "
@@ -667,6 +787,7 @@ class Evaluation(PartitionSource):
                 state.baseline_weights,
                 self.min_support,
                 state.coverage,
+                state.propensity,
                 state.marginal_weights,
                 state.baseline_marginal_weights,
                 tuple(name for name, est in self.estimators.items() if est.needs_embedding),
@@ -705,18 +826,27 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list
                          baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
                          else evaluation.baseline)
     model = evaluation.reward_model
+    check_model_actions(model, actions, evaluation._model_name())
     for what, letter in (("n_actions", "k"), ("n_features", "d")):
         given = getattr(model, what, None)
         if what in meta and given is not None and given != meta[what]:
             raise UserError(f"{evaluation._model_name()} has {letter} = {given} {what[2:]}, but the log's metadata "
                             f"({first_path}) says {letter} = {meta[what]}; use a model fitted for this log")
+    propensity = evaluation.propensity_model
+    for what, letter in (("n_actions", "k"), ("n_features", "d")):
+        given = getattr(propensity, what, None)
+        if what in meta and given is not None and given != meta[what]:
+            raise UserError(f"{evaluation._propensity_name()} has {letter} = {given} {what[2:]}, but the log's "
+                            f"metadata ({first_path}) says {letter} = {meta[what]}: it estimates another log's "
+                            "logging policy; fit one on this log (dr-scale fit-propensity, or --estimate-propensity)")
     policy_k = evaluation.policy.n_actions
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
     n_features = evaluation.n_features
     if n_features is None:
-        n_features = meta.get("n_features", getattr(model, "n_features", None))
+        n_features = meta.get("n_features", getattr(model, "n_features", None) or getattr(propensity, "n_features",
+                                                                                          None))
     n_actions = evaluation.n_actions if evaluation.n_actions is not None else meta.get("n_actions")
     filled = replace(evaluation, n_features=n_features, n_actions=n_actions)
     filled.k_source = (evaluation.k_source if evaluation.n_actions is not None
@@ -739,6 +869,10 @@ def _log_states(url, evaluation, storage_options, log_filter):
     evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
         else with_log_defaults(evaluation, fs, paths[0], actions, meta)
     evaluation = _on_other_half(evaluation, filter_of(url, log_filter))
+    if not has_propensity(fs, paths[0]):
+        for e in (evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation]):
+            if e.propensity_model is None and e.needs_propensity:
+                raise e.missing_propensity(str(url))
     evaluation = _with_catalogue(evaluation, url, storage_options)
     return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
@@ -759,14 +893,15 @@ def _with_catalogue(evaluation, url: str, storage_options: dict | None):
 def _on_other_half(evaluation, read: LogFilter | None):
     """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
     the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
-    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's."""
+    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's. The rule is
+    :func:`~dr_scale.reward.models.check_fitted_log`'s (:func:`~dr_scale.reward.models.on_other_half`, known
+    before the rows are read; their fingerprint, compared in :meth:`Evaluation.result`, after)."""
     if read is None:
         return evaluation
     if isinstance(evaluation, Comparison):
         return Comparison({n: _on_other_half(e, read) for n, e in evaluation.evaluations.items()},
                           evaluation.baseline)
-    recorded = (getattr(evaluation.reward_model, "metadata", None) or {}).get("log_filter")
-    return replace(evaluation, allow_other_log=True) if read.other_half_of(recorded) else evaluation
+    return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
 
 
 def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
@@ -862,6 +997,9 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
     (0.4145, 4000)
     """
     evaluation = _checked(evaluation)
+    if not callable(getattr(ddf, "to_delayed", None)):
+        raise ParameterError(f"`ddf` must be a dask DataFrame with the logged-data columns (a pandas one: "
+                             f"dask.dataframe.from_pandas(df, npartitions=…)), got {type(ddf).__name__}")
 
     def state_of(pdf, i):
         source = f"<dataframe partition {i}>"
@@ -907,6 +1045,10 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
     {'IPS': 0.3959, 'SNIPS': 0.3999}
     """
     evaluation = _checked(evaluation)
+    if not isinstance(parts, (list, tuple)) or not all(isinstance(p, Partition) for p in parts):
+        got = (type(parts).__name__ if not isinstance(parts, (list, tuple)) else
+               "a list holding " + next(type(p).__name__ for p in parts if not isinstance(p, Partition)))
+        raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
     return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
 
 
@@ -1098,8 +1240,15 @@ class Comparison(PartitionSource):
         """Every policy's state on the partition's rows; a policy's rows are built once and shared where the
         evaluations agree on the reward model and k."""
         paired = self.paired
+        logged = part.propensity if part.has_propensity else None
+        estimated: dict = {}  # by propensity model: each predicts once
+        for e in paired.values():
+            key = (id(e.propensity_model), e.propensity_floor)
+            if key not in estimated:
+                estimated[key] = e.with_propensities(part)
+        parts = {n: estimated[id(e.propensity_model), e.propensity_floor] for n, e in paired.items()}
         with np.errstate(over="ignore", invalid="ignore"):
-            inputs = {n: e._inputs(part) for n, e in paired.items()}
+            inputs = {n: e._inputs(parts[n][0]) for n, e in paired.items()}
             rows = {n: rows for n, (rows, _, _) in inputs.items()}
             states = {}
             for n, e in paired.items():
@@ -1108,12 +1257,15 @@ class Comparison(PartitionSource):
                     b = self.evaluations.get(self.baseline)
                     if e.baseline == LOGGING:
                         base = rows[n]
-                    elif b is not None and b.reward_model is e.reward_model and b.n_actions == e.n_actions:
+                    elif (b is not None and b.reward_model is e.reward_model and b.n_actions == e.n_actions
+                          and b.propensity_model is e.propensity_model):
                         base = rows[self.baseline]
                     else:
-                        base = e.rows(part, e.baseline)
+                        base = e.rows(parts[n][0], e.baseline)
                 _, target, k = inputs[n]
-                states[n] = e.state_of_rows(part, rows[n], base, Coverage.of(part.action, target, k))
+                own, probs = parts[n]
+                states[n] = e.with_diagnostics(e.state_of_rows(own, rows[n], base, Coverage.of(part.action, target, k)),
+                                               own, probs, target, logged)
         return ComparisonState(states)
 
     def result(self, state: ComparisonState) -> ComparisonResult:

@@ -347,6 +347,15 @@ def _progress_bar():
     return graph_bar(sys.stderr)
 
 
+def check_client(client) -> None:
+    """``client`` is None (the local threaded scheduler) or a ``distributed.Client``: else a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``client`` (not an AttributeError deep in a run)."""
+    if client is not None and not all(callable(getattr(client, m, None)) for m in ("compute", "gather",
+                                                                                    "scheduler_info")):
+        raise ParameterError(f"`client` must be a distributed.Client, or None for the local threaded scheduler; got "
+                             f"{type(client).__name__} {client!r:.60}")
+
+
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
 
@@ -359,6 +368,7 @@ def compute(*collections, client=None, progress: bool = False):
     propagates; the caller writes outputs only after this returns, so an interrupted
     job leaves no partial output.
     """
+    check_client(client)
     if client is None:
         with _local_scheduler(progress) as pool:
             return dask.compute(*collections, scheduler=_threaded_get(), pool=pool)

@@ -31,7 +31,7 @@ import numpy as np
 from dask.system import CPU_COUNT
 
 from dr_scale.io.cache import spill_workspace
-from dr_scale.outofcore.compute import cluster_workers, compute, persist
+from dr_scale.outofcore.compute import check_client, cluster_workers, compute, persist
 
 SPLIT_EVERY = 8
 
@@ -169,6 +169,7 @@ class PartSet:
     def build(cls, make, args_per_part: list[tuple], client=None, progress: bool = False,
               spill: str | None = None) -> PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
+        check_client(client)
         if spill is not None and not on_this_machine(client):
             raise ValueError("spill folders serve this machine's processes; a cluster's workers spill by themselves")
         slots = worker_slots(client)

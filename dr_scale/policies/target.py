@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 from dr_scale.logs.contract import (
@@ -612,11 +612,14 @@ class CallablePolicy(Policy):
 class LinearPolicy(Policy):
     """A learned linear policy: π(x) = argmax_a s_a(x),  s_a(x) = x·coef[:, a] + intercept[a].
 
-    Ties go to the first (lowest) action. Spec ``linear:POLICY.npz``, the file ``dr-scale learn``
+    Ties go to the first (lowest) action; the ``excluded_actions`` (e.g. actions the log it was learned
+    on never took: ``dr-scale learn`` excludes them unless ``--allow-unlogged-actions``) are never
+    chosen, the argmax running over the others. Spec ``linear:POLICY.npz``, the file ``dr-scale learn``
     writes (:meth:`save`, :meth:`load`). A log with fewer features than the policy reads the
     absent ones as 0; a feature index beyond the policy's, or a log with another number of
     actions, is a :class:`LogDataError`. ``str(policy)`` carries the parameters' sha256, so a
-    re-learned file is another policy.
+    re-learned file is another policy. Learned on a log with an action vocabulary (its metadata's
+    ``"actions"``), it is reordered to another log's vocabulary by :meth:`resolve`.
 
     Parameters
     ----------
@@ -628,6 +631,8 @@ class LinearPolicy(Policy):
         What the learner recorded (saved as JSON).
     source : str, default "<in memory>"
         Where the parameters came from, for messages.
+    excluded_actions : tuple of int, default ()
+        Actions the policy never chooses (saved in the file as ``excluded_actions``); not all k.
 
     See Also
     --------
@@ -659,12 +664,27 @@ class LinearPolicy(Policy):
     intercept: np.ndarray
     metadata: dict = field(default_factory=dict)
     source: str = "<in memory>"
+    excluded_actions: tuple = ()
     needs_features = True
 
     def __post_init__(self):
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, f"policy {self.source}")
         self.n_actions = self.coef.shape[1]
-        self.digest = parameters_digest(self.coef, self.intercept)
+        excluded = np.asarray(self.excluded_actions).reshape(-1)
+        if excluded.size and (excluded.dtype.kind not in "iu" or excluded.min() < 0
+                              or excluded.max() >= self.n_actions or np.unique(excluded).size >= self.n_actions):
+            raise ParameterFileError(f"policy {self.source}: 'excluded_actions' must be distinct actions in "
+                                     f"[0, {self.n_actions}), not all of them; got {excluded.tolist()}")
+        self.excluded_actions = tuple(sorted({int(a) for a in excluded}))
+        self.digest = parameters_digest(self.coef, self.intercept,
+                                        *([np.array(self.excluded_actions)] if self.excluded_actions else []))
+
+    def choice_scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
+        """:meth:`scores` with the excluded actions' set to −∞: what the argmax (and a softmax) chooses among."""
+        scores = self.scores(X, source, row_id)
+        if self.excluded_actions:
+            scores[:, list(self.excluded_actions)] = -np.inf
+        return scores
 
     @property
     def n_features(self) -> int:
@@ -707,6 +727,30 @@ class LinearPolicy(Policy):
                             f"too large (max |coef| = {np.abs(self.coef).max():.3g}): rescale them")
         return scores
 
+    def resolve(self, actions: list | None) -> LinearPolicy:
+        """This policy on a log whose action values are ``actions`` (id order): learned on a log with a vocabulary
+        (its metadata's ``"actions"``, which ``dr-scale learn`` records), its columns are reordered so that each
+        action id names the same action value here; values it was not learned on, or that this log lacks, are an
+        error naming both. Without a vocabulary on either side the ids are taken as they are."""
+        own = self.metadata.get("actions")
+        if actions is None or not isinstance(own, list):
+            return self
+        own, here = [str(a) for a in own], [str(a) for a in actions]
+        if own == here:
+            return self
+        missing, extra = [a for a in own if a not in here], [a for a in here if a not in own]
+        if missing or extra or len(own) != len(here):
+            def listed(values):
+                return ", ".join(map(repr, values[:5])) + (" …" if len(values) > 5 else "")
+
+            raise UserError(f"policy {self.source} was learned on a log with other actions: "
+                            + "; ".join(filter(None, [f"this log has no {listed(missing)}" if missing else "",
+                                                      f"the policy has no {listed(extra)}" if extra else ""]))
+                            + "; learn it on a log with this log's actions")
+        order = [own.index(a) for a in here]  # the policy's column of the value this log numbers i
+        return LinearPolicy(self.coef[:, order], self.intercept[order], {**self.metadata, "actions": here},
+                            self.source, tuple(here.index(own[a]) for a in self.excluded_actions))
+
     def predict(self, X) -> np.ndarray:
         """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
 
@@ -720,11 +764,11 @@ class LinearPolicy(Policy):
         numpy.ndarray
             (n,) int actions.
         """
-        return np.argmax(self.scores(X), axis=1)
+        return np.argmax(self.choice_scores(X), axis=1)
 
     def decisions(self, part, k):
         self._check_k(k, part)
-        return np.argmax(self.scores(part.X, part.source, part.row_id), axis=1)
+        return np.argmax(self.choice_scores(part.X, part.source, part.row_id), axis=1)
 
     def _check_k(self, k: int, part) -> None:
         if k != self.n_actions:
@@ -742,7 +786,10 @@ class LinearPolicy(Policy):
             fsspec's options for ``url`` (credentials otherwise from the environment).
         """
         buf = io.BytesIO()
-        np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)))
+        excluded = {"excluded_actions": np.array(self.excluded_actions, dtype=np.int64)} if self.excluded_actions \
+            else {}
+        np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)),
+                 **excluded)
         fs, path = url_to_fs(url, storage_options)
         atomic_write(fs, path, buf.getvalue())
 
@@ -767,7 +814,7 @@ class LinearPolicy(Policy):
             meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
         except ValueError as exc:
             raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
-        return cls(arrays["coef"], arrays["intercept"], meta, url)
+        return cls(arrays["coef"], arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
     def __str__(self):
         """The spec and the parameters' digest: a re-learned file is another policy (report caches key on this)."""
@@ -813,16 +860,25 @@ class SoftmaxPolicy(Policy):
     needs_features = True
 
     def __post_init__(self):
+        if not isinstance(self.linear, LinearPolicy):
+            raise ParameterError(f"`linear` must be a LinearPolicy (e.g. LinearPolicy.load(path)), got "
+                                 f"{type(self.linear).__name__} {self.linear!r:.60}")
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise UserError(f"policy softmax:{self.linear.source}:{self.temperature}: the temperature T must be a "
                             f"positive finite number, got {self.temperature}")
         self.n_actions = self.linear.n_actions
 
+    def resolve(self, actions: list | None) -> SoftmaxPolicy:
+        """The same temperature over the linear policy's columns for this log's actions
+        (:meth:`LinearPolicy.resolve`)."""
+        linear = self.linear.resolve(actions)
+        return self if linear is self.linear else SoftmaxPolicy(linear, self.temperature)
+
     def decisions(self, part, k):
         """Scores shifted by their row maximum before dividing by T: the logits are ≤ 0 and the largest is 0, so
         no temperature, however small, overflows (a tiny T gives the argmax, ties shared)."""
         self.linear._check_k(k, part)
-        scores = self.linear.scores(part.X, part.source, part.row_id)
+        scores = self.linear.choice_scores(part.X, part.source, part.row_id)  # an excluded action: probability 0
         with np.errstate(over="ignore", under="ignore"):
             logits = (scores - scores.max(axis=1, keepdims=True)) / self.temperature
             probs = np.exp(logits)

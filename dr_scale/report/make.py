@@ -39,7 +39,7 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.report.training import check_training_overlap
-from dr_scale.reward.models import LinearRewardModel
+from dr_scale.reward.models import LinearRewardModel, check_model_actions
 
 EXIT_OK, EXIT_BAD_PARTITIONS, EXIT_ALERT = 0, 3, 4
 CACHE_FOLDER = "state-cache"
@@ -51,7 +51,17 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
         model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
     except UserError as exc:
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
+    propensity = None
+    if pf.propensity_model:
+        from dr_scale.propensity.model import PropensityModel
+
+        try:
+            propensity = PropensityModel.load(pf.propensity_model, storage_options)
+        except UserError as exc:
+            raise ConfigError(f"propensity_model: {exc}", pf.source) from None
     return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
+                               propensity_model=propensity, propensity_floor=pf.propensity_floor,
+                               propensity_source=pf.propensity_model,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
                                model_source=pf.reward_model, min_support=pf.min_support,
                                allow_other_log=True,  # windows of the fitted log
@@ -73,6 +83,18 @@ def check_policies_fit(evaluations: dict[str, Evaluation], pf: PoliciesFile) -> 
         raise ConfigError(f"the candidates disagree on the number of actions k: {listed}; a log has one k: set "
                           "n_actions in the policies file (or write the log with dr_scale.n_actions metadata)",
                           pf.source)
+
+
+def check_propensities(evaluations: dict[str, Evaluation], fs, parts, logs: str) -> None:
+    """A log share without propensities, where an estimator needs them and no propensity model is given: one line
+    (exit 2) before any partition is read, not every partition reported bad."""
+    from dr_scale.logs.contract import has_propensity
+
+    if not parts or has_propensity(fs, min(parts, key=lambda p: p.path).path):
+        return
+    for e in evaluations.values():
+        if e.propensity_model is None and e.needs_propensity:
+            raise e.missing_propensity(redact(logs))
 
 
 def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> dict[tuple, Evaluation]:
@@ -98,6 +120,8 @@ def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[s
     """The evaluations with actions named by value resolved by the log's vocabulary ``actions``, which gives k."""
     if actions is None:
         return evaluations
+    for e in evaluations.values():
+        check_model_actions(e.reward_model, actions, e._model_name())
     return {n: replace(e, policy=e.policy.resolve(actions), n_actions=e.n_actions or len(actions),
                        baseline=e.baseline.resolve(actions) if isinstance(e.baseline, Policy) else e.baseline)
             for n, e in evaluations.items()}
@@ -131,6 +155,7 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     except UserError as exc:
         raise ConfigError(str(exc), pf.source) from None
     check_policies_fit(evaluations, pf)
+    check_propensities(evaluations, fs, parts, logs)
     pairs = pair_evaluations(pf, evaluations)
     states: ReportStates = build_states(fs, parts, {**evaluations, **pairs},
                                         StateCache(cache, storage_options) if cache else None,

@@ -3,6 +3,8 @@
 TOML (or YAML, same keys)::
 
     reward_model = "models/rho.npz"        # optional; relative to this file, or any fsspec URL
+    propensity_model = "models/pi0.npz"    # optional: estimated propensities (dr-scale fit-propensity on this log)
+    propensity_floor = 0.001               # their floor (docs/propensities.md)
     estimators = ["DM", "IPS", "DR", "SNIPS", "SNDR"]   # default: these five (IPS, SNIPS without a model);
                                            # with parameters: "ClippedDR(max_weight=50)" or
                                            # {name = "SwitchDR", tau = 20}, "DRos(lambda_=10)",
@@ -45,10 +47,21 @@ from pydantic import Field
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import Alpha, ConfigError, Model, NonNegativeInt, PositiveInt, Share, read_config_file, validate
+from dr_scale.io.config import (
+    Alpha,
+    ConfigError,
+    Model,
+    NonNegativeInt,
+    PositiveInt,
+    PropensityFloor,
+    Share,
+    read_config_file,
+    validate,
+)
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
 from dr_scale.policies.target import parse_policy
+from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 from dr_scale.report.alerts import AlertSettings, FailOn
 
 #: The report's estimators when the file names none (paper Sec. 2 plus self-normalized variants).
@@ -78,6 +91,8 @@ class PoliciesFile:
     min_support: int = DEFAULT_MIN_SUPPORT
     alerts: AlertSettings = field(default_factory=AlertSettings)
     fail_on: list[str] = field(default_factory=list)  # alert kinds that make the report exit with status 4
+    propensity_model: str | None = None
+    propensity_floor: float = DEFAULT_PROPENSITY_FLOOR
 
 
 def _resolve(path: str, base: str) -> str:
@@ -111,6 +126,8 @@ class PoliciesFileModel(Model):
     policy: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     policies: Annotated[list[PolicyEntry], Field(min_length=1)] | None = None
     reward_model: Annotated[str, Field(min_length=1)] | None = None
+    propensity_model: Annotated[str, Field(min_length=1)] | None = None
+    propensity_floor: PropensityFloor = DEFAULT_PROPENSITY_FLOOR
     estimators: Annotated[list[str | dict[str, str | float | bool | list[float] | None]],
                           Field(min_length=1)] | None = None
     alpha: Alpha = 0.05
@@ -157,7 +174,9 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
         names.append(label)
     return PoliciesFile(policies, names, reward_model, model.alpha, model.interval, model.min_ess_ratio,
                         model.n_actions, model.n_features, source, model.min_support, model.alerts,
-                        list(dict.fromkeys(model.fail_on)))
+                        list(dict.fromkeys(model.fail_on)),
+                        _resolve(model.propensity_model, source) if model.propensity_model else None,
+                        model.propensity_floor)
 
 
 def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile:

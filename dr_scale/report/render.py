@@ -87,7 +87,8 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     diag["overlap"] = "poor" if seen.weights.poor_overlap(min_ess_ratio) else "ok"
     coverage = total.coverage.warnings(total.weights.n_matched) if total.coverage is not None else []
     warnings = (seen.weights.warnings(min_ess_ratio, alerts.max_pareto_k) + coverage
-                + ([result["support_note"]] if "support_note" in result else []))
+                + ([result["support_note"]] if "support_note" in result else [])
+                + (total.propensity.warnings() if total.propensity is not None else []))
     if in_sample:
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
@@ -111,7 +112,8 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
             "weight_histogram": seen.weights.histogram.tolist(), "by_day": days, "support": window,
-            "alerts": raised}
+            "alerts": raised,
+            **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {})}
 
 
 def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
@@ -265,6 +267,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                     [[str(d["n"]), number(d["ess"]), number(d["ess_ratio"]), d["overlap"],
                       number(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
                       percent(d["tiny_propensity_share"]), number(d["on_policy_value"])]]))
+    out += propensity_blocks(report, images)
     if report["comparisons"]:
         pct = f"{100 * (1 - report['alpha']):g}%"
         out += [("h2", "Comparisons"), ("img", images["comparisons"], "paired differences"),
@@ -342,6 +345,32 @@ def support_blocks(report: dict) -> list[tuple]:
     return out
 
 
+def propensity_blocks(report: dict, images: dict[str, str]) -> list[tuple]:
+    """The estimated propensities' diagnostics (docs/propensities.md), when the report estimates them."""
+    with_p = [p for p in report["policies"] if "propensity" in p]
+    if not with_p:
+        return []
+    first = with_p[0]["propensity"]
+    ll = first["log_loss"]
+    out = [("h2", "Estimated propensities"),
+           ("p", f"Every row's propensity is the estimated logging policy's (cross-fitted: the fold model that did "
+                 f"not see the row), floored at {first['floor']:g}: {first['floored_rows']} of {first['rows']} rows "
+                 f"floored. Calibration: expected calibration error {number(first['ece'])} (classwise), Brier score "
+                 f"{number(first['brier'])}; log loss {number(ll['model'])} against {number(ll['uniform'])} for the "
+                 f"uniform policy and {number(ll['marginal'])} for the actions' marginal frequencies."),
+           ("table", ["policy", "target mass on actions with p̂ < floor", "support"],
+            [[p.get("label", p["name"]), percent(p["propensity"]["support_share_below_floor"], 3),
+              "fails: compare with DM" if p["propensity"]["support_fails"] else "ok"] for p in with_p])]
+    comparison = first.get("logged_vs_estimated")
+    if comparison:
+        q = comparison["ratio_quantiles"]
+        out.append(("p", f"Logged vs estimated propensities: correlation {number(comparison['correlation'])}; "
+                         f"p̂/p quantiles 5% {number(q['0.05'])}, 50% {number(q['0.5'])}, 95% {number(q['0.95'])}."))
+    if "reliability" in images:
+        out.append(("img", images["reliability"], "reliability of the estimated propensities per action group"))
+    return out
+
+
 def to_markdown(doc: list[tuple]) -> str:
     lines = []
     for kind, *args in doc:
@@ -408,6 +437,11 @@ def render_plots(report: dict) -> dict[str, bytes]:
     if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
         out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
     out["weights"] = plots.weights_plot(report["policies"])
+    with_p = [p for p in report["policies"] if "propensity" in p]
+    if with_p:
+        from dr_scale.propensity.diagnostics import reliability_png
+
+        out["reliability"] = reliability_png(with_p[0]["propensity"]["reliability"])
     return out
 
 

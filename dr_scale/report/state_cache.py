@@ -24,6 +24,8 @@ import hashlib
 import json
 import posixpath
 
+import numpy as np
+
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState
@@ -54,6 +56,11 @@ def fingerprint(evaluation: Evaluation) -> str:
         "baseline": None if evaluation.baseline is None else str(evaluation.baseline),
         "estimators": [[name, repr(e)] for name, e in evaluation.estimators.items()],
         "reward_model": model_digest(evaluation.reward_model),
+        **({} if evaluation.propensity_model is None else {
+            "propensity_model": parameters_digest(*(np.asarray(getattr(evaluation.propensity_model, name))
+                                                    for name in ("coef", "intercept", "fold_coef", "fold_intercept")
+                                                    if getattr(evaluation.propensity_model, name, None) is not None)),
+            "propensity_floor": evaluation.propensity_floor}),
         "n_actions": evaluation.n_actions,
         "n_features": evaluation.n_features,
     }

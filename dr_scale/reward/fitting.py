@@ -50,7 +50,7 @@ import numpy as np
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.numbers import number
 from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
     SAMPLE_PURPOSE,
     Extent,
@@ -68,7 +68,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     sample_of,
 )
 from dr_scale.outofcore import glm, ridge
-from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.compute import check_client, compute
 from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
@@ -595,6 +595,10 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     >>> folder.cleanup()
     """
     settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = settings.n_features or meta.get("n_features")
@@ -620,6 +624,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
             p.append(2 if n_features and n_actions else 3)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    vocabulary = action_vocabulary(logs, storage_options)
+    if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
+        model.metadata["actions"] = vocabulary
     return model
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
@@ -81,6 +82,48 @@ class RewardModel(Protocol):
         numpy.ndarray
             (n, k) predictions, or (n, len(actions)).
         """
+
+
+def on_other_half(model, read) -> bool:
+    """Whether the rows ``read`` (a :class:`~dr_scale.logs.filters.LogFilter` or None) are the other half of the
+    keyed split ``model`` was fitted on (its ``log_filter`` metadata), which no model saw."""
+    recorded = (getattr(model, "metadata", None) or {}).get("log_filter")
+    return read is not None and read.other_half_of(recorded)
+
+
+def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
+    """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
+    :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
+    fingerprint (``rows:hash``, :class:`dr_scale.reward.fitting.Extent`) is ``fingerprint``, are not its own —
+    there row ids may name rows a fold model saw, and cross-fitting would be silently lost. The one rule of
+    ``evaluate``, ``learn`` and their APIs: no check for a model without folds or without a recorded
+    fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a
+    :class:`~dr_scale.logs.filters.LogFilter`: :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`), whose
+    rows no model saw. ``name``: the model, and ``refit``: how to fit one on this log, for the message."""
+    meta = getattr(model, "metadata", None) or {}
+    if not getattr(model, "folds", 0) or "fingerprint" not in meta or on_other_half(model, read):
+        return
+    if fingerprint != meta["fingerprint"]:
+        raise ParameterError(f"{name} is cross-fitted on another log (fingerprint {meta['fingerprint']}; this log's "
+                             f"is {fingerprint}): its fold models would predict rows they may have seen, and "
+                             f"cross-fitting would be silently lost. Refit it on this log ({refit}), or pass "
+                             "`allow_other_log` to use it anyway")
+
+
+def check_model_actions(model, actions: list | None, name: str) -> None:
+    """Refuse ``model`` on a log whose action vocabulary ``actions`` (id order; None: none) is not the one it
+    was fitted on (its metadata's ``"actions"``, which ``dr-scale fit`` records): its column a would predict
+    another action than the log's action a. A :class:`~dr_scale.core.errors.ParameterError` naming ``name``."""
+    own = (getattr(model, "metadata", None) or {}).get("actions")
+    if actions is None or not isinstance(own, list) or [str(a) for a in own] == [str(a) for a in actions]:
+        return
+
+    def listed(values):
+        return ", ".join(map(repr, values[:6])) + (" …" if len(values) > 6 else "")
+
+    raise ParameterError(f"{name} was fitted on a log whose actions are {listed(own)}; this log's are "
+                         f"{listed(list(actions))}: its columns would predict other actions here; refit it on "
+                         "this log")
 
 
 def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -211,10 +254,16 @@ class LinearRewardModel:
         numpy.ndarray
             (n, k) float predictions, or (n, len(actions)).
         """
+        if not (sp.issparse(X) or isinstance(X, np.ndarray)) or X.ndim != 2:
+            raise ParameterError(f"`X` must be a 2-d numpy array or scipy sparse matrix (n, d), got "
+                                 f"{type(X).__name__}{f' of shape {X.shape}' if hasattr(X, 'shape') else ''}")
         actions = checked_actions(actions, self.n_actions)
         row_id = checked_row_id(row_id, X.shape[0])
         if X.shape[1] > self.n_features:
             raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        if X.shape[1] < self.n_features:  # the absent features are 0, as for a linear policy
+            X = sp.csr_matrix(X)
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
         if actions is not None and actions.size == 0:
             return np.zeros((X.shape[0], 0))
         cols = slice(None) if actions is None else actions

@@ -14,7 +14,12 @@ owns the feature ids [s_f, s_f + n_f), its sizes growing geometrically (the larg
   observed reward is Bernoulli: r ~ Bernoulli(σ(s_a(x)));
 * the logging policy mixes a softmax of another score with the uniform policy,
   μ(a | x) = (1 − ε) softmax_a(τ ℓ(x)) + ε / k with ℓ_a(x) = c_a + ρ x·W_a + √(1 − ρ²) x·Z_a
-  and ε = min(0.5, 0.001 k): propensities down to 0.001, so IPS weights reach 1000.
+  and ε = min(0.5, 0.001 k) (``uniform_share`` sets another ε, 0 for a pure softmax): propensities down to
+  0.001, so IPS weights reach 1000.
+
+``hide_propensity`` writes the log without its ``propensity`` column, as a team's log that never recorded
+it: the logging policy is then to be estimated (docs/propensities.md), and its truth stays known —
+:meth:`World.scores` of the world :func:`make_world` rebuilds from the manifest.
 
 The world's parameters (b, W, m, u, v, c, Z) are drawn from ``default_rng([seed, 0xBA4D17])``
 for the given (d, k); every per-row draw (fields, action, reward) is keyed by
@@ -224,8 +229,10 @@ class Calibration:
         }
 
 
-def generate_rows(world: World, seed: int, first: int, n: int) -> tuple[pa.Table, Calibration]:
-    """Rows ``first … first + n − 1`` as a logged table (with ``expected_reward``) and their calibration sums."""
+def generate_rows(world: World, seed: int, first: int, n: int,
+                  hide_propensity: bool = False) -> tuple[pa.Table, Calibration]:
+    """Rows ``first … first + n − 1`` as a logged table (with ``expected_reward``; without ``propensity`` when
+    ``hide_propensity``) and their calibration sums."""
     row_id = np.arange(first, first + n, dtype=np.int64)
     X = world.contexts(first, n, seed)
     expected, probs = world.scores(X)
@@ -243,13 +250,16 @@ def generate_rows(world: World, seed: int, first: int, n: int) -> tuple[pa.Table
         "expected_reward": pa.ListArray.from_arrays(pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
                                                     pa.array(expected.ravel())),
     })
+    if hide_propensity:
+        table = table.drop_columns(["propensity"])
     return with_log_metadata(table, world.n_features, k), Calibration.of(X, expected, probs, action, reward, propensity)
 
 
 def _write_part(fs, root: str, seed: int, n_features: int, n_actions: int, path: str,
-                first: int, n: int) -> Calibration:
-    world = make_world(seed, n_features, n_actions)
-    table, calibration = generate_rows(world, seed, first, n)
+                first: int, n: int, settings: WorldSettings = WorldSettings(), hide_propensity: bool = False
+                ) -> Calibration:
+    world = make_world(seed, n_features, n_actions, settings)
+    table, calibration = generate_rows(world, seed, first, n, hide_propensity)
     with atomic_open(fs, posixpath.join(root, path), "wb") as f:
         # no dictionary pages: ids over 2^18 values and float rewards do not repeat enough to pay for them
         pq.write_table(table, f, compression="zstd", use_dictionary=["action"])
@@ -278,30 +288,38 @@ def part_paths(rows: int, days: int | None, rows_per_part: int) -> list[tuple[st
 
 def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: int = 0, days: int | None = None,
                     rows_per_part: int = 500_000, overwrite: bool = False, storage_options: dict | None = None,
-                    client=None, progress: bool = False) -> dict:
+                    client=None, progress: bool = False, hide_propensity: bool = False,
+                    uniform_share: float | None = None) -> dict:
     """Write a generated log to ``url`` in parallel (one Dask task per part); return its manifest.
 
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
     settings and the calibration figures (:meth:`Calibration.summary`). A non-empty ``url`` is
     refused unless ``overwrite``, which replaces only a folder dr-scale wrote
-    (:func:`dr_scale.io.atomic.prepare_output_folder`).
+    (:func:`dr_scale.io.atomic.prepare_output_folder`). ``hide_propensity`` leaves the ``propensity`` column
+    out; ``uniform_share`` is the logging policy's uniform share ε in [0, 0.5] (default min(0.5, 0.001 k)).
     """
     check(PositiveInt, "rows", rows)
     check(PositiveInt, "rows_per_part", rows_per_part)
     if days is not None and not 1 <= days <= rows:
         raise ParameterError(f"`days` must be between 1 and `rows` ({rows}), got {days}")
-    make_world(seed, features, actions)  # bad sizes or seed fail here, before anything is written
+    settings = WorldSettings()
+    if uniform_share is not None:
+        from dr_scale.io.config import UniformShare
+
+        settings = WorldSettings(min_propensity=check(UniformShare, "uniform_share", uniform_share) / actions)
+    make_world(seed, features, actions, settings)  # bad sizes or seed fail here, before anything is written
     fs, root = url_to_fs(url, storage_options)
     prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.bandit")
-    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n)  # fs: no secrets
+    tasks = [dask.delayed(_write_part, pure=True)(fs, root, seed, features, actions, path, first, n,  # fs: no secrets
+                                                  settings, hide_propensity)
              for path, first, n in part_paths(rows, days, rows_per_part)]
     with incomplete_on_interrupt(url):
         parts = compute(*tasks, client=client, progress=progress)
     calibration = sum(parts[1:], parts[0])
     manifest = {"generator": "dr_scale.synthetic.bandit", "version": GENERATOR_VERSION, "rows": rows,
                 "features": features, "actions": actions, "seed": seed, "days": days,
-                "rows_per_part": rows_per_part, "parts": len(tasks), "settings": asdict(WorldSettings()),
-                "calibration": calibration.summary()}
+                "rows_per_part": rows_per_part, "parts": len(tasks), "settings": asdict(settings),
+                "hide_propensity": hide_propensity, "calibration": calibration.summary()}
     atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
     return manifest
 

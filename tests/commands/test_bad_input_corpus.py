@@ -606,6 +606,10 @@ def _newer_files(base: Path, tmp: Path) -> dict:
     LinearRewardModel(np.full((D, K), 0.1), np.zeros(K), np.full((2, D, K), 0.1), np.zeros((2, K)), 0,
                       {"fingerprint": "7:00000000000000ff"}).save(str(tmp / "cf.npz"))
     files["cf"] = tmp / "cf.npz"
+    huge = good_columns(30)
+    huge["reward"] = pa.array(huge["reward"].to_numpy() * 1e300)
+    write_log(pa.table(huge), str(tmp / "huge-rewards"), n_features=D, n_actions=K)
+    files["huge_rewards"] = tmp / "huge-rewards"
     return files
 
 
@@ -686,6 +690,21 @@ NEWER = {
                                                                   logs=f["no2"]), {0}),
     "evaluate-fitted-never-logged-action": (lambda b, t, f: _evaluate(b, "--policy", "constant:2",
                                                                       "--fit-reward-model", logs=f["no2"]), {0}),
+    # rewards beyond the fits' range; learn on actions never logged and with a model from another log
+    **{f"{cmd}-rewards-1e300": (lambda b, t, f, cmd=cmd: [cmd, f["huge_rewards"], "--out", t / "m.npz",
+                                                         "--no-progress"], {2}) for cmd in ("fit", "learn")},
+    "evaluate-fitted-rewards-1e300": (lambda b, t, f: _evaluate(b, "--fit-reward-model", logs=f["huge_rewards"]),
+                                      {2}),
+    **{f"learn-never-logged-action{'-allowed' if allow else ''}-{learner}": (
+        lambda b, t, f, allow=allow, learner=learner: [
+            "learn", f["no2"], "--learner", learner, "--out", t / "p.npz", "--no-progress",
+            *(["--allow-unlogged-actions"] if allow else [])], {0})
+       for allow in (False, True) for learner in ("ridge", "dlm")},
+    "learn-cross-fitted-other-log": (lambda b, t, f: ["learn", b / "logs", "--reward-model", f["cf"], "--out",
+                                                      t / "p.npz", "--no-progress"], {2}),
+    "learn-cross-fitted-other-log-allowed": (lambda b, t, f: ["learn", b / "logs", "--reward-model", f["cf"],
+                                                              "--allow-other-log", "--out", t / "p.npz",
+                                                              "--no-progress"], {0}),
     # policies whose scores overflow, bad temperatures
     "softmax-huge-scores": (lambda b, t, f: _evaluate(b, "--policy", f"softmax:{f['huge']}:1"), {2}),
     "linear-huge-scores": (lambda b, t, f: _evaluate(b, "--policy", f"linear:{f['huge']}"), {2}),

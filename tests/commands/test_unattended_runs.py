@@ -312,6 +312,12 @@ def test_a_dead_runs_spill_folder_is_purged_and_a_live_ones_kept(tmp_path):
     assert not Path(mine).exists() and not Path(mine + ".lock").exists()
 
 
+def _sigint_by_default():
+    """The child takes Ctrl-C as a foreground job does, even when the tests run as a background job (started with
+    SIGINT ignored, which the child would inherit and keep)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cached_env(cache: Path) -> dict:
     return {**_subprocess_env(), "DR_SCALE_CACHE": str(cache)}
 
@@ -328,7 +334,7 @@ def long_log(tmp_path_factory) -> Path:
 def _start_fit_and_wait_for_spill(log: Path, tmp_path: Path, cache: Path, *extra) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(log), "--out", str(tmp_path / "m.npz"),
                              "--folds", "5", "--no-progress", *extra], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=_cached_env(cache))
+                            stderr=subprocess.PIPE, env=_cached_env(cache), preexec_fn=_sigint_by_default)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         folders = [cache / "spill" / n for n in _spill_entries(cache) if not n.endswith(".lock")]
@@ -657,7 +663,8 @@ def test_an_interrupted_local_cluster_run_prints_one_line(tmp_path, long_log, de
     proc = subprocess.Popen([sys.executable, "-m", "dr_scale.cli", "fit", str(long_log), "--out",
                              str(tmp_path / "m.npz"), "--folds", "5", "--lam", "1", "--rtol", "1e-10",  # some seconds
                              "--local-workers", "2", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_cached_env(tmp_path / "cache"),
+                            preexec_fn=_sigint_by_default)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=180)
@@ -680,3 +687,283 @@ def test_the_logged_view_folder_follows_the_same_overwrite_rule(tmp_path, capsys
     assert (view / "_manifest.json").exists()
     assert cli(capsys, "evaluate", view, "--policy", "constant:1", "--no-progress")[0] == 0
     assert cli(capsys, *argv, "--out", tmp_path / "set", "--logged-view", view, "--overwrite")[0] == 0
+
+
+# -- (10) rewards beyond the fit's range, features never seen, actions never logged ---------------------------------
+def _scaled_log(tmp_path: Path, scale: float, name: str) -> Path:
+    cols = columns(60)
+    cols["reward"] = pa.array(cols["reward"].to_numpy() * scale)
+    write_log(pa.table(cols), str(tmp_path / name), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("argv", [["fit", "--out", "OUT/m.npz"], ["learn", "--out", "OUT/p.npz"],
+                                  ["learn", "--method", "ips", "--out", "OUT/p.npz"],
+                                  ["evaluate", "--fit-reward-model"]], ids=lambda a: " ".join(a[:3]))
+@pytest.mark.parametrize("scale", [1e300, 1e150, 1e101])
+def test_rewards_beyond_the_fit_range_are_refused(tmp_path, capsys, argv, scale):
+    """×1e300 made 0 CG passes and an intercept-only model; |r| > 1e100 is the log's error, naming file/column/row."""
+    logs = _scaled_log(tmp_path, scale, "huge")
+    argv = [a.replace("OUT", str(tmp_path)) for a in argv]
+    code, _, err = cli(capsys, argv[0], logs, *argv[1:], "--no-progress")
+    line = error_line(err)
+    assert code == 2 and re.search(r"huge/part-0000[01]\.parquet: column 'reward': \|reward\| above 1e\+100, the "
+                                   r"largest that fit and learn take .*\(e\.g\. row_id=\d+\)$", line), err
+    assert "warning" not in err and not list(tmp_path.glob("*.npz"))
+
+
+def test_a_fit_on_scaled_rewards_is_the_scaled_fit(tmp_path):
+    """Ridge is equivariant in the rewards: ×2³³⁰ (exact in float64, within the range) gives exactly 2³³⁰ × the fit
+    on the rewards as they are — the fold models, λ and the CG passes alike."""
+    from dr_scale.reward.fitting import FitSettings, fit_reward_model
+
+    plain, scaled = _scaled_log(tmp_path, 1.0, "plain"), _scaled_log(tmp_path, 2.0 ** 330, "scaled")
+    a, b = (fit_reward_model(str(logs), FitSettings(folds=3)) for logs in (plain, scaled))
+    assert np.array_equal(b.coef, a.coef * 2.0 ** 330) and np.array_equal(b.intercept, a.intercept * 2.0 ** 330)
+    assert np.array_equal(b.fold_coef, a.fold_coef * 2.0 ** 330)
+    assert b.metadata["lam"] == a.metadata["lam"] and b.metadata["cg_iterations"] == a.metadata["cg_iterations"] > 0
+
+
+def _log_without_features(tmp_path: Path, unseen=(2, 5)) -> Path:
+    cols = columns(120)
+    X = sp.random(120, D, density=0.5, format="csr", random_state=3).tolil()
+    for j in unseen:
+        X[:, j] = 0
+    cols["features"] = csr_to_features(X.tocsr())
+    write_log(pa.table(cols), str(tmp_path / "unseen"), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / "unseen"
+
+
+@pytest.mark.parametrize("method", ["dr", "ips"])
+@pytest.mark.parametrize("learner", ["dlm", "ridge"])
+def test_features_never_seen_get_weight_zero(tmp_path, capsys, method, learner):
+    """DLM kept its random start's weights on features the log never shows; now 0 (ridge: its centre, also 0)."""
+    from dr_scale.policies.target import LinearPolicy
+
+    logs = _log_without_features(tmp_path)
+    code, _, err = cli(capsys, "learn", logs, "--method", method, "--learner", learner, "--out", tmp_path / "p.npz",
+                       "--no-progress")
+    policy = LinearPolicy.load(str(tmp_path / "p.npz"))
+    assert code == 0 and not policy.coef[[2, 5]].any(), err
+    assert policy.coef[[0, 1, 3, 4]].any()
+
+
+def test_the_in_memory_dlm_gives_unseen_features_weight_zero():
+    from dr_scale.learning.dlm import DirectLossMinimization
+
+    X = sp.random(200, D, density=0.5, format="csr", random_state=4).tolil()
+    X[:, 3] = 0
+    X = X.tocsr()
+    rewards = np.random.default_rng(0).random((200, K))
+    policy = DirectLossMinimization(n_restarts=3, max_iter=20, random_state=0).fit(X, rewards).linear_policy()
+    assert not policy.coef[3].any() and policy.coef[[0, 1, 2]].any()
+
+
+def _log_where_action_3_would_win(tmp_path: Path) -> Path:
+    """Actions 0–2 logged, k = 4; the reward is high only where feature 0 is on, so on the other rows the pooled
+    mean reward (ρ̂ for the never-logged action 3) beats every logged action's prediction."""
+    n = 600
+    X = sp.random(n, D, density=0.4, format="csr", random_state=5)
+    rng = np.random.default_rng(5)
+    action = np.arange(n) % 3
+    reward = 0.8 * (X[:, 0].toarray().ravel() > 0) + 0.05 * action + 0.1 * rng.random(n)
+    cols = {"row_id": pa.array(np.arange(n, dtype=np.int64)), "features": csr_to_features(X),
+            "action": pa.array(action), "reward": pa.array(reward), "propensity": pa.array(np.full(n, 1 / 3))}
+    write_log(pa.table(cols), str(tmp_path / "no3"), n_parts=2, n_features=D, n_actions=K)
+    return tmp_path / "no3"
+
+
+@pytest.mark.parametrize("learner", ["ridge", "dlm"])
+def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, learner):
+    from dr_scale.policies.target import LinearPolicy
+
+    logs = _log_where_action_3_would_win(tmp_path)
+    args = ["learn", logs, "--learner", learner, "--no-progress"]
+    code, _, err = cli(capsys, *args, "--out", tmp_path / "p.npz")
+    assert code == 0, err
+    line = next(w for w in err.splitlines() if "excluded from the policy" in w)
+    rows = int(re.search(r"would have chosen them on (\d+) of 600 rows", line).group(1))
+    assert line.startswith(f"dr-scale learn: warning: {logs}: action(s) 3 never logged") and rows > 0, line
+    assert "--allow-unlogged-actions" in line
+    policy = LinearPolicy.load(str(tmp_path / "p.npz"))
+    assert policy.excluded_actions == (3,) and policy.metadata["unlogged_action_rows"] == rows
+    evaluate = ["evaluate", logs, "--estimators", "IPS", "--allow-training-overlap", "--no-progress", "--json"]
+    code, _, err = cli(capsys, *evaluate, tmp_path / "r.json", "--policy", f"linear:{tmp_path / 'p.npz'}")
+    assert code == 0 and "never took" not in err, err
+    assert json.loads((tmp_path / "r.json").read_text())["diagnostics"]["unlogged_action_share"] == 0.0
+    code, _, err = cli(capsys, *args, "--out", tmp_path / "q.npz", "--allow-unlogged-actions")
+    assert code == 0 and f"the policy chooses action(s) 3, which the log never took, on {rows:,} of 600 rows" in err
+    assert LinearPolicy.load(str(tmp_path / "q.npz")).excluded_actions == ()
+    code, _, err = cli(capsys, *evaluate, tmp_path / "r.json", "--policy", f"linear:{tmp_path / 'q.npz'}")
+    share = json.loads((tmp_path / "r.json").read_text())["diagnostics"]["unlogged_action_share"]
+    assert code == 0 and share == pytest.approx(rows / 600) and f"puts {rows / 600:.1%} of its probability" in err
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'[[policy]]\nname = "kept"\nspec = "linear:{tmp_path / "q.npz"}"\n'
+                        f'[[policy]]\nname = "excluded"\nspec = "linear:{tmp_path / "p.npz"}"\n')
+    code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "o",
+                       "--allow-training-overlap", "--no-progress")
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    kept, excluded = report["policies"]
+    assert code == 0 and report["status"] == "warning", err
+    assert kept["diagnostics"]["unlogged_action_share"] == pytest.approx(rows / 600)
+    assert excluded["diagnostics"]["unlogged_action_share"] == 0.0
+
+
+def test_an_excluded_action_is_never_chosen_even_by_softmax(tmp_path, capsys, small_log):
+    from dr_scale.policies.target import LinearPolicy
+
+    coef = np.zeros((D, K))
+    LinearPolicy(coef, np.array([0.0, 0.0, 0.0, 5.0]), {}, "<test>", (3,)).save(str(tmp_path / "p.npz"))
+    for spec in (f"linear:{tmp_path / 'p.npz'}", f"softmax:{tmp_path / 'p.npz'}:1"):
+        code, _, err = cli(capsys, "evaluate", small_log, "--policy", spec, "--estimators", "IPS", "--json",
+                           tmp_path / "r.json", "--no-progress")
+        mass = json.loads((tmp_path / "r.json").read_text())["diagnostics"]
+        assert code == 0, err
+        assert "never took" not in err and mass.get("matched_rows", 1) > 0
+    digests = {LinearPolicy(coef, np.zeros(K), excluded_actions=e).digest for e in ((), (3,), (2,))}
+    assert len(digests) == 3  # another excluded set is another policy (report caches key on the digest)
+
+
+@pytest.mark.parametrize("excluded", [(4,), (-1,), (0, 1, 2, 3), (0.5,)])
+def test_a_bad_excluded_actions_array_names_the_file(tmp_path, capsys, small_log, excluded):
+    np.savez(tmp_path / "p.npz", coef=np.zeros((D, K)), intercept=np.zeros(K), metadata=np.array("{}"),
+             excluded_actions=np.array(excluded))
+    code, _, err = cli(capsys, "evaluate", small_log, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
+    assert code == 2 and f"policy {tmp_path / 'p.npz'}: 'excluded_actions' must be distinct actions in [0, 4)" \
+        in error_line(err), err
+
+
+def test_learn_refuses_a_cross_fitted_model_from_another_log(tmp_path, capsys, small_log):
+    """learn --reward-model used a cross-fitted model on another log without a word; now the rule of evaluate."""
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.learning.learn import learn_policy
+
+    model = tmp_path / "cf.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "3", "--out", model, "--no-progress")[0] == 0
+    args = ["--reward-model", model, "--out", tmp_path / "p.npz", "--no-progress"]
+    assert cli(capsys, "learn", small_log, *args)[0] == 0  # its own log
+    other = _shifted(tmp_path, small_log, 7)
+    code, _, err = cli(capsys, "learn", other, *args)
+    line = error_line(err)
+    assert code == 2 and f"the reward model {model} is cross-fitted on another log" in line, err
+    assert "--allow-other-log" in line
+    assert cli(capsys, "learn", other, *args, "--allow-other-log")[0] == 0
+    assert cli(capsys, "learn", other, *args[:-3], "--method", "ips", *args[-3:])[0] == 0  # IPS uses no model
+    with pytest.raises(ParameterError, match="pass allow_other_log to use it anyway"):
+        learn_policy(str(other), reward_model=str(model))
+
+
+def test_learn_takes_a_model_fitted_on_the_train_half_on_the_test_half(tmp_path, capsys, small_log):
+    model = tmp_path / "train.npz"
+    assert cli(capsys, "fit", small_log, "--folds", "2", "--split", "train", "--out", model, "--no-progress")[0] == 0
+    args = ["learn", small_log, "--reward-model", model, "--out", tmp_path / "p.npz", "--no-progress"]
+    assert cli(capsys, *args, "--split", "test")[0] == 0
+    code, _, err = cli(capsys, *args)  # the whole log, the train rows among them
+    assert code == 2 and "cross-fitted on another log" in error_line(err), err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda logs: __import__("dr_scale").fit_reward_model(logs, {"folds": 2}),
+     "settings must be a FitSettings, e.g. FitSettings(folds=2), got dict"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, {"method": "ips"}),
+     "settings must be a LearnSettings, e.g. LearnSettings(method='ips'), got dict"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, reward_model=3),
+     "reward_model must be a reward model with predict(X) or an .npz path, got int 3"),
+    (lambda logs: __import__("dr_scale").LearnSettings(allow_unlogged_actions="no"),
+     "allow_unlogged_actions must be True or False, got 'no'"),
+    (lambda logs: _model_and_rows()[0].predict([[0.0] * D]),
+     "X must be a 2-d numpy array or scipy sparse matrix (n, d), got list"),
+], ids=["fit-settings-dict", "learn-settings-dict", "learn-reward-model-int", "allow-unlogged-str", "predict-list"])
+def test_api_arguments_of_the_wrong_kind_are_named(small_log, call, message):
+    """These ended in a raw AttributeError (… has no attribute 'n_features' / 'method' / 'shape')."""
+    from dr_scale.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(str(small_log))
+
+
+def test_predict_reads_absent_features_as_zero_like_a_linear_policy():
+    """X narrower than the model's d was a raw matmul ValueError; the absent features are 0, dense or sparse."""
+    model, X, rid = _model_and_rows()
+    narrow = X[:, :D - 2]
+    padded = sp.csr_matrix((narrow.data, narrow.indices, narrow.indptr), shape=(X.shape[0], D))
+    for rows in (narrow, narrow.toarray()):
+        assert np.array_equal(model.predict(rows), model.predict(padded))
+        assert np.array_equal(model.predict(rows, row_id=rid), model.predict(padded, row_id=rid))
+
+
+def _log_with_vocabulary(tmp_path: Path, name: str, values: list[str], order: list[str]) -> Path:
+    """The same rows, their actions numbered by ``order`` (a permutation of ``values``, the rows' action values)."""
+    cols = columns(120, seed=6)
+    items = [values[a] for a in cols["action"].to_numpy()]
+    cols["action"] = pa.array([order.index(v) for v in items])
+    out = tmp_path / name
+    write_log(pa.table(cols), str(out), n_parts=2, n_features=D, n_actions=len(order))
+    (out / "_dr_scale_spec.json").write_text(json.dumps({"action": {"values": order}}))
+    return out
+
+
+def test_a_policy_learned_on_another_vocabulary_names_the_same_actions(tmp_path, capsys):
+    """A learned policy's ids named other actions on a log whose vocabulary is in another order (silently);
+    it records its vocabulary and is reordered to the log's, or refused naming what differs."""
+    values = ["news", "sports", "weather", "video"]
+    a = _log_with_vocabulary(tmp_path, "a", values, values)
+    b = _log_with_vocabulary(tmp_path, "b", values, ["video", "news", "weather", "sports"])
+    other = ["news", "sports", "weather", "music"]
+    c = _log_with_vocabulary(tmp_path, "c", other, other)
+    assert cli(capsys, "learn", a, "--method", "ips", "--out", tmp_path / "p.npz", "--no-progress")[0] == 0
+    results = []
+    for logs in (a, b):
+        for spec in (f"linear:{tmp_path / 'p.npz'}", f"softmax:{tmp_path / 'p.npz'}:0.5"):
+            code, _, err = cli(capsys, "evaluate", logs, "--policy", spec, "--estimators", "IPS",
+                               "--allow-training-overlap", "--json", tmp_path / "r.json", "--no-progress")
+            assert code == 0, err
+            results.append(json.loads((tmp_path / "r.json").read_text())["estimates"]["IPS"]["value"])
+    assert results[0] == results[2] and results[1] == pytest.approx(results[3], rel=1e-12), results
+    code, _, err = cli(capsys, "evaluate", c, "--policy", f"linear:{tmp_path / 'p.npz'}", "--no-progress")
+    assert code == 2 and "was learned on a log with other actions: this log has no 'video'; the policy has no " \
+        "'music'" in error_line(err), err
+
+
+def test_a_reward_model_fitted_on_another_vocabulary_is_refused(tmp_path, capsys):
+    values = ["news", "sports", "weather", "video"]
+    a = _log_with_vocabulary(tmp_path, "a", values, values)
+    b = _log_with_vocabulary(tmp_path, "b", values, ["video", "news", "weather", "sports"])
+    model = tmp_path / "m.npz"
+    assert cli(capsys, "fit", a, "--out", model, "--no-progress")[0] == 0
+    assert cli(capsys, "evaluate", a, "--reward-model", model, "--policy", "constant:news", "--no-progress")[0] == 0
+    message = f"the reward model {model} was fitted on a log whose actions are 'news', 'sports', 'weather', " \
+              "'video'; this log's are 'video', 'news', 'weather', 'sports'"
+    for argv in (["evaluate", b, "--reward-model", model, "--policy", "constant:news"],
+                 ["learn", b, "--reward-model", model, "--out", tmp_path / "p.npz"]):
+        code, _, err = cli(capsys, *argv, "--no-progress")
+        assert code == 2 and message in error_line(err), err
+    share = tmp_path / "share"
+    share.mkdir()
+    b.rename(share / "date=2026-11-01")
+    (share / "date=2026-11-01" / "_dr_scale_spec.json").rename(share / "_dr_scale_spec.json")
+    policies = tmp_path / "p.toml"
+    policies.write_text(f'reward_model = "{model}"\n[[policy]]\nspec = "constant:news"\n')
+    code, _, err = cli(capsys, "report", "--logs", share, "--policies", policies, "--out", tmp_path / "o",
+                       "--no-progress")
+    assert code == 2 and "was fitted on a log whose actions are" in error_line(err), err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda logs: __import__("dr_scale").evaluate_dataframe({"a": [1]}, __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"])), "ddf must be a dask DataFrame with the logged-data columns"),
+    (lambda logs: __import__("dr_scale").evaluate_partitions([1], __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"])), "parts must be a list of Partition (e.g. read_log's), got a list holding int"),
+    (lambda logs: __import__("dr_scale").evaluate_log(logs, __import__("dr_scale").Evaluation(
+        "constant:1", ["IPS"]), client="tcp://x:1"), "client must be a distributed.Client, or None"),
+    (lambda logs: __import__("dr_scale").learn_policy(logs, client="x"), "client must be a distributed.Client"),
+    (lambda logs: __import__("dr_scale").fit_reward_model(logs, client="x"), "client must be a distributed.Client"),
+    (lambda logs: __import__("dr_scale").SoftmaxPolicy(None, 1.0), "linear must be a LinearPolicy"),
+], ids=["dataframe-dict", "partitions-int", "evaluate-client-str", "learn-client-str", "fit-client-str",
+        "softmax-none"])
+def test_api_entry_points_name_an_argument_of_the_wrong_kind(small_log, call, message):
+    """These ended in AttributeError ('to_delayed', 'action', 'compute', 'scheduler_info', 'n_actions')."""
+    from dr_scale.core.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        call(str(small_log))

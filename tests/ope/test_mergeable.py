@@ -19,6 +19,7 @@ from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.ope.evaluation import ComparisonState, PolicyState
 from dr_scale.ope.mergeable import Mergeable, Persisted
 from dr_scale.ope.moments import Moments
+from dr_scale.propensity.diagnostics import PropensityState
 from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.synthetic.bandit import Calibration
 
@@ -69,6 +70,8 @@ STATES = {
     "RowSample": lambda s: RowSample.of(20, KEYS[s], X[s]),
     "FirstPass": lambda s: FirstPass.of(part_from_arrays(ROW_ID[s], X[s], REWARD[s]), 20),
     "Calibration": lambda s: Calibration.of(X[s], EXPECTED[s], PROBS[s], ACTION[s], REWARD[s], PROPENSITY[s]),
+    "PropensityState": lambda s: PropensityState.of(PROBS[s], ACTION[s], floor=0.2, target=PROBS[::-1][s],
+                                                    logged=PROPENSITY[s]),
 }
 
 
@@ -130,7 +133,7 @@ def test_running_totals_start_from_an_empty_state_that_is_an_identity():
                 rtol=0)
 
 
-@pytest.mark.parametrize("name", ["Moments", "WeightStats", "PolicyState", "ComparisonState"])
+@pytest.mark.parametrize("name", ["Moments", "WeightStats", "PolicyState", "ComparisonState", "PropensityState"])
 def test_persisted_states_round_trip_through_json_exactly(name):
     state = STATES[name](slice(0, N))
     assert isinstance(state, Persisted)

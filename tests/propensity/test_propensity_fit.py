@@ -21,7 +21,6 @@ from dr_scale.core import keyed_random
 from dr_scale.io.parameter_files import ParameterFileError
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore import glm
 from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity.fitting import fit_propensity_model
 from dr_scale.propensity.model import PropensityModel
@@ -184,14 +183,3 @@ def test_identical_locally_and_on_a_local_cluster(logs):
     for name in ("coef", "intercept", "fold_coef", "fold_intercept"):
         np.testing.assert_array_equal(getattr(remote, name), getattr(local, name))
     assert remote.metadata == local.metadata
-
-
-def test_in_memory_binary_fit_is_sklearns():
-    from sklearn.linear_model import LogisticRegression
-
-    rng = np.random.default_rng(1)
-    X = sp.csr_matrix((rng.random((2000, 15)) < 0.2).astype(float))
-    y = (rng.random(2000) < 1 / (1 + np.exp(-(X @ rng.normal(size=15) - 1)))).astype(float)
-    fit = glm.fit_binary_in_memory(X, y, 1.5, rtol=1e-9)
-    sk = LogisticRegression(C=1 / 1.5, tol=1e-12, max_iter=10_000).fit(X, y)
-    np.testing.assert_allclose(fit.x[0], np.r_[sk.coef_[0], sk.intercept_], atol=1e-6)

@@ -1,0 +1,146 @@
+"""``dr-scale fit-propensity LOGS --out PROPENSITY.npz``: the logging policy π̂₀(a | x) estimated from a log,
+cross-fitted (:mod:`dr_scale.propensity`); and the options by which ``evaluate``, ``learn`` and ``report`` use
+estimated propensities (``--estimate-propensity``, ``--propensity-model``, ``--propensity-floor``)."""
+
+from __future__ import annotations
+
+import sys
+
+from dr_scale.commands.common import (
+    POSITIVE_INT,
+    add_compute_options,
+    add_filter_options,
+    add_storage_option,
+    check_fit_limits,
+    filtered_log,
+    storage_options,
+    warnings_as_lines,
+)
+from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.io.atomic import url_to_fs
+from dr_scale.io.config import PropensityFloor, option
+from dr_scale.outofcore.compute import dask_session
+from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
+
+#: The cross-fitting folds of an estimated logging policy when ``--folds`` is not given: the propensity of
+#: each row must come from a fold model that did not see it (docs/propensities.md, the variance).
+DEFAULT_PROPENSITY_FOLDS = 5
+
+
+def add_parser(sub) -> None:
+    from dr_scale.commands.fit import add_model_options
+
+    p = sub.add_parser("fit-propensity", help="estimate the logging policy π₀(a|x) of a log (multinomial logistic, "
+                                              "cross-fitted)",
+                       description="Fit the multinomial logistic model π̂₀(a|x) = softmax_a(b_a + x·w_a) with an L2 "
+                                   "penalty on the log's logged actions, out of core, with K fold models for "
+                                   "cross-fitting (row i's propensity comes from the fold model that did not see "
+                                   "it). Writes a PropensityModel .npz that evaluate, learn and report read with "
+                                   "--propensity-model (docs/propensities.md).")
+    p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
+    p.add_argument("--out", required=True, metavar="PROPENSITY.npz", help="where to write the model (any fsspec URL)")
+    add_model_options(p)
+    p.add_argument("--n-actions", type=POSITIVE_INT,
+                   help="number of actions k (default: the log's metadata, else the data)")
+    add_filter_options(p)
+    add_compute_options(p)
+    add_storage_option(p)
+    p.set_defaults(func=run)
+
+
+def add_propensity_options(p) -> None:
+    """--estimate-propensity, --propensity-model FILE, --propensity-floor P (evaluate, learn, report)."""
+    group = p.add_argument_group("estimated propensities (docs/propensities.md)")
+    group.add_argument("--estimate-propensity", action="store_true",
+                       help="estimate the logging policy on LOGS first (as dr-scale fit-propensity, cross-fitted "
+                            f"with --folds K, default {DEFAULT_PROPENSITY_FOLDS}) and weight each row by the "
+                            "estimated propensity of the fold model that did not see it; needed for a log without "
+                            "a propensity column, and used instead of the logged one where there is")
+    group.add_argument("--propensity-model", metavar="FILE",
+                       help="an estimated logging policy (.npz from dr-scale fit-propensity on this log) whose "
+                            "cross-fitted propensities replace the logged ones")
+    group.add_argument("--propensity-floor", type=option(PropensityFloor, "number in (0, 1)"),
+                       default=DEFAULT_PROPENSITY_FLOOR, metavar="P",
+                       help="floor of estimated propensities p̂ = max(π̂₀(a|x), P): a weight is at most 1/P; the "
+                            f"rows floored are reported (default {DEFAULT_PROPENSITY_FLOOR:g})")
+
+
+def check_propensity_options(args) -> None:
+    """The propensity options agree: not both a file and a fit."""
+    if getattr(args, "estimate_propensity", False) and getattr(args, "propensity_model", None):
+        raise UserError("give --propensity-model FILE or --estimate-propensity, not both")
+
+
+def propensity_settings(args):
+    """The :class:`~dr_scale.reward.fitting.FitSettings` of ``--estimate-propensity``: the fitting options, with
+    K = --folds or :data:`DEFAULT_PROPENSITY_FOLDS` folds."""
+    from dr_scale.commands.fit import fit_settings
+
+    settings = fit_settings(args)
+    if settings.folds is None:
+        from dataclasses import replace
+
+        settings = replace(settings, folds=DEFAULT_PROPENSITY_FOLDS)
+    return settings
+
+
+def fit_propensity_from_args(args, logs: str, client, opts: dict, settings=None):
+    """The propensity model the options describe, fitted on ``logs``; warnings as one ``warning:`` line each."""
+    from dr_scale.propensity.fitting import fit_propensity_model
+
+    settings = settings or propensity_settings(args)
+    with warnings_as_lines(args.command):
+        model = fit_propensity_model(logs, settings, client=client, storage_options=opts or None,
+                                     progress=not args.no_progress)
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter and getattr(model, "metadata", None) is not None:
+        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
+    return model
+
+
+def load_propensity_model(path: str, opts: dict | None):
+    """The propensity model of ``--propensity-model FILE``."""
+    from dr_scale.propensity.model import PropensityModel
+
+    return PropensityModel.load(path, opts or None)
+
+
+def propensity_source_line(model_source: str, logs, has_logged: bool) -> str:
+    """Which propensities the estimates use, in words."""
+    where = (f"the cross-fitted propensity model {model_source}" if model_source
+             else "the propensity model fitted on this log (cross-fitted)")
+    if has_logged:
+        return (f"propensities: estimated, from {where}; the log's own propensity column is not used (it is compared "
+                "with the estimates below)")
+    return f"propensities: estimated, from {where} (the log has no propensity column)"
+
+
+def summary_lines(model) -> list[str]:
+    """What the fitted model is: k, d, folds, λ."""
+    k = getattr(model, "n_actions", None)
+    d = getattr(model, "n_features", None)
+    folds = getattr(model, "folds", None)
+    if folds is None:
+        fold_intercept = getattr(model, "fold_intercept", None)
+        folds = 0 if fold_intercept is None else len(fold_intercept)
+    meta = getattr(model, "metadata", None) or {}
+    lam = meta.get("lam", getattr(model, "lam", None))
+    line = f"propensity model: multinomial logistic over k = {k} actions, d = {d} features, {folds} fold models"
+    if lam is not None:
+        line += f", λ = {lam:g}" if isinstance(lam, (int, float)) else f", λ = {lam}"
+    return [line]
+
+
+def run(args) -> int:
+    opts = storage_options(args.storage_options)
+    logs = filtered_log(args, args.logs)
+    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    settings = propensity_settings(args)  # checked before the work
+    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+                     n_actions=settings.n_actions)
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+        model = fit_propensity_from_args(args, logs, client, opts, settings)
+    model.save(args.out, opts or None)
+    print("\n".join(summary_lines(model)))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,73 @@
+"""The L-BFGS logistic solver (dr_scale.outofcore.glm) in memory against scikit-learn's LogisticRegression(C=1/λ).
+
+Both solve to their own tight tolerance; the distance allowed is the stopping rule's ‖x̂ − x*‖ ≤ ‖∇L(x̂)‖ / μ,
+μ the Hessian's least eigenvalue (2×: its change along the segment).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import softmax
+
+from dr_scale.outofcore import glm
+
+
+def data(n=2000, d=15, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix((rng.random((n, d)) < np.linspace(0.4, 0.02, d)).astype(float))
+    return rng, X
+
+
+def test_binary_fit_is_sklearns():
+    from sklearn.linear_model import LogisticRegression
+
+    rng, X = data()
+    y = (rng.random(X.shape[0]) < 1 / (1 + np.exp(-(X @ rng.normal(size=X.shape[1]) - 1)))).astype(float)
+    lam = 1.5
+    fit = glm.fit_binary_in_memory(X, y, lam, rtol=1e-9)
+    sk = LogisticRegression(C=1 / lam, tol=1e-12, max_iter=10_000).fit(X, y)
+    assert fit.converged.all() and fit.relative_gradient[0] <= 1e-9
+    A = np.column_stack([X.toarray(), np.ones(X.shape[0])])
+
+    def gradient(x):
+        return A.T @ (1 / (1 + np.exp(-A @ x)) - y) + lam * np.r_[x[:-1], 0.0]
+
+    x_sk = np.r_[sk.coef_[0], sk.intercept_]
+    p = 1 / (1 + np.exp(-A @ x_sk))
+    mu = np.linalg.eigvalsh((A * (p * (1 - p))[:, None]).T @ A + lam * np.diag(np.r_[np.ones(X.shape[1]), 0.0]))[0]
+    bound = 2 * (np.linalg.norm(gradient(fit.x[0])) + np.linalg.norm(gradient(x_sk))) / mu
+    assert np.linalg.norm(fit.x[0] - x_sk) <= bound < 1e-4
+
+
+def test_multinomial_fit_is_sklearns_up_to_the_softmax_constant():
+    from sklearn.linear_model import LogisticRegression
+
+    rng, X = data(seed=2)
+    k, lam = 4, 2.0
+    a = np.array([rng.choice(k, p=p) for p in softmax(np.asarray(X @ rng.normal(size=(X.shape[1], k))), axis=1)])
+    fit = glm.fit_multinomial_in_memory(X, a, k, lam, rtol=1e-9)
+    sk = LogisticRegression(C=1 / lam, tol=1e-12, max_iter=10_000).fit(X, a)
+    d = X.shape[1]
+    W, b = fit.x[0, :d * k].reshape(d, k), fit.x[0, d * k:]
+    np.testing.assert_allclose(W, sk.coef_.T, atol=1e-6)  # the penalty centres W's rows: no constant to remove
+    np.testing.assert_allclose(b - b.mean(), sk.intercept_ - sk.intercept_.mean(), atol=1e-6)
+
+
+def test_fits_in_lockstep_are_the_fits_one_by_one():
+    rng, X = data(seed=3)
+    ys = [(rng.random(X.shape[0]) < p).astype(float) for p in (0.1, 0.5)]
+    alone = [glm.fit_binary_in_memory(X, y, 1.0, rtol=1e-8).x[0] for y in ys]
+    d = X.shape[1]
+
+    def evaluate(x, active):
+        loss, grad = np.zeros(2), np.zeros((2, d + 1))
+        for F, y in enumerate(ys):
+            if active[F]:
+                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+        return glm.penalised(loss, grad, x, 1.0, np.full(2, float(X.shape[0])), np.r_[np.ones(d, bool), False])
+
+    x0 = np.zeros((2, d + 1))
+    x0[:, d] = [glm.logit(y.mean()) for y in ys]
+    together = glm.minimize(evaluate, x0, rtol=1e-8, max_iter=1000)
+    np.testing.assert_allclose(together.x, np.stack(alone), rtol=1e-6, atol=1e-9)  # sums over 1 or 2 rows' order

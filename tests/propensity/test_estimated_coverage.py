@@ -1,0 +1,158 @@
+"""DR with estimated propensities: its 95% intervals cover the true value, and its rmse is near DR's with the true
+propensities.
+
+Every replicate is a log of N rows of one generated world (``dr_scale.synthetic.bandit``, seed 0, D = 80 features,
+K = 3 actions, uniform share ε = 0: the logging policy is a pure softmax of a linear score, which the multinomial
+logistic model can represent) with its propensity column hidden (``generate bandit --hide-propensity``):
+replicate r holds rows r·N … (r+1)·N − 1, independent draws of the same world. The target policy π is
+argmax_a (b_a + x·W_a) (the true score); its true value is V = E_x E[r | x, π(x)], the mean over
+POPULATION rows of other ids (Monte-Carlo error ≈ 0.0003, 2% of a replicate's standard error). The interval
+is for V: against the value on the replicate's own contexts, (1/N) Σ_i E[r | x_i, π(x_i)], it would over-cover,
+its variance counting the contexts' sampling that the latter conditions on.
+
+Per replicate, what ``dr-scale evaluate --estimate-propensity --fit-reward-model --folds 5 --lam 1`` does: π̂₀
+(:func:`dr_scale.propensity.fitting.fit_on_parts`) and ρ̂ (:func:`dr_scale.reward.fitting.fit_on_parts`), both
+cross-fitted over the same 5 keyed folds with λ = 1 (fixed here; the commands' default chooses λ by the out-of-fold
+loss), on the replicate's rows in memory (the passes of the out-of-core fitters over one part); DR with p̂ =
+max(π̂₀(a_i | x_i), 10⁻³) from the fold model that did not see row i, and its normal 95% interval
+(:class:`~dr_scale.ope.evaluation.Evaluation`): the DML variance (docs/propensities.md). Beside it, DR with the
+true propensities and the same ρ̂.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dr_scale.logs.contract import partition_from_table
+from dr_scale.logs.parts import LogPart, group
+from dr_scale.logs.parts import _given as given_part
+from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.outofcore.settings import FitSettings
+from dr_scale.propensity import fitting as propensity_fitting
+from dr_scale.reward import fitting as reward_fitting
+from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world
+
+D, K, N, FOLDS, SEED, LAM = 80, 3, 3000, 5, 0, 10.0
+#: Replicates: a 95% interval's coverage over R = 200 logs has binomial sd √(0.95 · 0.05 / 200) = 1.54%; the
+#: target's ±2.5% (inclusive: 185 … 195 of 200 covered) is 1.6 sd.
+REPLICATES = 200
+COVERAGE_TOLERANCE = 0.025
+#: DR's rmse with estimated propensities at most this multiple of DR's with the true ones.
+RMSE_RATIO = 1.2
+
+
+#: The world: a pure-softmax logger (ε = 0) and, without the interaction term (m_a = 0), a reward
+#: E[r | x, a] = σ(b_a + x·W_a) that the logistic reward model can represent.
+SETTINGS = WorldSettings(min_propensity=0.0, interaction_sd=0.0)
+#: The reward model: ``fit --model logistic`` (consistent here, so that DR is orthogonal in p as well as ρ).
+REWARD_MODEL = "logistic"
+
+
+def world():
+    return make_world(SEED, D, K, SETTINGS)
+
+
+def replicate(r: int) -> dict:
+    """Replicate r's DR estimates (estimated and true propensities) and π's true value."""
+    w = world()
+    table, _ = generate_rows(w, SEED, r * N, N)
+    truth_p = table.column("propensity").to_numpy()
+    hidden = partition_from_table(table.drop_columns(["propensity"]), f"<replicate {r}>", D, K)
+    target = (np.asarray(hidden.X @ w.weights[:, :K]) + w.offset).argmax(axis=1)
+    hidden.table = hidden.table.append_column("target_action", pa.array(target.astype(np.int32)))
+    rows = LogPart(hidden.row_id, hidden.X.indptr, hidden.X.indices, None, hidden.action, hidden.reward,
+                   np.ones(N))
+    parts = PartSet.build(given_part, [(group(rows, FOLDS, K, SEED),)], None)
+    settings = FitSettings(folds=FOLDS, lam=LAM, seed=SEED)
+    pi0 = propensity_fitting.fit_on_parts(parts, N, D, K, settings)
+    rho = reward_fitting.fit_on_parts(parts, N, D, K, replace(settings, model=REWARD_MODEL))
+    estimated = evaluate_partitions([hidden], Evaluation("column:target_action", ["DR"], reward_model=rho,
+                                                         n_actions=K, propensity_model=pi0)).estimates["DR"]
+    shown = partition_from_table(table.append_column("target_action", pa.array(target.astype(np.int32))),
+                                 f"<replicate {r}>", D, K)
+    true = evaluate_partitions([shown], Evaluation("column:target_action", ["DR"], reward_model=rho,
+                                                   n_actions=K)).estimates["DR"]
+    p_hat = pi0.predict_proba(hidden.X, row_id=hidden.row_id)
+    return {"truth": population_value(), "estimated": estimated, "true": true,
+            "correlation": float(np.corrcoef(p_hat[np.arange(N), hidden.action], truth_p)[0, 1])}
+
+
+#: Rows of the population value's Monte-Carlo mean, from ids far above every replicate's.
+POPULATION, POPULATION_FIRST = 400_000, 1 << 40
+
+
+@functools.lru_cache(maxsize=1)
+def population_value() -> float:
+    """V = E_x E[r | x, π(x)] by the mean over POPULATION rows of the world."""
+    w = world()
+    total = 0.0
+    for first in range(0, POPULATION, 100_000):
+        X = w.contexts(POPULATION_FIRST + first, 100_000, SEED)
+        expected, _ = w.scores(X)
+        target = (np.asarray(X @ w.weights[:, :K]) + w.offset).argmax(axis=1)
+        total += expected[np.arange(X.shape[0]), target].sum()
+    return total / POPULATION
+
+
+@functools.lru_cache(maxsize=1)
+def replicates() -> list[dict]:
+    return [replicate(r) for r in range(REPLICATES)]
+
+
+def test_one_replicate_estimates_near_the_truth():
+    one = replicate(0)
+    assert one["correlation"] > 0.9
+    for key in ("estimated", "true"):
+        assert abs(one[key].value - one["truth"]) < 4 * one[key].stderr
+
+
+@pytest.mark.slow
+def test_dr_with_estimated_propensities_covers_the_truth():
+    reps = replicates()
+    hits = sum(e["estimated"].ci(0.05)[0] <= e["truth"] <= e["estimated"].ci(0.05)[1] for e in reps)
+    hits_true = sum(e["true"].ci(0.05)[0] <= e["truth"] <= e["true"].ci(0.05)[1] for e in reps)
+    print(f"covered with estimated propensities {hits}/{REPLICATES}, with the true ones {hits_true}/{REPLICATES}")
+    assert abs(hits - round(0.95 * REPLICATES)) <= round(COVERAGE_TOLERANCE * REPLICATES)
+
+
+@pytest.mark.slow
+def test_dr_rmse_with_estimated_propensities_near_the_true_ones():
+    reps = replicates()
+    rmse = {key: float(np.sqrt(np.mean([(e[key].value - e["truth"]) ** 2 for e in reps])))
+            for key in ("estimated", "true")}
+    print(f"DR rmse with estimated propensities {rmse['estimated']:.5f}, with the true ones {rmse['true']:.5f}")
+    assert rmse["estimated"] <= RMSE_RATIO * rmse["true"]
+
+
+#: The large log of the correlation target: 1M rows of a pure-softmax logger over 10 actions.
+BIG_ROWS, BIG_D, BIG_K = 1_000_000, 1024, 10
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_estimated_propensities_correlate_with_the_true_ones_at_1m_rows(tmp_path):
+    """The model class and the fitter at 1M rows: the full-data model (the fold models are fitted on 80% of the
+    rows in the same passes, six times the work)."""
+    from dr_scale.logs.contract import read_log
+    from dr_scale.propensity.fitting import fit_propensity_model
+    from dr_scale.synthetic.bandit import generate_bandit
+
+    logs = str(tmp_path / "big")
+    generate_bandit(logs, rows=BIG_ROWS, features=BIG_D, actions=BIG_K, seed=SEED, uniform_share=0.0,
+                    hide_propensity=True, rows_per_part=250_000)
+    model = fit_propensity_model(logs, FitSettings(lam=LAM, seed=SEED))
+    w = make_world(SEED, BIG_D, BIG_K, WorldSettings(min_propensity=0.0))
+    estimated, true = [], []
+    for part in read_log(logs):
+        rows = np.arange(len(part))
+        estimated.append(model.predict_proba(part.X)[rows, part.action])
+        true.append(w.scores(part.X)[1][rows, part.action])
+    correlation = float(np.corrcoef(np.concatenate(estimated), np.concatenate(true))[0, 1])
+    print(f"correlation of estimated and true propensities at {BIG_ROWS:,} rows: {correlation:.4f}")
+    assert correlation >= 0.99
