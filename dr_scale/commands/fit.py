@@ -18,7 +18,7 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.core.errors import check_output_file
+from dr_scale.core.errors import UserError, check_output_file
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import Folds, option
 from dr_scale.outofcore.compute import dask_session
@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
                                    "LogisticRewardModel .npz that evaluate and report read.")
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
-    add_model_options(p)
+    add_model_options(p, shared=True)
     p.add_argument("--n-actions", type=POSITIVE_INT,
                    help="number of actions k (default: the log's metadata, else the data)")
     add_filter_options(p)
@@ -45,8 +45,9 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_model_options(p) -> None:
-    """--lam, --folds, --seed, --rtol, --n-features (shared with ``evaluate --fit-reward-model``)."""
+def add_model_options(p, shared: bool = False) -> None:
+    """--lam, --folds, --seed, --rtol, --n-features, --model (shared with ``evaluate --fit-reward-model``; ``shared``:
+    ``--model shared`` too, for ``fit``)."""
     from dr_scale.reward.fitting import LAMBDA_GRID as grid
     from dr_scale.reward.fitting import RTOL as rtol
     from dr_scale.reward.fitting import SEARCH_FOLDS as search_folds
@@ -66,15 +67,18 @@ def add_model_options(p) -> None:
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
-    add_model_choice(p)
+    add_model_choice(p, shared)
 
 
-def add_model_choice(p) -> None:
-    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn)."""
-    p.add_argument("--model", choices=("ridge", "logistic"),
+def add_model_choice(p, shared: bool = False) -> None:
+    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``."""
+    p.add_argument("--model", choices=("ridge", "logistic", "shared") if shared else ("ridge", "logistic"),
                    help="the reward model: per-action ridge regression, or per-action L2-regularised logistic "
-                        "regression (0/1 rewards: predictions in (0, 1)) (default: logistic when every reward is 0 "
-                        "or 1, ridge otherwise; the choice is printed)")
+                        "regression (0/1 rewards: predictions in (0, 1))"
+                        + ("; shared: one ridge model over the context, the action's features (the log's action "
+                           "catalogue) and their interactions, b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
+                           "of actions (--lam a number, default 1; no --folds)" if shared else "")
+                        + " (default: logistic when every reward is 0 or 1, ridge otherwise; the choice is printed)")
 
 
 #: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
@@ -156,6 +160,8 @@ def run(args) -> int:
     opts = storage_options(args.storage_options)
     logs = filtered_log(args, args.logs)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    if args.model == "shared":
+        return _run_shared(args, logs, opts)
     settings = fit_settings(args)  # checked before the work
     check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
                      n_actions=settings.n_actions)
@@ -163,5 +169,31 @@ def run(args) -> int:
         model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)
     print(summary(model))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _run_shared(args, logs, opts) -> int:
+    """``fit --model shared``: the ridge model shared across actions over the catalogue (dr_scale.reward.shared)."""
+    from dr_scale.reward.shared import fit_shared_from_log
+
+    for flag, dest in (("--folds", "folds"), ("--seed", "seed")):
+        if getattr(args, dest, None) is not None:
+            raise UserError(f"{flag} is for the per-action models; --model shared fits one model without folds: "
+                            f"drop {flag}")
+    if args.lam == "auto":
+        raise UserError("--lam auto is not available with --model shared: give a number (default 1)")
+    with warnings_as_lines(args.command):
+        model = fit_shared_from_log(logs, lam=1.0 if args.lam is None else args.lam,
+                                    tol=1e-8 if args.rtol is None else args.rtol, n_features=args.n_features,
+                                    storage_options=opts or None)
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter:
+        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
+    model.save(args.out, opts or None)
+    m = model.metadata
+    d, da = m["n_features"], m["action_features"]
+    print(f"shared ridge model: λ = {m['lambda']:g}, {m['rows']:,} rows, {d} features × {da} action features "
+          f"({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m['passes']} CG passes")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -24,6 +24,9 @@ from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
 from dr_scale.reward.fitting import Stages
 
+#: Passes at most per solve of ``--learner scorer`` (its CG over all item pairs and its reward model's).
+SCORER_PASSES = 500
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("learn", help="learn a linear policy from logged data (DR/IPS/DM-imputed rewards)",
@@ -33,8 +36,11 @@ def add_parser(sub) -> None:
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the log to learn from")
     p.add_argument("--out", required=True, metavar="POLICY.npz", help="where to write the policy (any fsspec URL)")
     p.add_argument("--method", choices=METHODS, default="dr", help="reward imputation (default: dr)")
-    p.add_argument("--learner", choices=LEARNERS, default="ridge",
-                   help="ridge: one ridge score per action (default); dlm: direct loss minimization")
+    p.add_argument("--learner", choices=(*LEARNERS, "scorer"), default="ridge",
+                   help="ridge: one ridge score per action (default); dlm: direct loss minimization; scorer: a "
+                        "linear scorer over the items' features (the log's action catalogue), s(x, a) = x·B·f_a + "
+                        "f_a·β_f fitted to every item's imputed reward, written for --policy scorer:POLICY.npz "
+                        "(its ρ̂, --reward-model, a shared model: fit --model shared)")
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
@@ -47,8 +53,9 @@ def add_parser(sub) -> None:
                    help="number of features d (default: from the log's metadata)")
     p.add_argument("--n-actions", type=option(PositiveInt, "positive integer"),
                    help="number of actions k (default: from the log's metadata)")
-    p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=MAX_PASSES,
-                   help=f"passes at most per solve: CG iterations (ridge) or updates (dlm) (default {MAX_PASSES})")
+    p.add_argument("--max-iter", type=option(PositiveInt, "positive integer"), default=None,
+                   help=f"passes at most per solve: CG iterations (ridge, scorer) or updates (dlm) (default "
+                        f"{MAX_PASSES}; scorer {SCORER_PASSES})")
     p.add_argument("--allow-other-log", action="store_true",
                    help="use a cross-fitted --reward-model fitted on another log (refused by default: its fold "
                         "models may have seen rows the row ids name here)")
@@ -81,13 +88,18 @@ def run(args) -> int:
     if args.reward_model and args.folds is not None and not args.estimate_propensity:
         raise UserError("--folds sets the cross-fitting of the reward model learn fits; with --reward-model FILE "
                         "there is none to fit, and it would be silently ignored: drop one of them")
+    if args.learner == "scorer":
+        if args.estimate_propensity or getattr(args, "propensity_model", None):
+            raise UserError("--learner scorer uses the log's propensity column; estimated propensities are not "
+                            "available with it: drop --estimate-propensity / --propensity-model")
+        return _run_scorer(args, logs, opts)
     if args.reward_model and args.model is not None:
         raise UserError("--model chooses the reward model learn fits; with --reward-model FILE there is none to fit, "
                         "and it would be silently ignored: drop one of them")
     settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, model=args.model,
                              **({} if args.folds is None else {"folds": args.folds}),
-                             max_iter=args.max_iter, n_features=args.n_features, n_actions=args.n_actions,
-                             allow_unlogged_actions=args.allow_unlogged_actions)
+                             max_iter=args.max_iter or MAX_PASSES, n_features=args.n_features,
+                             n_actions=args.n_actions, allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
         check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
@@ -131,5 +143,32 @@ def run(args) -> int:
               f"({'--model' if args.model else 'logistic when every reward is 0 or 1, else ridge'}), "
               f"λ = {meta['reward_model_lam']:g}")
     print("passes: " + "; ".join(f"{name}: {n} in {seconds:.1f} s" for name, n, seconds in stages.done))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _run_scorer(args, logs, opts) -> int:
+    """``learn --learner scorer``: a linear scorer over the items' features (dr_scale.learning.scorer)."""
+    from dr_scale.learning.scorer import learn_scorer_from_log
+    from dr_scale.report.training import TRAINING, training_record
+
+    if args.folds is not None:
+        raise UserError("--folds sets the cross-fitting of a per-action reward model; --learner scorer fits a "
+                        "shared model without folds: drop --folds")
+    if args.lam == "auto":
+        raise UserError("--lam auto is not available with --learner scorer: give a number (default k · rows / 10)")
+    with warnings_as_lines(args.command):
+        policy = learn_scorer_from_log(logs, method=args.method, reward_model=args.reward_model, lam=args.lam,
+                                       max_iter=args.max_iter or SCORER_PASSES, n_features=args.n_features,
+                                       storage_options=opts)
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter:
+        policy.metadata["log_filter"] = log_filter.to_dict()
+    policy.metadata[TRAINING] = training_record(logs, opts, folds=None)
+    policy.save(args.out, opts)
+    meta = policy.metadata
+    print(f"learned a {meta['method'].upper()} item scorer on {meta['rows']} rows, {meta['n_features']} features, "
+          f"{meta['n_actions']} items with {meta['action_features']} features (λ = {meta['lam']:g}, "
+          f"{meta['passes']} passes{'' if meta['converged'] else ', not converged'})")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

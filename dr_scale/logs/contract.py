@@ -30,6 +30,7 @@ atomically, so nothing is written on failure.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 from dataclasses import dataclass
 
@@ -1099,6 +1100,20 @@ class Catalogue:
     def n_categories(self) -> int:
         """L = max e(a) + 1 (0 without an embedding)."""
         return 0 if self.embedding is None else int(self.embedding.max(initial=-1)) + 1
+
+    def digest(self) -> str:
+        """sha256 of the catalogue's features (CSR arrays) and embedding: what an evaluation using it depends on
+        (a report's state cache keys its states by it, so an edited catalogue is recomputed)."""
+        X = self.features.tocsr()
+        h = hashlib.sha256()
+        arrays = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
+                  np.asarray(X.shape, dtype=np.int64),
+                  np.zeros(0, np.int64) if self.embedding is None else self.embedding.astype(np.int64))
+        for a in arrays:
+            h.update(str(a.shape).encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(b"embedding" if self.embedding is not None else b"none")
+        return h.hexdigest()
 
     def table(self) -> pa.Table:
         """The catalogue as the Parquet table :func:`read_catalogue` reads."""

@@ -39,6 +39,9 @@ TOP_M = 400
 TOP_FRACTION = 0.01
 #: Fewer tail weights than this give no Pareto k̂ (NaN).
 MIN_TAIL = 10
+#: The never-logged actions a summary or warning names (the count gives the rest): at 10^4 actions a policy may
+#: list thousands.
+UNLOGGED_EXAMPLES = 10
 #: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning.
 DEFAULT_MAX_PARETO_K = 0.7
 
@@ -347,21 +350,33 @@ class Coverage:
         return Coverage(pad(self.logged) + pad(other.logged), pad(self.mass) + pad(other.mass))
 
     @property
+    def _unlogged(self) -> np.ndarray:
+        return np.flatnonzero((self.logged == 0) & (self.mass > 0))
+
+    @property
     def unlogged_actions(self) -> list[int]:
         """The actions the policy puts mass on that the log never took."""
-        return [int(a) for a in np.flatnonzero((self.logged == 0) & (self.mass > 0))]
+        return [int(a) for a in self._unlogged]
+
+    @property
+    def unlogged_count(self) -> int:
+        """How many actions the policy puts mass on that the log never took."""
+        return int(self._unlogged.size)
 
     @property
     def unlogged_share(self) -> float:
         """The share of π's probability mass on actions the log never took (0 … 1)."""
         total = float(self.mass.sum())
-        return float(self.mass[self.unlogged_actions].sum()) / total if total > 0 else 0.0
+        return float(self.mass[self._unlogged].sum()) / total if total > 0 else 0.0
 
     def warnings(self, matched: int) -> list[str]:
         """Mass on never-logged actions, and ``matched`` = 0 rows with w > 0 while π has mass, in words."""
         out = []
-        if self.unlogged_actions:
-            listed = ", ".join(map(str, self.unlogged_actions[:10])) + (" …" if len(self.unlogged_actions) > 10 else "")
+        count = self.unlogged_count
+        if count:
+            listed = ", ".join(map(str, self.unlogged_actions[:UNLOGGED_EXAMPLES]))
+            if count > UNLOGGED_EXAMPLES:
+                listed = f"{count} actions, e.g. {listed} …"
             out.append(f"the policy puts {self.unlogged_share:.1%} of its probability mass on actions the log never "
                        f"took ({listed}): the log says nothing about their rewards — IPS counts them as 0, DM and DR "
                        "rest on the reward model's extrapolation there")
@@ -371,7 +386,9 @@ class Coverage:
         return out
 
     def summary(self) -> dict:
-        return {"unlogged_action_share": self.unlogged_share, "unlogged_actions": self.unlogged_actions}
+        """The share of π's mass on never-logged actions, their count and the first :data:`UNLOGGED_EXAMPLES`."""
+        return {"unlogged_action_share": self.unlogged_share, "unlogged_action_count": self.unlogged_count,
+                "unlogged_actions": self.unlogged_actions[:UNLOGGED_EXAMPLES]}
 
     def to_dict(self) -> dict:
         return {"logged": self.logged.tolist(), "mass": self.mass.tolist()}

@@ -83,19 +83,34 @@ class PolicyState:
     coverage: Coverage | None = None  # logged rows and π's mass per action
     rows_hash: int | None = None  # Σ row_hash mod 2⁶⁴ (the fit's fingerprint), for a cross-fitted model's check
     propensity: PropensityState | None = None  # the estimated propensities' diagnostics (with a propensity model)
+    # MIPS's own weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), the policy's and the baseline's (None without
+    # a marginalized estimator)
+    marginal_weights: WeightStats | None = None
+    baseline_marginal_weights: WeightStats | None = None
 
     def __add__(self, other: PolicyState) -> PolicyState:
-        base = (None if self.baseline_weights is None or other.baseline_weights is None
-                else self.baseline_weights + other.baseline_weights)
-        both = self.coverage is not None and other.coverage is not None
+        def both(a, b):
+            return None if a is None or b is None else a + b
+
         hashed = self.rows_hash is not None and other.rows_hash is not None
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
-                           {k: v + other.differences[k] for k, v in self.differences.items()}, base,
-                           self.coverage + other.coverage if both else None,
+                           {k: v + other.differences[k] for k, v in self.differences.items()},
+                           both(self.baseline_weights, other.baseline_weights),
+                           both(self.coverage, other.coverage),
                            (self.rows_hash + other.rows_hash) % 2 ** 64 if hashed else None,
-                           None if self.propensity is None or other.propensity is None
-                           else self.propensity + other.propensity)
+                           both(self.propensity, other.propensity),
+                           both(self.marginal_weights, other.marginal_weights),
+                           both(self.baseline_marginal_weights, other.baseline_marginal_weights))
+
+    def marginal_view(self) -> PolicyState:
+        """This state with MIPS's marginal weights in place of w_i = π(a_i|x_i) / p̂_i (itself without them): the
+        diagnostics of a report whose primary estimator is marginalized."""
+        if self.marginal_weights is None:
+            return self
+        return replace(self, weights=self.marginal_weights,
+                       baseline_weights=(self.baseline_marginal_weights if self.baseline_marginal_weights is not None
+                                         else self.baseline_weights))
 
     @property
     def rows(self) -> int:
@@ -111,6 +126,9 @@ class PolicyState:
             out["rows_hash"] = str(self.rows_hash)
         if self.propensity is not None:
             out["propensity"] = self.propensity.to_dict()
+        for key in ("marginal_weights", "baseline_marginal_weights"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key).to_dict()
         return out
 
     @classmethod
@@ -121,7 +139,9 @@ class PolicyState:
                    None if base is None else WeightStats.from_dict(base),
                    Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
                    int(d["rows_hash"]) if "rows_hash" in d else None,
-                   PropensityState.from_dict(d["propensity"]) if "propensity" in d else None)
+                   PropensityState.from_dict(d["propensity"]) if "propensity" in d else None,
+                   *(WeightStats.from_dict(d[key]) if d.get(key) is not None else None
+                     for key in ("marginal_weights", "baseline_marginal_weights")))
 
 
 def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict:
@@ -163,6 +183,13 @@ class EvaluationResult:
     propensity : PropensityState or None
         With estimated propensities, their diagnostics (:mod:`dr_scale.propensity.diagnostics`): rows floored,
         calibration, log loss against the baselines, support, logged vs estimated.
+    marginal_weights : WeightStats or None
+        The diagnostics of MIPS's weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), by which the estimators in
+        ``marginalized`` are flagged "insufficient data" (None without a marginalized estimator).
+    baseline_marginal_weights : WeightStats or None
+        The baseline policy's marginal weights' diagnostics.
+    marginalized : tuple of str
+        The estimators whose support is counted by the marginal weights (MIPS, SNMIPS).
 
     See Also
     --------
@@ -200,11 +227,32 @@ class EvaluationResult:
     min_support: int = DEFAULT_MIN_SUPPORT
     coverage: Coverage | None = None  # the logged actions and π's mass on each
     propensity: PropensityState | None = None  # the estimated propensities' diagnostics
+    marginal_weights: WeightStats | None = None  # MIPS's weights w(x, e)
+    baseline_marginal_weights: WeightStats | None = None
+    marginalized: tuple[str, ...] = ()  # the estimators counted by the marginal weights
 
     @property
     def insufficient(self) -> bool:
         """The policy's value rests on fewer than ``min_support`` rows with w > 0 and a non-zero reward."""
         return self.weights.insufficient(self.min_support)
+
+    def _marginal(self, name: str) -> bool:
+        return name in self.marginalized and self.marginal_weights is not None
+
+    def weights_of(self, name: str) -> WeightStats:
+        """The weights estimator ``name`` rests on: MIPS's marginal ones for a marginalized estimator, else w."""
+        return self.marginal_weights if self._marginal(name) else self.weights
+
+    def insufficient_of(self, name: str) -> bool:
+        """Estimator ``name``'s value rests on fewer than ``min_support`` rows with a positive weight *of its
+        own* (for MIPS: π lists the logged item's category) and a non-zero reward."""
+        return self.weights_of(name).insufficient(self.min_support)
+
+    def baseline_insufficient_of(self, name: str) -> bool:
+        """:attr:`baseline_insufficient`, by the baseline's marginal weights for a marginalized estimator."""
+        if self._marginal(name) and self.baseline_marginal_weights is not None:
+            return self.baseline_marginal_weights.insufficient(self.min_support)
+        return self.baseline_insufficient
 
     @property
     def baseline_insufficient(self) -> bool:
@@ -218,10 +266,16 @@ class EvaluationResult:
     def support_note(self) -> str | None:
         """Why values or differences carry "insufficient data", in words (None when they do not)."""
         notes = []
-        if self.insufficient:
+        plain = [n for n in self.estimates if not self._marginal(n)] or not self.estimates
+        if self.insufficient and plain:
             notes.append(f"{self.policy}: {self.weights.n_informative} rows where it takes the logged action and "
                          f"the reward is non-zero ({self.weights.n_matched} where it takes the logged action)")
-        if self.baseline_insufficient:
+        marginal = [n for n in self.estimates if self._marginal(n)]
+        if marginal and self.marginal_weights.insufficient(self.min_support):
+            m = self.marginal_weights
+            notes.append(f"{self.policy} by {', '.join(marginal)}: {m.n_informative} rows where it takes the logged "
+                         f"action's category and the reward is non-zero ({m.n_matched} where it takes the category)")
+        if self.baseline_insufficient and plain:
             count = (self.weights.n_rewarded if self.baseline_weights is None
                      else self.baseline_weights.n_informative)
             notes.append(f"{self.baseline}: {count} such rows")
@@ -240,17 +294,20 @@ class EvaluationResult:
         out = {
             "policy": self.policy,
             "interval": interval,
-            "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient)
+            "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient_of(name))
                           for name, e in self.estimates.items()},
             "diagnostics": {**self.weights.summary(), **(self.coverage.summary() if self.coverage else {})},
             "min_support": self.min_support,
-            "insufficient_data": self.insufficient,
+            "insufficient_data": any(self.insufficient_of(n) for n in self.estimates) if self.estimates
+            else self.insufficient,
         }
+        if self.marginal_weights is not None:
+            out["diagnostics"]["marginal"] = self.marginal_weights.summary()
         if self.baseline is not None:
-            flag = self.insufficient or self.baseline_insufficient
             out["baseline"] = self.baseline
             out["difference"] = {"interval": interval,
-                                 **{name: estimate_dict(e, alpha, interval, flag)
+                                 **{name: estimate_dict(e, alpha, interval, self.insufficient_of(name)
+                                                        or self.baseline_insufficient_of(name))
                                     for name, e in self.differences.items()}}
         note = self.support_note()
         if note:
@@ -264,7 +321,6 @@ class EvaluationResult:
         number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN.
         A value or difference resting on too few rows is marked "insufficient data" (:meth:`support_note`)."""
         level = f"{100 * (1 - alpha):g}% CI ({interval})"
-        flag = "   insufficient data" if self.insufficient else ""
         width = max(10, *map(len, self.estimates))
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
                 f"{'max weight':>11}")
@@ -274,20 +330,22 @@ class EvaluationResult:
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
                                                                              else "") for k, v in e.chosen.items())
             value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+            w = self.weights_of(name)  # MIPS: its marginal weights' ESS and largest weight
             lines.append(
                 f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
-                f"{number(self.weights.ess):>12} {number(self.weights.max_w):>11}"
-                + (f"   ({chosen})" if chosen else "") + flag
+                f"{number(w.ess):>12} {number(w.max_w):>11}"
+                + (f"   ({chosen})" if chosen else "") + ("   insufficient data" if self.insufficient_of(name) else "")
             )
         if self.baseline is not None:
-            diff_flag = "   insufficient data" if self.insufficient or self.baseline_insufficient else ""
             head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
             lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
                       "-" * len(head)]
             for name, e in self.differences.items():
                 lo, hi = e.ci(alpha, interval)
                 value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
-                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}" + diff_flag)
+                flagged = self.insufficient_of(name) or self.baseline_insufficient_of(name)
+                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}"
+                             + ("   insufficient data" if flagged else ""))
         note = self.support_note()
         if note:
             lines += ["", note]
@@ -688,6 +746,13 @@ class Evaluation(PartitionSource):
         if self.checks_log or self.checks_propensity_log:  # the fits' fingerprint (reward.fitting.Extent)
             rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
                             .sum(dtype=np.uint64))
+        marginal = base_marginal = None
+        if self.needs_embedding and rows.embedding_weight is not None:  # MIPS's own weights w(x_i, e_i)
+            column = self.embedding_propensity
+            p0 = numeric_values(part.table.column(column), part.source, column, part.row_id).astype(np.float64)
+            marginal = WeightStats.of(rows.embedding_weight, p0, part.reward)
+            if base is not None and self.baseline != LOGGING and base.embedding_weight is not None:
+                base_marginal = WeightStats.of(base.embedding_weight, p0, part.reward)
         return PolicyState(
             {name: est.state(rows) for name, est in self.estimators.items()},
             WeightStats.of(rows.weight, part.propensity, part.reward),
@@ -695,6 +760,8 @@ class Evaluation(PartitionSource):
             base_weights,
             coverage,
             rows_hash,
+            marginal_weights=marginal,
+            baseline_marginal_weights=base_marginal,
         )
 
     def result(self, state: PolicyState) -> EvaluationResult:
@@ -719,6 +786,9 @@ class Evaluation(PartitionSource):
                 self.min_support,
                 state.coverage,
                 state.propensity,
+                state.marginal_weights,
+                state.baseline_marginal_weights,
+                tuple(name for name, est in self.estimators.items() if est.needs_embedding),
             )
 
     @property

@@ -1018,6 +1018,8 @@ class ItemScorerPolicy(Policy):
         Where the parameters came from, for messages.
     chunk : int, default 1024
         Rows scored at a time (memory O(chunk·k)).
+    metadata : dict, optional
+        How it was made (a learned scorer's method, λ and training record), saved with it as JSON.
 
     Examples
     --------
@@ -1040,6 +1042,7 @@ class ItemScorerPolicy(Policy):
     temperature: float = 1.0
     source: str = "<in memory>"
     chunk: int = 1024
+    metadata: dict = field(default_factory=dict)
     needs_features = True
 
     def __post_init__(self):
@@ -1085,10 +1088,11 @@ class ItemScorerPolicy(Policy):
         return SparseProbs(actions, probs)
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature) atomically."""
+        """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically."""
         buf = io.BytesIO()
         np.savez(buf, coef=self.coef, item_features=self.item_features, item_bias=self.item_bias,
-                 top_k=np.array(self.top_k), temperature=np.array(self.temperature))
+                 top_k=np.array(self.top_k), temperature=np.array(self.temperature),
+                 metadata=np.array(json.dumps(self.metadata)))
         fs, path = url_to_fs(url, storage_options)
         atomic_write(fs, path, buf.getvalue())
 
@@ -1107,8 +1111,12 @@ class ItemScorerPolicy(Policy):
         if missing:
             raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "
                                      "item_features, item_bias, top_k, temperature)")
+        try:
+            meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
+        except ValueError as exc:
+            raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
         return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
-                   float(arrays["temperature"]), url)
+                   float(arrays["temperature"]), url, metadata=meta)
 
     def __str__(self):
         return f"scorer:{self.source} (sha256 {self.digest[:12]})"

@@ -114,7 +114,8 @@ def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> di
                                              propensity_model=e.propensity_model,
                                              propensity_floor=e.propensity_floor,
                                              propensity_source=e.propensity_source,
-                                             min_support=e.min_support, allow_other_log=True)
+                                             min_support=e.min_support, allow_other_log=True,
+                                             catalogue=e.catalogue, embedding_propensity=e.embedding_propensity)
     return out
 
 

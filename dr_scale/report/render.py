@@ -64,35 +64,46 @@ def redact(url: str | None) -> str | None:
 
 
 def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, interval="normal",
-                   in_sample: str | None = None, alerts: AlertSettings | None = None) -> dict:
+                   in_sample: str | None = None, alerts: AlertSettings | None = None,
+                   primary: str | None = None) -> dict:
     """Estimates, diagnostics, warnings, V − V(logging), per-day estimates and support alerts of one policy.
 
     ``in_sample``: the days of the window the policy was learned on (its results are then labelled so);
-    ``alerts``: the thresholds of the support and drift alerts (:mod:`dr_scale.report.alerts`)."""
+    ``alerts``: the thresholds of the support and drift alerts (:mod:`dr_scale.report.alerts`); ``primary``:
+    the report's primary estimator — when it is marginalized (MIPS, SNMIPS), the weight diagnostics, the
+    support alerts and the policy's "insufficient data" flag are those of its own weights w(x, e)."""
     alerts = alerts or AlertSettings()
-    result = evaluation.result(total).to_dict(alpha, interval)
+    full = evaluation.result(total)
+    result = full.to_dict(alpha, interval)
+    if primary in full.estimates:
+        result["insufficient_data"] = full.insufficient_of(primary)
+    seen, seen_by_day = total, by_day  # the states whose weights the diagnostics and support alerts read
+    if primary is not None and primary in full.marginalized and total.marginal_weights is not None:
+        seen, seen_by_day = total.marginal_view(), {d: s.marginal_view() for d, s in by_day.items()}
+        result["diagnostics"] = {**seen.weights.summary(), **(seen.coverage.summary() if seen.coverage else {}),
+                                 "weights_kind": "marginal"}  # MIPS's w(x, e) = p_π(e|x) / p_π₀(e|x)
     diag = result["diagnostics"]
-    diag["ess_ratio"] = total.weights.ess_ratio
-    diag["overlap"] = "poor" if total.weights.poor_overlap(min_ess_ratio) else "ok"
+    diag["ess_ratio"] = seen.weights.ess_ratio
+    diag["overlap"] = "poor" if seen.weights.poor_overlap(min_ess_ratio) else "ok"
     coverage = total.coverage.warnings(total.weights.n_matched) if total.coverage is not None else []
-    warnings = (total.weights.warnings(min_ess_ratio, alerts.max_pareto_k) + coverage
+    warnings = (seen.weights.warnings(min_ess_ratio, alerts.max_pareto_k) + coverage
                 + ([result["support_note"]] if "support_note" in result else [])
                 + (total.propensity.warnings() if total.propensity is not None else []))
     if in_sample:
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
     days, running = [], None
-    support = support_by_day(by_day, alerts)
+    support = support_by_day(seen_by_day, alerts)
     for (day, state), day_support in zip(by_day.items(), support, strict=True):  # in date order
         r = evaluation.result(state).to_dict(alpha, interval)
         running = state if running is None else running + state
         so_far_result = evaluation.result(running)  # its estimates only: no tail fit of the running weights
-        so_far = {n: estimate_dict(e, alpha, interval, so_far_result.insufficient)
+        so_far = {n: estimate_dict(e, alpha, interval, so_far_result.insufficient_of(n))
                   for n, e in so_far_result.estimates.items()}
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
                      "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()},
                      "support": {k: v for k, v in day_support.items() if k != "date"}})
-    window = window_support(total, alerts)
+    window = window_support(seen, alerts)
     raised = ([{"date": None, **a} for a in window["alerts"]]
               + [{"date": d["date"], **a} for d in support for a in d["alerts"]])
     warnings += [f"{a['kind']} alert{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}"
@@ -100,7 +111,7 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
-            "weight_histogram": total.weights.histogram.tolist(), "by_day": days, "support": window,
+            "weight_histogram": seen.weights.histogram.tolist(), "by_day": days, "support": window,
             "alerts": raised,
             **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {})}
 
@@ -115,7 +126,8 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         result = evaluations[a].result(states.totals[a])
         d = result.differences[primary]
         out.append({"policy": a, "baseline": LOGGING, "estimator": primary,
-                    **estimate_dict(d, alpha, interval, result.insufficient or result.baseline_insufficient)})
+                    **estimate_dict(d, alpha, interval, result.insufficient_of(primary)
+                                    or result.baseline_insufficient_of(primary))})
         others = [b for b in value if b != a and math.isfinite(value[b])]
         if not others:
             continue
@@ -127,7 +139,7 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         cs_lo, cs_hi = sorted(sign * x for x in d.cs(alpha, method=interval))
         out.append({"policy": a, "baseline": b, "estimator": primary, "value": sign * d.value, "stderr": d.stderr,
                     "ci": [lo, hi], "cs": [cs_lo, cs_hi], "n": d.n,
-                    "insufficient_data": pair.insufficient or pair.baseline_insufficient})
+                    "insufficient_data": pair.insufficient_of(primary) or pair.baseline_insufficient_of(primary)})
     return out
 
 
@@ -144,12 +156,12 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
                   for p in states.parts]
     bad = [{"path": path, "error": error} for path, error in sorted(states.bad.items())]
     spec = {c.name: c.spec for c in pf.policies}
+    primary = primary_estimator(pf.estimators)
     policies = [] if failed else [
         policy_section(name, spec[name], evaluations[name], states.totals[name], states.by_day[name], pf.alpha,
-                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name), pf.alerts)
+                       pf.min_ess_ratio, pf.interval, (in_sample or {}).get(name), pf.alerts, primary)
         for name in evaluations if states.totals[name] is not None
     ]
-    primary = primary_estimator(pf.estimators)
     compared = [] if failed else comparisons(states, evaluations, pairs or {}, primary, pf.alpha, pf.interval)
     for c in compared:
         c["in_sample_policies"] = [n for n in (c["policy"], c["baseline"]) if n in (in_sample or {})]

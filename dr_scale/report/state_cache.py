@@ -10,7 +10,8 @@ The **fingerprint** hashes everything a state depends on besides the data: the p
 and baseline spellings (for a linear or softmax policy the spelling carries the digest
 of the file's coefficients, so a re-learned policy file is a new policy), the estimators
 (names and ``repr``, which carries their parameters), the reward model's coefficients,
-k, d and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
+k, d, for a marginalized estimator (MIPS) the action catalogue's digest and the embedding
+propensity's column, and :data:`STATE_VERSION`. An entry is used only if it parses, its checksum
 matches, and its fingerprint and partition identity equal the current ones; anything
 else (truncated, corrupt, stale) is recomputed and overwritten, never trusted.
 Python's ``json`` writes floats with ``repr``, which round-trips float64 exactly, so
@@ -31,7 +32,7 @@ from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.policies.target import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 5
+STATE_VERSION = 6
 FORMAT = "dr-scale/state-cache"
 
 
@@ -49,7 +50,7 @@ def model_digest(model) -> str | None:
 
 def fingerprint(evaluation: Evaluation) -> str:
     """What a partition's state depends on besides the partition itself."""
-    return _digest({
+    key = {
         "version": STATE_VERSION,
         "policy": str(evaluation.policy),
         "baseline": None if evaluation.baseline is None else str(evaluation.baseline),
@@ -62,7 +63,12 @@ def fingerprint(evaluation: Evaluation) -> str:
             "propensity_floor": evaluation.propensity_floor}),
         "n_actions": evaluation.n_actions,
         "n_features": evaluation.n_features,
-    })[:24]
+    }
+    if evaluation.needs_embedding:  # MIPS's weights: the catalogue's e(a) and p_π₀(e|x)'s column
+        catalogue = evaluation.catalogue
+        key["catalogue"] = None if catalogue is None else catalogue.digest()
+        key["embedding_propensity"] = evaluation.embedding_propensity
+    return _digest(key)[:24]
 
 
 class StateCache:

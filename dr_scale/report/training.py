@@ -29,7 +29,7 @@ import hashlib
 import json
 
 from dr_scale.core.errors import UserError
-from dr_scale.policies.target import LinearPolicy, Policy, SoftmaxPolicy
+from dr_scale.policies.target import ItemScorerPolicy, LinearPolicy, Policy, SoftmaxPolicy
 from dr_scale.report.partitions import PartitionInfo, list_partitions
 
 TRAINING = "training"
@@ -74,7 +74,7 @@ def training_of(policy: Policy | str | None) -> dict | None:
     """The training record in a (linear or softmax) policy file's metadata, if any."""
     if isinstance(policy, SoftmaxPolicy):
         policy = policy.linear
-    if isinstance(policy, LinearPolicy):
+    if isinstance(policy, (LinearPolicy, ItemScorerPolicy)):
         record = policy.metadata.get(TRAINING)
         return record if isinstance(record, dict) else None
     return None

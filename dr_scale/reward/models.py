@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import checked_linear, read_linear_file
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
 from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
     _linear,
     checked_actions,
@@ -299,8 +299,9 @@ class LinearRewardModel:
         """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
 
         The file's ``kind`` decides the class: ``LinearRewardModel.load`` of a logistic model's file returns a
-        :class:`LogisticRewardModel` (every reward model file loads through it); ``LogisticRewardModel.load``
-        takes logistic files only.
+        :class:`LogisticRewardModel`, of a shared model's (``kind = "shared"``) a
+        :class:`~dr_scale.reward.shared.SharedRidgeRewardModel` (every reward model file loads through it);
+        ``LogisticRewardModel.load`` takes logistic files only.
 
         Parameters
         ----------
@@ -315,6 +316,13 @@ class LinearRewardModel:
             The model, with its fold models and metadata if the file has them.
         """
         where = f"reward model {url}"
+        from dr_scale.reward.shared import SharedRidgeRewardModel, is_shared_file
+
+        if is_shared_file(url, storage_options):  # a shared model's file (kind "shared"): its own class
+            if cls is not LinearRewardModel:
+                raise ParameterFileError(f"{where}: is a shared reward model (kind 'shared'), not {cls.KIND}; load "
+                                         "it with LinearRewardModel.load")
+            return SharedRidgeRewardModel.load(url, storage_options)
         arrays = read_linear_file(url, storage_options, where)
         target = LogisticRewardModel if cls is LinearRewardModel and file_kind(arrays) == "logistic" else cls
         return load_model(target, url, storage_options, where, target.KIND, arrays)

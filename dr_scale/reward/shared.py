@@ -26,6 +26,19 @@ import scipy.sparse as sp
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 
+#: The ``kind`` a shared model's ``.npz`` records.
+KIND = "shared"
+
+
+def is_shared_file(url: str, storage_options: dict | None = None) -> bool:
+    """Whether the ``.npz`` at ``url`` is a shared model's (its ``kind``); False for anything unreadable."""
+    try:
+        fs, path = url_to_fs(url, storage_options)
+        with fs.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
+            return "kind" in z.files and str(z["kind"]) == KIND
+    except Exception:  # noqa: BLE001 - not a shared model's file: the linear loader says what it is
+        return False
+
 
 @dataclass(eq=False)
 class SharedRidgeRewardModel:
@@ -102,22 +115,42 @@ class SharedRidgeRewardModel:
         F = self.item_features[np.asarray(actions)]  # (n, K, D_A)
         return self.intercept + main[:, None] + F @ self.beta_f + np.einsum("nkd,nd->nk", F, projected)
 
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        """The arrays that determine the predictions (for digests: a report's state cache keys on them)."""
+        return (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction, self.item_features)
+
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically."""
+        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (``LinearRewardModel.load`` dispatches on it)."""
         buf = io.BytesIO()
         np.savez(buf, intercept=np.array(self.intercept), beta_x=self.beta_x, beta_f=self.beta_f,
                  interaction=self.interaction, item_features=self.item_features,
-                 metadata=np.array(json.dumps(self.metadata)))
+                 metadata=np.array(json.dumps(self.metadata)), kind=np.array(KIND))
         fs, path = url_to_fs(url, storage_options)
         atomic_write(fs, path, buf.getvalue())
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> SharedRidgeRewardModel:
+        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        from dr_scale.io.parameter_files import ParameterFileError
+
+        where = f"reward model {url}"
         fs, path = url_to_fs(url, storage_options)
-        with fs.open(path, "rb") as f:
-            a = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
-        return cls(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
-                   json.loads(str(a["metadata"])))
+        if not fs.exists(path) or fs.isdir(path):
+            raise ParameterFileError(f"{where}: no such file")
+        try:
+            with fs.open(path, "rb") as f:
+                a = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
+        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+            raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+        missing = [k for k in ("intercept", "beta_x", "beta_f", "interaction", "item_features") if k not in a]
+        if missing or str(a.get("kind", KIND)) != KIND:
+            raise ParameterFileError(f"{where}: not a shared reward model (kind {str(a.get('kind', 'linear'))!r}"
+                                     + (f", no {', '.join(missing)}" if missing else "") + ")")
+        try:
+            return cls(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
+                       json.loads(str(a["metadata"])) if "metadata" in a else {})
+        except (ParameterError, ValueError) as exc:
+            raise ParameterFileError(f"{where}: {exc}") from None
 
 
 def _operator(X, F_logged: np.ndarray):
@@ -212,3 +245,47 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     return SharedRidgeRewardModel(float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da],
                                   theta[1 + d + da:].reshape(d, da), item_features,
                                   {"lambda": lam, "passes": passes, "rows": rows, "kind": "shared ridge"})
+
+
+def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: int = 500,
+                        n_features: int | None = None, storage_options: dict | None = None) -> SharedRidgeRewardModel:
+    """:func:`fit_shared_ridge` on the log at ``logs`` over its action catalogue's features, one part in memory
+    at a time (each CG iteration one pass over the parts).
+
+    Parameters
+    ----------
+    logs : str
+        The log (any fsspec URL; ``LogFilter(...).on(url)``: its rows only), with ``_actions.parquet``.
+    lam, tol, max_iter
+        As :func:`fit_shared_ridge`'s.
+    n_features : int or None
+        d (default: the log's metadata).
+    storage_options : dict or None
+        fsspec's options for ``logs``.
+
+    Returns
+    -------
+    SharedRidgeRewardModel
+        Its ``metadata`` records λ, the passes, the rows and the log.
+    """
+    from dr_scale.core.errors import UserError
+    from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_partition
+
+    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
+    catalogue = read_catalogue(logs, storage_options)
+    if catalogue is None:
+        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a model shared across actions "
+                        "needs their features (dr-scale import with an [actions] table, or generate bandit "
+                        "--action-features)")
+    d = n_features or log_metadata(fs, paths[0]).get("n_features")
+    if d is None:
+        raise UserError("the number of features d is unknown: give --n-features, or write the log with "
+                        "dr_scale.n_features metadata")
+    k = catalogue.n_actions
+
+    def parts():
+        return (read_partition(fs, p, n_features=d, n_actions=k) for p in paths)
+
+    model = fit_shared_ridge(parts, catalogue.features.toarray(), d, lam=lam, tol=tol, max_iter=max_iter)
+    model.metadata.update(logs=str(logs), n_features=d, n_actions=k, action_features=catalogue.features.shape[1])
+    return model
