@@ -16,9 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
+from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import Held
+from dr_scale.outofcore.passes import Held, PartSet
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
@@ -145,9 +146,43 @@ def group(part: LogPart, folds: int | None, n_actions: int, seed: int) -> Groupe
     return grouped(part, *group_blocks(part, folds, n_actions, seed))
 
 
-def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int | None, seed: int) -> GroupedPart:
-    """Read one part (:func:`read_log_part`) and group its rows by (fold, action)."""
-    return group(read_log_part(fs, path, n_features, n_actions), folds, n_actions, seed)
+def read_grouped_part(fs, path: str, n_features: int, n_actions: int, folds: int | None, seed: int,
+                      read_part=None) -> GroupedPart:
+    """Read one part (by ``read_part``, default :func:`read_log_part`) and group its rows by (fold, action)."""
+    return group((read_part or read_log_part)(fs, path, n_features, n_actions), folds, n_actions, seed)
+
+
+def _group_step(_, part: LogPart, n_actions: int, folds: int | None, seed: int):
+    """(nothing to sum, the part grouped by (fold, action)): a step of :meth:`PartSet.sum_and_derive`."""
+    return np.zeros(1), group(part, folds, n_actions, seed)
+
+
+def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: int | None, folds: int | None,
+                       seed: int, *, client=None, progress: bool = False, folder=None, logs: str = "",
+                       read_part=None) -> tuple[PartSet, Extent, int, int, int]:
+    """The log's parts read (by ``read_part``, default :func:`read_log_part`) and grouped by (fold, action), held
+    as a :class:`~dr_scale.outofcore.passes.PartSet` (in memory, on the workers, or spilled to ``folder``): the
+    fitters' one way in. Returns (parts, their :class:`Extent`, d, k, passes): with d and k given each part is
+    grouped as it is read (2 passes counted: the read and the extent); else d or k come from the data first and
+    the parts are grouped after (3). A log of no rows is a :class:`~dr_scale.core.errors.UserError` naming ``logs``.
+    """
+    read_part = read_part or read_log_part
+    if n_features and n_actions:
+        parts = PartSet.build(read_grouped_part, [(fs, path, n_features, n_actions, folds, seed, read_part)
+                                                  for path in paths], client, progress, folder)
+        extent = parts.sum(Extent.of)
+    else:  # d or k from the data first
+        raw = PartSet.build(read_part, [(fs, path, n_features, n_actions) for path in paths], client, progress,
+                            folder)
+        extent = raw.sum(Extent.of)
+    if extent.n == 0:
+        raise UserError(f"{logs}: the log has no rows; nothing to fit")
+    d = int(n_features or extent.max_feature + 1)
+    k = int(n_actions or extent.max_action + 1)
+    if not (n_features and n_actions):
+        _, parts = raw.sum_and_derive(_group_step, k, folds, seed)
+        del raw
+    return parts, extent, d, k, 2 if n_features and n_actions else 3
 
 
 def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:

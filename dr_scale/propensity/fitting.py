@@ -32,12 +32,13 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import logsumexp
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import list_parts, log_metadata, partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Extent, Fits, GroupedPart, LogPart, group, keyed_sample, present_columns
+from dr_scale.logs.parts import Fits, GroupedPart, LogPart, keyed_sample, present_columns, read_grouped_parts
 from dr_scale.outofcore import glm
+from dr_scale.outofcore.compute import check_client
 from dr_scale.outofcore.passes import PartSet, spill_folder
 from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
@@ -56,14 +57,6 @@ def read_policy_part(fs, path: str, n_features: int | None, n_actions: int | Non
     X = part.X
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
-
-
-def _read_grouped(fs, path, n_features, n_actions, folds, seed) -> GroupedPart:
-    return group(read_policy_part(fs, path, n_features, n_actions), folds, n_actions, seed)
-
-
-def _group_step(_, part: LogPart, n_actions: int, folds: int | None, seed: int):
-    return np.zeros(1), group(part, folds, n_actions, seed)
 
 
 # -- passes ---------------------------------------------------------------------------------
@@ -281,6 +274,10 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     >>> folder.cleanup()
     """
     settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     n_features = settings.n_features or meta.get("n_features")
@@ -288,22 +285,11 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     stages = Stages(progress)
     with spill_folder(settings.spill, client, disk=spill_root()) as folder:
         with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            if n_features and n_actions:
-                parts = PartSet.build(_read_grouped, [(fs, path, n_features, n_actions, settings.folds, settings.seed)
-                                                      for path in paths], client, progress, folder)
-                extent = parts.sum(Extent.of)
-            else:
-                raw = PartSet.build(read_policy_part, [(fs, path, n_features, n_actions) for path in paths], client,
-                                    progress, folder)
-                extent = raw.sum(Extent.of)
-            if extent.n == 0:
-                raise UserError(f"{logs}: the log has no rows; nothing to fit")
-            d = int(n_features or extent.max_feature + 1)
-            k = int(n_actions or extent.max_action + 1)
-            if not (n_features and n_actions):
-                _, parts = raw.sum_and_derive(_group_step, k, settings.folds, settings.seed)
-                del raw
-            p.append(2 if n_features and n_actions else 3)
+            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
+                                                             settings.seed, client=client, progress=progress,
+                                                             folder=folder, logs=str(logs),
+                                                             read_part=read_policy_part)
+            p.append(passes)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages)
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
     return model

@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import number
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
@@ -64,6 +64,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     keyed_sample,
     present_columns,
     read_grouped_part,
+    read_grouped_parts,
     read_log_part,
     sample_of,
 )
@@ -539,11 +540,6 @@ def _counts_and_sample(_, part, d: int, share: float, seed: int):
     return block_counts(part, d), sample_of(part, share, d, seed)
 
 
-def _group_step(_, part: LogPart, n_actions: int, folds: int | None, seed: int):
-    """(nothing to sum, the part grouped by (fold, action)): a step of :meth:`PartSet.sum_and_derive`."""
-    return np.zeros(1), group(part, folds, n_actions, seed)
-
-
 def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=None,
                      storage_options: dict | None = None, progress: bool = False) -> LinearRewardModel:
     """Per-action ridge models ρ̂_a(x) = b_a + x·w_a on the log at ``logs`` (any fsspec URL), out of core.
@@ -606,22 +602,10 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     stages = Stages(progress)
     with spill_folder(settings.spill, client, disk=spill_root()) as folder:
         with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            if n_features and n_actions:  # grouped as they are read
-                parts = PartSet.build(read_grouped_part, [(fs, path, n_features, n_actions, settings.folds,
-                                                           settings.seed) for path in paths], client, progress, folder)
-                extent = parts.sum(Extent.of)
-            else:  # d or k from the data first
-                raw = PartSet.build(read_log_part, [(fs, path, n_features, n_actions) for path in paths], client,
-                                    progress, folder)
-                extent = raw.sum(Extent.of)
-            if extent.n == 0:
-                raise UserError(f"{logs}: the log has no rows; nothing to fit")
-            d = int(n_features or extent.max_feature + 1)
-            k = int(n_actions or extent.max_action + 1)
-            if not (n_features and n_actions):
-                _, parts = raw.sum_and_derive(_group_step, k, settings.folds, settings.seed)
-                del raw
-            p.append(2 if n_features and n_actions else 3)
+            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
+                                                             settings.seed, client=client, progress=progress,
+                                                             folder=folder, logs=str(logs))
+            p.append(passes)
         model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
     vocabulary = action_vocabulary(logs, storage_options)
