@@ -78,7 +78,8 @@ def add_model_choice(p, shared: bool = False) -> None:
                         + ("; shared: one ridge model over the context, the action's features (the log's action "
                            "catalogue) and their interactions, b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
                            "of actions (--lam a number, default 1; no --folds)" if shared else "")
-                        + " (default: logistic when every reward is 0 or 1, ridge otherwise; the choice is printed)")
+                        + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
+                          "policy's shrinkage centre; the choice is printed)")
 
 
 #: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.

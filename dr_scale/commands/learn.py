@@ -96,7 +96,7 @@ def run(args) -> int:
     if args.reward_model and args.model is not None:
         raise UserError("--model chooses the reward model learn fits; with --reward-model FILE there is none to fit, "
                         "and it would be silently ignored: drop one of them")
-    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, model=args.model,
+    settings = LearnSettings(method=args.method, learner=args.learner, lam=args.lam, model=args.model or "ridge",
                              **({} if args.folds is None else {"folds": args.folds}),
                              max_iter=args.max_iter or MAX_PASSES, n_features=args.n_features,
                              n_actions=args.n_actions, allow_unlogged_actions=args.allow_unlogged_actions)
@@ -140,7 +140,7 @@ def run(args) -> int:
           f"{meta['n_features']} features, {meta['n_actions']} actions ({detail})")
     if "reward_model" in meta:
         print(f"reward model ρ̂ fitted on the log: {meta['reward_model']} "
-              f"({'--model' if args.model else 'logistic when every reward is 0 or 1, else ridge'}), "
+              f"({'--model' if args.model else 'the default for learning: the policy shrinks towards it'}), "
               f"λ = {meta['reward_model_lam']:g}")
     print("passes: " + "; ".join(f"{name}: {n} in {seconds:.1f} s" for name, n, seconds in stages.done))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -91,7 +91,8 @@ def estimates(part, model) -> dict:
 def test_the_in_memory_fit_is_the_products_fit(tmp_path):
     """Replicate 0 is the first N rows of ``generate bandit``'s log: ``fit_reward_model`` (λ = 1, 5 folds) agrees."""
     generate_bandit(str(tmp_path / "log"), rows=N, features=D, actions=K, seed=SEED)
-    product = fit_reward_model(str(tmp_path / "log"), FitSettings(lam=LAM, folds=FOLDS, rtol=1e-10, spill="memory"))
+    settings = FitSettings(lam=LAM, folds=FOLDS, rtol=1e-10, spill="memory", model="ridge")
+    product = fit_reward_model(str(tmp_path / "log"), settings)
     part, _ = replicate(0)
     ours = cross_fitted_ridge(part)
     assert product.folds == FOLDS and product.metadata["lam"] == LAM
