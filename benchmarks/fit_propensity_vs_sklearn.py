@@ -12,7 +12,8 @@ soon as it has run (wall time, CPU time of the process, peak resident memory):
     default tolerance (``--rtol``), without folds (one model, as scikit-learn fits), out of core;
 (b) ``LogisticRewardModel``'s sibling in scikit-learn: ``LogisticRegression(solver="lbfgs", C=1/λ)`` —
     multinomial for k > 2 — on the same training rows read into memory (reading not timed; its ``tol`` 1e-4
-    and ``max_iter`` 1000);
+    and ``max_iter`` 1000); with ``--sklearn-timeout CPU_SECONDS`` it is stopped once its fit has used that much
+    CPU time, and its row shows the time at the stop (a lower bound) and no log loss;
 (c) Vowpal Wabbit ``--oaa 10 --loss_function logistic --probabilities -b 18`` through its own text driver, one
     pass over the training rows as text (written once, not timed), if ``vowpalwabbit`` is installed.
 
@@ -74,6 +75,7 @@ def run_sklearn(logs: str, lam: float, out: str) -> dict:
 
     X, a, _ = read_rows(split(logs, "train"))
     started, cpu = time.perf_counter(), time.process_time()
+    print(json.dumps({"fit_started_cpu": cpu}), flush=True)  # for the parent's --sklearn-timeout
     fit = LogisticRegression(solver="lbfgs", C=1.0 / lam, max_iter=1000).fit(X, a)
     result = measured(started, cpu, passes=int(np.max(fit.n_iter_)))
     np.savez(out, coef=fit.coef_.T, intercept=fit.intercept_, classes=fit.classes_)
@@ -137,10 +139,42 @@ def child(mode: str, args) -> None:
     print(json.dumps(result))
 
 
-def in_child(mode: str, logs: str, lam: float, rtol: float | None, model: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) of process ``pid`` so far, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_gib(pid: int) -> float:
+    """The peak resident memory of process ``pid`` so far (VmHWM), GiB."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 2 ** 20
+
+
+def in_child(mode: str, logs: str, lam: float, rtol: float | None, model: str,
+             timeout_cpu: float | None = None) -> dict:
+    """The child's figures; with ``timeout_cpu``, the child is stopped once its fit has used that many CPU
+    seconds, and the figures are those at the stop (``"stopped": True``: a lower bound of its time)."""
     argv = [sys.executable, os.path.abspath(__file__), "--child", mode, "--logs", logs, "--lam", str(lam), "--model",
             model] + ([] if rtol is None else ["--rtol", str(rtol)])
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=os.environ).stdout
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=os.environ) as proc:
+        if timeout_cpu is not None:
+            first = proc.stdout.readline()  # the child's CPU when its fit starts (its reading not counted)
+            fit_started_cpu = json.loads(first)["fit_started_cpu"]
+            started = time.perf_counter()
+            while proc.poll() is None:
+                used = cpu_seconds(proc.pid) - fit_started_cpu
+                if used > timeout_cpu:
+                    rss = peak_rss_gib(proc.pid)
+                    proc.kill()
+                    proc.wait()
+                    return {"wall": time.perf_counter() - started, "cpu": used, "peak_rss_gib": rss,
+                            "stopped": True, "log_loss": float("nan")}
+                time.sleep(1.0)
+        out = proc.stdout.read()
+        if proc.wait() != 0:
+            raise subprocess.CalledProcessError(proc.returncode, argv)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -151,6 +185,8 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=10.0)
     parser.add_argument("--rtol", type=float, default=None, help="the fitter's tolerance (default: FitSettings')")
     parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument("--sklearn-timeout", type=float, default=None, metavar="CPU_SECONDS",
+                        help="stop scikit-learn's fit after this much CPU time and report it as a lower bound")
     parser.add_argument("--child", choices=("ours", "sklearn"), help=argparse.SUPPRESS)
     parser.add_argument("--logs", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -176,11 +212,16 @@ def main() -> None:
     print(rows, flush=True)
     if not args.skip_sklearn:
         sk_model = os.path.join(args.data, "sklearn.npz")
-        rows["scikit-learn lbfgs (in memory)"] = in_child("sklearn", logs, args.lam, None, sk_model)
-        z = np.load(sk_model)
-        assert z["classes"].tolist() == list(range(ACTIONS))
-        loss, marginal, truth = held_out_log_loss(logs, z["coef"], z["intercept"])
-        rows["scikit-learn lbfgs (in memory)"]["log_loss"] = loss
+        sk = in_child("sklearn", logs, args.lam, None, sk_model, args.sklearn_timeout)
+        rows["scikit-learn lbfgs (in memory)"] = sk
+        print(sk, flush=True)
+        if sk.get("stopped"):
+            _, marginal, truth = held_out_log_loss(logs, m.coef, m.intercept)
+        else:
+            z = np.load(sk_model)
+            assert z["classes"].tolist() == list(range(ACTIONS))
+            loss, marginal, truth = held_out_log_loss(logs, z["coef"], z["intercept"])
+            sk["log_loss"] = loss
     else:
         _, marginal, truth = held_out_log_loss(logs, m.coef, m.intercept)
     vw = run_vw(logs, args.data)
@@ -194,7 +235,10 @@ def main() -> None:
     print(f"{'true logging propensities':34} {'':8} {'':8} {'':13} {'':>7} {truth:18.6f}")
     ours = rows["dr-scale (L-BFGS, out of core)"]
     sk = rows.get("scikit-learn lbfgs (in memory)")
-    if sk:
+    if sk and sk.get("stopped"):
+        print(f"\nscikit-learn's fit stopped unfinished after {sk['cpu']:.0f} CPU s (--sklearn-timeout): sklearn / "
+              f"dr-scale ≥ {sk['cpu'] / ours['cpu']:.2f}× CPU, ≥ {sk['wall'] / ours['wall']:.2f}× wall; no log loss")
+    elif sk:
         relative = (ours["log_loss"] - sk["log_loss"]) / sk["log_loss"]
         print(f"\nsklearn / dr-scale: wall {sk['wall'] / ours['wall']:.2f}×, CPU {sk['cpu'] / ours['cpu']:.2f}×; "
               f"held-out log loss (dr-scale − sklearn) / sklearn = {relative:+.4%}")
