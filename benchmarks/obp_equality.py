@@ -12,9 +12,10 @@ imported (enough for the estimators; obp's neural learners would not work).
 2. The clipping, shrinkage and sub-Gaussian estimators (``IPS(lambda_)``, ``DR(lambda_)``, ``DRos``,
    ``SubGaussianIPS``, ``SubGaussianDR``) at fixed λ, and tuned (``IPSTuning``, ``DRTuning``, ``DRos``,
    ``SubGaussian…``, ``SwitchDRTuning`` against obp's ``…Tuning`` classes, "slope" and "mse", with and
-   without the bias upper bound), on :func:`configurations`: n, k, light- or heavy-tailed weights, Bernoulli or Gaussian
-   rewards, λ values. Prints the largest difference of the values (and whether every tuned λ equals
-   obp's ``best_hyperparam``).
+   without the bias upper bound), and the replay method and B-IPW (``RM``, ``BIPW``, ``BIPW(lambda_)``
+   against ``ReplayMethod`` and ``BalancedInverseProbabilityWeighting`` given the same estimated weights),
+   on :func:`configurations`: n, k, light- or heavy-tailed weights, Bernoulli or Gaussian rewards, λ values.
+   Prints the largest difference of the values (and whether every tuned λ equals obp's ``best_hyperparam``).
 3. Timing side by side: each estimator on the same arrays (n = 200,000, k = 10), the least CPU time of
    5 runs (``--repeats``), dr-scale's ``estimate`` (input checks, the state, the value, its standard error and the
    interval's summary) against obp's ``estimate_policy_value`` (checks and the value), and the ratio.
@@ -64,11 +65,13 @@ from dr_scale.ope.estimators import (  # noqa: E402
     SNDR,
     SNIPS,
     SUBGAUSSIAN_LAMBDAS,
+    BalancedIPW,
     DirectMethod,
     DoublyRobust,
     DRos,
     DRTuning,
     IPSTuning,
+    ReplayMethod,
     RowInputs,
     SubGaussianDR,
     SubGaussianIPS,
@@ -106,9 +109,13 @@ def main(quick: bool = False, repeats: int | None = None) -> None:
                 chosen_equal += row["ours_lambda"] == row["obp_lambda"]
     print(f"{count} (configuration, estimator) pairs over {len(configurations(quick))} configurations: largest "
           f"|dr-scale − obp| / max(1, |obp|) = {worst:.1e}; tuned λ equal to obp's in {chosen_equal} of {chosen_count}")
-    if undefined:
-        print(f"obp's value is NaN (0/0 at rows of weight 0) for {', '.join(sorted(set(undefined)))} in "
-              f"{len(undefined)} pairs; dr-scale's (ŵ = 0 there) is compared with DM's value, the λ = 0 limit")
+    shrunk = [label for label in undefined if label != "RM"]
+    if shrunk:
+        print(f"obp's value is NaN (0/0 at rows of weight 0) for {', '.join(sorted(set(shrunk)))} in "
+              f"{len(shrunk)} pairs; dr-scale's (ŵ = 0 there) is compared with DM's value, the λ = 0 limit")
+    if "RM" in undefined:
+        print(f"RM has no row where π(a_i|x_i) = 1 in {undefined.count('RM')} configurations: obp's value is 0, "
+              "dr-scale's NaN (0/0)")
 
     print()
     timing(n=20_000 if quick else 200_000, repeats=repeats or (2 if quick else 5))
@@ -210,6 +217,44 @@ def compare(config: dict) -> list[dict]:
                              obp_undefined=undefined,
                              obp_lambda=float(reference.best_hyperparam) if tuned else None,
                              ours_lambda=float(result.chosen["lambda_"]) if tuned else None))
+    return rows + compare_without_propensities(config, arrays)
+
+
+def replay_and_balanced_arrays(config: dict, arrays: dict) -> dict:
+    """The configuration's arrays for the replay method and B-IPW: a target that is deterministic (its most likely
+    action) on every other row, so that π(a_i|x_i) = 1 somewhere, and estimated importance weights ŵ = w · e^ε,
+    ε ~ N(0, 0.3²) (a classifier's estimate: the weights π(a_i|x_i) / π₀(a_i|x_i) up to noise)."""
+    rng = np.random.default_rng(5000 + config["seed"])
+    target = arrays["target_probs"].copy()
+    n, k = target.shape
+    half = np.arange(n) % 2 == 0
+    target[half] = np.eye(k)[target[half].argmax(axis=1)]
+    weight = target[np.arange(n), arrays["action"]] / arrays["propensity"]
+    return {**arrays, "target_probs": target, "estimated_importance_weights": weight * np.exp(rng.normal(0, 0.3, n))}
+
+
+def compare_without_propensities(config: dict, arrays: dict) -> list[dict]:
+    """RM, BIPW and BIPW(lambda_) against obp's ``ReplayMethod`` and ``BalancedInverseProbabilityWeighting``."""
+    arrays = replay_and_balanced_arrays(config, arrays)
+    theirs, _ = _obp_arrays(arrays)
+    weights = arrays["estimated_importance_weights"]
+    clip = config["clip"]
+    given = {"estimated_importance_weights": weights}
+    pairs = [("RM", ob.ReplayMethod(), ReplayMethod(), {}),
+             ("BIPW", ob.BalancedInverseProbabilityWeighting(), BalancedIPW(), given),
+             (f"BIPW(lambda_={clip:g})", ob.BalancedInverseProbabilityWeighting(lambda_=clip),
+              BalancedIPW(lambda_=clip), given)]
+    rows = []
+    for label, reference, estimator, extra in pairs:
+        expected = float(reference.estimate_policy_value(**theirs, **extra))
+        ours = arrays if extra else {key: v for key, v in arrays.items() if key != "estimated_importance_weights"}
+        value = estimator.estimate(**ours).value
+        # no row where π(a_i|x_i) = 1: RM's ratio is 0/0, which obp reports as 0 and dr-scale as NaN
+        undefined = label == "RM" and not np.any(arrays["target_probs"][np.arange(weights.size), arrays["action"]] == 1)
+        difference = (0.0 if undefined and math.isnan(value) and expected == 0.0
+                      else abs(value - expected) / max(1.0, abs(expected)))
+        rows.append(dict(config=config, label=label, obp=expected, ours=value, difference=difference,
+                         obp_undefined=undefined, obp_lambda=None, ours_lambda=None))
     return rows
 
 

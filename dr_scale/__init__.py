@@ -16,7 +16,7 @@ _API = {
     "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
                             "Estimator", "SwitchDR", "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning",
                             "DRTuning", "SwitchDRTuning", "make_estimators",
-                            "MIPS", "SNMIPS"),
+                            "MIPS", "SNMIPS", "ReplayMethod", "BalancedIPW"),
     "dr_scale.ope.evaluation": ("Comparison", "ComparisonResult", "Evaluation", "EvaluationResult",
                             "evaluate_dataframe", "evaluate_log", "evaluate_partitions"),
     "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
@@ -57,6 +57,8 @@ __all__ = [
     "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning", "DRTuning", "SwitchDRTuning", "make_estimators",
     # marginalized estimators over the actions' embedding (large action spaces)
     "MIPS", "SNMIPS",
+    # estimators without the logging propensity
+    "ReplayMethod", "BalancedIPW",
     # evaluating a policy on a log
     "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
     "Comparison", "ComparisonResult",

@@ -48,6 +48,8 @@ class RowInputs:
     reward_hat_pi: np.ndarray | None = None  # ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i)
     reward_hat_logged: np.ndarray | None = None  # ρ̂_{a_i}(x_i)
     embedding_weight: np.ndarray | None = None  # w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i) (MIPS)
+    target_prob: np.ndarray | None = None  # π(a_i|x_i), the target policy's probability of the logged action (RM)
+    importance_weight: np.ndarray | None = None  # ŵ(x_i, a_i) estimated by a classifier (BIPW)
 
     @functools.cached_property
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
@@ -71,15 +73,17 @@ class RowInputs:
         action = check.actions("action", action, n, k)
         propensity = check.propensities(propensity, n)
         logged = np.arange(n) * k + action  # flat positions of (i, a_i): ~2× faster to take than [i, a_i]
-        weight = target_probs.take(logged) / propensity
+        chosen = target_probs.take(logged)
+        weight = chosen / propensity
         if reward_hat is None:
-            return cls(reward, weight)
+            return cls(reward, weight, target_prob=chosen)
         reward_hat = check.matrix("reward_hat", reward_hat, target_probs.shape)
         return cls(
             reward,
             weight,
             reward_hat_pi=(target_probs * reward_hat) @ np.ones(k),  # BLAS row sums: ~3× faster than einsum
             reward_hat_logged=reward_hat.take(logged),
+            target_prob=chosen,
         )
 
     @classmethod
@@ -97,8 +101,8 @@ class RowInputs:
         propensity = check.propensities(propensity, n)
         if reward_hat_target is not None:
             reward_hat_target = check.vector("reward_hat_target", reward_hat_target, n)
-        weight = (action == target_action) / propensity
-        return cls(reward, weight, reward_hat_target, reward_hat_target)
+        matched = (action == target_action).astype(np.float64)
+        return cls(reward, matched / propensity, reward_hat_target, reward_hat_target, target_prob=matched)
 
     @classmethod
     def from_sparse(cls, reward, action, propensity, target_actions, target_probs, reward_hat_listed=None) -> RowInputs:
@@ -126,12 +130,12 @@ class RowInputs:
         target_probs = np.asarray(target_probs, dtype=np.float64).reshape(n, -1)
         target_actions = np.asarray(target_actions).reshape(n, -1)
         logged = (target_actions == action[:, None]) & (target_probs > 0)
-        weight = (target_probs * logged).sum(axis=1) / propensity
+        chosen = (target_probs * logged).sum(axis=1)
         if reward_hat_listed is None:
-            return cls(reward, weight)
+            return cls(reward, chosen / propensity, target_prob=chosen)
         reward_hat_listed = check.matrix("reward_hat_listed", reward_hat_listed, target_probs.shape)
-        return cls(reward, weight, (target_probs * reward_hat_listed).sum(axis=1),
-                   (reward_hat_listed * logged).sum(axis=1))
+        return cls(reward, chosen / propensity, (target_probs * reward_hat_listed).sum(axis=1),
+                   (reward_hat_listed * logged).sum(axis=1), target_prob=chosen)
 
     def marginalized(self) -> RowInputs:
         """These rows with the marginal weights w(x_i, e_i) in place of w_i (what MIPS and SNMIPS see)."""
@@ -1582,9 +1586,152 @@ class SNMIPS(MIPS):
     gradient = SNIPS.gradient
 
 
+# -- replay and balanced IPW: obp's estimators without the logging propensity --------------------------------------
+def _plain_mean_summary(state: Moments, grad: np.ndarray, value: float | None) -> Summary:
+    """The empirical-likelihood summary of a plain mean of the linearised per-row terms
+    ψ_i = V̂ + ∇g · (t_i − t̄) (mean V̂, the delta method's variance), cut to the rewards' range."""
+    var = float(grad @ state.comoment @ grad) / state.n if np.all(np.isfinite(grad)) else float("nan")
+    return summary_of(state.n, np.array([value if value is not None else np.nan]), np.array([[var]]),
+                      0.0, (0.0, 0.0), (0.0, 0.0), (state.low[0], state.high[0]), weighted=False, estimate=value)
+
+
+@dataclass(frozen=True)
+class ReplayMethod(Estimator):
+    """The replay method (Li, Chu, Langford & Wang, WSDM 2011): the mean reward of the rows where π agrees with the log.
+
+        V̂_RM = Σ_i 1{π(a_i|x_i) = 1} r_i / Σ_i 1{π(a_i|x_i) = 1}
+
+    Li et al. replay a deterministic policy on a log of uniformly random actions: the rows whose logged
+    action is π's are a sample of π's rows, so their mean reward is unbiased for V(π) under uniform
+    logging; under any other logging policy it is biased (it ignores the propensities, which it does not
+    read). A row counts when π gives its logged action probability exactly 1, as in obp 0.5.7's
+    ``ReplayMethod`` (a stochastic π's rows never count). The state holds the moments of
+    (1{π(a_i|x_i) = 1} r_i, 1{π(a_i|x_i) = 1}); the standard error is the delta method's on their ratio
+    (as SNIPS's), and the empirical-likelihood interval that of a plain mean of the linearised terms
+    (its weights' mean is the match rate, not 1, so IPS's weighted constraint does not apply). With no
+    matching row the value is NaN (obp returns 0). Takes no parameters.
+
+    See Also
+    --------
+    SNIPS : The same ratio with the weights π(a_i|x_i) / p̂_i.
+
+    Examples
+    --------
+    >>> est = ReplayMethod().estimate(reward=[1.0, 0.0, 1.0, 1.0], action=[0, 1, 1, 0], propensity=[0.5] * 4,
+    ...                               target_probs=[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    >>> est.value, est.n  # rows 0 and 2 match: (1 + 1) / 2
+    (1.0, 4)
+    """
+
+    name: ClassVar[str] = "RM"
+    needs_model: ClassVar[bool] = False
+
+    def terms(self, rows):
+        if rows.target_prob is None:
+            raise ValueError("RM needs π(a_i|x_i), the target policy's probability of the logged action")
+        matched = (rows.target_prob == 1.0).astype(np.float64)
+        return [matched * rows.reward, matched]
+
+    value_of = SNIPS.value_of
+    gradient = SNIPS.gradient
+
+    def summary(self, state, grad, value=None):
+        return _plain_mean_summary(state, grad, value)
+
+
+@dataclass(frozen=True, repr=False)
+class BalancedIPW(Estimator):
+    """Balanced inverse probability weighting, B-IPW (Sondhi, Arbour & Dimmery, AISTATS 2020).
+
+        V̂_B-IPW = Σ_i ŵ_λ(x_i, a_i) r_i / Σ_i ŵ_λ(x_i, a_i),    ŵ_λ = min(ŵ, λ),
+        ŵ(x, a) = Pr[C = 1 | x, a] / Pr[C = 0 | x, a]
+
+    with ŵ from a classifier that tells the logged pairs (x_i, a_i) (C = 0) from pairs (x_i, a') with a'
+    drawn from π (C = 1): with as many of each, its odds estimate π(a|x) / π₀(a|x), so B-IPW needs no
+    logging propensity. The weights are given per row (``estimated_importance_weights``; in a log, the
+    column ``importance_weight``): obp 0.5.7's ``BalancedInverseProbabilityWeighting`` with the weights of
+    its ``ImportanceWeightEstimator``, with its clip ``lambda_`` (∞: none). The state holds the moments of
+    (ŵ_λ r, ŵ_λ), SNIPS's, with its standard error (the delta method on the ratio; the weights taken as
+    given) and normal and empirical-likelihood intervals.
+
+    Parameters
+    ----------
+    lambda_ : float
+        The largest weight kept, ≥ 0 (default ∞).
+
+    See Also
+    --------
+    SNIPS : The same ratio with the weights π(a_i|x_i) / p̂_i.
+
+    Examples
+    --------
+    >>> est = BalancedIPW().estimate(reward=[1.0, 0.0, 1.0], action=[0, 1, 1],
+    ...                              target_probs=[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]],
+    ...                              estimated_importance_weights=[2.0, 1.0, 1.0])
+    >>> est.value  # (2 + 0 + 1) / (2 + 1 + 1)
+    0.75
+    >>> BalancedIPW(lambda_=1.0).estimate(reward=[1.0, 0.0, 1.0], action=[0, 1, 1], target_probs=[[1.0, 0.0]] * 3,
+    ...                                   estimated_importance_weights=[2.0, 1.0, 1.0]).value
+    0.6666666666666666
+    """
+
+    lambda_: float = math.inf
+    name: ClassVar[str] = "BIPW"
+    needs_model: ClassVar[bool] = False
+    needs_importance_weight: ClassVar[bool] = True
+    el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # SNIPS's
+    example: ClassVar[str] = "BIPW(lambda_=50)"
+
+    def __post_init__(self):
+        if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # BIPW(): no pydantic import
+            object.__setattr__(self, "lambda_", _checked("NonNegativeOrInf", "lambda_", self.lambda_))
+
+    def __repr__(self):
+        return "BalancedIPW()" if self.lambda_ == math.inf else f"BalancedIPW(lambda_={self.lambda_!r})"
+
+    @property
+    def label(self) -> str:
+        return "BIPW" if self.lambda_ == math.inf else f"BIPW(lambda_={self.lambda_!r})"
+
+    def balanced(self, rows: RowInputs) -> RowInputs:
+        """``rows`` with the clipped estimated weights ŵ_λ in place of w (what the state's moments are of)."""
+        if rows.importance_weight is None:
+            raise ValueError("BIPW needs the estimated importance weights ŵ(x_i, a_i) (estimated_importance_weights; "
+                             "in a log, the column importance_weight)")
+        return RowInputs(rows.reward, np.minimum(rows.importance_weight, self.lambda_),
+                         importance_weight=rows.importance_weight)
+
+    def terms(self, rows):
+        rows = self.balanced(rows)
+        return [rows.weight * rows.reward, rows.weight]
+
+    def state(self, rows: RowInputs) -> Moments:
+        return super().state(self.balanced(rows))  # the interval's weight range: the clipped weights'
+
+    value_of = SNIPS.value_of
+    gradient = SNIPS.gradient
+
+    def estimate(self, *, reward, action, target_probs, estimated_importance_weights, propensity=None,
+                 reward_hat=None) -> Estimate:
+        """Estimate from obp's arrays and the (n,) ``estimated_importance_weights`` ŵ(x_i, a_i) ≥ 0.
+
+        ``action`` and ``target_probs`` are checked as obp checks them (and unused, as obp's); ``propensity``
+        and ``reward_hat`` are accepted (and unused), so a log's arrays pass as they are.
+        """
+        reward = check.vector("reward", reward)
+        n = reward.shape[0]
+        target_probs = check.probabilities("target_probs", target_probs, n)
+        check.actions("action", action, n, target_probs.shape[1])
+        weights = check.vector("estimated_importance_weights", estimated_importance_weights, n)
+        if not np.all(weights >= 0):
+            i = int(np.flatnonzero(~(weights >= 0))[0])
+            raise ValueError(f"estimated_importance_weights must be non-negative and not NaN (index {i}: {weights[i]})")
+        return self.result(self.state(RowInputs(reward, weights, importance_weight=weights)))
+
+
 ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos,
                                         SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning,
-                                        MIPS, SNMIPS)}
+                                        MIPS, SNMIPS, ReplayMethod, BalancedIPW)}
 #: The estimators a command runs when none are named (with a reward model; IPS and SNIPS without one).
 STANDARD_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR")
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
@@ -1669,8 +1816,8 @@ def make_estimators(specs, *, clip: float | None = None, tau: float | None = Non
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'.
 
     A spec is a name from ``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``,
-    ``DRos``, ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning``, ``SwitchDRTuning``, optionally
-    with parameters
+    ``DRos``, ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning``, ``SwitchDRTuning``, ``MIPS``,
+    ``SNMIPS``, ``RM`` (:class:`ReplayMethod`), ``BIPW`` (:class:`BalancedIPW`), optionally with parameters
     (``"ClippedDR(max_weight=50)"``, ``"DRos(lambda_=10)"``, ``"IPS(lambda_=50)"``), or a table
     (``{"name": "SwitchDR", "tau": 20}``). A spec with parameters is labelled with them. ``DRos``,
     ``SubGaussianIPS``, ``SubGaussianDR``, ``IPSTuning``, ``DRTuning`` and ``SwitchDRTuning`` without

@@ -627,7 +627,8 @@ class Evaluation(PartitionSource):
             reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
             reward_hat = self._finite(reward_hat, part)
             ones = np.ones(len(part))
-            return RowInputs(part.reward, ones, reward_hat, reward_hat, ones), part.action, k
+            return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
+                    part.action, k)
         target = policy.decisions(part, k)
         if not isinstance(target, SparseProbs) and target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
