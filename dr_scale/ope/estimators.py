@@ -343,6 +343,8 @@ class Estimator:
     name: ClassVar[str] = "estimator"
     needs_model: ClassVar[bool] = True
     needs_embedding: ClassVar[bool] = False  # the marginalized estimators: w(x, e) from the action catalogue
+    needs_propensity: ClassVar[bool] = True  # reads p̂_i (all but DM, RM and BIPW)
+    needs_importance_weight: ClassVar[bool] = False  # reads estimated weights ŵ(x_i, a_i) (BIPW)
     el_map: ClassVar[tuple] = ((1.0,),)
     model_term: ClassVar[int | None] = None
 
@@ -708,6 +710,7 @@ class DirectMethod(Estimator):
     """
 
     name: ClassVar[str] = "DM"
+    needs_propensity: ClassVar[bool] = False
 
     def terms(self, rows):
         return [rows.reward_hat_pi]
@@ -1625,6 +1628,7 @@ class ReplayMethod(Estimator):
 
     name: ClassVar[str] = "RM"
     needs_model: ClassVar[bool] = False
+    needs_propensity: ClassVar[bool] = False
 
     def terms(self, rows):
         if rows.target_prob is None:
@@ -1678,6 +1682,7 @@ class BalancedIPW(Estimator):
     lambda_: float = math.inf
     name: ClassVar[str] = "BIPW"
     needs_model: ClassVar[bool] = False
+    needs_propensity: ClassVar[bool] = False
     needs_importance_weight: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # SNIPS's
     example: ClassVar[str] = "BIPW(lambda_=50)"

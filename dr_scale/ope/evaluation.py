@@ -44,7 +44,6 @@ from dr_scale.logs.filters import LogFilter, filter_of
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import (
     Difference,
-    DirectMethod,
     Estimate,
     Estimator,
     OnPolicy,
@@ -67,6 +66,9 @@ from dr_scale.reward.models import (
 
 #: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
 EMBEDDING_PROPENSITY = "embedding_propensity"
+
+#: The log column of the estimated importance weights ŵ(x_i, a_i) of balanced IPW (BIPW), for the evaluated policy.
+IMPORTANCE_WEIGHT = "importance_weight"
 
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
@@ -459,6 +461,7 @@ class Evaluation(PartitionSource):
     allow_other_log: bool = False  # use a cross-fitted reward model on a log other than the one it was fitted on
     catalogue: Catalogue | None = None  # the action catalogue (its embedding e(a), for MIPS)
     embedding_propensity: str = EMBEDDING_PROPENSITY  # p_π₀(e(a_i)|x_i), for MIPS
+    importance_weight: str = IMPORTANCE_WEIGHT  # ŵ(x_i, a_i) of the evaluated policy, for BIPW
     propensity_model: object | None = None  # π̂₀: estimated propensities replace the logged ones
     propensity_floor: float = DEFAULT_PROPENSITY_FLOOR
     propensity_source: str | None = None  # where the propensity model came from, for messages
@@ -483,6 +486,11 @@ class Evaluation(PartitionSource):
         from dr_scale.io.config import NonNegativeInt, check  # pydantic: imported on first use
 
         self.min_support = check(NonNegativeInt, "min_support", self.min_support)
+        balanced = [name for name, e in self.estimators.items() if e.needs_importance_weight]
+        if balanced and isinstance(self.baseline, Policy):
+            raise UserError(f"{', '.join(balanced)} read(s) the estimated weights of the evaluated policy "
+                            f"(column {self.importance_weight}); they have none for the baseline policy "
+                            f"{self.baseline}: compare with the baseline 'logging', or leave them out")
         needs = [e.name for e in self.estimators.values() if e.needs_model]
         if needs and self.reward_model is None:
             raise ParameterError(f"{', '.join(needs)} need(s) a reward model ρ̂; give one as `reward_model`")
@@ -517,17 +525,18 @@ class Evaluation(PartitionSource):
 
     @property
     def needs_propensity(self) -> bool:
-        """Whether an estimator (or the baseline's) weights rows by 1/p̂: every one but DM."""
-        return any(not isinstance(e, DirectMethod) for e in self.estimators.values())
+        """Whether an estimator (or the baseline's) weights rows by 1/p̂: every one but DM, RM and BIPW."""
+        return any(e.needs_propensity for e in self.estimators.values())
 
     def missing_propensity(self, source: str) -> LogDataError:
         """The error for a log without propensities that an estimator needs."""
-        names = ", ".join(name for name, e in self.estimators.items() if not isinstance(e, DirectMethod))
+        names = ", ".join(name for name, e in self.estimators.items() if e.needs_propensity)
         return LogDataError(source, "propensity", f"missing column: the log records no logging probabilities, "
                                                   f"and {names} weight(s) each row by 1/p; estimate them "
                                                   "(--estimate-propensity [--folds K], or --propensity-model FILE "
                                                   "from dr-scale fit-propensity; in Python the propensity_model of "
-                                                  "dr_scale.fit_propensity_model), or evaluate with DM alone "
+                                                  "dr_scale.fit_propensity_model), or evaluate with DM, RM or "
+                                                  "BIPW alone "
                                                   "(docs/propensities.md)")
 
     def with_propensities(self, part: Partition) -> tuple[Partition, np.ndarray | None]:
@@ -590,7 +599,13 @@ class Evaluation(PartitionSource):
     def columns(self) -> tuple[str, ...]:
         """The extra log columns the policy (and the baseline) read, and the embedding propensity for MIPS."""
         marginal = (self.embedding_propensity,) if self.needs_embedding else ()
-        return tuple(dict.fromkeys([*(c for p in self._policies for c in p.columns), *marginal]))
+        balanced = (self.importance_weight,) if self.needs_importance_weight else ()
+        return tuple(dict.fromkeys([*(c for p in self._policies for c in p.columns), *marginal, *balanced]))
+
+    @property
+    def needs_importance_weight(self) -> bool:
+        """Whether an estimator reads the estimated importance weights ŵ(x_i, a_i) (BIPW)."""
+        return any(e.needs_importance_weight for e in self.estimators.values())
 
     @property
     def needs_embedding(self) -> bool:
@@ -618,6 +633,21 @@ class Evaluation(PartitionSource):
 
     def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
         """:meth:`rows`, with π's decisions ((n,) actions or (n, k) probabilities) and k."""
+        rows, target, k = self._policy_inputs(part, policy)
+        if not self.needs_importance_weight or (policy is not None and policy is not self.policy):
+            return rows, target, k
+        column = self.importance_weight
+        if column not in part.table.column_names:
+            raise LogDataError(part.source, column, "missing column: BIPW reads the estimated importance weights "
+                               "ŵ(x_i, a_i) of the evaluated policy from it (docs/estimators.md)")
+        weight = numeric_values(part.table.column(column), part.source, column, part.row_id).astype(np.float64)
+        bad = ~(np.isfinite(weight) & (weight >= 0))
+        if bad.any():
+            raise LogDataError(part.source, column, "an estimated importance weight is negative, NaN or infinite",
+                               int(part.row_id[np.flatnonzero(bad)[0]]))
+        return replace(rows, importance_weight=weight), target, k
+
+    def _policy_inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
         policy = policy or self.policy
         if policy.needs_k and self.n_actions is None:
             raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "

@@ -220,3 +220,60 @@ def test_evaluate_command_with_the_replay_method(tmp_path, capsys):
     assert set(data["difference"]) - {"interval"} == {"RM", "SNIPS"}
     code, _, err = cli(capsys, "evaluate", "--estimators", "RM(lambda_=1)", "--no-progress")
     assert code == 2 and "RM has no parameter lambda_" in error_line(err)
+
+
+# -- BIPW's weights as a log column ------------------------------------------------------------------------------------
+def _log_with_weights(example, tmp_path, n_parts):
+    """The example log in ``n_parts`` parts with a column importance_weight: the target's weights times e^ε."""
+    import pyarrow as pa
+
+    from dr_scale.logs.contract import write_log
+    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
+
+    table, _, _ = example
+    action, target = table.column("action").to_numpy(), table.column("target_action").to_numpy()
+    w = (action == target) / table.column("propensity").to_numpy()
+    w = w * np.exp(np.random.default_rng(3).normal(0, 0.3, w.size))
+    table = table.append_column("importance_weight", pa.array(w))
+    url = str(tmp_path / f"log{n_parts}")
+    write_log(table, url, n_parts=n_parts, n_features=N_FEATURES, n_actions=N_ACTIONS)
+    return url, table, w
+
+
+def test_bipw_and_rm_on_a_log_in_parts_equal_the_arrays(example, tmp_path):
+    from dr_scale.ope.evaluation import Evaluation, evaluate_log
+    from dr_scale.synthetic.example import N_ACTIONS
+
+    estimators = {"RM": ReplayMethod(), "BIPW": BalancedIPW(), "BIPW(lambda_=20.0)": BalancedIPW(lambda_=20.0)}
+    results = []
+    for n_parts in (1, 7):
+        url, table, w = _log_with_weights(example, tmp_path, n_parts)
+        results.append(evaluate_log(url, Evaluation("column:target_action", estimators, baseline="logging")))
+    arrays = dict(reward=table.column("reward").to_numpy(), action=table.column("action").to_numpy(),
+                  propensity=table.column("propensity").to_numpy(),
+                  target_probs=np.eye(N_ACTIONS)[table.column("target_action").to_numpy()])
+    for label, estimator in estimators.items():
+        given = {"estimated_importance_weights": w} if label.startswith("BIPW") else {}
+        expected = estimator.estimate(**arrays, **given)
+        for result in results:
+            e = result.estimates[label]
+            assert e.value == pytest.approx(expected.value, rel=1e-12), label
+            assert e.stderr == pytest.approx(expected.stderr, rel=1e-10), label
+            assert e.ci(0.05, "el") == pytest.approx(expected.ci(0.05, "el"), rel=1e-10), label
+
+
+def test_bipw_on_a_log_without_its_column_or_with_a_policy_baseline_is_refused(example, tmp_path, capsys):
+    url, _, _ = _log_with_weights(example, tmp_path, 2)
+    code, _, err = cli(capsys, "evaluate", url, "--policy", "column:target_action", "--estimators", "BIPW,RM",
+                       "--no-progress")
+    assert code == 0, err
+    code, _, err = cli(capsys, "evaluate", url, "--policy", "column:target_action", "--estimators", "BIPW",
+                       "--baseline", "constant:0", "--no-progress")
+    assert code == 2 and "compare with the baseline 'logging'" in error_line(err)
+    from dr_scale.logs.contract import write_log
+    from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
+
+    write_log(example[0], str(tmp_path / "bare"), n_features=N_FEATURES, n_actions=N_ACTIONS)
+    code, _, err = cli(capsys, "evaluate", tmp_path / "bare", "--policy", "column:target_action", "--estimators",
+                       "BIPW", "--no-progress")
+    assert code == 2 and "column 'importance_weight': missing column" in error_line(err)
