@@ -137,6 +137,27 @@ class RowInputs:
         return cls(reward, chosen / propensity, (target_probs * reward_hat_listed).sum(axis=1),
                    (reward_hat_listed * logged).sum(axis=1), target_prob=chosen)
 
+    @classmethod
+    def from_logged_probability(cls, reward, action, propensity, target_prob, reward_hat_pi=None,
+                                reward_hat_logged=None) -> RowInputs:
+        """The per-row quantities from π(a_i|x_i) itself (``target_prob``, (n,)), for a policy whose probabilities
+        have a closed form (the uniform policy and its mixtures): w_i = π(a_i|x_i) / p̂_i, and ρ̂_π(x_i),
+        ρ̂_{a_i}(x_i) as given. Checked as :meth:`from_arrays`; no (n, k) array.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> RowInputs.from_logged_probability(np.ones(2), np.array([0, 9]), np.array([0.5, 0.1]),
+        ...                                   np.full(2, 0.1)).weight.tolist()
+        [0.2, 1.0]
+        """
+        reward = check.vector("reward", reward, allow_empty=True)
+        n = reward.shape[0]
+        check.actions("action", action, n, None)
+        propensity = check.propensities(propensity, n)
+        target_prob = check.vector("target_prob", target_prob, n)
+        return cls(reward, target_prob / propensity, reward_hat_pi, reward_hat_logged, target_prob=target_prob)
+
     def marginalized(self) -> RowInputs:
         """These rows with the marginal weights w(x_i, e_i) in place of w_i (what MIPS and SNMIPS see)."""
         if self.embedding_weight is None:

@@ -54,11 +54,12 @@ from dr_scale.ope.estimators import (
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import Policy, SparseProbs, parse_policy
+from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import (
     check_fitted_log,
     check_model_actions,
+    mean_over_actions,
     on_other_half,
     predict_columns,
     predict_pairs,
@@ -660,6 +661,8 @@ class Evaluation(PartitionSource):
             return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
                     part.action, k)
         target = policy.decisions(part, k)
+        if isinstance(target, UniformMixture):  # uniform (or a policy explored uniformly): O(n), never (n, k)
+            return self._marginal(part, self._mixture_rows(part, target, k), target, k), target, k
         if not isinstance(target, SparseProbs) and target.ndim == 1:  # a deterministic π: its actions
             reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
             rows = RowInputs.from_actions(part.reward, part.action, part.propensity, target,
@@ -675,6 +678,25 @@ class Evaluation(PartitionSource):
         reward_hat = None if self.reward_model is None else self._where_taken(part, target)
         return (self._marginal(part, RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
                                                            self._finite(reward_hat, part)), target, k), target, k)
+
+    def _mixture_rows(self, part: Partition, target: UniformMixture, k: int) -> RowInputs:
+        """The rows of π = ε · uniform + (1 − ε) π' from π(a_i|x_i) in closed form, and with a reward model
+        ρ̂_π(x_i) = ε · mean_a ρ̂_a(x_i) + (1 − ε) ρ̂_π'(x_i) (the mean by blocks of actions) and ρ̂_{a_i}(x_i)."""
+        if self.reward_model is None:
+            return RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action))
+        model, X, row_id = self.reward_model, part.X, part.row_id
+        value = target.epsilon * mean_over_actions(model, X, k, row_id)
+        inner = target.inner
+        if isinstance(inner, UniformMixture):
+            value = value + (1 - target.epsilon) * self._mixture_rows(part, inner, k).reward_hat_pi
+        elif isinstance(inner, SparseProbs):
+            value = value + (1 - target.epsilon) * (inner.probs * predict_pairs(model, X, inner.actions, row_id)
+                                                    ).sum(axis=1)
+        elif inner is not None:
+            value = value + (1 - target.epsilon) * self._at_actions(part, np.asarray(inner), k)
+        logged = predict_pairs(model, X, part.action[:, None], row_id)[:, 0]
+        return RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action),
+                                                 self._finite(value, part), self._finite(logged, part))
 
     def _marginal(self, part: Partition, rows: RowInputs, target, k: int) -> RowInputs:
         """``rows`` with MIPS's marginal weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), when an estimator
@@ -695,7 +717,9 @@ class Evaluation(PartitionSource):
         if fault is not None:
             raise LogDataError(part.source, column, fault[1], int(part.row_id[np.flatnonzero(fault[0])[0]]))
         logged = embedding[part.action]
-        if isinstance(target, SparseProbs):
+        if isinstance(target, UniformMixture):
+            weight = target.category_probability(embedding, logged) / p0
+        elif isinstance(target, SparseProbs):
             weight = sparse_marginal_weights(logged, p0, target.actions, target.probs, embedding)
         elif target.ndim == 1:
             weight = (embedding[target] == logged) / p0
@@ -763,6 +787,8 @@ class Evaluation(PartitionSource):
         """``state`` with the estimated propensities' diagnostics (:class:`PropensityState`) where there are some."""
         if probs is None:
             return state
+        if isinstance(target, (SparseProbs, UniformMixture)):  # π̂₀'s probabilities are (n, k) already
+            target = target.dense(probs.shape[1])
         return replace(state, propensity=PropensityState.of(probs, part.action, floor=self.propensity_floor,
                                                             target=target, logged=logged))
 

@@ -162,7 +162,7 @@ class Policy:
             (n, k) float probabilities.
         """
         target = self.decisions(part, k)
-        if isinstance(target, SparseProbs):
+        if isinstance(target, (SparseProbs, UniformMixture)):
             return target.dense(k)
         return one_hot(target, k) if target.ndim == 1 else target
 
@@ -308,9 +308,8 @@ class TopKPolicy(Policy):
         ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
         if len(self.ids) == 1:
             return np.full(len(part), ids[0])
-        probs = np.zeros((len(part), k))
-        probs[:, ids] = 1.0 / len(ids)
-        return probs
+        n, m = len(part), len(ids)
+        return SparseProbs(np.broadcast_to(np.asarray(ids), (n, m)), np.full((n, m), 1.0 / m))  # O(n·m), not (n, k)
 
     def __str__(self):
         named = f"topk:{','.join(self.items)}"
@@ -345,7 +344,7 @@ class UniformPolicy(Policy):
     needs_k = True
 
     def decisions(self, part, k):
-        return np.full((len(part), k), 1.0 / k)
+        return UniformMixture(len(part), k, 1.0)  # in closed form: never an (n, k) array
 
     def __str__(self):
         return "uniform"
@@ -400,7 +399,10 @@ class EpsilonGreedyPolicy(Policy):
         return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
 
     def decisions(self, part, k):
-        probs = self.policy.probs(part, k) * (1 - self.epsilon)
+        inner = self.policy.decisions(part, k)
+        if isinstance(inner, (SparseProbs, UniformMixture)) or inner.ndim == 1:  # no (n, k) array either
+            return UniformMixture(len(part), k, self.epsilon, inner)
+        probs = inner * (1 - self.epsilon)
         probs += self.epsilon / k
         return probs
 
@@ -933,6 +935,87 @@ class SparseProbs:
     def mass(self, k: int) -> np.ndarray:
         """Σ_i π(a|x_i) per action a, (k,)."""
         return np.bincount(self.actions.ravel(), weights=self.probs.ravel(), minlength=k)[:k]
+
+
+@dataclass(frozen=True, eq=False)
+class UniformMixture:
+    """π(a|x_i) = ε/k + (1 − ε) π'(a|x_i) in closed form: the uniform policy (ε = 1) or π' explored uniformly.
+
+    What an estimator needs of π — π(a_i|x_i) at the logged action (:meth:`at`), each action's mass
+    Σ_i π(a|x_i) (:meth:`mass`), each category's probability p_π(e|x_i) (:meth:`category_probability`) and,
+    with the reward model, Σ_a π(a|x) ρ̂_a(x) = ε · mean_a ρ̂_a(x) + (1 − ε) Σ_a π'(a|x) ρ̂_a(x) — is O(n)
+    (plus π''s own O(n·K)), never an (n, k) array: at k = 10^4 the dense matrix of 10,000 rows is 800 MB.
+
+    Parameters
+    ----------
+    n : int
+        The rows.
+    k : int
+        The actions.
+    epsilon : float
+        The uniform share ε ∈ [0, 1].
+    inner : numpy.ndarray or SparseProbs or UniformMixture or None
+        π''s decisions: (n,) actions or listed actions; None when ε = 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> uniform = UniformMixture(2, 4, 1.0)
+    >>> uniform.at(np.array([0, 3])).tolist(), uniform.mass(4).tolist()
+    ([0.25, 0.25], [0.5, 0.5, 0.5, 0.5])
+    >>> greedy = UniformMixture(2, 4, 0.2, np.array([1, 1]))  # 0.2/4 + 0.8 on action 1
+    >>> greedy.at(np.array([1, 2])).round(4).tolist(), greedy.dense(4)[0].round(4).tolist()
+    ([0.85, 0.05], [0.05, 0.85, 0.05, 0.05])
+    """
+
+    n: int
+    k: int
+    epsilon: float
+    inner: object = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _inner(self, of_actions, of_sparse) -> np.ndarray | float:
+        if self.inner is None:
+            return 0.0
+        if isinstance(self.inner, (SparseProbs, UniformMixture)):
+            return of_sparse(self.inner)
+        return of_actions(np.asarray(self.inner))
+
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i|x_i) of one action per row, (n,)."""
+        action = np.asarray(action)
+        inner = self._inner(lambda t: (t == action).astype(np.float64), lambda t: t.at(action))
+        return np.full(action.shape, self.epsilon / self.k) + (1 - self.epsilon) * inner
+
+    def mass(self, k: int) -> np.ndarray:
+        """Σ_i π(a|x_i) per action a, (k,)."""
+        inner = self._inner(lambda t: np.bincount(t, minlength=k)[:k].astype(np.float64), lambda t: t.mass(k))
+        return np.full(k, self.epsilon * self.n / self.k) + (1 - self.epsilon) * inner
+
+    def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
+        """p_π(e_i|x_i) = Σ_a π(a|x_i) 1{e(a) = e_i} for the (n,) categories ``category``, e(a) = ``embedding``[a]."""
+        sizes = np.bincount(embedding[:self.k])
+
+        def of_sparse(t):
+            if isinstance(t, UniformMixture):
+                return t.category_probability(embedding, category)
+            same = (embedding[t.actions] == category[:, None]) & (t.probs > 0)
+            return (t.probs * same).sum(axis=1)
+
+        inner = self._inner(lambda t: (embedding[t] == category).astype(np.float64), of_sparse)
+        return self.epsilon * sizes[category] / self.k + (1 - self.epsilon) * inner
+
+    def dense(self, k: int) -> np.ndarray:
+        """The (n, k) matrix (for small k only: tests, obp's layout)."""
+        if self.inner is None:
+            inner = np.zeros((self.n, k))
+        elif isinstance(self.inner, (SparseProbs, UniformMixture)):
+            inner = self.inner.dense(k)
+        else:
+            inner = one_hot(np.asarray(self.inner), k)
+        return self.epsilon / self.k + (1 - self.epsilon) * inner
 
 
 @dataclass(eq=False)

@@ -420,6 +420,27 @@ def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = N
     return np.asarray(model.predict(X, **kwargs), dtype=np.float64)[:, actions]
 
 
+def mean_over_actions(model, X, k: int, row_id: np.ndarray | None = None, cells: int = 1 << 20) -> np.ndarray:
+    """(1/k) Σ_a ρ̂_a(x_i), (n,): the model's value of the uniform policy, without an (n, k) array.
+
+    The actions' columns are predicted a block at a time (:func:`predict_columns`), at most ``cells``
+    predictions at once (8 MB), and summed: memory O(n) beside the block, whatever k.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> model = LinearRewardModel(coef=np.array([[1.0, 2.0, 3.0]]), intercept=np.array([0.0, 0.0, 3.0]))
+    >>> mean_over_actions(model, np.array([[1.0], [2.0]]), 3, cells=2).tolist()  # (x + 2x + 3x + 3) / 3
+    [3.0, 5.0]
+    """
+    n = X.shape[0]
+    step = max(1, cells // max(n, 1))
+    total = np.zeros(n)
+    for start in range(0, k, step):
+        total += predict_columns(model, X, np.arange(start, min(k, start + step)), row_id).sum(axis=1)
+    return total / k
+
+
 def predict_pairs(model, X, actions: np.ndarray, row_id: np.ndarray | None = None, chunk: int = 256) -> np.ndarray:
     """ρ̂_{a_ij}(x_i) for each row's own listed actions: (n, K) for (n, K) ``actions``, never (n, k).
 

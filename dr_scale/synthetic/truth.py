@@ -35,6 +35,8 @@ def _part_sums(fs, path: str, policy: Policy, d: int, k: int) -> np.ndarray:
     part = read_partition(fs, path, n_features=d, n_actions=k, extra_columns=(COLUMN, *policy.columns))
     expected = expected_rewards(part, k)
     decisions = policy.decisions(part, k)
+    if not isinstance(decisions, np.ndarray):  # listed actions or a uniform mixture: E[r | x, a] is (n, k) already
+        decisions = decisions.dense(k)
     if decisions.ndim == 1:
         total = expected[np.arange(len(part)), decisions].sum()
     else:
