@@ -54,6 +54,10 @@ def add_parser(sub) -> None:
     p.add_argument("--fit-reward-model", action="store_true",
                    help="fit per-action ridge models on LOGS first (as dr-scale fit; with --folds K cross-fitted), "
                         "then evaluate with them")
+    p.add_argument("--fit-balancing-weights", action="store_true",
+                   help="fit BIPW's importance weights on LOGS first: a per-action logistic classifier of the logged "
+                        "(x, a) against (x, a') with a' drawn from the policy, cross-fitted over 2 keyed folds, "
+                        "λ = 1 (instead of the column importance_weight; one --policy)")
     p.add_argument("--baseline", metavar="B",
                    help="also estimate V(policy) − V(B) per estimator from paired per-row terms; B is a policy "
                         f"spec or '{LOGGING}' (the logged rewards' mean); with several --policy, each is compared "
@@ -159,6 +163,16 @@ def run(args) -> int:
             propensity = fit_propensity_from_args(args, logs, client, opts, p_settings)
         if evaluation is None:
             evaluation = comparison_with(model, propensity)
+        if args.fit_balancing_weights:
+            from dataclasses import replace
+
+            from dr_scale.ope.balancing import fit_balancing_model_on_log
+
+            if not isinstance(evaluation, Evaluation):
+                raise UserError("--fit-balancing-weights fits the weights of one policy: give one --policy")
+            balancing = fit_balancing_model_on_log(logs, evaluation.policy, storage_options=opts, client=client,
+                                                   log_filter=getattr(logs, "log_filter", None))
+            evaluation = replace(evaluation, balancing_model=balancing)
         result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
     log_filter = getattr(logs, "log_filter", None)
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
@@ -173,6 +187,9 @@ def run(args) -> int:
         print("propensities: none in the log; DM reads none (the ESS and max weight columns are those of p = 1 and "
               "say nothing)")
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
+    if args.fit_balancing_weights:
+        print(f"BIPW's weights: a classifier fitted on {where} (2 folds, {balancing.passes} passes"
+              f"{'' if balancing.converged else ', not converged'})")
     if isinstance(result, ComparisonResult):
         print(f"{len(results)} policies on {where}, one pass over the log")
     else:

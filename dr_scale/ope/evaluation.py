@@ -463,6 +463,7 @@ class Evaluation(PartitionSource):
     catalogue: Catalogue | None = None  # the action catalogue (its embedding e(a), for MIPS)
     embedding_propensity: str = EMBEDDING_PROPENSITY  # p_π₀(e(a_i)|x_i), for MIPS
     importance_weight: str = IMPORTANCE_WEIGHT  # ŵ(x_i, a_i) of the evaluated policy, for BIPW
+    balancing_model: object | None = None  # BIPW's weights from this classifier instead (ope.balancing)
     propensity_model: object | None = None  # π̂₀: estimated propensities replace the logged ones
     propensity_floor: float = DEFAULT_PROPENSITY_FLOOR
     propensity_source: str | None = None  # where the propensity model came from, for messages
@@ -590,6 +591,7 @@ class Evaluation(PartitionSource):
     @property
     def needs_features(self) -> bool:
         return (self.reward_model is not None or self.propensity_model is not None
+                or (self.balancing_model is not None and self.needs_importance_weight)
                 or any(p.needs_features for p in self._policies))
 
     @property
@@ -600,7 +602,7 @@ class Evaluation(PartitionSource):
     def columns(self) -> tuple[str, ...]:
         """The extra log columns the policy (and the baseline) read, and the embedding propensity for MIPS."""
         marginal = (self.embedding_propensity,) if self.needs_embedding else ()
-        balanced = (self.importance_weight,) if self.needs_importance_weight else ()
+        balanced = (self.importance_weight,) if self.needs_importance_weight and self.balancing_model is None else ()
         return tuple(dict.fromkeys([*(c for p in self._policies for c in p.columns), *marginal, *balanced]))
 
     @property
@@ -637,6 +639,9 @@ class Evaluation(PartitionSource):
         rows, target, k = self._policy_inputs(part, policy)
         if not self.needs_importance_weight or (policy is not None and policy is not self.policy):
             return rows, target, k
+        if self.balancing_model is not None:  # the cross-fitted classifier's odds (dr_scale.ope.balancing)
+            return (replace(rows, importance_weight=self.balancing_model.weights(part.X, part.action, part.row_id)),
+                    target, k)
         column = self.importance_weight
         if column not in part.table.column_names:
             raise LogDataError(part.source, column, "missing column: BIPW reads the estimated importance weights "
