@@ -420,6 +420,12 @@ class Evaluation(PartitionSource):
     embedding_propensity : str
         The column of p_π₀(e(a_i)|x_i), the logging policy's probability of the logged action's category
         (MIPS's denominator; default ``embedding_propensity``).
+    importance_weight : str
+        The column of BIPW's estimated importance weights ŵ(x_i, a_i) of the evaluated policy (default
+        ``importance_weight``).
+    balancing_model : BalancingModel or None
+        BIPW's weights from this cross-fitted classifier (:func:`dr_scale.ope.balancing.fit_balancing_model_on_log`)
+        instead of the column.
     propensity_model : object or None
         An estimated logging policy π̂₀ with ``predict_proba(X, actions=None, row_id=None)`` (e.g.
         :class:`~dr_scale.propensity.model.PropensityModel`): each row's p̂_i = max(π̂₀(a_i | x_i),

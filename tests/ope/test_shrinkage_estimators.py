@@ -209,13 +209,17 @@ def test_every_interval_holds_its_estimate(seed):
     log = _arrays([40, 300, 2000][seed % 3], [2, 8][seed % 2], seed=seed, gaussian=seed >= 3,
                   deterministic=seed % 2 == 0)
     for estimator in FIXED + TUNED:
-        est = estimator.estimate(**log)
-        for method in ("normal", "el"):
-            for alpha in (0.01, 0.05, 0.3):
-                lo, hi = est.ci(alpha, method)
-                assert lo <= est.value <= hi, (estimator, method, alpha, lo, est.value, hi)
-            lo, hi = est.cs(0.05, method=method)
-            assert lo <= est.value <= hi, (estimator, method)
+        assert_intervals_hold(estimator, estimator.estimate(**log))
+
+
+def assert_intervals_hold(estimator, est):
+    """Every interval and confidence sequence of ``est`` (both methods, three levels) contains its value."""
+    for method in ("normal", "el"):
+        for alpha in (0.01, 0.05, 0.3):
+            lo, hi = est.ci(alpha, method)
+            assert lo <= est.value <= hi, (estimator, method, alpha, lo, est.value, hi)
+        lo, hi = est.cs(0.05, method=method)
+        assert lo <= est.value <= hi, (estimator, method)
 
 
 @pytest.mark.parametrize("estimator", FIXED, ids=lambda e: e.label)
