@@ -580,7 +580,9 @@ class _Shrinkage(Estimator):
             raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write "
                                  f"{self.fixed_form.format(self.lambda_)}")
         if self.lambda_ is not None:
-            if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # IPS(), DR(): no pydantic import
+            # IPS(), DR() (float ∞ where the rule allows it): no pydantic import
+            if not (self.lambda_ == math.inf and isinstance(self.lambda_, float)
+                    and self.lambda_rule == "NonNegativeOrInf"):
                 object.__setattr__(self, "lambda_", _checked(self.lambda_rule, "lambda_", self.lambda_))
             given = [name for name, value in tuning.items() if value != _TUNING_DEFAULTS[name]]
             if given:
