@@ -91,6 +91,12 @@ def on_other_half(model, read) -> bool:
     return read is not None and read.other_half_of(recorded)
 
 
+def checks_fitted_log(model) -> bool:
+    """Whether :func:`check_fitted_log` checks ``model``: cross-fitted (fold models), its fit's fingerprint
+    recorded."""
+    return bool(getattr(model, "folds", 0)) and "fingerprint" in (getattr(model, "metadata", None) or {})
+
+
 def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
     """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
     :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
@@ -100,9 +106,9 @@ def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str =
     fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a
     :class:`~dr_scale.logs.filters.LogFilter`: :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`), whose
     rows no model saw. ``name``: the model, and ``refit``: how to fit one on this log, for the message."""
-    meta = getattr(model, "metadata", None) or {}
-    if not getattr(model, "folds", 0) or "fingerprint" not in meta or on_other_half(model, read):
+    if not checks_fitted_log(model) or on_other_half(model, read):
         return
+    meta = model.metadata
     if fingerprint != meta["fingerprint"]:
         raise ParameterError(f"{name} is cross-fitted on another log (fingerprint {meta['fingerprint']}; this log's "
                              f"is {fingerprint}): its fold models would predict rows they may have seen, and "
