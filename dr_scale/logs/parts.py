@@ -16,10 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
+from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.io.cache import spill_root
+from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import Held, PartSet
+from dr_scale.outofcore.compute import check_client
+from dr_scale.outofcore.passes import Held, PartSet, spill_folder
+from dr_scale.outofcore.settings import FitSettings, Stages
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
@@ -183,6 +186,34 @@ def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: 
         _, parts = raw.sum_and_derive(_group_step, k, folds, seed)
         del raw
     return parts, extent, d, k, 2 if n_features and n_actions else 3
+
+
+def fit_log(logs: str, settings: FitSettings | None, fit, *, client=None, storage_options: dict | None = None,
+            progress: bool = False, read_part=None):
+    """The fitters' one way from a log to a model: ``settings`` (None: ``FitSettings()``) and ``client`` checked,
+    the parts of ``logs`` read and grouped (:func:`read_grouped_parts` by ``read_part``; d and k from ``settings``,
+    else the log's metadata, else the data) in the spill folder of ``settings.spill``, then
+    ``fit(parts, n, d, k, settings, progress=, stages=)`` on them. The model it returns gets the data's
+    fingerprint (``rows:hash``, :class:`Extent`) and the passes of each stage in its metadata."""
+    settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
+    fs, paths = list_parts(logs, storage_options)
+    meta = log_metadata(fs, paths[0])
+    n_features = settings.n_features or meta.get("n_features")
+    n_actions = settings.n_actions or meta.get("n_actions")
+    stages = Stages(progress)
+    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
+        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
+            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
+                                                             settings.seed, client=client, progress=progress,
+                                                             folder=folder, logs=str(logs), read_part=read_part)
+            p.append(passes)
+        model = fit(parts, extent.n, d, k, settings, progress=progress, stages=stages)
+    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    return model
 
 
 def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:

@@ -32,14 +32,11 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import logsumexp
 
-from dr_scale.core.errors import ParameterError
-from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import list_parts, log_metadata, partition_from_table, read_table
+from dr_scale.logs.contract import partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Fits, GroupedPart, LogPart, keyed_sample, present_columns, read_grouped_parts
+from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns
 from dr_scale.outofcore import glm
-from dr_scale.outofcore.compute import check_client
-from dr_scale.outofcore.passes import PartSet, spill_folder
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
 
@@ -273,23 +270,5 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     ((2000, 3), True)
     >>> folder.cleanup()
     """
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
-        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
-                             f"{type(settings).__name__} {settings!r:.80}")
-    check_client(client)
-    fs, paths = list_parts(logs, storage_options)
-    meta = log_metadata(fs, paths[0])
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or meta.get("n_actions")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
-                                                             settings.seed, client=client, progress=progress,
-                                                             folder=folder, logs=str(logs),
-                                                             read_part=read_policy_part)
-            p.append(passes)
-        model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages)
-    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
-    return model
+    return fit_log(logs, settings, fit_on_parts, client=client, storage_options=storage_options, progress=progress,
+                   read_part=read_policy_part)

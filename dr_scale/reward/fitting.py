@@ -44,13 +44,13 @@ policy takes the action.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import number
-from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary
 from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
     SAMPLE_PURPOSE,
     Extent,
@@ -58,6 +58,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     GroupedPart,
     LogPart,
     concatenated,
+    fit_log,
     group,
     group_blocks,
     grouped,
@@ -69,8 +70,8 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     sample_of,
 )
 from dr_scale.outofcore import glm, ridge
-from dr_scale.outofcore.compute import check_client, compute
-from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
+from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.passes import PartSet, load_part
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
     LAMBDA_GRID,
@@ -590,24 +591,8 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     ('LogisticRewardModel', (100, 3), 10.0, [843, 828, 329])
     >>> folder.cleanup()
     """
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
-        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
-                             f"{type(settings).__name__} {settings!r:.80}")
-    check_client(client)
-    fs, paths = list_parts(logs, storage_options)
-    meta = log_metadata(fs, paths[0])
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or meta.get("n_actions")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
-                                                             settings.seed, client=client, progress=progress,
-                                                             folder=folder, logs=str(logs))
-            p.append(passes)
-        model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
-    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    model = fit_log(logs, settings, partial(fit_on_parts, name=str(logs)), client=client,
+                    storage_options=storage_options, progress=progress)
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
         model.metadata["actions"] = vocabulary
