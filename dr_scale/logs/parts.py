@@ -307,3 +307,22 @@ def keyed_sample(parts, share: float, n_features: int, folds: int, n_actions: in
     _, sampled = parts.sum_and_derive(_sample_step, share, n_features, seed)
     one, d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], folds, n_actions, seed)
     return PartSet.build(_given, [(one,)], parts.client, spill=parts.spill), d
+
+
+def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
+    """The fitters' λ rule: (index of the λ of ``grid`` with the least total out-of-fold loss, ties to the first
+    in ``grid``; each λ's per-action losses, None where not fitted; passes), ``loss_at(λ)`` giving (per-action
+    losses, passes) on the keyed sample (:func:`keyed_sample`).
+
+    The grid is scanned from the largest λ down (the best conditioned, fewest passes) and the scan stops at the
+    first λ whose loss exceeds the least so far: the out-of-fold loss is taken to be unimodal in λ (falling while
+    the penalty's bias dominates, rising once the variance does), so the smaller, costlier penalties past the
+    minimum are not fitted."""
+    losses, passes = [None] * len(grid), 0
+    for i in sorted(range(len(grid)), key=lambda i: -grid[i]):
+        losses[i], used = loss_at(grid[i])
+        passes += used
+        if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+            break
+    best = min((i for i in range(len(grid)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+    return best, losses, passes

@@ -34,7 +34,7 @@ from scipy.special import logsumexp
 
 from dr_scale.logs.contract import partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns
+from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
 from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.settings import FitSettings, Stages
@@ -170,16 +170,14 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
             sample_n = sample.sum(counts, sd)
             s_block, s_squares = sample_n[:sk * k], sample_n[sk * k:]
             fits = Fits(sk, 1, full=False)
-            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
-            losses, passes = [None] * len(settings.lam_grid), 2
-            for i in order:
-                coef, intercept, result = solve(sample, s_block, None, s_squares, settings.lam_grid[i], fits, sd, k,
+
+            def loss_at(lam):
+                coef, intercept, result = solve(sample, s_block, None, s_squares, lam, fits, sd, k,
                                                 rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                losses[i] = sample.sum(out_of_fold_log_loss, coef, intercept, sk)
-                passes += result.passes + 1
-                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
-                    break
-            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+                return sample.sum(out_of_fold_log_loss, coef, intercept, sk), result.passes + 1
+
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            passes += 2
             lam = settings.lam_grid[best]
             rows = int(s_block.sum())
             search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": rows,

@@ -68,6 +68,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     read_grouped_parts,
     read_log_part,
     sample_of,
+    scan_lambdas,
 )
 from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.compute import compute
@@ -183,23 +184,21 @@ def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_action
     """(index of the λ of ``grid`` with the smallest out-of-fold squared error on the sample, the search's
     record — error per λ and action, the sample's rows and R² per action —, passes).
 
-    The grid is scanned from the largest λ down (the best conditioned, fewest CG passes) and the scan stops at
-    the first λ whose error exceeds the smallest so far: the out-of-fold error of ridge is taken to be unimodal
-    in λ (falling while the penalty's bias dominates, rising once the variance does), so the smaller, costlier
-    penalties past the minimum are not fitted (their errors are recorded as None).
+    The grid is scanned as :func:`~dr_scale.logs.parts.scan_lambdas` says (the errors of the λ not fitted are
+    recorded as None).
     """
     fits = Fits(folds, n_actions, full=False)
-    order = sorted(range(len(grid)), key=lambda i: -grid[i])
-    sse, passes = [None] * len(grid), 0
-    for i in order:
-        fit, intercept = solve(sample, stats, grid[i], fits, rtol=rtol, max_iter=max_iter, progress=progress)
+    sums = []  # Σ r and Σ r² per action, the same at every λ
+
+    def error_at(lam):
+        fit, intercept = solve(sample, stats, lam, fits, rtol=rtol, max_iter=max_iter, progress=progress)
         errors, sy, syy = sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
-        sse[i] = errors
-        passes += fit.iterations + 1
-        if errors.sum() > min(e.sum() for e in sse if e is not None):
-            break
+        sums[:] = sy, syy
+        return errors, fit.iterations + 1
+
+    best, sse, passes = scan_lambdas(grid, error_at)
+    sy, syy = sums
     n = stats.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
-    best = min((i for i in range(len(grid)) if sse[i] is not None), key=lambda i: (sse[i].sum(), i))
     with np.errstate(invalid="ignore", divide="ignore"):
         r2 = [None if e is None else np.where(n > 1, 1.0 - e / (syy - sy * sy / np.where(n > 0, n, 1)), np.nan)
               for e in sse]
@@ -446,17 +445,15 @@ def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_acti
             counted = sample.sum(logistic_counts, sd)
             s_fits = Fits(sk, k, full=False)
             s_n, s_sy = s_fits.combine(counted[:sk * k]), s_fits.combine(counted[sk * k:2 * sk * k])
-            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
-            losses, passes = [None] * len(settings.lam_grid), 3
-            for i in order:
+
+            def loss_at(lam):
                 result, x = solve_logistic(sample, s_n, s_sy, sd, None, counted[2 * sk * k:],
-                                           float(counted[:sk * k].sum()), settings.lam_grid[i], s_fits,
+                                           float(counted[:sk * k].sum()), lam, s_fits,
                                            rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                losses[i] = sample.sum(out_of_fold_log_loss, x, sk, k)
-                passes += result.passes + 1
-                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
-                    break
-            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+                return sample.sum(out_of_fold_log_loss, x, sk, k), result.passes + 1
+
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            passes += 3
             lam = settings.lam_grid[best]
             n_sample = counted[:sk * k].reshape(sk, k).sum(axis=0)
             search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(n_sample.sum()),
