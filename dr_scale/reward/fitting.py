@@ -611,20 +611,16 @@ def summary(model: LinearRewardModel) -> str:
     out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
     m = model.metadata
     first = model_line(model)
-    if m.get("model") == "logistic":
-        return "\n".join([first, _logistic_summary(model)] if first else [_logistic_summary(model)])
-    text = _ridge_summary(model)
+    text = _logistic_summary(model) if m.get("model") == "logistic" else _ridge_summary(model)
     return f"{first}\n{text}" if first else text
 
 
 def _logistic_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
-    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['passes']} L-BFGS passes"
-            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
-    lines = [head, f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
-                   + (f" {'sample log loss':>16}" if search else "")]
+    lines = [_fit_line(m, f"{m['passes']} L-BFGS passes"),
+             f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
+             + (f" {'sample log loss':>16}" if search else "")]
     for a in range(model.n_actions):
         line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {float(glm.expit(model.intercept[a])):>14.6g} "
                 f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
@@ -634,20 +630,16 @@ def _logistic_summary(model: LinearRewardModel) -> str:
             line += f" {number(loss / rows if rows else None, 4):>16}"
         lines.append(line)
     if search:
-        lines.append(f"out-of-fold log loss on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
-            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
-            for g, row in zip(search["grid"], search["out_of_fold_log_loss"])))
+        lines.append(_search_line(search, "out-of-fold log loss", "out_of_fold_log_loss"))
     return "\n".join(lines)
 
 
 def _ridge_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
-    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['cg_iterations']} CG passes"
-            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m['fingerprint']}")
-    lines = [head, f"{'action':>6} {'rows':>12} {'intercept':>12} {'‖w‖':>10}"
-                   + (f" {'sample R²':>12} {'sample MSE':>12}" if search else "")]
+    lines = [_fit_line(m, f"{m['cg_iterations']} CG passes"),
+             f"{'action':>6} {'rows':>12} {'intercept':>12} {'‖w‖':>10}"
+             + (f" {'sample R²':>12} {'sample MSE':>12}" if search else "")]
     for a in range(model.n_actions):
         line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {model.intercept[a]:>12.6g} "
                 f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
@@ -657,8 +649,20 @@ def _ridge_summary(model: LinearRewardModel) -> str:
             line += f" {number(r2, 4):>12} {number(sse / rows if rows else None, 4):>12}"
         lines.append(line)
     if search:
-        lines.append(f"out-of-fold squared error on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
-            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
-            for g, row in zip(search["grid"], search["out_of_fold_sse"])))
+        lines.append(_search_line(search, "out-of-fold squared error", "out_of_fold_sse"))
     return "\n".join(lines)
+
+
+def _fit_line(m: dict, passes: str) -> str:
+    """The first line of a fit's summary, from its metadata ``m``: λ, rows, d, k, folds, ``passes``, fingerprint."""
+    search = m.get("lambda_search")
+    return (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
+            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {passes}"
+            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
+
+
+def _search_line(search: dict, loss: str, key: str) -> str:
+    """The last line of a fit's summary after a λ search: the total out-of-fold ``loss`` (``search[key]``) per λ."""
+    return f"{loss} on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
+        f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}" for g, row in zip(search["grid"], search[key]))
 
