@@ -141,10 +141,15 @@ def fit_from_args(args, logs: str, client, opts: dict, settings=None):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
     from dr_scale.reward.fitting import fit_reward_model
 
-    settings = settings or fit_settings(args)
+    return fitted(fit_reward_model, args, logs, client, opts, settings or fit_settings(args))
+
+
+def fitted(fit, args, logs: str, client, opts: dict, settings):
+    """``fit(logs, settings, …)`` (:func:`~dr_scale.reward.fitting.fit_reward_model`,
+    :func:`~dr_scale.propensity.fitting.fit_propensity_model`) on the options' client, storage and progress, its
+    warnings as one ``warning:`` line each, and the rows it was fitted on recorded (:func:`record_log_filter`)."""
     with warnings_as_lines(args.command):
-        model = fit_reward_model(logs, settings, client=client, storage_options=opts or None,
-                                 progress=not args.no_progress)
+        model = fit(logs, settings, client=client, storage_options=opts or None, progress=not args.no_progress)
     record_log_filter(model, logs)
     return model
 

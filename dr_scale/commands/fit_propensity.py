@@ -4,7 +4,6 @@ estimated propensities (``--estimate-propensity``, ``--propensity-model``, ``--p
 
 from __future__ import annotations
 
-from dr_scale.commands.common import record_log_filter, warnings_as_lines
 from dr_scale.core.errors import UserError
 from dr_scale.io.config import PropensityFloor, option
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
@@ -65,14 +64,10 @@ def propensity_settings(args):
 
 def fit_propensity_from_args(args, logs: str, client, opts: dict, settings=None):
     """The propensity model the options describe, fitted on ``logs``; warnings as one ``warning:`` line each."""
+    from dr_scale.commands.fit import fitted
     from dr_scale.propensity.fitting import fit_propensity_model
 
-    settings = settings or propensity_settings(args)
-    with warnings_as_lines(args.command):
-        model = fit_propensity_model(logs, settings, client=client, storage_options=opts or None,
-                                     progress=not args.no_progress)
-    record_log_filter(model, logs)
-    return model
+    return fitted(fit_propensity_model, args, logs, client, opts, settings or propensity_settings(args))
 
 
 def load_propensity_model(path: str, opts: dict | None):
