@@ -8,7 +8,6 @@ fold model fold(row_id_i), :func:`dr_scale.logs.parts.fold_of`, which never saw 
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
 from dr_scale.logs.parts import fold_of
 
 
@@ -87,10 +85,7 @@ def model_arrays(model, kind: str | None = None) -> dict:
 
 def save_model(model, url: str, storage_options: dict | None = None, kind: str | None = None) -> None:
     """Write :func:`model_arrays` as a ``.npz``, atomically (never a pickle)."""
-    buf = io.BytesIO()
-    np.savez(buf, **model_arrays(model, kind))
-    fs, path = url_to_fs(url, storage_options)
-    atomic_write(fs, path, buf.getvalue())
+    write_npz(url, storage_options, **model_arrays(model, kind))
 
 
 def file_kind(arrays: dict) -> str:
