@@ -30,6 +30,9 @@ SAMPLE_PURPOSE = "lambda sample"
 #: Σ (r − ρ̂)²) then stay finite in float64 for any realistic log (n |r|² ≤ 10²¹⁰ for n ≤ 10¹⁰ rows);
 #: beyond it they overflow and the fit would be silently wrong. A larger reward is the log's error.
 MAX_ABS_REWARD = 1e100
+#: Rows a pass's per-row temporaries cover at a time (:meth:`GroupedPart.chunks`): a logistic pass holds the
+#: chunk's renumbered indices and its (rows × k) scores, ~30 MB here, whatever the part's size.
+CHUNK_ROWS = 1 << 16
 
 
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
@@ -113,7 +116,18 @@ class GroupedPart(LogPart):
         """The rows of blocks b0 … b1 − 1 (rows [start[b0], start[b1])) as a CSR matrix over views; ``columns``:
         each feature's column (−1: none of the rows has it), ``n_features`` of them — the features renumbered
         (:func:`present_columns`), at the cost of one gather of the rows' indices."""
-        lo, hi = int(self.start[b0]), int(self.start[b1])
+        return self.rows_csr(int(self.start[b0]), int(self.start[b1]), n_features, columns)
+
+    def chunks(self, b0: int, b1: int, n_features: int, columns: np.ndarray | None = None):
+        """The rows of blocks b0 … b1 − 1 as (lo, hi, X) for consecutive runs of at most :data:`CHUNK_ROWS` rows,
+        X = rows [lo, hi) as :meth:`blocks` gives them: a pass's per-row temporaries then stay bounded."""
+        start, stop, rows = int(self.start[b0]), int(self.start[b1]), CHUNK_ROWS
+        for lo in range(start, stop, rows):
+            hi = min(lo + rows, stop)
+            yield lo, hi, self.rows_csr(lo, hi, n_features, columns)
+
+    def rows_csr(self, lo: int, hi: int, n_features: int, columns: np.ndarray | None = None) -> sp.csr_matrix:
+        """Rows [lo, hi) as a CSR matrix over views of the part's arrays (``columns``: as :meth:`blocks`)."""
         indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
         first, last = int(self.indptr[lo]), int(self.indptr[hi])
         indices = self.indices[first:last] if columns is None else columns[self.indices[first:last]]

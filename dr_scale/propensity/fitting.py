@@ -83,13 +83,12 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
     loss, grad = total[:, D], total[:, :D]
     for f in range(fits.groups):
         using = [F for F in model_fits(fits, f) if active[F]]
-        lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
-        if not using or hi == lo:
+        if not using:
             continue
-        X = part.blocks(f * k, (f + 1) * k, d, columns)
-        a = part.action[lo:hi]
-        for F in using:
-            glm.add_multinomial_terms(loss, grad, X, a, x[F, :d * k].reshape(d, k), x[F, d * k:D], F)
+        for lo, hi, X in part.chunks(f * k, (f + 1) * k, d, columns):
+            for F in using:
+                glm.add_multinomial_terms(loss, grad, X, part.action[lo:hi], x[F, :d * k].reshape(d, k), x[F, d * k:D],
+                                          F)
     return total
 
 

@@ -344,12 +344,11 @@ def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, acti
         for a in range(fits.n_actions):
             using = [F for F in fits.of_block(f, a) if active[F]]
             b = f * fits.n_actions + a
-            lo, hi = int(part.start[b]), int(part.start[b + 1])
-            if not using or hi == lo:
+            if not using:
                 continue
-            X, y = part.blocks(b, b + 1, d, columns), part.reward[lo:hi]
-            for F in using:
-                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+            for lo, hi, X in part.chunks(b, b + 1, d, columns):
+                for F in using:
+                    glm.add_binary_terms(loss, grad, X, part.reward[lo:hi], x[F, :d], x[F, d], F)
     return total
 
 
