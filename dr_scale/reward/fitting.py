@@ -178,7 +178,7 @@ def solve(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, *, rt
 
 
 def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_actions: int, grid, *, rtol: float,
-                  max_iter: int, progress: bool = False) -> tuple[int, dict, int]:
+                  max_iter: int, progress: bool = False, score=None) -> tuple[int, dict, int]:
     """(index of the λ of ``grid`` with the smallest out-of-fold squared error on the sample, the search's
     record — error per λ and action, the sample's rows and R² per action —, passes).
 
@@ -186,15 +186,23 @@ def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_action
     the first λ whose error exceeds the smallest so far: the out-of-fold error of ridge is taken to be unimodal
     in λ (falling while the penalty's bias dominates, rising once the variance does), so the smaller, costlier
     penalties past the minimum are not fitted (their errors are recorded as None).
+
+    ``score``: for another model on the same folds (the shared model, :mod:`dr_scale.reward.shared`), λ ↦ (the
+    passes of its fit, (3, n_actions): Σ out-of-fold loss, Σ r, Σ r² per action); default: the per-action ridge fits.
     """
     fits = Fits(folds, n_actions, full=False)
+
+    def ridge_score(lam):
+        fit, intercept = solve(sample, stats, lam, fits, rtol=rtol, max_iter=max_iter, progress=progress)
+        return fit.iterations, sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
+
+    score = score or ridge_score
     order = sorted(range(len(grid)), key=lambda i: -grid[i])
     sse, passes = [None] * len(grid), 0
     for i in order:
-        fit, intercept = solve(sample, stats, grid[i], fits, rtol=rtol, max_iter=max_iter, progress=progress)
-        errors, sy, syy = sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
+        iterations, (errors, sy, syy) = score(grid[i])
         sse[i] = errors
-        passes += fit.iterations + 1
+        passes += iterations + 1
         if errors.sum() > min(e.sum() for e in sse if e is not None):
             break
     n = stats.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models

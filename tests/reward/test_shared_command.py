@@ -26,7 +26,8 @@ def shared_file(item_log, tmp_path_factory):
     out = tmp_path_factory.mktemp("model") / "shared.npz"
     from dr_scale.cli import main
 
-    assert main(["fit", str(item_log), "--model", "shared", "--lam", "100", "--out", str(out), "--no-progress"]) == 0
+    assert main(["fit", str(item_log), "--model", "shared-ridge", "--lam", "100", "--rtol", "1e-8", "--out", str(out),
+                 "--no-progress"]) == 0
     return out
 
 
@@ -70,16 +71,29 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lambda"] == 100.0
 
 
-def test_fit_shared_refuses_what_it_cannot_do(item_log, tmp_path, capsys):
+def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
     out = tmp_path / "m.npz"
-    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 2, "--out", out, "--no-progress")
-    assert code == 2 and "--folds" in error_line(err) and not out.exists()
-    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--lam", "auto", "--out", out, "--no-progress")
-    assert code == 2 and "--lam auto" in error_line(err)
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 1, "--out", out, "--no-progress")
+    assert code == 2 and "--folds" in err and not out.exists()
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared-logistic", "--out", out, "--no-progress")
+    assert code == 0, err  # the item world's rewards are 0/1
     from dr_scale.synthetic.bandit import generate_bandit
 
     generate_bandit(str(tmp_path / "plain"), rows=100, features=100, actions=3)
-    code, _, err = cli(capsys, "fit", tmp_path / "plain", "--model", "shared", "--out", out, "--no-progress")
-    assert code == 2 and "no action catalogue" in error_line(err) and not out.exists()
+    code, _, err = cli(capsys, "fit", tmp_path / "plain", "--model", "shared", "--out", tmp_path / "n.npz",
+                       "--no-progress")
+    assert code == 2 and "no action catalogue" in error_line(err) and not (tmp_path / "n.npz").exists()
     code, _, err = cli(capsys, "evaluate", item_log, "--fit-reward-model", "--model", "shared", "--no-progress")
     assert code == 2 and "--model" in err  # evaluate fits per-action models only
+
+
+def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    code, printed, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 2, "--out", out,
+                             "--no-progress")
+    assert code == 0, err
+    assert "model: shared logistic (every reward is 0 or 1)" in printed and "(auto)" in printed
+    model = LinearRewardModel.load(str(out))
+    assert model.folds == 2 and model.metadata["lambda"] in model.metadata["lambda_search"]["grid"]
+    p = model.predict(np.eye(200)[:5])
+    assert p.min() > 0 and p.max() < 1
