@@ -271,6 +271,18 @@ class SharedLogisticRewardModel(SharedRidgeRewardModel):
         return expit(z)
 
 
+def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = None) -> None:
+    """:func:`check_model_catalogue` of each (model, name) pair against the catalogue of the log at ``logs``, read
+    once and only if a model is a shared one."""
+    from dr_scale.logs.contract import read_catalogue
+
+    shared = [(m, name) for m, name in models if isinstance(m, SharedRidgeRewardModel)]
+    if shared:
+        catalogue = read_catalogue(logs, storage_options)
+        for model, name in shared:
+            check_model_catalogue(model, catalogue, name)
+
+
 def unflatten(theta: np.ndarray, d: int, da: int) -> tuple:
     """(b, β_x, β_f, B) from θ = (b, β_x, β_f, vec B) (B row-major, (d, D_A))."""
     return (float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da], theta[1 + d + da:].reshape(d, da))
@@ -298,19 +310,19 @@ def check_model_catalogue(model, catalogue, name: str) -> None:
 # parts are grouped by (fold, action) (dr_scale.logs.parts.group), so the rows of fold f are the contiguous run of
 # blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.logs.parts.Fits` over the folds with one
 # "action": fold model j on the folds f ≠ j, the full-data model on all of them.
-def _fold_rows(part, f: int, k: int, d: int):
+def fold_rows(part, f: int, k: int, d: int):
     """(X, the logged actions, the rewards) of the part's rows in fold f (views of the part's arrays)."""
     lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
     return part.blocks(f * k, (f + 1) * k, d), part.action[lo:hi], part.reward[lo:hi]
 
 
-def _phi(X, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
+def phi(X, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Φ v for the rows' φ_i = (x_i, f_i, x_i ⊗ f_i) and v = (β_x, β_f, vec B): x·β_x + f·β_f + x·B·f."""
     d, da = X.shape[1], Fl.shape[1]
     return X @ v[:d] + Fl @ v[d:d + da] + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl)
 
 
-def _phi_t(X, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
+def phi_t(X, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Φᵀ u = (Xᵀu, Fᵀu, vec Xᵀ(F ∘ u)) without forming Φ."""
     return np.concatenate([X.T @ u, Fl.T @ u, np.asarray(X.T @ (Fl * u[:, None])).ravel()])
 
@@ -322,14 +334,14 @@ def shared_sums(part, item_features: np.ndarray, d: int, groups: int, k: int) ->
     n, sy = np.zeros(groups), np.zeros(groups)
     sx, sxx, xy = np.zeros((groups, size)), np.zeros((groups, size)), np.zeros((groups, size))
     for f in range(groups):
-        X, a, y = _fold_rows(part, f, k, d)
+        X, a, y = fold_rows(part, f, k, d)
         if not X.shape[0]:
             continue
         Fl = item_features[a]
         ones = np.ones(X.shape[0])
         n[f], sy[f] = X.shape[0], float(y.sum())
-        sx[f], xy[f] = _phi_t(X, Fl, ones), _phi_t(X, Fl, y)
-        sxx[f] = _phi_t(X.multiply(X).tocsr(), Fl * Fl, ones)
+        sx[f], xy[f] = phi_t(X, Fl, ones), phi_t(X, Fl, y)
+        sxx[f] = phi_t(X.multiply(X).tocsr(), Fl * Fl, ones)
     return n, sy, sx, sxx, xy
 
 
@@ -340,12 +352,12 @@ def add_shared_gram(total, part, P: np.ndarray, item_features: np.ndarray, fits,
         total = np.zeros_like(P)
     for f in range(fits.groups):
         using = [F for F in fits.of_block(f, 0) if active[F]]
-        X, a, _ = _fold_rows(part, f, k, d)
+        X, a, _ = fold_rows(part, f, k, d)
         if not using or not X.shape[0]:
             continue
         Fl = item_features[a]
         for F in using:
-            total[F] += _phi_t(X, Fl, _phi(X, Fl, P[F]))
+            total[F] += phi_t(X, Fl, phi(X, Fl, P[F]))
     return total
 
 
@@ -355,10 +367,10 @@ def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: in
     theta (K, D + 1) the fold models' (β_x, β_f, vec B, b)."""
     out = np.zeros((3, 1))
     for f in range(folds):
-        X, a, y = _fold_rows(part, f, k, d)
+        X, a, y = fold_rows(part, f, k, d)
         if not X.shape[0]:
             continue
-        z = _phi(X, item_features[a], theta[f, :-1]) + theta[f, -1]
+        z = phi(X, item_features[a], theta[f, :-1]) + theta[f, -1]
         loss = -np.sum(glm.log_expit(np.where(y > 0, z, -z))) if logistic else np.sum((y - z) ** 2)
         out[:, 0] += [float(loss), float(y.sum()), float(y @ y)]
     return out
@@ -368,21 +380,21 @@ def add_shared_logistic_terms(total, part, x: np.ndarray, item_features: np.ndar
                               d: int, k: int) -> np.ndarray:
     """total (F, D + 2) += per fit its data log loss's gradient ((θ, b): D + 1) and, in the last column, the log loss
     Σ log(1 + e^z) − r z, z = b + φ·θ, over its folds' rows (:func:`dr_scale.outofcore.glm.add_binary_terms`'s
-    terms with Φ applied by :func:`_phi`)."""
+    terms with Φ applied by :func:`phi`)."""
     size = x.shape[1] - 1
     if total is None:
         total = np.zeros((x.shape[0], size + 2))
     for f in range(fits.groups):
         using = [F for F in fits.of_block(f, 0) if active[F]]
-        X, a, y = _fold_rows(part, f, k, d)
+        X, a, y = fold_rows(part, f, k, d)
         if not using or not X.shape[0]:
             continue
         Fl = item_features[a]
         for F in using:
-            z = _phi(X, Fl, x[F, :size]) + x[F, size]
+            z = phi(X, Fl, x[F, :size]) + x[F, size]
             total[F, size + 1] -= float(np.sum(glm.log_expit(np.where(y > 0, z, -z))))
             residual = glm.expit(z) - y
-            total[F, :size] += _phi_t(X, Fl, residual)
+            total[F, :size] += phi_t(X, Fl, residual)
             total[F, size] += float(residual.sum())
     return total
 

@@ -1,4 +1,5 @@
-"""The shared model on the local scheduler and on a LocalCluster of worker processes: bit for bit the same.
+"""The shared model and the item scorer on the local scheduler and on a LocalCluster of worker processes: bit for
+bit the same.
 
 ``fit --model shared --folds 2 --lam auto`` on a generated item log in 4 parts, once with the default local
 scheduler and once with ``--local-workers 2`` (a ``distributed.LocalCluster`` of two worker processes). Every pass
@@ -42,3 +43,18 @@ def test_fit_shared_identical_locally_and_on_a_localcluster(item_log, tmp_path, 
     assert sorted(local.files) == sorted(cluster.files) and "fold_theta" in local.files
     for name in local.files:
         np.testing.assert_array_equal(cluster[name], local[name], err_msg=name)  # exact, not approximate
+
+
+@pytest.mark.timeout(300)
+def test_learn_scorer_identical_locally_and_on_a_localcluster(item_log, tmp_path, capsys):
+    runs = {}
+    for mode, extra in MODES.items():
+        out = tmp_path / f"{mode}.npz"
+        code, stdout, err = cli(capsys, "learn", item_log, "--learner", "scorer", "--folds", "2", "--out", out,
+                                "--no-progress", *extra)
+        assert code == 0, err
+        runs[mode] = stdout, np.load(out, allow_pickle=False)
+    (local_out, local), (cluster_out, cluster) = runs.values()
+    assert local_out == cluster_out and "2 fold models" in local_out
+    for name in local.files:
+        np.testing.assert_array_equal(cluster[name], local[name], err_msg=name)

@@ -97,3 +97,21 @@ def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsy
     assert model.folds == 2 and model.metadata["lambda"] in model.metadata["lambda_search"]["grid"]
     p = model.predict(np.eye(200)[:5])
     assert p.min() > 0 and p.max() < 1
+
+
+def test_a_shared_model_on_a_log_of_another_catalogue_is_refused(shared_file, tmp_path, capsys):
+    other = tmp_path / "other"
+    generate_item_bandit(str(other), rows=500, seed=9, features=200, actions=500, action_features=4,
+                         embedding_categories=10)
+    code, _, err = cli(capsys, "evaluate", other, "--policy", "sparse:target_topk", "--reward-model", shared_file,
+                       "--estimators", "DR", "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err) and "other values" in error_line(err)
+    code, _, err = cli(capsys, "learn", other, "--learner", "scorer", "--reward-model", shared_file, "--out",
+                       tmp_path / "p.npz", "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err) and not (tmp_path / "p.npz").exists()
+    policies = tmp_path / "policies.toml"
+    policies.write_text(f'reward_model = "{shared_file}"\nestimators = ["DR"]\n'
+                        '[[policy]]\nname = "target"\nspec = "sparse:target_topk"\n')
+    code, _, err = cli(capsys, "report", "--logs", other, "--policies", policies, "--out", tmp_path / "rep",
+                       "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err)
