@@ -40,13 +40,14 @@ def add_parser(sub) -> None:
                    help="ridge: one ridge score per action (default); dlm: direct loss minimization; scorer: a "
                         "linear scorer over the items' features (the log's action catalogue), s(x, a) = x·B·f_a + "
                         "f_a·β_f fitted to every item's imputed reward, written for --policy scorer:POLICY.npz "
-                        "(its ρ̂, --reward-model, a shared model: fit --model shared)")
+                        "(its ρ̂: --reward-model, a shared ridge model from fit --model shared-ridge, else a shared "
+                        "ridge model fitted on LOGS, cross-fitted with --folds K)")
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given, "
-                        "2 ≤ K ≤ rows (default 2)")
+                        "2 ≤ K ≤ rows (default 2; --learner scorer: none)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     add_model_choice(p)
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),

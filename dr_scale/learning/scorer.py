@@ -55,19 +55,26 @@ def _all_pairs_gram(X: sp.csr_matrix, v: np.ndarray, d: int, k: int, s1: np.ndar
     b, bx, bf, B = v[0], v[1:1 + d], v[1 + d:1 + d + da], v[1 + d + da:].reshape(d, da)
     c = b + X @ bx
     g = bf + np.asarray(X @ B)
-    u = k * c + g @ s1
-    h = c[:, None] * s1 + g @ s2
+    u = k * c + np.einsum("na,a->n", g, s1)  # numpy's loops, not BLAS: the same bits in any process
+    h = c[:, None] * s1 + np.einsum("na,ab->nb", g, s2)
     return np.concatenate([[u.sum()], X.T @ u, h.sum(axis=0), np.asarray(X.T @ h).ravel()])
 
 
-def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, d: int, k: int, groups: int,
-                method: str) -> tuple:
+def catalogue_sums(item_features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Σ_a f_a, Σ_a f_a f_aᵀ, Σ_a f_a²) over the catalogue: computed once, by the driver, so every pass's tasks
+    use the same bits."""
+    F = item_features
+    return F.sum(axis=0), F.T @ F, (F * F).sum(axis=0)
+
+
+def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, sums: tuple, d: int, k: int,
+                groups: int, method: str) -> tuple:
     """The statistics of the scorer's ridge fit over the part's n·k pairs (x_i, a): (pairs, Σ Γ, Σ φ, Σ φ², Σ Γ φ)
     with φ = (x, f_a, x ⊗ f_a) — the pair sums through the catalogue's Σ_a f_a and Σ_a f_a f_aᵀ — and Γ the imputed
     rewards; ``theta0`` (G, 1 + D): ρ̂'s (b, β_x, β_f, vec B) per fold group (the fold model that did not see the
     rows; one group without folds), None for IPS."""
     F = item_features
-    s1, s2, sf2 = F.sum(axis=0), F.T @ F, (F * F).sum(axis=0)
+    s1, s2, sf2 = sums
     da = F.shape[1]
     size = d + da + d * da
     rows, sy = 0.0, 0.0
@@ -95,15 +102,14 @@ def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, d: i
     return np.array([rows * k]), np.array([sy]), sx[None, :], sxx[None, :], xy[None, :], rows
 
 
-def add_scorer_gram(total, part, P: np.ndarray, item_features: np.ndarray, d: int, k: int) -> np.ndarray:
+def add_scorer_gram(total, part, P: np.ndarray, sums: tuple, d: int, k: int) -> np.ndarray:
     """total (1, D) += Σ_i Σ_a φ(x_i, a) φ(x_i, a)·P over the part's rows and all k actions
     (:func:`_all_pairs_gram`)."""
     if total is None:
         total = np.zeros_like(P)
     X = part.blocks(0, part.start.size - 1, d)
     if X.shape[0]:
-        F = item_features
-        total[0] += _all_pairs_gram(X, np.r_[0.0, P[0]], d, k, F.sum(axis=0), F.T @ F)[1:]
+        total[0] += _all_pairs_gram(X, np.r_[0.0, P[0]], d, k, sums[0], sums[1])[1:]
     return total
 
 
@@ -135,7 +141,8 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, 
                                  f"need {size}")
         groups = max(reward_model.folds, 1)
         theta0 = reward_model.fold_theta if reward_model.folds else own[None, :]
-    n, sy, sx, sxx, xy, rows = parts.sum(scorer_sums, theta0, F, d, k, groups, method, progress=progress)
+    sums = catalogue_sums(F)
+    n, sy, sx, sxx, xy, rows = parts.sum(scorer_sums, theta0, F, sums, d, k, groups, method, progress=progress)
     stats = ridge.RidgeStats(n, sx, sxx, sy, xy)
     lam = float(k * rows / 10) if lam is None else float(lam)
     if not lam > 0:
@@ -144,7 +151,7 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, 
     def gram(P):
         if not P.any():
             return np.zeros_like(P)
-        return parts.accumulate(add_scorer_gram, P, F, d, k)
+        return parts.accumulate(add_scorer_gram, P, sums, d, k)
 
     fit = ridge.fit(gram, stats, lam, rtol=rtol, max_iter=max_iter, progress=progress)
     beta_f, B = fit.coef[0, d:d + da], fit.coef[0, d + da:].reshape(d, da)

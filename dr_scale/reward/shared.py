@@ -177,8 +177,9 @@ class SharedRidgeRewardModel:
                 out[rows] = self._fold(int(j)).pair_scores(X[rows], actions[rows])
             return out
         main, projected = self._context(X)
-        F = self.item_features[actions]  # (n, K, D_A)
-        return self.intercept + main[:, None] + F @ self.beta_f + np.einsum("nkd,nd->nk", F, projected)
+        F = self.item_features[actions]  # (n, K, D_A); numpy's loops, not BLAS: the same bits in any process
+        return self.intercept + main[:, None] + np.einsum("nkd,d->nk", F, self.beta_f) + np.einsum(
+            "nkd,nd->nk", F, projected)
 
     def link(self, z: np.ndarray) -> np.ndarray:
         """ρ̂ from the linear score: z itself (ridge)."""
@@ -317,14 +318,19 @@ def fold_rows(part, f: int, k: int, d: int):
 
 
 def phi(X, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Φ v for the rows' φ_i = (x_i, f_i, x_i ⊗ f_i) and v = (β_x, β_f, vec B): x·β_x + f·β_f + x·B·f."""
+    """Φ v for the rows' φ_i = (x_i, f_i, x_i ⊗ f_i) and v = (β_x, β_f, vec B): x·β_x + f·β_f + x·B·f.
+
+    The dense products are numpy's own loops (``einsum``), not BLAS: a multithreaded BLAS may split a sum
+    differently in this process and in a worker process, and a pass must give the same bits wherever it runs
+    (the sparse products are scipy's, single-threaded)."""
     d, da = X.shape[1], Fl.shape[1]
-    return X @ v[:d] + Fl @ v[d:d + da] + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl)
+    return (X @ v[:d] + np.einsum("na,a->n", Fl, v[d:d + da])
+            + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl))
 
 
 def phi_t(X, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Φᵀ u = (Xᵀu, Fᵀu, vec Xᵀ(F ∘ u)) without forming Φ."""
-    return np.concatenate([X.T @ u, Fl.T @ u, np.asarray(X.T @ (Fl * u[:, None])).ravel()])
+    """Φᵀ u = (Xᵀu, Fᵀu, vec Xᵀ(F ∘ u)) without forming Φ (dense sums by ``einsum``, :func:`phi`)."""
+    return np.concatenate([X.T @ u, np.einsum("na,n->a", Fl, u), np.asarray(X.T @ (Fl * u[:, None])).ravel()])
 
 
 def shared_sums(part, item_features: np.ndarray, d: int, groups: int, k: int) -> tuple:

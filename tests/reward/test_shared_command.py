@@ -115,3 +115,23 @@ def test_a_shared_model_on_a_log_of_another_catalogue_is_refused(shared_file, tm
     code, _, err = cli(capsys, "report", "--logs", other, "--policies", policies, "--out", tmp_path / "rep",
                        "--no-progress")
     assert code == 2 and "another action catalogue" in error_line(err)
+
+
+def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_log, tmp_path, capsys):
+    out = tmp_path / "folded.npz"
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared-ridge", "--folds", 3, "--lam", 10, "--out", out,
+                       "--no-progress")
+    assert code == 0, err
+    model = SharedRidgeRewardModel.load(str(out))
+    from dr_scale.logs.contract import read_log
+    from dr_scale.policies.target import parse_policy
+
+    policy = parse_policy("sparse:target_topk")
+    by_fold, by_full = [], []
+    for part in read_log(str(item_log), extra_columns=["target_topk"]):
+        chosen = policy.decisions(part, model.n_actions)
+        by_fold.append((chosen.probs * model.predict_pairs(part.X, chosen.actions, row_id=part.row_id)).sum(axis=1))
+        by_full.append((chosen.probs * model.predict_pairs(part.X, chosen.actions)).sum(axis=1))
+    result = evaluate_log(str(item_log), Evaluation("sparse:target_topk", ["DM"], reward_model=model))
+    assert result.estimates["DM"].value == pytest.approx(np.concatenate(by_fold).mean(), rel=1e-12)
+    assert abs(np.concatenate(by_fold).mean() - np.concatenate(by_full).mean()) > 1e-9
