@@ -282,23 +282,17 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     -------
     ItemScorerPolicy
     """
-    from dr_scale.core.errors import UserError
     from dr_scale.io.cache import spill_root
-    from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue
+    from dr_scale.logs.contract import log_metadata
     from dr_scale.logs.parts import read_grouped_parts
     from dr_scale.outofcore.compute import check_client
     from dr_scale.outofcore.passes import spill_folder
     from dr_scale.outofcore.settings import FitSettings
     from dr_scale.reward.models import check_fitted_log
-    from dr_scale.reward.shared import check_model_catalogue, fit_shared_on_parts
+    from dr_scale.reward.shared import check_model_catalogue, fit_shared_on_parts, log_and_catalogue
 
     check_client(client)
-    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
-    catalogue = read_catalogue(logs, storage_options)
-    if catalogue is None:
-        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a scorer over the items' "
-                        "features needs one (dr-scale import with an [actions] table, or generate bandit "
-                        "--action-features)")
+    fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a scorer over the items' features needs one")
     name = "the reward model"
     if isinstance(reward_model, str):
         name = f"the reward model {reward_model}"

@@ -356,15 +356,19 @@ def add_shared_gram(total, part, P: np.ndarray, item_features: np.ndarray, fits,
     """total (F, D) += per fit F the Gram product Σ over its folds' rows Φᵀ(Φ P_F) (fits not ``active``: skipped)."""
     if total is None:
         total = np.zeros_like(P)
-    for f in range(fits.groups):
-        using = [F for F in fits.of_block(f, 0) if active[F]]
-        X, a, _ = fold_rows(part, f, k, d)
-        if not using or not X.shape[0]:
-            continue
-        Fl = item_features[a]
+    for using, X, Fl, _ in _fits_rows(part, item_features, fits, active, d, k):
         for F in using:
             total[F] += phi_t(X, Fl, phi(X, Fl, P[F]))
     return total
+
+
+def _fits_rows(part, item_features: np.ndarray, fits, active: np.ndarray, d: int, k: int):
+    """Per fold of the part with rows and an ``active`` fit using it: (those fits, X, the logged items' f_a, r)."""
+    for f in range(fits.groups):
+        using = [F for F in fits.of_block(f, 0) if active[F]]
+        X, a, y = fold_rows(part, f, k, d)
+        if using and X.shape[0]:
+            yield using, X, item_features[a], y
 
 
 def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: int, k: int, folds: int,
@@ -378,7 +382,7 @@ def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: in
             continue
         z = phi(X, item_features[a], theta[f, :-1]) + theta[f, -1]
         loss = -np.sum(glm.log_expit(np.where(y > 0, z, -z))) if logistic else np.sum((y - z) ** 2)
-        out[:, 0] += [float(loss), float(y.sum()), float(y @ y)]
+        out[:, 0] += [float(loss), float(y.sum()), float(np.sum(y * y))]
     return out
 
 
@@ -390,12 +394,7 @@ def add_shared_logistic_terms(total, part, x: np.ndarray, item_features: np.ndar
     size = x.shape[1] - 1
     if total is None:
         total = np.zeros((x.shape[0], size + 2))
-    for f in range(fits.groups):
-        using = [F for F in fits.of_block(f, 0) if active[F]]
-        X, a, y = fold_rows(part, f, k, d)
-        if not using or not X.shape[0]:
-            continue
-        Fl = item_features[a]
+    for using, X, Fl, y in _fits_rows(part, item_features, fits, active, d, k):
         for F in using:
             z = phi(X, Fl, x[F, :size]) + x[F, size]
             total[F, size + 1] -= float(np.sum(glm.log_expit(np.where(y > 0, z, -z))))
@@ -524,6 +523,20 @@ def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np
     return cls(*unflatten(theta[-1], d, da), F, metadata, theta[:-1].copy() if folds else None, settings.seed)
 
 
+def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
+    """(fs, the log's part paths, its action catalogue); a log without a catalogue is a
+    :class:`~dr_scale.core.errors.UserError` saying what ``needs`` it."""
+    from dr_scale.core.errors import UserError
+    from dr_scale.logs.contract import list_parts, read_catalogue
+
+    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
+    catalogue = read_catalogue(logs, storage_options)
+    if catalogue is None:
+        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): {needs} (dr-scale import with "
+                        "an [actions] table, or generate bandit --action-features)")
+    return fs, paths, catalogue
+
+
 def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict | None = None,
                      progress: bool = False) -> SharedRidgeRewardModel:
     """The reward model shared across actions on the log at ``logs`` over its action catalogue, out of core: the
@@ -568,9 +581,8 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
     >>> folder.cleanup()
     """
-    from dr_scale.core.errors import UserError
     from dr_scale.io.cache import spill_root
-    from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata, read_catalogue
+    from dr_scale.logs.contract import action_vocabulary, log_metadata
     from dr_scale.logs.parts import read_grouped_parts
     from dr_scale.outofcore.compute import check_client
     from dr_scale.outofcore.passes import spill_folder
@@ -580,12 +592,8 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     if not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, got {type(settings).__name__}")
     check_client(client)
-    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
-    catalogue = read_catalogue(logs, storage_options)
-    if catalogue is None:
-        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a model shared across actions "
-                        "needs their features (dr-scale import with an [actions] table, or generate bandit "
-                        "--action-features)")
+    fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a model shared across actions needs their "
+                                                                    "features")
     k = catalogue.n_actions
     if settings.n_actions is not None and settings.n_actions != k:
         raise ParameterError(f"`n_actions` is {settings.n_actions}, but the log's action catalogue lists {k} actions")
