@@ -256,6 +256,25 @@ class SharedLogisticRewardModel(SharedRidgeRewardModel):
     (predictions in (0, 1)); fields, folds and file as :class:`SharedRidgeRewardModel`'s, the file's ``link``
     ``"logistic"``.
 
+    Parameters
+    ----------
+    intercept : float
+        b (a logit).
+    beta_x : numpy.ndarray, shape (d,)
+        The context's main effect.
+    beta_f : numpy.ndarray, shape (D_A,)
+        The action features' main effect.
+    interaction : numpy.ndarray, shape (d, D_A)
+        B.
+    item_features : numpy.ndarray, shape (k, D_A)
+        f_a per action.
+    metadata : dict, optional
+        What the fitter recorded.
+    fold_theta : numpy.ndarray, shape (K, 1 + d + D_A + d·D_A), optional
+        The K fold models' (b, β_x, β_f, vec B).
+    fold_seed : int
+        The key of the folds.
+
     Examples
     --------
     >>> import numpy as np

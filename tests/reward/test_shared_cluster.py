@@ -23,7 +23,9 @@ MODES = {"local": [], "cluster": ["--local-workers", "2"]}
 @pytest.fixture(scope="module")
 def item_log(tmp_path_factory):
     url = str(tmp_path_factory.mktemp("items") / "log")
-    generate_item_bandit(url, rows=4000, rows_per_part=1000, seed=4, features=100, actions=300, action_features=4,
+    # 10^4 items: sums over the catalogue as long as that are where a multithreaded BLAS (this process) and a
+    # single-threaded one (a worker process) would add in other orders
+    generate_item_bandit(url, rows=4000, rows_per_part=1000, seed=4, features=100, actions=10_000, action_features=8,
                          embedding_categories=6)
     return url
 
