@@ -33,7 +33,10 @@ def add_parser(sub) -> None:
                                    "when every reward is 0 or 1 — logistic regression, min Σ_{i: a_i=a} "
                                    "[log(1 + e^z) − r z] + (λ/2)‖w_a‖², z = b_a + x_i·w_a (one pass per L-BFGS step), "
                                    "all actions and folds at once, out of core. Writes a LinearRewardModel or "
-                                   "LogisticRewardModel .npz that evaluate and report read.")
+                                   "LogisticRewardModel .npz that evaluate and report read. With --model shared "
+                                   "(a log with an action catalogue): one model for all actions over the context, "
+                                   "the action's features and their interactions, ridge or logistic by the same "
+                                   "rule, with the same options, engine and cluster.")
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
     add_model_options(p, shared=True)
