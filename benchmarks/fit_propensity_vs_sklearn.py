@@ -12,8 +12,9 @@ soon as it has run (wall time, CPU time of the process, peak resident memory):
     default tolerance (``--rtol``), without folds (one model, as scikit-learn fits), out of core;
 (b) ``LogisticRewardModel``'s sibling in scikit-learn: ``LogisticRegression(solver="lbfgs", C=1/λ)`` —
     multinomial for k > 2 — on the same training rows read into memory (reading not timed; its ``tol`` 1e-4
-    and ``max_iter`` 1000); with ``--sklearn-timeout CPU_SECONDS`` it is stopped once its fit has used that much
-    CPU time, and its row shows the time at the stop (a lower bound) and no log loss;
+    and ``max_iter`` its default 100, or ``--sklearn-max-iter``: the row says whether it converged); with
+    ``--sklearn-timeout CPU_SECONDS`` it is stopped once its fit has used that much CPU time, and its row shows
+    the time at the stop (a lower bound) and no log loss;
 (c) Vowpal Wabbit ``--oaa 10 --loss_function logistic --probabilities -b 18`` through its own text driver, one
     pass over the training rows as text (written once, not timed), if ``vowpalwabbit`` is installed.
 
@@ -54,6 +55,14 @@ def read_rows(url: str):
             np.concatenate([p.propensity for p in parts]))
 
 
+def read_actions(url: str) -> np.ndarray:
+    """The actions of the rows ``url`` names (their features not read)."""
+    from dr_scale.logs.contract import read_log
+
+    return np.concatenate([p.action for p in read_log(url, n_features=FEATURES, n_actions=ACTIONS,
+                                                       with_features=False)])
+
+
 def measured(started: float, cpu: float, **extra) -> dict:
     return {"wall": time.perf_counter() - started, "cpu": time.process_time() - cpu,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, **extra}
@@ -70,14 +79,14 @@ def run_ours(logs: str, lam: float, rtol: float | None, out: str) -> dict:
     return result
 
 
-def run_sklearn(logs: str, lam: float, out: str) -> dict:
+def run_sklearn(logs: str, lam: float, out: str, max_iter: int) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     X, a, _ = read_rows(split(logs, "train"))
     started, cpu = time.perf_counter(), time.process_time()
     print(json.dumps({"fit_started_cpu": cpu}), flush=True)  # for the parent's --sklearn-timeout
-    fit = LogisticRegression(solver="lbfgs", C=1.0 / lam, max_iter=1000).fit(X, a)
-    result = measured(started, cpu, passes=int(np.max(fit.n_iter_)))
+    fit = LogisticRegression(solver="lbfgs", C=1.0 / lam, max_iter=max_iter).fit(X, a)
+    result = measured(started, cpu, passes=int(np.max(fit.n_iter_)), converged=bool(np.max(fit.n_iter_) < max_iter))
     np.savez(out, coef=fit.coef_.T, intercept=fit.intercept_, classes=fit.classes_)
     return result
 
@@ -125,7 +134,7 @@ def held_out_log_loss(logs: str, coef, intercept) -> tuple[float, float, float]:
 
     X, a, p = read_rows(split(logs, "test"))
     logp = log_softmax(np.asarray(X @ coef[:X.shape[1]]) + intercept, axis=1)
-    _, a_train, _ = read_rows(split(logs, "train"))
+    a_train = read_actions(split(logs, "train"))
     share = np.bincount(a_train, minlength=ACTIONS) / a_train.size
     return (float(-logp[np.arange(a.size), a].mean()), float(-np.log(share[a]).mean()), float(-np.log(p).mean()))
 
@@ -135,7 +144,7 @@ def child(mode: str, args) -> None:
     if mode == "ours":
         result = run_ours(args.logs, args.lam, args.rtol, args.model)
     else:
-        result = run_sklearn(args.logs, args.lam, args.model)
+        result = run_sklearn(args.logs, args.lam, args.model, args.sklearn_max_iter)
     print(json.dumps(result))
 
 
@@ -153,11 +162,11 @@ def peak_rss_gib(pid: int) -> float:
 
 
 def in_child(mode: str, logs: str, lam: float, rtol: float | None, model: str,
-             timeout_cpu: float | None = None) -> dict:
+             timeout_cpu: float | None = None, max_iter: int = 100) -> dict:
     """The child's figures; with ``timeout_cpu``, the child is stopped once its fit has used that many CPU
     seconds, and the figures are those at the stop (``"stopped": True``: a lower bound of its time)."""
     argv = [sys.executable, os.path.abspath(__file__), "--child", mode, "--logs", logs, "--lam", str(lam), "--model",
-            model] + ([] if rtol is None else ["--rtol", str(rtol)])
+            model, "--sklearn-max-iter", str(max_iter)] + ([] if rtol is None else ["--rtol", str(rtol)])
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=os.environ) as proc:
         if timeout_cpu is not None:
             first = proc.stdout.readline()  # the child's CPU when its fit starts (its reading not counted)
@@ -187,6 +196,8 @@ def main() -> None:
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--sklearn-timeout", type=float, default=None, metavar="CPU_SECONDS",
                         help="stop scikit-learn's fit after this much CPU time and report it as a lower bound")
+    parser.add_argument("--sklearn-max-iter", type=int, default=100, metavar="N",
+                        help="scikit-learn's max_iter (default 100, its own default; 1000 lets it converge)")
     parser.add_argument("--child", choices=("ours", "sklearn"), help=argparse.SUPPRESS)
     parser.add_argument("--logs", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -212,7 +223,7 @@ def main() -> None:
     print(rows, flush=True)
     if not args.skip_sklearn:
         sk_model = os.path.join(args.data, "sklearn.npz")
-        sk = in_child("sklearn", logs, args.lam, None, sk_model, args.sklearn_timeout)
+        sk = in_child("sklearn", logs, args.lam, None, sk_model, args.sklearn_timeout, args.sklearn_max_iter)
         rows["scikit-learn lbfgs (in memory)"] = sk
         print(sk, flush=True)
         if sk.get("stopped"):
@@ -229,6 +240,8 @@ def main() -> None:
         rows["VW --oaa 10 logistic, one pass"] = vw
     print(f"\n{'':34} {'wall s':>8} {'CPU s':>8} {'peak RSS GiB':>13} {'passes':>7} {'held-out log loss':>18}")
     for name, r in rows.items():
+        if r.get("converged") is False:
+            name = name.replace("(in memory)", f"(stopped at max_iter {r['passes']})")
         print(f"{name:34} {r['wall']:8.1f} {r['cpu']:8.1f} {r['peak_rss_gib']:13.2f} {r.get('passes', '—'):>7} "
               f"{r['log_loss']:18.6f}")
     print(f"{'marginal action frequencies':34} {'':8} {'':8} {'':13} {'':>7} {marginal:18.6f}")

@@ -63,6 +63,14 @@ def filtered_log(args, logs: str) -> str:
     return log_filter.on(logs) if log_filter else logs
 
 
+def record_log_filter(fitted, logs) -> None:
+    """Record in the ``metadata`` of a fitted model or learned policy the rows it was fitted on: the filter that
+    ``logs`` carries (:func:`filtered_log`), if any."""
+    log_filter = getattr(logs, "log_filter", None)
+    if log_filter and getattr(fitted, "metadata", None) is not None:
+        fitted.metadata["log_filter"] = log_filter.to_dict()
+
+
 #: Without a declared d (the log's ``dr_scale.n_features`` metadata or ``--n-features``), d is inferred as the
 #: largest feature id + 1 only up to this; beyond it a stray id would silently size the model.
 MAX_INFERRED_FEATURES = 1 << 20

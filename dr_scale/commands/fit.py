@@ -15,6 +15,7 @@ from dr_scale.commands.common import (
     add_storage_option,
     check_fit_limits,
     filtered_log,
+    record_log_filter,
     storage_options,
     warnings_as_lines,
 )
@@ -37,9 +38,15 @@ def add_parser(sub) -> None:
                                    "(a log with an action catalogue): one model for all actions over the context, "
                                    "the action's features and their interactions, ridge or logistic by the same "
                                    "rule, with the same options, engine and cluster.")
+    add_fit_arguments(p, "MODEL.npz", run, shared=True)
+
+
+def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
+    """The arguments of ``fit`` and ``fit-propensity``: LOGS, ``--out`` (``out`` its metavar), the fitting options
+    (:func:`add_model_options`), ``--n-actions``, the rows, compute and storage options; ``run`` runs it."""
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
-    p.add_argument("--out", required=True, metavar="MODEL.npz", help="where to write the model (any fsspec URL)")
-    add_model_options(p, shared=True)
+    p.add_argument("--out", required=True, metavar=out, help="where to write the model (any fsspec URL)")
+    add_model_options(p, shared=shared)
     p.add_argument("--n-actions", type=POSITIVE_INT,
                    help="number of actions k (default: the log's metadata, else the data)")
     add_filter_options(p)
@@ -144,13 +151,16 @@ def fit_from_args(args, logs: str, client, opts: dict, settings=None):
     """The model the options describe; warnings (e.g. an action never logged) as one ``warning:`` line each."""
     from dr_scale.reward.fitting import fit_reward_model
 
-    settings = settings or fit_settings(args)
+    return fitted(fit_reward_model, args, logs, client, opts, settings or fit_settings(args))
+
+
+def fitted(fit, args, logs: str, client, opts: dict, settings):
+    """``fit(logs, settings, …)`` (:func:`~dr_scale.reward.fitting.fit_reward_model`,
+    :func:`~dr_scale.propensity.fitting.fit_propensity_model`) on the options' client, storage and progress, its
+    warnings as one ``warning:`` line each, and the rows it was fitted on recorded (:func:`record_log_filter`)."""
     with warnings_as_lines(args.command):
-        model = fit_reward_model(logs, settings, client=client, storage_options=opts or None,
-                                 progress=not args.no_progress)
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter:
-        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
+        model = fit(logs, settings, client=client, storage_options=opts or None, progress=not args.no_progress)
+    record_log_filter(model, logs)
     return model
 
 
@@ -168,12 +178,25 @@ def model_options_given(args) -> list[str]:
 def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
-    opts = storage_options(args.storage_options)
-    logs = filtered_log(args, args.logs)
-    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    opts, logs = log_and_output(args)
     if args.model in SHARED_MODELS:
         return _run_shared(args, logs, opts)
-    settings = fit_settings(args)  # checked before the work
+    return fit_and_write(args, logs, opts, fit_settings(args), fit_from_args, summary)
+
+
+def log_and_output(args) -> tuple[dict, str]:
+    """The storage options and the log (with the rows options' filter) of a command that writes ``--out``, whose
+    file is checked before the work, not after it."""
+    opts = storage_options(args.storage_options)
+    logs = filtered_log(args, args.logs)
+    check_output_file(args.out, *url_to_fs(args.out, opts))
+    return opts, logs
+
+
+def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> int:
+    """``fit`` and ``fit-propensity``: the fit's size checked (:func:`check_fit_limits`) before the work, the model
+    fitted by ``fit_from_args(args, logs, client, opts, settings)`` in the options' Dask session, written to
+    ``--out``, and ``summary(model)`` printed."""
     check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
                      n_actions=settings.n_actions)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
@@ -196,12 +219,7 @@ def _run_shared(args, logs, opts) -> int:
     settings = replace(fit_settings(args), model=SHARED_LINKS[args_model])  # checked before the work
     args.model = args_model
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        with warnings_as_lines(args.command):
-            model = fit_shared_model(logs, settings, client=client, storage_options=opts or None,
-                                     progress=not args.no_progress)
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter:
-        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
+        model = fitted(fit_shared_model, args, logs, client, opts, settings)
     model.save(args.out, opts or None)
     print(shared_summary(model))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -4,22 +4,8 @@ estimated propensities (``--estimate-propensity``, ``--propensity-model``, ``--p
 
 from __future__ import annotations
 
-import sys
-
-from dr_scale.commands.common import (
-    POSITIVE_INT,
-    add_compute_options,
-    add_filter_options,
-    add_storage_option,
-    check_fit_limits,
-    filtered_log,
-    storage_options,
-    warnings_as_lines,
-)
-from dr_scale.core.errors import UserError, check_output_file
-from dr_scale.io.atomic import url_to_fs
+from dr_scale.core.errors import UserError
 from dr_scale.io.config import PropensityFloor, option
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 
 #: The cross-fitting folds of an estimated logging policy when ``--folds`` is not given: the propensity of
@@ -28,7 +14,7 @@ DEFAULT_PROPENSITY_FOLDS = 5
 
 
 def add_parser(sub) -> None:
-    from dr_scale.commands.fit import add_model_options
+    from dr_scale.commands.fit import add_fit_arguments
 
     p = sub.add_parser("fit-propensity", help="estimate the logging policy π₀(a|x) of a log (multinomial logistic, "
                                               "cross-fitted)",
@@ -37,15 +23,7 @@ def add_parser(sub) -> None:
                                    "cross-fitting (row i's propensity comes from the fold model that did not see "
                                    "it). Writes a PropensityModel .npz that evaluate, learn and report read with "
                                    "--propensity-model (docs/propensities.md).")
-    p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
-    p.add_argument("--out", required=True, metavar="PROPENSITY.npz", help="where to write the model (any fsspec URL)")
-    add_model_options(p)
-    p.add_argument("--n-actions", type=POSITIVE_INT,
-                   help="number of actions k (default: the log's metadata, else the data)")
-    add_filter_options(p)
-    add_compute_options(p)
-    add_storage_option(p)
-    p.set_defaults(func=run)
+    add_fit_arguments(p, "PROPENSITY.npz", run)
 
 
 def add_propensity_options(p) -> None:
@@ -86,16 +64,10 @@ def propensity_settings(args):
 
 def fit_propensity_from_args(args, logs: str, client, opts: dict, settings=None):
     """The propensity model the options describe, fitted on ``logs``; warnings as one ``warning:`` line each."""
+    from dr_scale.commands.fit import fitted
     from dr_scale.propensity.fitting import fit_propensity_model
 
-    settings = settings or propensity_settings(args)
-    with warnings_as_lines(args.command):
-        model = fit_propensity_model(logs, settings, client=client, storage_options=opts or None,
-                                     progress=not args.no_progress)
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter and getattr(model, "metadata", None) is not None:
-        model.metadata["log_filter"] = log_filter.to_dict()  # the rows it was fitted on
-    return model
+    return fitted(fit_propensity_model, args, logs, client, opts, settings or propensity_settings(args))
 
 
 def load_propensity_model(path: str, opts: dict | None):
@@ -132,15 +104,8 @@ def summary_lines(model) -> list[str]:
 
 
 def run(args) -> int:
-    opts = storage_options(args.storage_options)
-    logs = filtered_log(args, args.logs)
-    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
-    settings = propensity_settings(args)  # checked before the work
-    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
-                     n_actions=settings.n_actions)
-    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
-        model = fit_propensity_from_args(args, logs, client, opts, settings)
-    model.save(args.out, opts or None)
-    print("\n".join(summary_lines(model)))
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    from dr_scale.commands.fit import fit_and_write, log_and_output
+
+    opts, logs = log_and_output(args)
+    return fit_and_write(args, logs, opts, propensity_settings(args), fit_propensity_from_args,
+                         lambda model: "\n".join(summary_lines(model)))

@@ -12,11 +12,20 @@ import io
 import numpy as np
 
 from dr_scale.core.errors import UserError
+from dr_scale.io.atomic import atomic_write
 from dr_scale.io.storage import url_to_fs
 
 
 class ParameterFileError(UserError):
     """A model or policy file (or object) that cannot be used: the message names it and what is wrong."""
+
+
+def write_npz(url: str, storage_options: dict | None, **arrays: np.ndarray) -> None:
+    """Write ``arrays`` as the ``.npz`` at ``url`` (any fsspec URL), atomically: arrays and JSON, never a pickle."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    fs, path = url_to_fs(url, storage_options)
+    atomic_write(fs, path, buf.getvalue())
 
 
 def read_linear_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:

@@ -74,7 +74,7 @@ from dr_scale.reward.fitting import (
     fit_on_parts,
     read_grouped_part,
 )
-from dr_scale.reward.models import check_fitted_log, check_model_actions, predict_columns
+from dr_scale.reward.models import check_fitted_log, check_model_actions, checks_fitted_log, predict_columns
 
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
@@ -498,7 +498,7 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         n, active, logged = parts.sum(_rows_active_features_and_actions, k)
         passes.append(2)
     n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
-    if reward_model is not None and method != "ips" and not allow_other_log and getattr(reward_model, "folds", 0):
+    if method != "ips" and not allow_other_log and checks_fitted_log(reward_model):
         extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
         check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name,
                          getattr(logs, "log_filter", None))

@@ -2,20 +2,23 @@
 call's ``actions`` and ``row_id``, the linear scores X·coef + intercept, and predictions fold by fold (row i by
 fold model fold(row_id_i), :func:`dr_scale.logs.parts.fold_of`, which never saw it).
 
-Shared by the reward models (:mod:`dr_scale.reward.models`) and the estimated logging policy
-(:mod:`dr_scale.propensity.model`).
+:class:`FoldedLinearModel` is the one base of the models fitted so: the reward models
+(:mod:`dr_scale.reward.models`) and the estimated logging policy (:mod:`dr_scale.propensity.model`).
 """
 
 from __future__ import annotations
 
-import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, read_linear_file
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
+from dr_scale.logs.parts import fold_of
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
@@ -82,10 +85,7 @@ def model_arrays(model, kind: str | None = None) -> dict:
 
 def save_model(model, url: str, storage_options: dict | None = None, kind: str | None = None) -> None:
     """Write :func:`model_arrays` as a ``.npz``, atomically (never a pickle)."""
-    buf = io.BytesIO()
-    np.savez(buf, **model_arrays(model, kind))
-    fs, path = url_to_fs(url, storage_options)
-    atomic_write(fs, path, buf.getvalue())
+    write_npz(url, storage_options, **model_arrays(model, kind))
 
 
 def file_kind(arrays: dict) -> str:
@@ -123,3 +123,135 @@ def load_model(cls, url: str, storage_options: dict | None, where: str, kind: st
         raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
             from None
     return model
+
+
+#: Where a fold model's docstring lists its fields (``FoldedLinearModel.__init_subclass__`` writes them).
+FOLD_PARAMETERS = "    (the parameters of FoldedLinearModel)\n"
+
+
+@dataclass
+class FoldedLinearModel:
+    """A linear model of k actions' scores s_a(x) = x·coef[:, a] + intercept[a], cross-fitted: the full-data model
+    and, optionally, K fold models, fold model j fitted without the rows of fold j.
+
+    A subclass maps the scores to what it predicts (ρ̂ for the reward models, π̂₀ for the propensity model) and
+    names its file's ``KIND``. Given the rows' ids, row i is predicted by fold model fold(row_id_i)
+    (:func:`~dr_scale.logs.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
+    full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model`), never a
+    pickle.
+
+    Parameters
+    ----------
+    coef : numpy.ndarray, shape (d, k)
+        The full-data model's weights, finite.
+    intercept : numpy.ndarray, shape (k,)
+        The full-data model's intercepts, finite.
+    fold_coef : numpy.ndarray, shape (K, d, k), optional
+        The fold models' weights (cross-fitted models only).
+    fold_intercept : numpy.ndarray, shape (K, k), optional
+        The fold models' intercepts (with ``fold_coef``).
+    fold_seed : int, default 0
+        The key of the rows' folds (:func:`~dr_scale.logs.parts.fold_of`).
+    metadata : dict, optional
+        What the fit recorded (λ, rows per action, folds, the data's fingerprint …; saved as JSON).
+    """
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    fold_coef: np.ndarray | None = None
+    fold_intercept: np.ndarray | None = None
+    fold_seed: int = 0
+    metadata: dict = field(default_factory=dict)
+    #: What the scores mean, saved in the file (a linear reward model's file has no ``kind``: "linear").
+    KIND: ClassVar[str] = "linear"
+    #: The model in messages: ``"reward model"`` → "reward model FILE: …".
+    WHAT: ClassVar[str] = "model"
+
+    def __init_subclass__(cls, **kwargs):
+        """Write this class's Parameters into a subclass's docstring where it says :data:`FOLD_PARAMETERS` (the
+        fields are these, documented once)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and FOLD_PARAMETERS in cls.__doc__:
+            ours = FoldedLinearModel.__doc__
+            start = ours.index("    ----------\n", ours.index("Parameters")) + len("    ----------\n")
+            cls.__doc__ = cls.__doc__.replace(FOLD_PARAMETERS, ours[start:].rstrip() + "\n")
+
+    def __post_init__(self):
+        self.coef, self.intercept = checked_linear(self.coef, self.intercept, type(self).__name__)
+
+    @property
+    def n_actions(self) -> int:
+        """k, the number of actions."""
+        return self.coef.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        """d, the number of features."""
+        return self.coef.shape[0]
+
+    @property
+    def folds(self) -> int:
+        """K, the number of fold models (0: not cross-fitted)."""
+        return 0 if self.fold_coef is None else self.fold_coef.shape[0]
+
+    def checked_call(self, X, actions, row_id) -> tuple:
+        """(X, actions, row_id) of a ``predict`` call, checked: ``X`` a 2-d array or sparse matrix of at most d
+        columns (fewer: the absent features are 0, as for a linear policy), :func:`checked_actions`,
+        :func:`checked_row_id`."""
+        if not (sp.issparse(X) or isinstance(X, np.ndarray)) or X.ndim != 2:
+            raise ParameterError(f"`X` must be a 2-d numpy array or scipy sparse matrix (n, d), got "
+                                 f"{type(X).__name__}{f' of shape {X.shape}' if hasattr(X, 'shape') else ''}")
+        actions = checked_actions(actions, self.n_actions)
+        row_id = checked_row_id(row_id, X.shape[0])
+        if X.shape[1] > self.n_features:
+            raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        if X.shape[1] < self.n_features:
+            X = sp.csr_matrix(X)
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
+        return X, actions, row_id
+
+    def by_fold(self, X, row_id, width: int, predict: Callable) -> np.ndarray:
+        """``predict(coef, intercept, X)`` of the full-data model, or, given the rows' ids and fold models, of
+        each row's fold model (:func:`predict_by_fold`): (n, ``width``)."""
+        if row_id is None or not self.folds:
+            return predict(self.coef, self.intercept, X)
+        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed), width,
+                               lambda j, rows: predict(self.fold_coef[j], self.fold_intercept[j], rows))
+
+    def parameters(self) -> tuple[np.ndarray, ...]:
+        """The arrays that determine the predictions (for digests)."""
+        if not self.folds:
+            return self.coef, self.intercept
+        return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
+
+    def save(self, url: str, storage_options: dict | None = None) -> None:
+        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON) and,
+        but for a linear reward model, ``kind``.
+
+        Parameters
+        ----------
+        url : str
+            The file to write, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url`` (credentials otherwise from the environment).
+        """
+        save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
+
+    @classmethod
+    def load(cls, url: str, storage_options: dict | None = None):
+        """Read a model saved by :meth:`save`, a file of this class's ``KIND``; anything else is a
+        ``ParameterFileError`` naming the file.
+
+        Parameters
+        ----------
+        url : str
+            The ``.npz`` file, any fsspec URL.
+        storage_options : dict, optional
+            fsspec's options for ``url``.
+
+        Returns
+        -------
+        FoldedLinearModel
+            The model, with its fold models and metadata if the file has them.
+        """
+        return load_model(cls, url, storage_options, f"{cls.WHAT} {url}", cls.KIND)

@@ -16,10 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
+from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.io.cache import spill_root
+from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.passes import Held, PartSet
+from dr_scale.outofcore.compute import check_client
+from dr_scale.outofcore.passes import Held, PartSet, spill_folder
+from dr_scale.outofcore.settings import FitSettings, Stages
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
@@ -27,6 +30,9 @@ SAMPLE_PURPOSE = "lambda sample"
 #: Σ (r − ρ̂)²) then stay finite in float64 for any realistic log (n |r|² ≤ 10²¹⁰ for n ≤ 10¹⁰ rows);
 #: beyond it they overflow and the fit would be silently wrong. A larger reward is the log's error.
 MAX_ABS_REWARD = 1e100
+#: Rows a pass's per-row temporaries cover at a time (:meth:`GroupedPart.chunks`): a logistic pass holds the
+#: chunk's renumbered indices and its (rows × k) scores, ~30 MB here, whatever the part's size.
+CHUNK_ROWS = 1 << 16
 
 
 def fold_of(row_id: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
@@ -110,7 +116,18 @@ class GroupedPart(LogPart):
         """The rows of blocks b0 … b1 − 1 (rows [start[b0], start[b1])) as a CSR matrix over views; ``columns``:
         each feature's column (−1: none of the rows has it), ``n_features`` of them — the features renumbered
         (:func:`present_columns`), at the cost of one gather of the rows' indices."""
-        lo, hi = int(self.start[b0]), int(self.start[b1])
+        return self.rows_csr(int(self.start[b0]), int(self.start[b1]), n_features, columns)
+
+    def chunks(self, b0: int, b1: int, n_features: int, columns: np.ndarray | None = None):
+        """The rows of blocks b0 … b1 − 1 as (lo, hi, X) for consecutive runs of at most :data:`CHUNK_ROWS` rows,
+        X = rows [lo, hi) as :meth:`blocks` gives them: a pass's per-row temporaries then stay bounded."""
+        start, stop, rows = int(self.start[b0]), int(self.start[b1]), CHUNK_ROWS
+        for lo in range(start, stop, rows):
+            hi = min(lo + rows, stop)
+            yield lo, hi, self.rows_csr(lo, hi, n_features, columns)
+
+    def rows_csr(self, lo: int, hi: int, n_features: int, columns: np.ndarray | None = None) -> sp.csr_matrix:
+        """Rows [lo, hi) as a CSR matrix over views of the part's arrays (``columns``: as :meth:`blocks`)."""
         indptr = self.indptr[lo:hi + 1] - self.indptr[lo]
         first, last = int(self.indptr[lo]), int(self.indptr[hi])
         indices = self.indices[first:last] if columns is None else columns[self.indices[first:last]]
@@ -183,6 +200,34 @@ def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: 
         _, parts = raw.sum_and_derive(_group_step, k, folds, seed)
         del raw
     return parts, extent, d, k, 2 if n_features and n_actions else 3
+
+
+def fit_log(logs: str, settings: FitSettings | None, fit, *, client=None, storage_options: dict | None = None,
+            progress: bool = False, read_part=None):
+    """The fitters' one way from a log to a model: ``settings`` (None: ``FitSettings()``) and ``client`` checked,
+    the parts of ``logs`` read and grouped (:func:`read_grouped_parts` by ``read_part``; d and k from ``settings``,
+    else the log's metadata, else the data) in the spill folder of ``settings.spill``, then
+    ``fit(parts, n, d, k, settings, progress=, stages=)`` on them. The model it returns gets the data's
+    fingerprint (``rows:hash``, :class:`Extent`) and the passes of each stage in its metadata."""
+    settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
+                             f"{type(settings).__name__} {settings!r:.80}")
+    check_client(client)
+    fs, paths = list_parts(logs, storage_options)
+    meta = log_metadata(fs, paths[0])
+    n_features = settings.n_features or meta.get("n_features")
+    n_actions = settings.n_actions or meta.get("n_actions")
+    stages = Stages(progress)
+    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
+        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
+            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
+                                                             settings.seed, client=client, progress=progress,
+                                                             folder=folder, logs=str(logs), read_part=read_part)
+            p.append(passes)
+        model = fit(parts, extent.n, d, k, settings, progress=progress, stages=stages)
+    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    return model
 
 
 def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:
@@ -276,3 +321,22 @@ def keyed_sample(parts, share: float, n_features: int, folds: int, n_actions: in
     _, sampled = parts.sum_and_derive(_sample_step, share, n_features, seed)
     one, d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], folds, n_actions, seed)
     return PartSet.build(_given, [(one,)], parts.client, spill=parts.spill), d
+
+
+def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
+    """The fitters' λ rule: (index of the λ of ``grid`` with the least total out-of-fold loss, ties to the first
+    in ``grid``; each λ's per-action losses, None where not fitted; passes), ``loss_at(λ)`` giving (per-action
+    losses, passes) on the keyed sample (:func:`keyed_sample`).
+
+    The grid is scanned from the largest λ down (the best conditioned, fewest passes) and the scan stops at the
+    first λ whose loss exceeds the least so far: the out-of-fold loss is taken to be unimodal in λ (falling while
+    the penalty's bias dominates, rising once the variance does), so the smaller, costlier penalties past the
+    minimum are not fitted."""
+    losses, passes = [None] * len(grid), 0
+    for i in sorted(range(len(grid)), key=lambda i: -grid[i]):
+        losses[i], used = loss_at(grid[i])
+        passes += used
+        if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+            break
+    best = min((i for i in range(len(grid)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+    return best, losses, passes

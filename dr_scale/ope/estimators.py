@@ -505,6 +505,20 @@ def with_ties(state: Moments, source: list[int]) -> Moments:
     return Moments(state.n, mean, comoment, state.low, state.high)
 
 
+#: Where an estimator's docstring lists the parameters of a tuned λ (``_Shrinkage.__init_subclass__`` writes them).
+TUNING_PARAMETERS = "    (the parameters of a tuned λ)\n"
+_TUNING_PARAMETERS_DOC = """\
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`{lambdas}`), in any order.
+    tuning_method : {{"slope", "mse"}}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+"""
+
+
 @dataclass(frozen=True, repr=False)
 class _Shrinkage(Estimator):
     """IPS or DR with the importance weight w replaced by a modified weight ŵ_λ(w); λ fixed or chosen from the data.
@@ -546,11 +560,29 @@ class _Shrinkage(Estimator):
     default_lambdas: ClassVar[tuple] = CLIPPING_LAMBDAS
     descending: ClassVar[bool] = False  # obp's order of the candidates
     example: ClassVar[str] = ""
+    #: At λ = ∞ the estimator itself (IPS, DR), whose state holds its empirical-likelihood terms (``el_map``);
+    #: otherwise (and for the other weights ŵ_λ) a plain mean of one term.
+    plain_at_inf: ClassVar[bool] = False
+    #: A ``…Tuning`` class always chooses λ: the spec of a fixed one, for its error (``"IPS(lambda_={})"``).
+    fixed_form: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        """Write the tuning parameters into the subclass's numpydoc Parameters where its docstring says
+        :data:`TUNING_PARAMETERS` (one text for every estimator that tunes λ)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and TUNING_PARAMETERS in cls.__doc__:
+            lambdas = "SUBGAUSSIAN_LAMBDAS" if cls.default_lambdas is SUBGAUSSIAN_LAMBDAS else "CLIPPING_LAMBDAS"
+            cls.__doc__ = cls.__doc__.replace(TUNING_PARAMETERS, _TUNING_PARAMETERS_DOC.format(lambdas=lambdas))
 
     def __post_init__(self):
         tuning = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _TUNING_FIELDS}
+        if self.fixed_form and self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write "
+                                 f"{self.fixed_form.format(self.lambda_)}")
         if self.lambda_ is not None:
-            if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # IPS(), DR(): no pydantic import
+            # IPS(), DR() (float ∞ where the rule allows it): no pydantic import
+            if not (self.lambda_ == math.inf and isinstance(self.lambda_, float)
+                    and self.lambda_rule == "NonNegativeOrInf"):
                 object.__setattr__(self, "lambda_", _checked(self.lambda_rule, "lambda_", self.lambda_))
             given = [name for name, value in tuning.items() if value != _TUNING_DEFAULTS[name]]
             if given:
@@ -603,6 +635,8 @@ class _Shrinkage(Estimator):
         return rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
 
     def terms(self, rows):
+        if self.lambda_ == math.inf and self.plain_at_inf:
+            return [self.term(rows, rows.weight), rows.weight, *([rows.reward_hat_pi] if self.needs_model else [])]
         if self.lambda_ is not None:
             return [self.term(rows, self.shrink(rows.weight, self.lambda_))]
         return [*(self.term(rows, self.shrink(rows.weight, lam)) for lam in self.candidates),
@@ -725,14 +759,7 @@ class IPS(_Shrinkage):
     ----------
     lambda_ : float or None, default inf
         The clip λ ≥ 0 (``inf``: no clipping), or None to choose it among ``lambdas``.
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     See Also
     --------
@@ -763,14 +790,10 @@ class IPS(_Shrinkage):
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
     descending: ClassVar[bool] = True
     example: ClassVar[str] = "IPS(lambda_=50) or IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+    plain_at_inf: ClassVar[bool] = True
 
     def shrink(self, w, lam):
         return np.minimum(w, lam)
-
-    def terms(self, rows):
-        if self.lambda_ == math.inf:
-            return [rows.weight * rows.reward, rows.weight]
-        return super().terms(rows)
 
 
 @dataclass(frozen=True, repr=False)
@@ -785,14 +808,7 @@ class IPSTuning(IPS):
     ----------
     lambda_ : None
         Always None: the clip is chosen (a fixed one is ``IPS(lambda_=…)``).
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     Examples
     --------
@@ -807,11 +823,7 @@ class IPSTuning(IPS):
     lambda_: float | None = None
     name: ClassVar[str] = "IPSTuning"
     example: ClassVar[str] = "IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
-
-    def __post_init__(self):
-        if self.lambda_ is not None:
-            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write IPS(lambda_={self.lambda_})")
-        super().__post_init__()
+    fixed_form: ClassVar[str] = "IPS(lambda_={})"
 
 
 @dataclass(frozen=True)
@@ -876,14 +888,7 @@ class DoublyRobust(_Shrinkage):
     ----------
     lambda_ : float or None, default inf
         The clip λ ≥ 0 (``inf``: DR), or None to choose it among ``lambdas``.
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     See Also
     --------
@@ -907,15 +912,10 @@ class DoublyRobust(_Shrinkage):
     model_term: ClassVar[int | None] = 2
     descending: ClassVar[bool] = True
     example: ClassVar[str] = "DR(lambda_=50) or DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
+    plain_at_inf: ClassVar[bool] = True
 
     def shrink(self, w, lam):
         return np.minimum(w, lam)
-
-    def terms(self, rows):
-        if self.lambda_ == math.inf:
-            return [rows.reward_hat_pi + rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight,
-                    rows.reward_hat_pi]
-        return super().terms(rows)
 
 
 @dataclass(frozen=True, repr=False)
@@ -928,14 +928,7 @@ class DRTuning(DoublyRobust):
     ----------
     lambda_ : None
         Always None: the clip is chosen (a fixed one is ``DR(lambda_=…)``).
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     Examples
     --------
@@ -948,11 +941,7 @@ class DRTuning(DoublyRobust):
     lambda_: float | None = None
     name: ClassVar[str] = "DRTuning"
     example: ClassVar[str] = "DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
-
-    def __post_init__(self):
-        if self.lambda_ is not None:
-            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write DR(lambda_={self.lambda_})")
-        super().__post_init__()
+    fixed_form: ClassVar[str] = "DR(lambda_={})"
 
 
 @dataclass(frozen=True)
@@ -1193,14 +1182,7 @@ class SwitchDRTuning(DoublyRobust):
     ----------
     lambda_ : None
         Always None: the threshold is chosen (a fixed one is ``SwitchDR(tau=…)``).
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     Examples
     --------
@@ -1213,11 +1195,7 @@ class SwitchDRTuning(DoublyRobust):
     lambda_: float | None = None
     name: ClassVar[str] = "SwitchDRTuning"
     example: ClassVar[str] = "SwitchDRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
-
-    def __post_init__(self):
-        if self.lambda_ is not None:
-            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write SwitchDR(tau={self.lambda_})")
-        super().__post_init__()
+    fixed_form: ClassVar[str] = "SwitchDR(tau={})"
 
     def shrink(self, w, lam):
         return np.where(w <= lam, w, 0.0)
@@ -1238,14 +1216,7 @@ class DRos(DoublyRobust):
     ----------
     lambda_ : float or None, default None
         The shrinkage λ ≥ 0 (``inf``: DR), or None to choose it among ``lambdas``.
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`CLIPPING_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     See Also
     --------
@@ -1264,6 +1235,7 @@ class DRos(DoublyRobust):
     lambda_: float | None = None
     name: ClassVar[str] = "DRos"
     descending: ClassVar[bool] = False
+    plain_at_inf: ClassVar[bool] = False  # DRos(lambda_=inf) is DR's value as a plain mean
     example: ClassVar[str] = "DRos(lambda_=10) or DRos(lambdas=[10, 100, inf], tuning_method=mse)"
 
     def shrink(self, w, lam):
@@ -1272,12 +1244,24 @@ class DRos(DoublyRobust):
         denominator = w ** 2 + lam
         return np.divide(lam * w, denominator, out=np.zeros_like(w), where=denominator != 0)
 
-    def terms(self, rows):
-        return _Shrinkage.terms(self, rows)
+
+class _SubGaussian:
+    """The sub-Gaussian weight of :class:`SubGaussianIPS` and :class:`SubGaussianDR` (Metelli, Russo & Restelli
+    2021): ŵ_λ(w) = w / (1 − λ + λ w), λ in [0, 1] (0 where the denominator is 0), its candidates
+    :data:`SUBGAUSSIAN_LAMBDAS` in increasing order, always a plain mean (λ = 0 is IPS's or DR's value)."""
+
+    lambda_rule: ClassVar[str] = "Share"
+    default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
+    descending: ClassVar[bool] = False
+    plain_at_inf: ClassVar[bool] = False
+
+    def shrink(self, w, lam):
+        denominator = 1 - lam + lam * w
+        return np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
 
 
 @dataclass(frozen=True, repr=False)
-class SubGaussianIPS(IPS):
+class SubGaussianIPS(_SubGaussian, IPS):
     """Sub-Gaussian IPS (Metelli, Russo & Restelli, NeurIPS 2021), as obp's
     ``SubGaussianInverseProbabilityWeighting``.
 
@@ -1292,14 +1276,7 @@ class SubGaussianIPS(IPS):
     ----------
     lambda_ : float or None, default None
         λ in [0, 1], or None to choose it among ``lambdas``.
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`SUBGAUSSIAN_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     Examples
     --------
@@ -1311,22 +1288,12 @@ class SubGaussianIPS(IPS):
 
     lambda_: float | None = None
     name: ClassVar[str] = "SubGaussianIPS"
-    lambda_rule: ClassVar[str] = "Share"
-    default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
-    descending: ClassVar[bool] = False
     example: ClassVar[str] = ("SubGaussianIPS(lambda_=0.1) or SubGaussianIPS(lambdas=[0, 0.01, 0.1], "
                                 "tuning_method=mse)")
 
-    def shrink(self, w, lam):
-        denominator = 1 - lam + lam * w
-        return np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
-
-    def terms(self, rows):
-        return _Shrinkage.terms(self, rows)
-
 
 @dataclass(frozen=True, repr=False)
-class SubGaussianDR(DoublyRobust):
+class SubGaussianDR(_SubGaussian, DoublyRobust):
     """Sub-Gaussian DR (Metelli, Russo & Restelli, NeurIPS 2021), as obp's ``SubGaussianDoublyRobust``.
 
         V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_i (r_i − ρ̂_{a_i}(x_i)) ],    ŵ_i = w_i / (1 − λ + λ w_i),    λ ∈ [0, 1]
@@ -1338,14 +1305,7 @@ class SubGaussianDR(DoublyRobust):
     ----------
     lambda_ : float or None, default None
         λ in [0, 1], or None to choose it among ``lambdas``.
-    lambdas : sequence of float or None, default None
-        The candidates of a λ chosen from the data (None: :data:`SUBGAUSSIAN_LAMBDAS`), in any order.
-    tuning_method : {"slope", "mse"}, default "slope"
-        How a λ is chosen: SLOPE, or the estimated MSE (``_Shrinkage``), as obp's ``…Tuning`` classes.
-    use_bias_upper_bound : bool, default True
-        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
-    delta : float, default 0.1
-        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+    (the parameters of a tuned λ)
 
     Examples
     --------
@@ -1357,15 +1317,7 @@ class SubGaussianDR(DoublyRobust):
 
     lambda_: float | None = None
     name: ClassVar[str] = "SubGaussianDR"
-    lambda_rule: ClassVar[str] = "Share"
-    default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
-    descending: ClassVar[bool] = False
     example: ClassVar[str] = "SubGaussianDR(lambda_=0.1) or SubGaussianDR(lambdas=[0, 0.01, 0.1], tuning_method=mse)"
-
-    shrink = SubGaussianIPS.shrink
-
-    def terms(self, rows):
-        return _Shrinkage.terms(self, rows)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, Propensity
 from dr_scale.reward.models import (
     check_fitted_log,
     check_model_actions,
+    checks_fitted_log,
     on_other_half,
     predict_columns,
     predict_pairs,
@@ -675,16 +676,12 @@ class Evaluation(PartitionSource):
     @property
     def checks_log(self) -> bool:
         """Whether the log must be the one the cross-fitted reward model was fitted on (its fingerprint)."""
-        model = self.reward_model
-        return (not self.allow_other_log and bool(getattr(model, "folds", 0))
-                and "fingerprint" in (getattr(model, "metadata", None) or {}))
+        return not self.allow_other_log and checks_fitted_log(self.reward_model)
 
     @property
     def checks_propensity_log(self) -> bool:
         """Whether the log must be the one the cross-fitted propensity model was fitted on (its fingerprint)."""
-        model = self.propensity_model
-        return (not self.allow_other_log and model is not None and bool(getattr(model, "folds", 0))
-                and "fingerprint" in (getattr(model, "metadata", None) or {}))
+        return not self.allow_other_log and checks_fitted_log(self.propensity_model)
 
     def _finite(self, reward_hat, part: Partition):
         if reward_hat is not None and not np.isfinite(reward_hat).all():

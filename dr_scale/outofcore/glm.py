@@ -85,7 +85,9 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     def evaluated(trial, which):
         full[:, idx] = trial
         f_, g_ = evaluate(full, which)
-        return f_, np.where(free, g_[:, idx], 0.0)
+        g_ = g_[:, idx]  # a copy: the caller's array is not changed
+        g_[~free] = 0.0
+        return f_, g_
 
     active = free.any(axis=1)
     f, g = evaluated(x, active)
@@ -204,7 +206,9 @@ def penalised(data_loss: np.ndarray, data_grad: np.ndarray, x: np.ndarray, lam, 
     scale = 1.0 / np.maximum(n, 1.0)
     xw = x * penalty
     loss = (data_loss + 0.5 * lam * np.einsum("fd,fd->f", xw, xw)) * scale
-    grad = (data_grad + lam[:, None] * xw) * scale[:, None]
+    xw *= lam[:, None]  # in place: at d·k of millions, each temporary (F, D) array is tens of MB
+    grad = np.add(data_grad, xw, out=xw)
+    grad *= scale[:, None]
     return loss, grad
 
 

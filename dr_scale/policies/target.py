@@ -52,7 +52,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
 from dr_scale.logs.contract import (
     SPEC_FILE,
     LogDataError,
@@ -785,13 +785,10 @@ class LinearPolicy(Policy):
         storage_options : dict, optional
             fsspec's options for ``url`` (credentials otherwise from the environment).
         """
-        buf = io.BytesIO()
         excluded = {"excluded_actions": np.array(self.excluded_actions, dtype=np.int64)} if self.excluded_actions \
             else {}
-        np.savez(buf, coef=self.coef, intercept=self.intercept, metadata=np.array(json.dumps(self.metadata)),
-                 **excluded)
-        fs, path = url_to_fs(url, storage_options)
-        atomic_write(fs, path, buf.getvalue())
+        write_npz(url, storage_options, coef=self.coef, intercept=self.intercept,
+                  metadata=np.array(json.dumps(self.metadata)), **excluded)
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearPolicy:

@@ -32,14 +32,11 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import logsumexp
 
-from dr_scale.core.errors import ParameterError
-from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import list_parts, log_metadata, partition_from_table, read_table
+from dr_scale.logs.contract import partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Fits, GroupedPart, LogPart, keyed_sample, present_columns, read_grouped_parts
+from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
 from dr_scale.outofcore import glm
-from dr_scale.outofcore.compute import check_client
-from dr_scale.outofcore.passes import PartSet, spill_folder
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
 
@@ -86,13 +83,12 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
     loss, grad = total[:, D], total[:, :D]
     for f in range(fits.groups):
         using = [F for F in model_fits(fits, f) if active[F]]
-        lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
-        if not using or hi == lo:
+        if not using:
             continue
-        X = part.blocks(f * k, (f + 1) * k, d, columns)
-        a = part.action[lo:hi]
-        for F in using:
-            glm.add_multinomial_terms(loss, grad, X, a, x[F, :d * k].reshape(d, k), x[F, d * k:D], F)
+        for lo, hi, X in part.chunks(f * k, (f + 1) * k, d, columns):
+            for F in using:
+                glm.add_multinomial_terms(loss, grad, X, part.action[lo:hi], x[F, :d * k].reshape(d, k), x[F, d * k:D],
+                                          F)
     return total
 
 
@@ -173,16 +169,14 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
             sample_n = sample.sum(counts, sd)
             s_block, s_squares = sample_n[:sk * k], sample_n[sk * k:]
             fits = Fits(sk, 1, full=False)
-            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
-            losses, passes = [None] * len(settings.lam_grid), 2
-            for i in order:
-                coef, intercept, result = solve(sample, s_block, None, s_squares, settings.lam_grid[i], fits, sd, k,
+
+            def loss_at(lam):
+                coef, intercept, result = solve(sample, s_block, None, s_squares, lam, fits, sd, k,
                                                 rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                losses[i] = sample.sum(out_of_fold_log_loss, coef, intercept, sk)
-                passes += result.passes + 1
-                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
-                    break
-            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+                return sample.sum(out_of_fold_log_loss, coef, intercept, sk), result.passes + 1
+
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            passes += 2
             lam = settings.lam_grid[best]
             rows = int(s_block.sum())
             search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": rows,
@@ -273,23 +267,5 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     ((2000, 3), True)
     >>> folder.cleanup()
     """
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
-        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
-                             f"{type(settings).__name__} {settings!r:.80}")
-    check_client(client)
-    fs, paths = list_parts(logs, storage_options)
-    meta = log_metadata(fs, paths[0])
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or meta.get("n_actions")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
-                                                             settings.seed, client=client, progress=progress,
-                                                             folder=folder, logs=str(logs),
-                                                             read_part=read_policy_part)
-            p.append(passes)
-        model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages)
-    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
-    return model
+    return fit_log(logs, settings, fit_on_parts, client=client, storage_options=storage_options, progress=progress,
+                   read_part=read_policy_part)

@@ -12,49 +12,29 @@ and JSON with ``kind = "propensity"``, never a pickle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import softmax
 
-from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import checked_linear
-from dr_scale.logs.folded import (
-    _linear,
-    checked_actions,
-    checked_row_id,
-    load_model,
-    predict_by_fold,
-    save_model,
-)
-from dr_scale.logs.parts import fold_of
+from dr_scale.logs.folded import FoldedLinearModel, _linear
 
 KIND = "propensity"
 
 
 @dataclass
-class PropensityModel:
+class PropensityModel(FoldedLinearModel):
     """The estimated logging policy π̂₀(a | x) = softmax_a(x·coef[:, a] + intercept[a]).
 
-    The fields are those of :class:`~dr_scale.reward.models.LinearRewardModel`: a cross-fitted model also has
+    The fields are those of :class:`~dr_scale.logs.folded.FoldedLinearModel`: a cross-fitted model also has
     ``fold_coef`` (K, d, k) and ``fold_intercept`` (K, k), the fold models, and ``fold_seed``, the key of
     :func:`~dr_scale.logs.parts.fold_of`; given the rows' ids, :meth:`predict_proba` predicts row i with
     fold model fold(row_id_i), which was fitted without it; without ids, with the full-data model.
 
     Parameters
     ----------
-    coef : numpy.ndarray, shape (d, k)
-        The full-data model's weights, finite.
-    intercept : numpy.ndarray, shape (k,)
-        The full-data model's intercepts, finite.
-    fold_coef : numpy.ndarray, shape (K, d, k), optional
-        The fold models' weights (cross-fitted models only).
-    fold_intercept : numpy.ndarray, shape (K, k), optional
-        The fold models' intercepts (with ``fold_coef``).
-    fold_seed : int, default 0
-        The key of the rows' folds.
-    metadata : dict, optional
-        What the fit recorded (λ, rows per action, folds, passes …; saved as JSON).
+    (the parameters of FoldedLinearModel)
 
     See Also
     --------
@@ -77,30 +57,8 @@ class PropensityModel:
     (2, 2, 0)
     """
 
-    coef: np.ndarray
-    intercept: np.ndarray
-    fold_coef: np.ndarray | None = None
-    fold_intercept: np.ndarray | None = None
-    fold_seed: int = 0
-    metadata: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        self.coef, self.intercept = checked_linear(self.coef, self.intercept, "PropensityModel")
-
-    @property
-    def n_actions(self) -> int:
-        """k, the number of actions."""
-        return self.coef.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        """d, the number of features."""
-        return self.coef.shape[0]
-
-    @property
-    def folds(self) -> int:
-        """K, the number of fold models (0: not cross-fitted)."""
-        return 0 if self.fold_coef is None else self.fold_coef.shape[0]
+    KIND: ClassVar[str] = KIND
+    WHAT: ClassVar[str] = "propensity model"
 
     def predict_proba(self, X, actions=None, row_id=None) -> np.ndarray:
         """π̂₀(a | x_i): (n, k), or (n, len(actions)) for the given actions' columns only.
@@ -122,54 +80,7 @@ class PropensityModel:
         numpy.ndarray
             (n, k) probabilities, or (n, len(actions)).
         """
-        actions = checked_actions(actions, self.n_actions)
-        row_id = checked_row_id(row_id, X.shape[0])
-        if X.shape[1] > self.n_features:
-            raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        X, actions, row_id = self.checked_call(X, actions, row_id)
         cols = slice(None) if actions is None else actions
-
-        def proba(coef, intercept, rows):
-            return softmax(_linear(rows, coef, intercept), axis=1)[:, cols]
-
-        if row_id is None or not self.folds:
-            return proba(self.coef, self.intercept, X)
-        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed),
-                               self.n_actions if actions is None else len(actions),
-                               lambda j, rows: proba(self.fold_coef[j], self.fold_intercept[j], rows))
-
-    def parameters(self) -> tuple[np.ndarray, ...]:
-        """The arrays that determine the predictions (for digests)."""
-        if not self.folds:
-            return self.coef, self.intercept
-        return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
-
-    def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models, ``metadata``, ``kind``.
-
-        Parameters
-        ----------
-        url : str
-            The file to write, any fsspec URL.
-        storage_options : dict, optional
-            fsspec's options for ``url``.
-        """
-        save_model(self, url, storage_options, KIND)
-
-    @classmethod
-    def load(cls, url: str, storage_options: dict | None = None) -> PropensityModel:
-        """Read a model saved by :meth:`save`; anything else (a reward model's file too) is a
-        ``ParameterFileError`` naming the file.
-
-        Parameters
-        ----------
-        url : str
-            The ``.npz`` file, any fsspec URL.
-        storage_options : dict, optional
-            fsspec's options for ``url``.
-
-        Returns
-        -------
-        PropensityModel
-            The model, with its fold models and metadata.
-        """
-        return load_model(cls, url, storage_options, f"propensity model {url}", KIND)
+        return self.by_fold(X, row_id, self.n_actions if actions is None else len(actions),
+                            lambda coef, intercept, rows: softmax(_linear(rows, coef, intercept), axis=1)[:, cols])

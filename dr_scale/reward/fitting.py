@@ -44,13 +44,13 @@ policy takes the action.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import number
-from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
+from dr_scale.logs.contract import action_vocabulary
 from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
     SAMPLE_PURPOSE,
     Extent,
@@ -58,6 +58,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     GroupedPart,
     LogPart,
     concatenated,
+    fit_log,
     group,
     group_blocks,
     grouped,
@@ -67,10 +68,11 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     read_grouped_parts,
     read_log_part,
     sample_of,
+    scan_lambdas,
 )
 from dr_scale.outofcore import glm, ridge
-from dr_scale.outofcore.compute import check_client, compute
-from dr_scale.outofcore.passes import PartSet, load_part, spill_folder
+from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.passes import PartSet, load_part
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
     LAMBDA_GRID,
@@ -178,35 +180,25 @@ def solve(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, *, rt
 
 
 def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_actions: int, grid, *, rtol: float,
-                  max_iter: int, progress: bool = False, score=None) -> tuple[int, dict, int]:
+                  max_iter: int, progress: bool = False) -> tuple[int, dict, int]:
     """(index of the λ of ``grid`` with the smallest out-of-fold squared error on the sample, the search's
     record — error per λ and action, the sample's rows and R² per action —, passes).
 
-    The grid is scanned from the largest λ down (the best conditioned, fewest CG passes) and the scan stops at
-    the first λ whose error exceeds the smallest so far: the out-of-fold error of ridge is taken to be unimodal
-    in λ (falling while the penalty's bias dominates, rising once the variance does), so the smaller, costlier
-    penalties past the minimum are not fitted (their errors are recorded as None).
-
-    ``score``: for another model on the same folds (the shared model, :mod:`dr_scale.reward.shared`), λ ↦ (the
-    passes of its fit, (3, n_actions): Σ out-of-fold loss, Σ r, Σ r² per action); default: the per-action ridge fits.
+    The grid is scanned as :func:`~dr_scale.logs.parts.scan_lambdas` says (the errors of the λ not fitted are
+    recorded as None).
     """
     fits = Fits(folds, n_actions, full=False)
+    sums = []  # Σ r and Σ r² per action, the same at every λ
 
-    def ridge_score(lam):
+    def error_at(lam):
         fit, intercept = solve(sample, stats, lam, fits, rtol=rtol, max_iter=max_iter, progress=progress)
-        return fit.iterations, sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
+        errors, sy, syy = sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
+        sums[:] = sy, syy
+        return errors, fit.iterations + 1
 
-    score = score or ridge_score
-    order = sorted(range(len(grid)), key=lambda i: -grid[i])
-    sse, passes = [None] * len(grid), 0
-    for i in order:
-        iterations, (errors, sy, syy) = score(grid[i])
-        sse[i] = errors
-        passes += iterations + 1
-        if errors.sum() > min(e.sum() for e in sse if e is not None):
-            break
+    best, sse, passes = scan_lambdas(grid, error_at)
+    sy, syy = sums
     n = stats.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
-    best = min((i for i in range(len(grid)) if sse[i] is not None), key=lambda i: (sse[i].sum(), i))
     with np.errstate(invalid="ignore", divide="ignore"):
         r2 = [None if e is None else np.where(n > 1, 1.0 - e / (syy - sy * sy / np.where(n > 0, n, 1)), np.nan)
               for e in sse]
@@ -352,12 +344,11 @@ def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, acti
         for a in range(fits.n_actions):
             using = [F for F in fits.of_block(f, a) if active[F]]
             b = f * fits.n_actions + a
-            lo, hi = int(part.start[b]), int(part.start[b + 1])
-            if not using or hi == lo:
+            if not using:
                 continue
-            X, y = part.blocks(b, b + 1, d, columns), part.reward[lo:hi]
-            for F in using:
-                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+            for lo, hi, X in part.chunks(b, b + 1, d, columns):
+                for F in using:
+                    glm.add_binary_terms(loss, grad, X, part.reward[lo:hi], x[F, :d], x[F, d], F)
     return total
 
 
@@ -453,17 +444,15 @@ def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_acti
             counted = sample.sum(logistic_counts, sd)
             s_fits = Fits(sk, k, full=False)
             s_n, s_sy = s_fits.combine(counted[:sk * k]), s_fits.combine(counted[sk * k:2 * sk * k])
-            order = sorted(range(len(settings.lam_grid)), key=lambda i: -settings.lam_grid[i])
-            losses, passes = [None] * len(settings.lam_grid), 3
-            for i in order:
+
+            def loss_at(lam):
                 result, x = solve_logistic(sample, s_n, s_sy, sd, None, counted[2 * sk * k:],
-                                           float(counted[:sk * k].sum()), settings.lam_grid[i], s_fits,
+                                           float(counted[:sk * k].sum()), lam, s_fits,
                                            rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                losses[i] = sample.sum(out_of_fold_log_loss, x, sk, k)
-                passes += result.passes + 1
-                if losses[i].sum() > min(v.sum() for v in losses if v is not None):
-                    break
-            best = min((i for i in range(len(losses)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+                return sample.sum(out_of_fold_log_loss, x, sk, k), result.passes + 1
+
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            passes += 3
             lam = settings.lam_grid[best]
             n_sample = counted[:sk * k].reshape(sk, k).sum(axis=0)
             search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(n_sample.sum()),
@@ -598,24 +587,8 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     ('LogisticRewardModel', (100, 3), 10.0, [843, 828, 329])
     >>> folder.cleanup()
     """
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
-        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
-                             f"{type(settings).__name__} {settings!r:.80}")
-    check_client(client)
-    fs, paths = list_parts(logs, storage_options)
-    meta = log_metadata(fs, paths[0])
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or meta.get("n_actions")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
-                                                             settings.seed, client=client, progress=progress,
-                                                             folder=folder, logs=str(logs))
-            p.append(passes)
-        model = fit_on_parts(parts, extent.n, d, k, settings, progress=progress, stages=stages, name=str(logs))
-    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
+    model = fit_log(logs, settings, partial(fit_on_parts, name=str(logs)), client=client,
+                    storage_options=storage_options, progress=progress)
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
         model.metadata["actions"] = vocabulary
@@ -637,20 +610,16 @@ def summary(model: LinearRewardModel) -> str:
     out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
     m = model.metadata
     first = model_line(model)
-    if m.get("model") == "logistic":
-        return "\n".join([first, _logistic_summary(model)] if first else [_logistic_summary(model)])
-    text = _ridge_summary(model)
+    text = _logistic_summary(model) if m.get("model") == "logistic" else _ridge_summary(model)
     return f"{first}\n{text}" if first else text
 
 
 def _logistic_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
-    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['passes']} L-BFGS passes"
-            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
-    lines = [head, f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
-                   + (f" {'sample log loss':>16}" if search else "")]
+    lines = [_fit_line(m, f"{m['passes']} L-BFGS passes"),
+             f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
+             + (f" {'sample log loss':>16}" if search else "")]
     for a in range(model.n_actions):
         line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {float(glm.expit(model.intercept[a])):>14.6g} "
                 f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
@@ -660,20 +629,16 @@ def _logistic_summary(model: LinearRewardModel) -> str:
             line += f" {number(loss / rows if rows else None, 4):>16}"
         lines.append(line)
     if search:
-        lines.append(f"out-of-fold log loss on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
-            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
-            for g, row in zip(search["grid"], search["out_of_fold_log_loss"])))
+        lines.append(_search_line(search, "out-of-fold log loss", "out_of_fold_log_loss"))
     return "\n".join(lines)
 
 
 def _ridge_summary(model: LinearRewardModel) -> str:
     m = model.metadata
     search = m.get("lambda_search")
-    head = (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {m['cg_iterations']} CG passes"
-            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m['fingerprint']}")
-    lines = [head, f"{'action':>6} {'rows':>12} {'intercept':>12} {'‖w‖':>10}"
-                   + (f" {'sample R²':>12} {'sample MSE':>12}" if search else "")]
+    lines = [_fit_line(m, f"{m['cg_iterations']} CG passes"),
+             f"{'action':>6} {'rows':>12} {'intercept':>12} {'‖w‖':>10}"
+             + (f" {'sample R²':>12} {'sample MSE':>12}" if search else "")]
     for a in range(model.n_actions):
         line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {model.intercept[a]:>12.6g} "
                 f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
@@ -683,8 +648,20 @@ def _ridge_summary(model: LinearRewardModel) -> str:
             line += f" {number(r2, 4):>12} {number(sse / rows if rows else None, 4):>12}"
         lines.append(line)
     if search:
-        lines.append(f"out-of-fold squared error on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
-            f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
-            for g, row in zip(search["grid"], search["out_of_fold_sse"])))
+        lines.append(_search_line(search, "out-of-fold squared error", "out_of_fold_sse"))
     return "\n".join(lines)
+
+
+def _fit_line(m: dict, passes: str) -> str:
+    """The first line of a fit's summary, from its metadata ``m``: λ, rows, d, k, folds, ``passes``, fingerprint."""
+    search = m.get("lambda_search")
+    return (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
+            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {passes}"
+            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
+
+
+def _search_line(search: dict, loss: str, key: str) -> str:
+    """The last line of a fit's summary after a λ search: the total out-of-fold ``loss`` (``search[key]``) per λ."""
+    return f"{loss} on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
+        f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}" for g, row in zip(search["grid"], search[key]))
 

@@ -20,16 +20,16 @@ outside the fitted log), it uses the full-data model.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file
+from dr_scale.io.parameter_files import ParameterFileError, read_linear_file
 from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
+    FoldedLinearModel,
     _linear,
     checked_actions,
     checked_row_id,
@@ -91,6 +91,12 @@ def on_other_half(model, read) -> bool:
     return read is not None and read.other_half_of(recorded)
 
 
+def checks_fitted_log(model) -> bool:
+    """Whether :func:`check_fitted_log` checks ``model``: cross-fitted (fold models), its fit's fingerprint
+    recorded."""
+    return bool(getattr(model, "folds", 0)) and "fingerprint" in (getattr(model, "metadata", None) or {})
+
+
 def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
     """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
     :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
@@ -100,9 +106,9 @@ def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str =
     fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a
     :class:`~dr_scale.logs.filters.LogFilter`: :meth:`~dr_scale.logs.filters.LogFilter.other_half_of`), whose
     rows no model saw. ``name``: the model, and ``refit``: how to fit one on this log, for the message."""
-    meta = getattr(model, "metadata", None) or {}
-    if not getattr(model, "folds", 0) or "fingerprint" not in meta or on_other_half(model, read):
+    if not checks_fitted_log(model) or on_other_half(model, read):
         return
+    meta = model.metadata
     if fingerprint != meta["fingerprint"]:
         raise ParameterError(f"{name} is cross-fitted on another log (fingerprint {meta['fingerprint']}; this log's "
                              f"is {fingerprint}): its fold models would predict rows they may have seen, and "
@@ -155,7 +161,7 @@ def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[n
 
 
 @dataclass
-class LinearRewardModel:
+class LinearRewardModel(FoldedLinearModel):
     """A linear reward model: ρ̂_a(x) = x·coef[:, a] + intercept[a], the form of the paper's ridge models.
 
     A cross-fitted model also has ``fold_coef`` (K, d, k) and ``fold_intercept`` (K, k),
@@ -167,18 +173,7 @@ class LinearRewardModel:
 
     Parameters
     ----------
-    coef : numpy.ndarray, shape (d, k)
-        The full-data model's weights, finite.
-    intercept : numpy.ndarray, shape (k,)
-        The full-data model's intercepts, finite.
-    fold_coef : numpy.ndarray, shape (K, d, k), optional
-        The fold models' weights (cross-fitted models only).
-    fold_intercept : numpy.ndarray, shape (K, k), optional
-        The fold models' intercepts (with ``fold_coef``).
-    fold_seed : int, default 0
-        The key of the rows' folds (:func:`fold_of`).
-    metadata : dict, optional
-        What the fit recorded (saved as JSON).
+    (the parameters of FoldedLinearModel)
 
     See Also
     --------
@@ -212,27 +207,12 @@ class LinearRewardModel:
     (2, True)
     """
 
-    coef: np.ndarray
-    intercept: np.ndarray
-    fold_coef: np.ndarray | None = None
-    fold_intercept: np.ndarray | None = None
-    fold_seed: int = 0
-    metadata: dict = field(default_factory=dict)
-    #: What the scores mean, saved in the file (a linear model's file has no ``kind``: "linear").
-    KIND: ClassVar[str] = "linear"
+    WHAT: ClassVar[str] = "reward model"
 
-    @property
-    def n_actions(self) -> int:
-        return self.coef.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        return self.coef.shape[0]
-
-    @property
-    def folds(self) -> int:
-        """K, the number of fold models (0: not cross-fitted)."""
-        return 0 if self.fold_coef is None else self.fold_coef.shape[0]
+    @staticmethod
+    def link(scores: np.ndarray) -> np.ndarray:
+        """The predictions from the linear scores: themselves (a logistic model's: σ of them)."""
+        return scores
 
     def predict(self, X, actions=None, row_id=None) -> np.ndarray:
         """ρ̂ for the rows of X: (n, k), or (n, len(actions)) for the given actions' columns only.
@@ -252,47 +232,14 @@ class LinearRewardModel:
         Returns
         -------
         numpy.ndarray
-            (n, k) float predictions, or (n, len(actions)).
+            (n, k) float predictions, or (n, len(actions)); a logistic model's in (0, 1).
         """
-        if not (sp.issparse(X) or isinstance(X, np.ndarray)) or X.ndim != 2:
-            raise ParameterError(f"`X` must be a 2-d numpy array or scipy sparse matrix (n, d), got "
-                                 f"{type(X).__name__}{f' of shape {X.shape}' if hasattr(X, 'shape') else ''}")
-        actions = checked_actions(actions, self.n_actions)
-        row_id = checked_row_id(row_id, X.shape[0])
-        if X.shape[1] > self.n_features:
-            raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
-        if X.shape[1] < self.n_features:  # the absent features are 0, as for a linear policy
-            X = sp.csr_matrix(X)
-            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
+        X, actions, row_id = self.checked_call(X, actions, row_id)
         if actions is not None and actions.size == 0:
             return np.zeros((X.shape[0], 0))
         cols = slice(None) if actions is None else actions
-        if row_id is None or not self.folds:
-            return _linear(X, self.coef[:, cols], self.intercept[cols])
-        return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed),
-                               self.n_actions if actions is None else len(actions),
-                               lambda j, rows: _linear(rows, self.fold_coef[j][:, cols], self.fold_intercept[j][cols]))
-
-    def parameters(self) -> tuple[np.ndarray, ...]:
-        """The arrays that determine the predictions (for digests)."""
-        if not self.folds:
-            return self.coef, self.intercept
-        return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
-
-    def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON).
-
-        Parameters
-        ----------
-        url : str
-            The file to write, any fsspec URL.
-        storage_options : dict, optional
-            fsspec's options for ``url`` (credentials otherwise from the environment).
-        """
-        save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
-
-    def __post_init__(self):
-        self.coef, self.intercept = checked_linear(self.coef, self.intercept, "LinearRewardModel")
+        return self.by_fold(X, row_id, self.n_actions if actions is None else len(actions),
+                            lambda coef, intercept, rows: self.link(_linear(rows, coef[:, cols], intercept[cols])))
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
@@ -315,7 +262,7 @@ class LinearRewardModel:
         LinearRewardModel
             The model, with its fold models and metadata if the file has them.
         """
-        where = f"reward model {url}"
+        where = f"{cls.WHAT} {url}"
         from dr_scale.reward.shared import SharedRidgeRewardModel, is_shared_file
 
         if is_shared_file(url, storage_options):  # a shared model's file (kind "shared"): its own class
@@ -332,26 +279,16 @@ class LinearRewardModel:
 class LogisticRewardModel(LinearRewardModel):
     """A logistic reward model for 0/1 rewards: ρ̂_a(x) = σ(x·coef[:, a] + intercept[a]), σ(z) = 1/(1 + e^{−z}).
 
-    The fields, fold models, cross-fitted prediction by row id and ``.npz`` are those of
-    :class:`LinearRewardModel` (the file records ``kind = "logistic"``); the predictions lie in (0, 1), inside
-    the range of 0/1 rewards, where a linear model's can fall below 0 on rare clicks. Fitted per action by
-    L2-regularised logistic regression (``dr-scale fit --model logistic``, :func:`dr_scale.fit_reward_model`
-    with ``FitSettings(model="logistic")``), as Open Bandit Pipeline's reward models for clicks are.
+    The fields (``coef`` and ``intercept`` on the logit scale), fold models, cross-fitted prediction by row id and
+    ``.npz`` are those of :class:`LinearRewardModel` (the file records ``kind = "logistic"``); the predictions lie
+    in (0, 1), inside the range of 0/1 rewards, where a linear model's can fall below 0 on rare clicks. Fitted per
+    action by L2-regularised logistic regression (``dr-scale fit --model logistic``,
+    :func:`dr_scale.fit_reward_model` with ``FitSettings(model="logistic")``), as Open Bandit Pipeline's reward
+    models for clicks are.
 
     Parameters
     ----------
-    coef : numpy.ndarray, shape (d, k)
-        The full-data model's weights (logit scale), finite.
-    intercept : numpy.ndarray, shape (k,)
-        The full-data model's intercepts (logit scale), finite.
-    fold_coef : numpy.ndarray, shape (K, d, k), optional
-        The fold models' weights (cross-fitted models only).
-    fold_intercept : numpy.ndarray, shape (K, k), optional
-        The fold models' intercepts (with ``fold_coef``).
-    fold_seed : int, default 0
-        The key of the rows' folds (:func:`fold_of`).
-    metadata : dict, optional
-        What the fit recorded (saved as JSON).
+    (the parameters of FoldedLinearModel)
 
     See Also
     --------
@@ -374,28 +311,7 @@ class LogisticRewardModel(LinearRewardModel):
     """
 
     KIND: ClassVar[str] = "logistic"
-
-    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
-        """ρ̂ for the rows of X, σ of the linear scores: (n, k), or (n, len(actions)) for the given actions.
-
-        With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i); otherwise by the
-        full-data model.
-
-        Parameters
-        ----------
-        X : scipy.sparse.csr_matrix or numpy.ndarray, shape (n, d)
-            The rows' features.
-        actions : numpy.ndarray of int, optional
-            The columns wanted; None for all k.
-        row_id : numpy.ndarray of int, optional
-            The rows' ids (used by a cross-fitted model).
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, k) predictions in (0, 1), or (n, len(actions)).
-        """
-        return expit(super().predict(X, actions=actions, row_id=row_id))
+    link = staticmethod(expit)
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions, and the model's kind (a digest tells it from a linear

@@ -18,7 +18,7 @@ logistic form (:class:`SharedLogisticRewardModel`),
 
 by :func:`dr_scale.outofcore.glm.minimize` (L-BFGS, one pass per step). Cross-fitting (``folds=K``): K fold
 models by the keyed folds of :func:`dr_scale.logs.parts.fold_of`, beside the full-data model, in the same passes;
-λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.reward.fitting.choose_lambda`). Predictions for a
+λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.logs.parts.scan_lambdas`). Predictions for a
 policy's listed actions only (:meth:`SharedRidgeRewardModel.predict_pairs`).
 """
 
@@ -475,12 +475,12 @@ def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np
     (:func:`dr_scale.logs.parts.read_grouped_parts`), ``n_rows`` rows in all: ridge or logistic as
     ``settings.model`` says (None: logistic when every reward is 0 or 1, one pass —
     :func:`dr_scale.reward.fitting.model_kind`, the per-action rule); λ as ``settings.lam`` says (``"auto"``:
-    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.reward.fitting.choose_lambda`);
+    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.logs.parts.scan_lambdas`);
     then the K fold models and the full-data model in the same passes.
     """
-    from dr_scale.logs.parts import Fits, keyed_sample
+    from dr_scale.logs.parts import Fits, keyed_sample, scan_lambdas
     from dr_scale.outofcore.settings import Stages
-    from dr_scale.reward.fitting import choose_lambda, model_kind
+    from dr_scale.reward.fitting import model_kind
 
     stages = stages or Stages(progress)
     kind, chosen_by = model_kind(parts, settings, name)
@@ -507,17 +507,17 @@ def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np
             s_fits = Fits(sk, 1, full=False)
             s_stats = _stats(sample_sums, s_fits)
 
-            def score(value):
+            def loss_at(value):
                 result, theta = solve(sample, s_stats if not logistic else sample_sums, value, s_fits, F, sd, k,
                                       settings, progress)
-                passes = result.iterations if not logistic else result.passes
-                return passes, sample.sum(shared_out_of_fold, theta, F, sd, k, sk, logistic)
+                losses = sample.sum(shared_out_of_fold, theta, F, sd, k, sk, logistic)[0]
+                return losses, (result.passes if logistic else result.iterations) + 1
 
-            best, search, passes = choose_lambda(sample, s_stats, sk, 1, settings.lam_grid, rtol=settings.rtol,
-                                                 max_iter=settings.max_iter, progress=progress, score=score)
-            if logistic:  # the search's record in the per-action logistic model's terms
-                search["out_of_fold_log_loss"] = search.pop("out_of_fold_sse")
-                search.pop("out_of_fold_r2")
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(sample_sums[0].sum()),
+                      "out_of_fold_log_loss" if logistic else "out_of_fold_sse":
+                          [None if v is None else [float(e) for e in v] for v in losses],
+                      "chosen": best, "passes": passes}
             p.append(passes + (3 if derive else 0))
             del sample
         lam = settings.lam_grid[best]

@@ -283,6 +283,12 @@ def test_bad_specs_name_the_spec_and_the_accepted_forms(spec, message):
         parse_estimator(spec)
 
 
+@pytest.mark.parametrize("cls", [SubGaussianIPS, SubGaussianDR])
+def test_an_infinite_lambda_outside_the_rule_is_refused_by_the_constructor_too(cls):
+    with pytest.raises(ValueError, match="lambda_ should be a finite number"):
+        cls(lambda_=math.inf)
+
+
 def test_policies_file_takes_the_new_estimators():
     data = {"policy": [{"name": "c", "spec": "constant:0"}], "reward_model": "m.npz",
             "estimators": ["DRos", "IPS(lambda_=50)", {"name": "SubGaussianDR", "lambda_": 0.1},

@@ -102,6 +102,19 @@ def test_the_full_data_model_is_sklearns_multinomial_logistic_regression(logs):
     assert m["passes"] >= 2 and m["rows"] == N
 
 
+def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
+    """A pass covers a part's rows CHUNK_ROWS at a time (bounded temporaries): chunks that split the actions'
+    blocks still give scikit-learn's solution, and the same model as one chunk per block up to the sums' order."""
+    import dr_scale.logs.parts as parts
+
+    X, action, _ = logs["data"]
+    whole = fit_propensity_model(logs[1], FitSettings(lam=3.0, rtol=1e-7))
+    monkeypatch.setattr(parts, "CHUNK_ROWS", 97)
+    chunked = fit_propensity_model(logs[1], FitSettings(lam=3.0, rtol=1e-7))
+    assert_is_sklearn_solution(chunked.coef, chunked.intercept, X, action, 3.0)
+    np.testing.assert_allclose(chunked.predict_proba(X), whole.predict_proba(X), atol=1e-6)
+
+
 def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(logs):
     X, action, row_id = logs["data"]
     model = fit_propensity_model(logs[1], FitSettings(lam=2.0, folds=3, seed=4, rtol=1e-7))

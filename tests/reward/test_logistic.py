@@ -89,6 +89,17 @@ def test_each_actions_model_is_sklearns_logistic_regression(logs):
     assert ((p > 0) & (p < 1)).all()
 
 
+def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
+    """A pass covers a block's rows CHUNK_ROWS at a time (bounded temporaries): still scikit-learn's solution."""
+    import dr_scale.logs.parts as parts
+
+    X, action, reward, _ = logs["data"]
+    monkeypatch.setattr(parts, "CHUNK_ROWS", 97)
+    model = fit_reward_model(logs[1], FitSettings(lam=2.0, rtol=1e-7))
+    for a in range(K):
+        assert_is_sklearn_solution(model.coef[:, a], model.intercept[a], X[action == a], reward[action == a], 2.0)
+
+
 @pytest.mark.slow
 def test_fold_models_are_fitted_on_the_other_folds(logs):
     X, action, reward, row_id = logs["data"]
