@@ -9,9 +9,10 @@ predicted by models fitted on the other folds' rows (written as a log with the c
 
 * the per-action models, ridge ρ̂_a(x) = b_a + x·w_a and logistic σ(b_a + x·w_a) (``fit_reward_model``,
   λ auto: the fitter's own out-of-fold search), 80 × (d + 1) parameters each;
-* the shared ridge model ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a (``fit_shared_ridge``) over the catalogue's
-  hashed item features (the columns some item has), λ chosen from a grid by the squared error on a fifth
-  of the training rows, then refitted on all of them;
+* the shared models over the log's catalogue (``fit_shared_model``): ridge ρ̂(x, a) = b + x·β_x + f_a·β_f +
+  x·B·f_a and logistic σ(b + x·β_x + f_a·β_f + x·B·f_a), λ auto from GRID (the fitter's own out-of-fold
+  squared error or log loss on 5 keyed folds of the training rows); their parameters counted over the item
+  features some item has (the others' weights are 0);
 * the training rows' mean click rate (the constant).
 
 Every row is thus predicted once, out of fold. Prints each model's parameter count, its squared error
@@ -34,12 +35,12 @@ import pyarrow.parquet as pq
 from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_log, write_log
 from dr_scale.logs.importer import import_log
 from dr_scale.reward.fitting import FitSettings, fit_reward_model
-from dr_scale.reward.shared import fit_shared_ridge
+from dr_scale.reward.shared import fit_shared_model
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "obd"
 GRID = (1.0, 10.0, 100.0, 1000.0, 1e4, 1e5)
 CLIP = 1e-4
-NAMES = ("per-action ridge", "per-action logistic", "shared ridge", "constant (training mean)")
+NAMES = ("per-action ridge", "per-action logistic", "shared ridge", "shared logistic", "constant (training mean)")
 
 
 def losses(reward: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,18 +54,6 @@ def _rows(part, keep):
     idx = np.flatnonzero(keep)
     return dataclasses.replace(part, row_id=part.row_id[idx], X=part.X[idx], action=part.action[idx],
                                reward=part.reward[idx], propensity=part.propensity[idx], table=part.table.take(idx))
-
-
-def shared_model(train, F, d):
-    """λ from GRID by the squared error on a fifth of the training rows ((row_id // 7) mod 5 = 0), then refitted."""
-    inner = [(_rows(p, (p.row_id // 7) % 5 != 0), _rows(p, (p.row_id // 7) % 5 == 0)) for p in train]
-    scores = {}
-    for lam in GRID:
-        model = fit_shared_ridge(lambda: [fit for fit, _ in inner], F, d, lam=lam, tol=1e-8)
-        se = [((h.reward - model.predict_pairs(h.X, h.action[:, None])[:, 0]) ** 2) for _, h in inner]
-        scores[lam] = float(np.concatenate(se).mean())
-    lam = min(scores, key=scores.get)
-    return fit_shared_ridge(lambda: train, F, d, lam=lam, tol=1e-8), lam
 
 
 def main(hash_bits: int = 10, folds: int = 5) -> None:
@@ -104,11 +93,13 @@ def main(hash_bits: int = 10, folds: int = 5) -> None:
                 notes[name].append(f"{model.metadata['lam']:g}")
                 _fill(predicted[name], row_id, test,
                       lambda t, m=model: m.predict(t.X)[np.arange(len(t)), t.action])
-            shared, lam = shared_model(train, F, d)
-            sizes["shared ridge"] = 1 + d + F.shape[1] + d * F.shape[1]
-            notes["shared ridge"].append(f"{lam:g}")
-            _fill(predicted["shared ridge"], row_id, test,
-                  lambda t, m=shared: m.predict_pairs(t.X, t.action[:, None])[:, 0])
+            for kind in ("ridge", "logistic"):
+                name = f"shared {kind}"
+                shared = fit_shared_model(fold_log, FitSettings(lam="auto", lam_grid=GRID, model=kind))
+                sizes[name] = 1 + d + F.shape[1] + d * F.shape[1]
+                notes[name].append(f"{shared.metadata['lambda']:g}")
+                _fill(predicted[name], row_id, test,
+                      lambda t, m=shared: m.predict_pairs(t.X, t.action[:, None])[:, 0])
             mean = float(np.concatenate([p.reward for p in train]).mean())
             sizes["constant (training mean)"] = 1
             _fill(predicted["constant (training mean)"], row_id, test, lambda t, c=mean: np.full(len(t), c))
@@ -120,14 +111,15 @@ def main(hash_bits: int = 10, folds: int = 5) -> None:
             se, ll = losses(reward, predicted[name])
             print(f"{name:<26} {sizes[name]:>10} {se.mean():>14.6f} {ll.mean():>9.5f}  {', '.join(notes[name])}")
         n = reward.size
-        for other in NAMES:
-            if other == "shared ridge":
-                continue
-            diff = [m - b for m, b in zip(losses(reward, predicted["shared ridge"]), losses(reward, predicted[other]),
-                                          strict=True)]
-            print(f"shared ridge − {other}, paired: squared error {diff[0].mean():+.6f} ± "
-                  f"{diff[0].std(ddof=1) / np.sqrt(n):.6f}, log loss {diff[1].mean():+.5f} ± "
-                  f"{diff[1].std(ddof=1) / np.sqrt(n):.5f} (± one standard error)")
+        for shared in ("shared ridge", "shared logistic"):
+            for other in NAMES:
+                if other.startswith("shared"):
+                    continue
+                diff = [m - b for m, b in zip(losses(reward, predicted[shared]), losses(reward, predicted[other]),
+                                              strict=True)]
+                print(f"{shared} − {other}, paired: squared error {diff[0].mean():+.6f} ± "
+                      f"{diff[0].std(ddof=1) / np.sqrt(n):.6f}, log loss {diff[1].mean():+.5f} ± "
+                      f"{diff[1].std(ddof=1) / np.sqrt(n):.5f} (± one standard error)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

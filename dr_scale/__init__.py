@@ -30,7 +30,8 @@ _API = {
                           "TopKPolicy", "UniformPolicy", "parse_policy",
                           "SparsePolicy", "ItemScorerPolicy", "SparseProbs"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
-    "dr_scale.reward.shared": ("SharedRidgeRewardModel", "fit_shared_ridge"),
+    "dr_scale.reward.shared": ("SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model",
+                               "fit_shared_ridge"),
     "dr_scale.propensity.model": ("PropensityModel",),
     "dr_scale.propensity.fitting": ("fit_propensity_model",),
 }
@@ -68,7 +69,7 @@ __all__ = [
     "SparsePolicy", "ItemScorerPolicy", "SparseProbs",
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
-    "SharedRidgeRewardModel", "fit_shared_ridge",
+    "SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model", "fit_shared_ridge",
     # the logging policy estimated from a log
     "PropensityModel", "fit_propensity_model",
     # learning a policy from a log (paper Sec. 4)

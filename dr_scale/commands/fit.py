@@ -19,7 +19,7 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.core.errors import check_output_file
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import Folds, option
 from dr_scale.outofcore.compute import dask_session
@@ -34,7 +34,10 @@ def add_parser(sub) -> None:
                                    "when every reward is 0 or 1 — logistic regression, min Σ_{i: a_i=a} "
                                    "[log(1 + e^z) − r z] + (λ/2)‖w_a‖², z = b_a + x_i·w_a (one pass per L-BFGS step), "
                                    "all actions and folds at once, out of core. Writes a LinearRewardModel or "
-                                   "LogisticRewardModel .npz that evaluate and report read.")
+                                   "LogisticRewardModel .npz that evaluate and report read. With --model shared "
+                                   "(a log with an action catalogue): one model for all actions over the context, "
+                                   "the action's features and their interactions, ridge or logistic by the same "
+                                   "rule, with the same options, engine and cluster.")
     add_fit_arguments(p, "MODEL.npz", run, shared=True)
 
 
@@ -79,14 +82,21 @@ def add_model_options(p, shared: bool = False) -> None:
 
 def add_model_choice(p, shared: bool = False) -> None:
     """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``."""
-    p.add_argument("--model", choices=("ridge", "logistic", "shared") if shared else ("ridge", "logistic"),
+    p.add_argument("--model", choices=("ridge", "logistic") + (SHARED_MODELS if shared else ()),
                    help="the reward model: per-action ridge regression, or per-action L2-regularised logistic "
                         "regression (0/1 rewards: predictions in (0, 1))"
-                        + ("; shared: one ridge model over the context, the action's features (the log's action "
-                           "catalogue) and their interactions, b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
-                           "of actions (--lam a number, default 1; no --folds)" if shared else "")
+                        + ("; shared: one model over the context, the action's features (the log's action "
+                           "catalogue) and their interactions, z = b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
+                           "of actions — ridge (ρ̂ = z) or logistic (ρ̂ = σ(z)) by the same rule as the per-action "
+                           "models, or shared-ridge / shared-logistic to choose; the same --lam, --folds, --seed, "
+                           "--rtol, --local-workers, --scheduler" if shared else "")
                         + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
                           "policy's shrinkage centre; the choice is printed)")
+
+
+#: ``fit --model`` values of the model shared across actions, and the link each fixes (None: by the rewards).
+SHARED_MODELS = ("shared", "shared-ridge", "shared-logistic")
+SHARED_LINKS = {"shared": None, "shared-ridge": "ridge", "shared-logistic": "logistic"}
 
 
 #: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
@@ -169,7 +179,7 @@ def run(args) -> int:
     from dr_scale.reward.fitting import summary
 
     opts, logs = log_and_output(args)
-    if args.model == "shared":
+    if args.model in SHARED_MODELS:
         return _run_shared(args, logs, opts)
     return fit_and_write(args, logs, opts, fit_settings(args), fit_from_args, summary)
 
@@ -198,24 +208,41 @@ def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> i
 
 
 def _run_shared(args, logs, opts) -> int:
-    """``fit --model shared``: the ridge model shared across actions over the catalogue (dr_scale.reward.shared)."""
-    from dr_scale.reward.shared import fit_shared_from_log
+    """``fit --model shared[-ridge|-logistic]``: the model shared across actions over the catalogue
+    (:func:`dr_scale.reward.shared.fit_shared_model`), on the same engine, options and cluster as the per-action
+    models."""
+    from dataclasses import replace
 
-    for flag, dest in (("--folds", "folds"), ("--seed", "seed")):
-        if getattr(args, dest, None) is not None:
-            raise UserError(f"{flag} is for the per-action models; --model shared fits one model without folds: "
-                            f"drop {flag}")
-    if args.lam == "auto":
-        raise UserError("--lam auto is not available with --model shared: give a number (default 1)")
-    with warnings_as_lines(args.command):
-        model = fit_shared_from_log(logs, lam=1.0 if args.lam is None else args.lam,
-                                    tol=1e-8 if args.rtol is None else args.rtol, n_features=args.n_features,
-                                    storage_options=opts or None)
-    record_log_filter(model, logs)
+    from dr_scale.reward.shared import fit_shared_model
+
+    args_model, args.model = args.model, None
+    settings = replace(fit_settings(args), model=SHARED_LINKS[args_model])  # checked before the work
+    args.model = args_model
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+        model = fitted(fit_shared_model, args, logs, client, opts, settings)
     model.save(args.out, opts or None)
-    m = model.metadata
-    d, da = m["n_features"], m["action_features"]
-    print(f"shared ridge model: λ = {m['lambda']:g}, {m['rows']:,} rows, {d} features × {da} action features "
-          f"({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m['passes']} CG passes")
+    print(shared_summary(model))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def shared_summary(model) -> str:
+    """A shared model's figures: the model and why, λ (and its search), rows, parameters, folds, passes."""
+    from dr_scale.reward.fitting import model_line
+
+    m = model.metadata
+    d, da = m["n_features"], m["action_features"]
+    search = m.get("lambda_search")
+    lines = [model_line(model),
+             f"λ = {m['lambda']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
+             f"features ({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m.get('folds') or 'no'} "
+             f"folds, {m['passes']} {'L-BFGS' if m.get('method') == 'L-BFGS' else 'CG'} passes"
+             + (f" (+ {search['passes']} on the λ sample)" if search else "")
+             + (f", fingerprint {m['fingerprint']}" if "fingerprint" in m else "")]
+    if search:
+        key = "out_of_fold_log_loss" if "out_of_fold_log_loss" in search else "out_of_fold_sse"
+        lines.append(f"out-of-fold {'log loss' if key.endswith('log_loss') else 'squared error'} on "
+                     f"{search['sample_rows']:,} sampled rows per λ: " + ", ".join(
+                         f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}"
+                         for g, row in zip(search["grid"], search[key])))
+    return "\n".join(line for line in lines if line)

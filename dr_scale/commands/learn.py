@@ -40,13 +40,14 @@ def add_parser(sub) -> None:
                    help="ridge: one ridge score per action (default); dlm: direct loss minimization; scorer: a "
                         "linear scorer over the items' features (the log's action catalogue), s(x, a) = x·B·f_a + "
                         "f_a·β_f fitted to every item's imputed reward, written for --policy scorer:POLICY.npz "
-                        "(its ρ̂, --reward-model, a shared model: fit --model shared)")
+                        "(its ρ̂: --reward-model, a shared ridge model from fit --model shared-ridge, else a shared "
+                        "ridge model fitted on LOGS, cross-fitted with --folds K)")
     p.add_argument("--lam", type=parse_lambda, default=None, metavar="λ|auto",
                    help="ridge penalty of the scores (default: 10 × mean active features × rows / 1000; "
                         "auto: chosen from 3 values on a validation fold, 3 solves' passes more)")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="cross-fitting folds of the reward model fitted when no --reward-model is given, "
-                        "2 ≤ K ≤ rows (default 2)")
+                        "2 ≤ K ≤ rows (default 2; --learner scorer: none)")
     p.add_argument("--reward-model", metavar="MODEL.npz", help="ρ̂ for DR/DM (default: fitted on LOGS, cross-fitted)")
     add_model_choice(p)
     p.add_argument("--n-features", type=option(PositiveInt, "positive integer"),
@@ -148,27 +149,37 @@ def run(args) -> int:
 
 
 def _run_scorer(args, logs, opts) -> int:
-    """``learn --learner scorer``: a linear scorer over the items' features (dr_scale.learning.scorer)."""
+    """``learn --learner scorer``: a linear scorer over the items' features (dr_scale.learning.scorer), on the pass
+    engine: --local-workers / --scheduler / --spill as the per-action learners; --folds cross-fits the shared ρ̂ it
+    fits."""
     from dr_scale.learning.scorer import learn_scorer_from_log
     from dr_scale.report.training import TRAINING, training_record
 
-    if args.folds is not None:
-        raise UserError("--folds sets the cross-fitting of a per-action reward model; --learner scorer fits a "
-                        "shared model without folds: drop --folds")
     if args.lam == "auto":
         raise UserError("--lam auto is not available with --learner scorer: give a number (default k · rows / 10)")
-    with warnings_as_lines(args.command):
+    if args.model is not None and args.model != "ridge":
+        raise UserError("--learner scorer sums its reward model over all items through the catalogue's sums: it "
+                        "fits a shared ridge ρ̂; drop --model logistic")
+    stages = Stages(not args.no_progress)
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
+            warnings_as_lines(args.command), stages.stage("scorer", "read, ρ̂ and the scorer's CG") as passes:
         policy = learn_scorer_from_log(logs, method=args.method, reward_model=args.reward_model, lam=args.lam,
                                        max_iter=args.max_iter or SCORER_PASSES, n_features=args.n_features,
-                                       storage_options=opts)
+                                       storage_options=opts, client=client, folds=args.folds, spill=args.spill,
+                                       progress=not args.no_progress, allow_other_log=args.allow_other_log)
+        passes.append(policy.metadata["passes"])
     log_filter = getattr(logs, "log_filter", None)
     if log_filter:
         policy.metadata["log_filter"] = log_filter.to_dict()
-    policy.metadata[TRAINING] = training_record(logs, opts, folds=None)
+    policy.metadata[TRAINING] = training_record(logs, opts, folds=args.folds)
     policy.save(args.out, opts)
     meta = policy.metadata
     print(f"learned a {meta['method'].upper()} item scorer on {meta['rows']} rows, {meta['n_features']} features, "
           f"{meta['n_actions']} items with {meta['action_features']} features (λ = {meta['lam']:g}, "
           f"{meta['passes']} passes{'' if meta['converged'] else ', not converged'})")
+    if "reward_model" in meta:
+        m = meta["reward_model"]
+        print(f"reward model ρ̂: shared ridge, λ = {m.get('lambda'):g}, "
+              f"{meta['reward_model_folds'] or 'no'} fold models")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.policies.target import ItemScorerPolicy
-from dr_scale.reward.shared import SharedRidgeRewardModel
+from dr_scale.reward.shared import SharedRidgeRewardModel, fold_rows, phi, phi_t
 
 
 def greedy_scorer(model: SharedRidgeRewardModel, top_k: int = 1, temperature: float = 1.0) -> ItemScorerPolicy:
@@ -46,18 +46,6 @@ def greedy_scorer(model: SharedRidgeRewardModel, top_k: int = 1, temperature: fl
                             temperature, source="<greedy scorer of a shared ridge model>")
 
 
-def _flat(model: SharedRidgeRewardModel) -> np.ndarray:
-    """θ = (b, β_x, β_f, vec B), the layout of :func:`dr_scale.reward.shared.fit_shared_ridge`."""
-    return np.concatenate([[model.intercept], model.beta_x, model.beta_f, model.interaction.ravel()])
-
-
-def _context(part, d: int) -> sp.csr_matrix:
-    X = sp.csr_matrix(part.X)
-    if X.shape[1] < d:
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
-    return X
-
-
 def _all_pairs_gram(X: sp.csr_matrix, v: np.ndarray, d: int, k: int, s1: np.ndarray, s2: np.ndarray) -> np.ndarray:
     """Σ_i Σ_a φ(x_i, a) φ(x_i, a)·v over the rows of ``X`` and all k actions, from the catalogue's sums
     S₁ = Σ_a f_a and S₂ = Σ_a f_a f_aᵀ: with c_i = b + x_i·β_x and g_i = β_f + Bᵀx_i, φ(x_i, a)·v = c_i + f_a·g_i,
@@ -67,9 +55,112 @@ def _all_pairs_gram(X: sp.csr_matrix, v: np.ndarray, d: int, k: int, s1: np.ndar
     b, bx, bf, B = v[0], v[1:1 + d], v[1 + d:1 + d + da], v[1 + d + da:].reshape(d, da)
     c = b + X @ bx
     g = bf + np.asarray(X @ B)
-    u = k * c + g @ s1
-    h = c[:, None] * s1 + g @ s2
+    u = k * c + np.einsum("na,a->n", g, s1)  # numpy's loops, not BLAS: the same bits in any process
+    h = c[:, None] * s1 + np.einsum("na,ab->nb", g, s2)
     return np.concatenate([[u.sum()], X.T @ u, h.sum(axis=0), np.asarray(X.T @ h).ravel()])
+
+
+def catalogue_sums(item_features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Σ_a f_a, Σ_a f_a f_aᵀ, Σ_a f_a²) over the catalogue: computed once, by the driver, so every pass's tasks
+    use the same bits."""
+    F = item_features
+    return F.sum(axis=0), F.T @ F, (F * F).sum(axis=0)
+
+
+def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, sums: tuple, d: int, k: int,
+                groups: int, method: str) -> tuple:
+    """The statistics of the scorer's ridge fit over the part's n·k pairs (x_i, a): (pairs, Σ Γ, Σ φ, Σ φ², Σ Γ φ)
+    with φ = (x, f_a, x ⊗ f_a) — the pair sums through the catalogue's Σ_a f_a and Σ_a f_a f_aᵀ — and Γ the imputed
+    rewards; ``theta0`` (G, 1 + D): ρ̂'s (b, β_x, β_f, vec B) per fold group (the fold model that did not see the
+    rows; one group without folds), None for IPS."""
+    F = item_features
+    s1, s2, sf2 = sums
+    da = F.shape[1]
+    size = d + da + d * da
+    rows, sy = 0.0, 0.0
+    sx, sxx, xy = np.zeros(size), np.zeros(size), np.zeros(size)
+    for f in range(groups):
+        X, a, y = fold_rows(part, f, k, d)
+        n = X.shape[0]
+        if not n:
+            continue
+        lo = int(part.start[f * k])
+        rows += n
+        sum_x, sum_x2 = np.asarray(X.sum(axis=0)).ravel(), np.asarray(X.multiply(X).sum(axis=0)).ravel()
+        sx += np.concatenate([k * sum_x, n * s1, np.outer(sum_x, s1).ravel()])
+        sxx += np.concatenate([k * sum_x2, n * sf2, np.outer(sum_x2, sf2).ravel()])
+        if method != "ips":  # Σ_a φ(x_i, a) ρ̂(x_i, a) and Σ_a ρ̂(x_i, a), ρ̂ = θ₀·(1, φ)
+            g = _all_pairs_gram(X, theta0[f], d, k, s1, s2)
+            sy += g[0]
+            xy += g[1:]
+        if method != "dm":  # the correction on the logged pair: δ_i = (r_i − ρ̂(x_i, a_i)) / p_i
+            Fl = F[a]
+            fitted = 0.0 if method == "ips" else theta0[f, 0] + phi(X, Fl, theta0[f, 1:])
+            delta = (y - fitted) / part.propensity[lo:lo + n]
+            sy += float(delta.sum())
+            xy += phi_t(X, Fl, delta)
+    return np.array([rows * k]), np.array([sy]), sx[None, :], sxx[None, :], xy[None, :], rows
+
+
+def add_scorer_gram(total, part, P: np.ndarray, sums: tuple, d: int, k: int) -> np.ndarray:
+    """total (1, D) += Σ_i Σ_a φ(x_i, a) φ(x_i, a)·P over the part's rows and all k actions
+    (:func:`_all_pairs_gram`)."""
+    if total is None:
+        total = np.zeros_like(P)
+    X = part.blocks(0, part.start.size - 1, d)
+    if X.shape[0]:
+        total[0] += _all_pairs_gram(X, np.r_[0.0, P[0]], d, k, sums[0], sums[1])[1:]
+    return total
+
+
+def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, method: str = "dr",
+                          reward_model: SharedRidgeRewardModel | None = None, lam: float | None = None,
+                          rtol: float = 1e-8, max_iter: int = 500, top_k: int = 1, temperature: float = 1.0,
+                          progress: bool = False) -> ItemScorerPolicy:
+    """:func:`learn_item_scorer`'s fit on parts grouped by (fold, action) over ρ̂'s folds (its fold models impute
+    the rows they did not see): the statistics in one pass, then :func:`dr_scale.outofcore.ridge.fit`'s conjugate
+    gradients, one pass per iteration — the per-action fitters' engine, on the local scheduler or a cluster."""
+    from dr_scale.learning.impute import METHODS
+    from dr_scale.outofcore import ridge
+
+    if method not in METHODS:
+        raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
+    F = np.asarray(item_features.toarray() if sp.issparse(item_features) else item_features, dtype=np.float64)
+    k, da = F.shape
+    d = int(n_features)
+    size = 1 + d + da + d * da
+    theta0, groups = None, 1
+    if method != "ips":
+        if not isinstance(reward_model, SharedRidgeRewardModel) or reward_model.LINK != "identity":
+            raise ParameterError("`reward_model` must be a shared ridge model (dr-scale fit --model shared-ridge): the "
+                                 "scorer sums its ρ̂ over all items through the catalogue's sums, which a logistic "
+                                 "link or a per-action model does not allow")
+        own = reward_model.theta()
+        if own.size != size:
+            raise ParameterError(f"`reward_model` has {own.size} parameters, the log's d = {d} and D_A = {da} "
+                                 f"need {size}")
+        groups = max(reward_model.folds, 1)
+        theta0 = reward_model.fold_theta if reward_model.folds else own[None, :]
+    sums = catalogue_sums(F)
+    n, sy, sx, sxx, xy, rows = parts.sum(scorer_sums, theta0, F, sums, d, k, groups, method, progress=progress)
+    stats = ridge.RidgeStats(n, sx, sxx, sy, xy)
+    lam = float(k * rows / 10) if lam is None else float(lam)
+    if not lam > 0:
+        raise ParameterError(f"`lam` must be positive, got {lam}")
+
+    def gram(P):
+        if not P.any():
+            return np.zeros_like(P)
+        return parts.accumulate(add_scorer_gram, P, sums, d, k)
+
+    fit = ridge.fit(gram, stats, lam, rtol=rtol, max_iter=max_iter, progress=progress)
+    beta_f, B = fit.coef[0, d:d + da], fit.coef[0, d + da:].reshape(d, da)
+    meta = {"method": method, "learner": "scorer", "lam": lam, "rows": int(rows), "n_features": d, "n_actions": k,
+            "action_features": da, "passes": int(fit.iterations) + 1, "converged": bool(fit.converged[0])}
+    if method != "ips":
+        meta["reward_model"] = dict(getattr(reward_model, "metadata", {}) or {})
+        meta["reward_model_folds"] = reward_model.folds
+    return ItemScorerPolicy(B, F, F @ beta_f, top_k, temperature, source="<learned scorer>", metadata=meta)
 
 
 def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: int, *, method: str = "dr",
@@ -88,16 +179,17 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
 
         min_θ Σ_i Σ_a (Γ_a(x_i) − θ·φ(x_i, a))² + λ ‖θ‖²   (the intercept not penalised).
 
-    With ρ̂ = θ₀·φ a shared ridge model, the normal equations are (G + λI)θ = G θ₀ + Σ_i φ(x_i, a_i) δ_i with
-    G = Σ_i Σ_a φφᵀ and δ_i = (r_i − ρ̂(x_i, a_i)) / p_i; G v is one pass over the rows through the
-    catalogue's sums Σ_a f_a and Σ_a f_a f_aᵀ, so neither (n, k) nor Γ is formed. Solved by conjugate
-    gradients, one pass per iteration. The policy takes the top K actions by s (its context-only terms do not
+    With ρ̂ = θ₀·φ a shared ridge model, Σ_a φ(x_i, a) Γ_a(x_i) = Σ_a φ φᵀ θ₀ + φ(x_i, a_i) δ_i with
+    δ_i = (r_i − ρ̂(x_i, a_i)) / p_i, and Σ_a φ φᵀ v is computed per row through the catalogue's sums Σ_a f_a and
+    Σ_a f_a f_aᵀ, so neither (n, k) nor Γ is formed. Solved by :func:`dr_scale.outofcore.ridge.fit`'s conjugate
+    gradients, one pass per iteration (:func:`learn_scorer_on_parts`); a cross-fitted ρ̂ imputes each row by the
+    fold model that did not see it. The policy takes the top K actions by s (its context-only terms do not
     change the order): an :class:`~dr_scale.policies.target.ItemScorerPolicy` with coef = B, bias_a = f_a·β_f.
 
     Parameters
     ----------
     parts : callable returning an iterable of Partition
-        The logged rows, read anew for each pass.
+        The logged rows (in memory), read once.
     item_features : array-like, shape (k, D_A)
         f_a per action (the log's catalogue, dense).
     n_features : int
@@ -138,67 +230,27 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     >>> bool(best[np.arange(2000), chosen].mean() > 0.9 * best.max(axis=1).mean())
     True
     """
-    from dr_scale.learning.impute import METHODS
-    from dr_scale.reward.shared import fit_shared_ridge
+    from dr_scale.outofcore.settings import FitSettings
+    from dr_scale.reward.shared import fit_shared_on_parts, in_memory_parts
 
-    if method not in METHODS:
-        raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
     F = np.asarray(item_features.toarray() if sp.issparse(item_features) else item_features, dtype=np.float64)
-    k, da = F.shape
-    d = int(n_features)
-    size = 1 + d + da + d * da
-    s1, s2 = F.sum(axis=0), F.T @ F
+    folds = getattr(reward_model, "folds", 0) or None
+    held, rows = in_memory_parts(parts(), F.shape[0], folds, getattr(reward_model, "fold_seed", 0))
     if method != "ips" and reward_model is None:
-        reward_model = fit_shared_ridge(parts, F, d, lam=model_lam, tol=tol, max_iter=max_iter)
-    theta0 = _flat(reward_model) if method != "ips" else np.zeros(size)
-    if theta0.size != size:
-        raise ParameterError(f"`reward_model` has {theta0.size} parameters, the log's d = {d} and D_A = {da} "
-                             f"need {size}")
-
-    def gram(v):
-        out, rows = np.zeros(size), 0
-        for part in parts():
-            out += _all_pairs_gram(_context(part, d), v, d, k, s1, s2)
-            rows += len(part)
-        return out, rows
-
-    rhs, rows = gram(theta0) if method != "ips" else (np.zeros(size), 0)
-    if method != "dm":  # Σ_i φ(x_i, a_i) δ_i
-        for part in parts():
-            X = _context(part, d)
-            fitted = 0.0 if method == "ips" else reward_model.predict_pairs(X, part.action[:, None])[:, 0]
-            delta = (part.reward - fitted) / part.propensity
-            rows = rows if method != "ips" else rows + len(part)
-            fl = F[part.action]
-            rhs += np.concatenate([[delta.sum()], X.T @ delta, fl.T @ delta,
-                                   np.asarray(X.T @ (fl * delta[:, None])).ravel()])
-    lam = float(k * rows / 10) if lam is None else float(lam)
-    if not lam > 0:
-        raise ParameterError(f"`lam` must be positive, got {lam}")
-    penalty = np.full(size, lam)
-    penalty[0] = 0.0
-    theta, r = np.zeros(size), rhs.copy()
-    p, rs, passes, target = r.copy(), r @ r, 0, tol * np.sqrt(rhs @ rhs)
-    while np.sqrt(rs) > target and passes < max_iter:
-        Ap = gram(p)[0] + penalty * p
-        passes += 1
-        alpha = rs / (p @ Ap)
-        theta += alpha * p
-        r -= alpha * Ap
-        new = r @ r
-        p, rs = r + (new / rs) * p, new
-    beta_f, B = theta[1 + d:1 + d + da], theta[1 + d + da:].reshape(d, da)
-    meta = {"method": method, "learner": "scorer", "lam": lam, "rows": int(rows), "n_features": d, "n_actions": k,
-            "action_features": da, "passes": passes, "converged": bool(np.sqrt(rs) <= target)}
-    if method != "ips":
-        meta["reward_model"] = dict(getattr(reward_model, "metadata", {}) or {})
-    return ItemScorerPolicy(B, F, F @ beta_f, top_k, temperature, source="<learned scorer>", metadata=meta)
+        reward_model = fit_shared_on_parts(held, rows, n_features, F, FitSettings(
+            lam=model_lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"))
+    return learn_scorer_on_parts(held, n_features, F, method=method, reward_model=reward_model, lam=lam, rtol=tol,
+                                 max_iter=max_iter, top_k=top_k, temperature=temperature)
 
 
 def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: float | None = None,
                           model_lam: float = 100.0, top_k: int = 1, max_iter: int = 500, n_features: int | None = None,
-                          storage_options: dict | None = None) -> ItemScorerPolicy:
-    """:func:`learn_item_scorer` on the log at ``logs`` with its action catalogue, one part in memory at a time.
+                          storage_options: dict | None = None, client=None, folds: int | None = None,
+                          spill: str = "disk", rtol: float = 1e-8, progress: bool = False,
+                          allow_other_log: bool = False) -> ItemScorerPolicy:
+    """:func:`learn_item_scorer` on the log at ``logs`` with its action catalogue, out of core on the pass engine:
+    the parts read once and kept between passes (in memory, spilled to local files, or on a Dask cluster's workers),
+    so a run on a cluster gives the same bits as a local one.
 
     Parameters
     ----------
@@ -207,38 +259,63 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     method, lam, model_lam, top_k, max_iter
         As :func:`learn_item_scorer`'s.
     reward_model : SharedRidgeRewardModel, str or None
-        ρ̂ for DR and DM, or its ``.npz`` path (default: a shared ridge model fitted on the log).
+        ρ̂ for DR and DM, or its ``.npz`` path (default: a shared ridge model fitted on the log, in the same passes'
+        engine, cross-fitted over ``folds`` folds if given).
     n_features : int or None
-        d (default: the log's metadata).
+        d (default: the log's metadata, else the data).
     storage_options : dict or None
         fsspec's options for ``logs`` and ``reward_model``.
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    folds : int or None
+        K ≥ 2: the fitted ρ̂'s fold models impute the rows they did not see (default: no folds).
+    spill : str
+        Where a local run keeps the parts between passes: ``"disk"``, ``"memory"`` or a folder.
+    rtol : float
+        Every conjugate-gradient solve stops at ‖residual‖ ≤ rtol ‖rhs‖.
+    progress : bool
+        Show each stage's progress on stderr.
+    allow_other_log : bool
+        Use a cross-fitted ``reward_model`` fitted on other rows.
 
     Returns
     -------
     ItemScorerPolicy
     """
-    from dr_scale.core.errors import UserError
-    from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_partition
+    from dr_scale.io.cache import spill_root
+    from dr_scale.logs.contract import log_metadata
+    from dr_scale.logs.parts import read_grouped_parts
+    from dr_scale.outofcore.compute import check_client
+    from dr_scale.outofcore.passes import spill_folder
+    from dr_scale.outofcore.settings import FitSettings
+    from dr_scale.reward.models import check_fitted_log
+    from dr_scale.reward.shared import check_model_catalogue, fit_shared_on_parts, log_and_catalogue
 
-    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
-    catalogue = read_catalogue(logs, storage_options)
-    if catalogue is None:
-        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a scorer over the items' "
-                        "features needs one (dr-scale import with an [actions] table, or generate bandit "
-                        "--action-features)")
-    meta = log_metadata(fs, paths[0])
-    d = n_features or meta.get("n_features")
-    if d is None:
-        raise UserError("the number of features d is unknown: give --n-features, or write the log with "
-                        "dr_scale.n_features metadata")
-    k = catalogue.n_actions
-
-    def parts():
-        return (read_partition(fs, p, n_features=d, n_actions=k) for p in paths)
-
+    check_client(client)
+    fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a scorer over the items' features needs one")
+    name = "the reward model"
     if isinstance(reward_model, str):
+        name = f"the reward model {reward_model}"
         reward_model = SharedRidgeRewardModel.load(reward_model, storage_options)
-    policy = learn_item_scorer(parts, catalogue.features, d, method=method, reward_model=reward_model, lam=lam,
-                               model_lam=model_lam, max_iter=max_iter, top_k=top_k)
+    if method == "ips":
+        reward_model = None
+    check_model_catalogue(reward_model, catalogue, name)
+    settings = FitSettings(lam=model_lam, folds=folds, rtol=rtol, max_iter=max_iter, model="ridge", spill=spill)
+    given = reward_model is not None
+    group_folds = (reward_model.folds or None) if given else settings.folds
+    seed = reward_model.fold_seed if given else settings.seed
+    d, k = n_features or log_metadata(fs, paths[0]).get("n_features"), catalogue.n_actions
+    F = catalogue.features.toarray()
+    with spill_folder(spill, client, disk=spill_root()) as folder:
+        parts, extent, d, k, _ = read_grouped_parts(fs, paths, d, k, group_folds, seed, client=client,
+                                                    progress=progress, folder=folder, logs=str(logs))
+        if given and not allow_other_log:
+            check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", name,
+                             getattr(logs, "log_filter", None), refit="dr-scale fit --model shared-ridge --folds K")
+        if method != "ips" and not given:
+            reward_model = fit_shared_on_parts(parts, extent.n, d, F, settings, progress=progress, name=str(logs))
+        policy = learn_scorer_on_parts(parts, d, F, method=method, reward_model=reward_model, lam=lam, rtol=rtol,
+                                       max_iter=max_iter, top_k=top_k, progress=progress)
+        del parts
     policy.metadata["logs"] = str(logs)
     return policy

@@ -937,6 +937,10 @@ def _log_states(url, evaluation, storage_options, log_filter):
             if e.propensity_model is None and e.needs_propensity:
                 raise e.missing_propensity(str(url))
     evaluation = _with_catalogue(evaluation, url, storage_options)
+    from dr_scale.reward.shared import check_log_catalogue
+
+    check_log_catalogue([(e.reward_model, e._model_name()) for e in (
+        evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], url, storage_options)
     return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
 
 

@@ -144,6 +144,9 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     fs, parts = list_partitions(logs, storage_options)
     parts, span = select_window(parts, parse_window(window), until)
     evaluations = resolved(evaluations_of(pf, storage_options), action_vocabulary(logs, storage_options))
+    from dr_scale.reward.shared import check_log_catalogue
+
+    check_log_catalogue([(e.reward_model, e._model_name()) for e in evaluations.values()], logs, storage_options)
     if any(e.needs_embedding for e in evaluations.values()):  # MIPS: the log's action catalogue
         catalogue = read_catalogue(logs, storage_options)
         evaluations = {n: replace(e, catalogue=catalogue) for n, e in evaluations.items()}

@@ -8,8 +8,17 @@ ridge regression on the logged rows' features φ(x_i, a_i) = (x_i, f_{a_i}, x_i 
 
     min_θ Σ_i (r_i − b − φ_i·θ)² + λ ‖θ‖²     (the intercept b not penalised),
 
-by conjugate gradients on the normal equations, each iteration one pass over the parts that
-computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ (memory O(part + d·D_A)). Predictions for a
+on the pass engine of the per-action fitters (:func:`fit_shared_model`): the log's parts read once by
+:func:`dr_scale.logs.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
+Dask cluster's workers), then :func:`dr_scale.outofcore.ridge.fit`'s conjugate gradients, each iteration one pass
+over the parts that computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ (memory O(part + d·D_A)). For 0/1 rewards the
+logistic form (:class:`SharedLogisticRewardModel`),
+
+    ρ̂(x, a) = σ(b + φ(x, a)·θ),   min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖θ‖²,   z_i = b + φ_i·θ,
+
+by :func:`dr_scale.outofcore.glm.minimize` (L-BFGS, one pass per step). Cross-fitting (``folds=K``): K fold
+models by the keyed folds of :func:`dr_scale.logs.parts.fold_of`, beside the full-data model, in the same passes;
+λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.logs.parts.scan_lambdas`). Predictions for a
 policy's listed actions only (:meth:`SharedRidgeRewardModel.predict_pairs`).
 """
 
@@ -17,14 +26,18 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.outofcore import glm, ridge
 
 #: The ``kind`` a shared model's ``.npz`` records.
 KIND = "shared"
@@ -44,6 +57,11 @@ def is_shared_file(url: str, storage_options: dict | None = None) -> bool:
 class SharedRidgeRewardModel:
     """ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a (the module docstring); ``predict`` and ``predict_pairs``.
 
+    Cross-fitted (``fold_theta`` given): fold model j, fitted on the rows whose fold
+    (:func:`~dr_scale.logs.parts.fold_of`, keyed by ``fold_seed``) is not j, predicts the rows of fold j when
+    ``predict``/``predict_pairs`` are given their ``row_id`` — as :class:`~dr_scale.reward.models.LinearRewardModel`'s
+    fold models do; without row ids the full-data model predicts.
+
     Parameters
     ----------
     intercept : float
@@ -58,6 +76,10 @@ class SharedRidgeRewardModel:
         f_a per action.
     metadata : dict, optional
         What the fitter recorded.
+    fold_theta : numpy.ndarray, shape (K, 1 + d + D_A + d·D_A), optional
+        The K fold models' (b, β_x, β_f, vec B).
+    fold_seed : int
+        The key of the folds.
 
     Examples
     --------
@@ -77,6 +99,10 @@ class SharedRidgeRewardModel:
     interaction: np.ndarray
     item_features: np.ndarray
     metadata: dict = field(default_factory=dict)
+    fold_theta: np.ndarray | None = None
+    fold_seed: int = 0
+    #: How the linear score z maps to ρ̂: ``"identity"`` (ridge) or ``"logistic"`` (σ(z), 0/1 rewards).
+    LINK: ClassVar[str] = "identity"
 
     def __post_init__(self):
         self.beta_x = np.asarray(self.beta_x, dtype=np.float64)
@@ -87,6 +113,11 @@ class SharedRidgeRewardModel:
         if self.beta_x.shape != (d,) or self.beta_f.shape != (da,) or self.item_features.shape[1:] != (da,):
             raise ParameterError("`interaction` must be (d, D_A), `beta_x` (d,), `beta_f` (D_A,) and "
                                  "`item_features` (k, D_A)")
+        if self.fold_theta is not None:
+            self.fold_theta = np.asarray(self.fold_theta, dtype=np.float64)
+            if self.fold_theta.ndim != 2 or self.fold_theta.shape[1] != 1 + d + da + d * da or not len(self.fold_theta):
+                raise ParameterError(f"`fold_theta` must be (K, {1 + d + da + d * da}): each fold model's "
+                                     "(b, β_x, β_f, vec B)")
 
     @property
     def n_features(self) -> int:
@@ -96,6 +127,16 @@ class SharedRidgeRewardModel:
     def n_actions(self) -> int:
         return self.item_features.shape[0]
 
+    @property
+    def folds(self) -> int:
+        """K, the number of fold models (0: not cross-fitted)."""
+        return 0 if self.fold_theta is None else self.fold_theta.shape[0]
+
+    def _fold(self, j: int) -> SharedRidgeRewardModel:
+        """Fold model j as a model of its own (its linear score)."""
+        return SharedRidgeRewardModel(*unflatten(self.fold_theta[j], self.n_features, self.item_features.shape[1]),
+                                      self.item_features)
+
     def _context(self, X):
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
         if X.shape[1] > self.n_features:
@@ -103,34 +144,83 @@ class SharedRidgeRewardModel:
         d = X.shape[1]
         return np.asarray(X @ self.beta_x[:d]), np.asarray(X @ self.interaction[:d])
 
-    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
-        """ρ̂(x_i, a) for every action, or the given ones: (n, k) or (n, len(actions))."""
+    def _fold_ids(self, row_id, n: int):
+        """Each row's fold, or None when the full-data model predicts (no row ids, or no fold models)."""
+        from dr_scale.logs.folded import checked_row_id
+        from dr_scale.logs.parts import fold_of
+
+        row_id = checked_row_id(row_id, n)
+        return None if row_id is None or not self.folds else fold_of(np.asarray(row_id), self.folds, self.fold_seed)
+
+    def scores(self, X, actions=None, row_id=None) -> np.ndarray:
+        """The linear score z(x_i, a) = b + x·β_x + f_a·β_f + x·B·f_a for every action (or the given ones)."""
+        fold = self._fold_ids(row_id, X.shape[0])
+        if fold is not None:
+            from dr_scale.logs.folded import predict_by_fold
+
+            width = self.n_actions if actions is None else len(actions)
+            return predict_by_fold(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X), fold, width,
+                                   lambda j, rows: self._fold(j).scores(rows, actions))
         main, projected = self._context(X)
         F = self.item_features if actions is None else self.item_features[np.asarray(actions)]
         return self.intercept + main[:, None] + (F @ self.beta_f)[None, :] + projected @ F.T
 
+    def pair_scores(self, X, actions: np.ndarray, row_id=None) -> np.ndarray:
+        """z(x_i, a_ij) for each row's own actions (n, K)."""
+        actions = np.asarray(actions)
+        fold = self._fold_ids(row_id, X.shape[0])
+        if fold is not None:
+            X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+            out = np.empty(actions.shape)
+            for j in np.unique(fold):
+                rows = np.flatnonzero(fold == j)
+                out[rows] = self._fold(int(j)).pair_scores(X[rows], actions[rows])
+            return out
+        main, projected = self._context(X)
+        F = self.item_features[actions]  # (n, K, D_A); numpy's loops, not BLAS: the same bits in any process
+        return self.intercept + main[:, None] + np.einsum("nkd,d->nk", F, self.beta_f) + np.einsum(
+            "nkd,nd->nk", F, projected)
+
+    def link(self, z: np.ndarray) -> np.ndarray:
+        """ρ̂ from the linear score: z itself (ridge)."""
+        return z
+
+    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+        """ρ̂(x_i, a) for every action, or the given ones: (n, k) or (n, len(actions)); with ``row_id`` and fold
+        models, row i by fold model fold(row_id_i), which did not see it."""
+        return self.link(self.scores(X, actions, row_id))
+
     def predict_pairs(self, X, actions: np.ndarray, row_id=None) -> np.ndarray:
         """ρ̂(x_i, a_ij) for each row's own actions, (n, K) for (n, K) ``actions``: O(n·K·D_A), never (n, k)."""
-        main, projected = self._context(X)
-        F = self.item_features[np.asarray(actions)]  # (n, K, D_A)
-        return self.intercept + main[:, None] + F @ self.beta_f + np.einsum("nkd,nd->nk", F, projected)
+        return self.link(self.pair_scores(X, actions, row_id))
+
+    def theta(self) -> np.ndarray:
+        """The full-data model's (b, β_x, β_f, vec B) (:func:`unflatten`'s layout)."""
+        return np.concatenate([[self.intercept], self.beta_x, self.beta_f, self.interaction.ravel()])
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests: a report's state cache keys on them)."""
-        return (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction, self.item_features)
+        own = (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction, self.item_features,
+               np.array([self.LINK == "logistic"], dtype=np.float64))
+        return own if not self.folds else own + (self.fold_theta, np.array([self.fold_seed]))
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (``LinearRewardModel.load`` dispatches on it)."""
+        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (``LinearRewardModel.load`` dispatches on it) and
+        its ``link``."""
         buf = io.BytesIO()
+        extra = {} if not self.folds else {"fold_theta": self.fold_theta,
+                                           "fold_seed": np.array(self.fold_seed, dtype=np.int64)}
         np.savez(buf, intercept=np.array(self.intercept), beta_x=self.beta_x, beta_f=self.beta_f,
                  interaction=self.interaction, item_features=self.item_features,
-                 metadata=np.array(json.dumps(self.metadata)), kind=np.array(KIND))
+                 metadata=np.array(json.dumps(self.metadata)), kind=np.array(KIND), link=np.array(self.LINK),
+                 **extra)
         fs, path = url_to_fs(url, storage_options)
         atomic_write(fs, path, buf.getvalue())
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> SharedRidgeRewardModel:
-        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
+        """Read a model saved by :meth:`save` — a :class:`SharedLogisticRewardModel` if its ``link`` is logistic;
+        anything else is a ``ParameterFileError`` naming the file."""
         from dr_scale.io.parameter_files import ParameterFileError
 
         where = f"reward model {url}"
@@ -146,36 +236,461 @@ class SharedRidgeRewardModel:
         if missing or str(a.get("kind", KIND)) != KIND:
             raise ParameterFileError(f"{where}: not a shared reward model (kind {str(a.get('kind', 'linear'))!r}"
                                      + (f", no {', '.join(missing)}" if missing else "") + ")")
+        link = str(a.get("link", "identity"))
+        target = {"identity": SharedRidgeRewardModel, "logistic": SharedLogisticRewardModel}.get(link)
+        if target is None:
+            raise ParameterFileError(f"{where}: unknown link {link!r} (identity or logistic)")
+        if cls is SharedLogisticRewardModel and target is not cls:
+            raise ParameterFileError(f"{where}: a shared ridge model, not a shared logistic one")
         try:
-            return cls(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
-                       json.loads(str(a["metadata"])) if "metadata" in a else {})
+            return target(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
+                          json.loads(str(a["metadata"])) if "metadata" in a else {},
+                          a.get("fold_theta"), int(a.get("fold_seed", 0)))
         except (ParameterError, ValueError) as exc:
             raise ParameterFileError(f"{where}: {exc}") from None
 
 
-def _operator(X, F_logged: np.ndarray):
-    """(Φ v, Φᵀ u) for the rows' φ_i = (1, x_i, f_i, x_i ⊗ f_i), v laid out as (b, β_x, β_f, vec B)."""
-    d, da = X.shape[1], F_logged.shape[1]
+@dataclass(eq=False)
+class SharedLogisticRewardModel(SharedRidgeRewardModel):
+    """ρ̂(x, a) = σ(b + x·β_x + f_a·β_f + x·B·f_a), σ(z) = 1/(1 + e^{−z}): the shared model for 0/1 rewards
+    (predictions in (0, 1)); fields, folds and file as :class:`SharedRidgeRewardModel`'s, the file's ``link``
+    ``"logistic"``.
 
-    def forward(v):
-        b, bx, bf, B = v[0], v[1:1 + d], v[1 + d:1 + d + da], v[1 + d + da:].reshape(d, da)
-        return b + X @ bx + F_logged @ bf + np.einsum("nd,nd->n", np.asarray(X @ B), F_logged)
+    Parameters
+    ----------
+    intercept : float
+        b (a logit).
+    beta_x : numpy.ndarray, shape (d,)
+        The context's main effect.
+    beta_f : numpy.ndarray, shape (D_A,)
+        The action features' main effect.
+    interaction : numpy.ndarray, shape (d, D_A)
+        B.
+    item_features : numpy.ndarray, shape (k, D_A)
+        f_a per action.
+    metadata : dict, optional
+        What the fitter recorded.
+    fold_theta : numpy.ndarray, shape (K, 1 + d + D_A + d·D_A), optional
+        The K fold models' (b, β_x, β_f, vec B).
+    fold_seed : int
+        The key of the folds.
 
-    def backward(u):
-        return np.concatenate([[u.sum()], X.T @ u, F_logged.T @ u, np.asarray(X.T @ (F_logged * u[:, None])).ravel()])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> F = np.array([[1.0], [-1.0]])
+    >>> model = SharedLogisticRewardModel(0.0, np.zeros(1), np.array([2.0]), np.zeros((1, 1)), F)
+    >>> model.predict(np.array([[1.0]])).round(3).tolist()  # σ(±2)
+    [[0.881, 0.119]]
+    """
 
-    return forward, backward
+    LINK: ClassVar[str] = "logistic"
+
+    def link(self, z: np.ndarray) -> np.ndarray:
+        """σ(z)."""
+        return expit(z)
+
+
+def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = None) -> None:
+    """:func:`check_model_catalogue` of each (model, name) pair against the catalogue of the log at ``logs``, read
+    once and only if a model is a shared one."""
+    from dr_scale.logs.contract import read_catalogue
+
+    shared = [(m, name) for m, name in models if isinstance(m, SharedRidgeRewardModel)]
+    if shared:
+        catalogue = read_catalogue(logs, storage_options)
+        for model, name in shared:
+            check_model_catalogue(model, catalogue, name)
+
+
+def unflatten(theta: np.ndarray, d: int, da: int) -> tuple:
+    """(b, β_x, β_f, B) from θ = (b, β_x, β_f, vec B) (B row-major, (d, D_A))."""
+    return (float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da], theta[1 + d + da:].reshape(d, da))
+
+
+def check_model_catalogue(model, catalogue, name: str) -> None:
+    """Refuse a shared model on a log whose action catalogue is not the one it was fitted on (its f_a would score
+    other items): a :class:`~dr_scale.core.errors.UserError` naming ``name``. No check for other models, or
+    without a catalogue (a log with none is refused where its catalogue is needed)."""
+    from dr_scale.core.errors import UserError
+
+    if not isinstance(model, SharedRidgeRewardModel) or catalogue is None:
+        return
+    features = catalogue.features.toarray() if sp.issparse(catalogue.features) else np.asarray(catalogue.features)
+    if features.shape != model.item_features.shape or not np.array_equal(features, model.item_features):
+        same = features.shape == model.item_features.shape
+        raise UserError(f"{name} is a shared model fitted over another action catalogue ({model.n_actions} actions × "
+                        f"{model.item_features.shape[1]} features; this log's {catalogue.source}: "
+                        f"{features.shape[0]} × {features.shape[1]}{', other values' if same else ''}); "
+                        "refit it on this log (dr-scale fit --model shared)")
+
+
+# -- fitting on the pass engine -------------------------------------------------------------
+# Every function of one part below is summed over the parts by the pass engine (dr_scale.outofcore.passes); the
+# parts are grouped by (fold, action) (dr_scale.logs.parts.group), so the rows of fold f are the contiguous run of
+# blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.logs.parts.Fits` over the folds with one
+# "action": fold model j on the folds f ≠ j, the full-data model on all of them.
+def fold_rows(part, f: int, k: int, d: int):
+    """(X, the logged actions, the rewards) of the part's rows in fold f (views of the part's arrays)."""
+    lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
+    return part.blocks(f * k, (f + 1) * k, d), part.action[lo:hi], part.reward[lo:hi]
+
+
+def phi(X, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Φ v for the rows' φ_i = (x_i, f_i, x_i ⊗ f_i) and v = (β_x, β_f, vec B): x·β_x + f·β_f + x·B·f.
+
+    The dense products are numpy's own loops (``einsum``), not BLAS: a multithreaded BLAS may split a sum
+    differently in this process and in a worker process, and a pass must give the same bits wherever it runs
+    (the sparse products are scipy's, single-threaded)."""
+    d, da = X.shape[1], Fl.shape[1]
+    return (X @ v[:d] + np.einsum("na,a->n", Fl, v[d:d + da])
+            + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl))
+
+
+def phi_t(X, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Φᵀ u = (Xᵀu, Fᵀu, vec Xᵀ(F ∘ u)) without forming Φ (dense sums by ``einsum``, :func:`phi`)."""
+    return np.concatenate([X.T @ u, np.einsum("na,n->a", Fl, u), np.asarray(X.T @ (Fl * u[:, None])).ravel()])
+
+
+def shared_sums(part, item_features: np.ndarray, d: int, groups: int, k: int) -> tuple:
+    """Per fold f of the part: (n_f, Σ r, Σ φ, Σ φ², Σ r φ) — (G,), (G,), (G, D) × 3, D = d + D_A + d·D_A."""
+    da = item_features.shape[1]
+    size = d + da + d * da
+    n, sy = np.zeros(groups), np.zeros(groups)
+    sx, sxx, xy = np.zeros((groups, size)), np.zeros((groups, size)), np.zeros((groups, size))
+    for f in range(groups):
+        X, a, y = fold_rows(part, f, k, d)
+        if not X.shape[0]:
+            continue
+        Fl = item_features[a]
+        ones = np.ones(X.shape[0])
+        n[f], sy[f] = X.shape[0], float(y.sum())
+        sx[f], xy[f] = phi_t(X, Fl, ones), phi_t(X, Fl, y)
+        sxx[f] = phi_t(X.multiply(X).tocsr(), Fl * Fl, ones)
+    return n, sy, sx, sxx, xy
+
+
+def add_shared_gram(total, part, P: np.ndarray, item_features: np.ndarray, fits, active: np.ndarray, d: int,
+                    k: int) -> np.ndarray:
+    """total (F, D) += per fit F the Gram product Σ over its folds' rows Φᵀ(Φ P_F) (fits not ``active``: skipped)."""
+    if total is None:
+        total = np.zeros_like(P)
+    for using, X, Fl, _ in _fits_rows(part, item_features, fits, active, d, k):
+        for F in using:
+            total[F] += phi_t(X, Fl, phi(X, Fl, P[F]))
+    return total
+
+
+def _fits_rows(part, item_features: np.ndarray, fits, active: np.ndarray, d: int, k: int):
+    """Per fold of the part with rows and an ``active`` fit using it: (those fits, X, the logged items' f_a, r)."""
+    for f in range(fits.groups):
+        using = [F for F in fits.of_block(f, 0) if active[F]]
+        X, a, y = fold_rows(part, f, k, d)
+        if using and X.shape[0]:
+            yield using, X, item_features[a], y
+
+
+def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: int, k: int, folds: int,
+                       logistic: bool) -> np.ndarray:
+    """(3, 1): Σ of row i's loss under fold model f_i (squared error, or the log loss if ``logistic``), Σ r, Σ r²;
+    theta (K, D + 1) the fold models' (β_x, β_f, vec B, b)."""
+    out = np.zeros((3, 1))
+    for f in range(folds):
+        X, a, y = fold_rows(part, f, k, d)
+        if not X.shape[0]:
+            continue
+        z = phi(X, item_features[a], theta[f, :-1]) + theta[f, -1]
+        loss = -np.sum(glm.log_expit(np.where(y > 0, z, -z))) if logistic else np.sum((y - z) ** 2)
+        out[:, 0] += [float(loss), float(y.sum()), float(np.sum(y * y))]
+    return out
+
+
+def add_shared_logistic_terms(total, part, x: np.ndarray, item_features: np.ndarray, fits, active: np.ndarray,
+                              d: int, k: int) -> np.ndarray:
+    """total (F, D + 2) += per fit its data log loss's gradient ((θ, b): D + 1) and, in the last column, the log loss
+    Σ log(1 + e^z) − r z, z = b + φ·θ, over its folds' rows (:func:`dr_scale.outofcore.glm.add_binary_terms`'s
+    terms with Φ applied by :func:`phi`)."""
+    size = x.shape[1] - 1
+    if total is None:
+        total = np.zeros((x.shape[0], size + 2))
+    for using, X, Fl, y in _fits_rows(part, item_features, fits, active, d, k):
+        for F in using:
+            z = phi(X, Fl, x[F, :size]) + x[F, size]
+            total[F, size + 1] -= float(np.sum(glm.log_expit(np.where(y > 0, z, -z))))
+            residual = glm.expit(z) - y
+            total[F, :size] += phi_t(X, Fl, residual)
+            total[F, size] += float(residual.sum())
+    return total
+
+
+def _stats(sums, fits) -> ridge.RidgeStats:
+    n, sy, sx, sxx, xy = sums
+    return ridge.RidgeStats(fits.combine(n), fits.combine(sx), fits.combine(sxx), fits.combine(sy), fits.combine(xy))
+
+
+def _solve_ridge(parts, stats, lam, fits, item_features, d, k, settings, progress):
+    """The fits at penalty λ by :func:`dr_scale.outofcore.ridge.fit` (conjugate gradients, one pass per iteration):
+    (the fit, θ (F, D + 1) as (β_x, β_f, vec B, b))."""
+    def gram(P):
+        active = P.any(axis=1)
+        if not active.any():
+            return np.zeros_like(P)
+        return parts.accumulate(add_shared_gram, P, item_features, fits, active, d, k)
+
+    fit = ridge.fit(gram, stats, lam, rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+    return fit, np.column_stack([fit.coef, fit.intercept])
+
+
+def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progress):
+    """The fits at penalty λ by L-BFGS (:func:`dr_scale.outofcore.glm.minimize`, one pass per step): (the result,
+    θ (F, D + 1) as (β_x, β_f, vec B, b)). The start, the fits not fitted (all rewards equal: w = 0, b = the logit
+    of the add-½ rate) and the diagonal preconditioner follow the per-action logistic fit
+    (:func:`dr_scale.reward.fitting.solve_logistic`)."""
+    n_block, sy_block, _, sxx_block, _ = sums
+    n, sy, sxx = fits.combine(n_block), fits.combine(sy_block), fits.combine(sxx_block)
+    size = sxx.shape[1]
+    mixed = (sy > 0) & (sy < n)
+    rate = np.where(mixed, sy / np.maximum(n, 1), glm.smoothed_rate(sy, n))
+    x0 = np.zeros((n.size, size + 1))
+    x0[:, size] = glm.logit(rate)
+    free = np.zeros_like(x0, dtype=bool)
+    free[mixed] = True
+    penalty = np.r_[np.ones(size, bool), False]
+    spread = np.maximum(rate * (1 - rate), 1e-6)
+    rows = np.maximum(n, 1.0)
+    curvature = np.column_stack([(sxx * spread[:, None] + lam) / rows[:, None], spread])
+
+    def evaluate(x, active):
+        total = parts.accumulate(add_shared_logistic_terms, x, item_features, fits, active, d, k)
+        return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
+
+    result = glm.minimize(evaluate, x0, rtol=settings.rtol, max_iter=settings.max_iter, free=free,
+                          curvature=curvature, progress=progress, description="shared logistic ρ̂")
+    return result, result.x
+
+
+def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np.ndarray, settings, *,
+                        progress: bool = False, stages=None, name: str = "the log") -> SharedRidgeRewardModel:
+    """The shared model on parts grouped by (fold, action) over ``settings.folds`` folds
+    (:func:`dr_scale.logs.parts.read_grouped_parts`), ``n_rows`` rows in all: ridge or logistic as
+    ``settings.model`` says (None: logistic when every reward is 0 or 1, one pass —
+    :func:`dr_scale.reward.fitting.model_kind`, the per-action rule); λ as ``settings.lam`` says (``"auto"``:
+    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.logs.parts.scan_lambdas`);
+    then the K fold models and the full-data model in the same passes.
+    """
+    from dr_scale.logs.parts import Fits, keyed_sample, scan_lambdas
+    from dr_scale.outofcore.settings import Stages
+    from dr_scale.reward.fitting import model_kind
+
+    stages = stages or Stages(progress)
+    kind, chosen_by = model_kind(parts, settings, name)
+    logistic = kind == "logistic"
+    solve = _solve_logistic if logistic else _solve_ridge
+    F, d, folds = np.asarray(item_features, dtype=np.float64), int(n_features), settings.folds
+    k, da = F.shape
+    with stages.stage("ρ̂ sums", "per fold: rows, Σ φ, Σ φ², Σ r φ") as p:
+        sums = parts.sum(shared_sums, F, d, max(folds or 1, 1), k)
+        p.append(1)
+    search, lam = None, settings.lam
+    if lam == "auto":
+        share = min(1.0, settings.search_rows / max(n_rows, 1.0))
+        sk = settings.search_folds
+        derive = share < 1 or sk != (folds or 1)
+        loss_name = "log loss" if logistic else "squared error"
+        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold {loss_name} of "
+                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
+            if derive:
+                sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
+                sample_sums = sample.sum(shared_sums, F, sd, sk, k)
+            else:
+                sample, sd, sample_sums = parts, d, sums
+            s_fits = Fits(sk, 1, full=False)
+            s_stats = _stats(sample_sums, s_fits)
+
+            def loss_at(value):
+                result, theta = solve(sample, s_stats if not logistic else sample_sums, value, s_fits, F, sd, k,
+                                      settings, progress)
+                losses = sample.sum(shared_out_of_fold, theta, F, sd, k, sk, logistic)[0]
+                return losses, (result.passes if logistic else result.iterations) + 1
+
+            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
+            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(sample_sums[0].sum()),
+                      "out_of_fold_log_loss" if logistic else "out_of_fold_sse":
+                          [None if v is None else [float(e) for e in v] for v in losses],
+                      "chosen": best, "passes": passes}
+            p.append(passes + (3 if derive else 0))
+            del sample
+        lam = settings.lam_grid[best]
+    fits = Fits(folds or 0, 1, full=True)
+    with stages.stage("ρ̂", f"{fits.count} shared {kind} model(s) on all rows, λ = {lam:g}") as p:
+        result, theta = solve(parts, _stats(sums, fits) if not logistic else sums, lam, fits, F, d, k, settings,
+                              progress)
+        passes = result.iterations if not logistic else result.passes
+        p.append(passes)
+    if not result.converged.all():
+        warnings.warn(f"shared {kind} ρ̂: {int((~result.converged).sum())} fit(s) did not reach rtol "
+                      f"{settings.rtol:g} in {settings.max_iter} passes", RuntimeWarning, stacklevel=2)
+    theta = np.column_stack([theta[:, -1], theta[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
+    rows = int(sums[0].sum())
+    metadata = {"lambda": float(lam), "passes": int(passes), "rows": rows, "kind": f"shared {kind}",
+                "model": f"shared {kind}", "model_chosen_by": chosen_by, "folds": folds or 0, "seed": settings.seed,
+                "rtol": settings.rtol, "n_features": d, "n_actions": k, "action_features": da,
+                "method": "L-BFGS" if logistic else "conjugate gradients"}
+    if search is not None:
+        metadata["lambda_search"] = search
+    cls = SharedLogisticRewardModel if logistic else SharedRidgeRewardModel
+    return cls(*unflatten(theta[-1], d, da), F, metadata, theta[:-1].copy() if folds else None, settings.seed)
+
+
+def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
+    """(fs, the log's part paths, its action catalogue); a log without a catalogue is a
+    :class:`~dr_scale.core.errors.UserError` saying what ``needs`` it."""
+    from dr_scale.core.errors import UserError
+    from dr_scale.logs.contract import list_parts, read_catalogue
+
+    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
+    catalogue = read_catalogue(logs, storage_options)
+    if catalogue is None:
+        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): {needs} (dr-scale import with "
+                        "an [actions] table, or generate bandit --action-features)")
+    return fs, paths, catalogue
+
+
+def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict | None = None,
+                     progress: bool = False) -> SharedRidgeRewardModel:
+    """The reward model shared across actions on the log at ``logs`` over its action catalogue, out of core: the
+    parts read once, kept between passes (in memory, spilled to local files, or on a Dask cluster's workers) and one
+    pass per conjugate-gradient iteration (ridge) or L-BFGS step (logistic) — the per-action fitters' engine, so a
+    run on a cluster gives the same bits as a local one.
+
+    Ridge: min_θ Σ_i (r_i − b − φ_i·θ)² + λ‖θ‖² (the module docstring); logistic (0/1 rewards):
+    min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2)‖θ‖², z_i = b + φ_i·θ — scikit-learn's
+    ``LogisticRegression(C=1/λ)`` on the explicit φ.
+
+    Parameters
+    ----------
+    logs : str
+        The log (any fsspec URL; ``LogFilter(...).on(url)``: its rows only), with ``_actions.parquet``.
+    settings : FitSettings or None
+        λ (or ``"auto"``), folds, seed, rtol, spill as for the per-action models; ``model``: ``"ridge"``,
+        ``"logistic"`` or None (logistic when every reward is 0 or 1). Default ``FitSettings()``.
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    storage_options : dict or None
+        fsspec's options for ``logs``.
+    progress : bool
+        Show each stage's progress on stderr.
+
+    Returns
+    -------
+    SharedRidgeRewardModel or SharedLogisticRewardModel
+        With the K fold models if ``settings.folds``; ``metadata`` records λ (and its search), the passes, the
+        rows, the log's fingerprint and actions.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from dr_scale.outofcore.settings import FitSettings
+    >>> from dr_scale.synthetic.item_world import generate_item_bandit
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> _ = generate_item_bandit(folder.name + "/log", rows=2000, seed=1, features=100, actions=200,
+    ...                          action_features=4, embedding_categories=5)
+    >>> model = fit_shared_model(folder.name + "/log", FitSettings(lam=10.0, folds=2))
+    >>> type(model).__name__, model.folds, model.metadata["model_chosen_by"]
+    ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
+    >>> folder.cleanup()
+    """
+    from dr_scale.io.cache import spill_root
+    from dr_scale.logs.contract import action_vocabulary, log_metadata
+    from dr_scale.logs.parts import read_grouped_parts
+    from dr_scale.outofcore.compute import check_client
+    from dr_scale.outofcore.passes import spill_folder
+    from dr_scale.outofcore.settings import FitSettings, Stages
+
+    settings = settings or FitSettings()
+    if not isinstance(settings, FitSettings):
+        raise ParameterError(f"`settings` must be a FitSettings, got {type(settings).__name__}")
+    check_client(client)
+    fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a model shared across actions needs their "
+                                                                    "features")
+    k = catalogue.n_actions
+    if settings.n_actions is not None and settings.n_actions != k:
+        raise ParameterError(f"`n_actions` is {settings.n_actions}, but the log's action catalogue lists {k} actions")
+    d = settings.n_features or log_metadata(fs, paths[0]).get("n_features")
+    stages = Stages(progress)
+    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
+        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
+            parts, extent, d, k, passes = read_grouped_parts(fs, paths, d, k, settings.folds, settings.seed,
+                                                             client=client, progress=progress, folder=folder,
+                                                             logs=str(logs))
+            p.append(passes)
+        model = fit_shared_on_parts(parts, extent.n, d, catalogue.features.toarray(), settings, progress=progress,
+                                    stages=stages, name=str(logs))
+        del parts
+    model.metadata.update(logs=str(logs), fingerprint=f"{extent.n}:{extent.fingerprint:016x}",
+                          stage_passes=stages.passes())
+    vocabulary = action_vocabulary(logs, storage_options)
+    if vocabulary is not None:
+        model.metadata["actions"] = vocabulary
+    return model
+
+
+def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: int = 500,
+                        n_features: int | None = None, storage_options: dict | None = None) -> SharedRidgeRewardModel:
+    """The shared ridge model on the log at ``logs`` at penalty ``lam``: :func:`fit_shared_model` with
+    ``FitSettings(lam=lam, rtol=tol, max_iter=max_iter, n_features=n_features, model="ridge")`` on the local
+    scheduler (``fit --model shared-ridge``).
+
+    Parameters
+    ----------
+    logs : str
+        The log (any fsspec URL), with ``_actions.parquet``.
+    lam, tol, max_iter
+        λ > 0; conjugate gradients stop at ‖residual‖ ≤ tol · ‖rhs‖ or after ``max_iter`` passes.
+    n_features : int or None
+        d (default: the log's metadata, else the data).
+    storage_options : dict or None
+        fsspec's options for ``logs``.
+
+    Returns
+    -------
+    SharedRidgeRewardModel
+    """
+    from dr_scale.outofcore.settings import FitSettings
+
+    return fit_shared_model(logs, FitSettings(lam=lam, rtol=tol, max_iter=max_iter, n_features=n_features,
+                                              model="ridge"), storage_options=storage_options)
+
+
+def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, seed: int = 0):
+    """(a :class:`~dr_scale.outofcore.passes.PartSet` on the local scheduler, rows) of in-memory
+    :class:`~dr_scale.logs.contract.Partition` objects, grouped by (fold, action) as the log's parts are."""
+    from dr_scale.logs.parts import LogPart, group
+    from dr_scale.outofcore.passes import PartSet
+
+    grouped_parts = []
+    for part in parts:
+        X = sp.csr_matrix(part.X, dtype=np.float64)
+        grouped_parts.append(group(LogPart(np.asarray(part.row_id), X.indptr, X.indices, X.data,
+                                           np.asarray(part.action), np.asarray(part.reward, dtype=np.float64),
+                                           np.asarray(part.propensity, dtype=np.float64)), folds, n_actions, seed))
+    return PartSet.build(_given, [(p,) for p in grouped_parts]), sum(len(p) for p in grouped_parts)
+
+
+def _given(part):
+    return part
 
 
 def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n_features: int, lam: float = 1.0,
                      tol: float = 1e-10, max_iter: int = 500) -> SharedRidgeRewardModel:
-    """Ridge on φ(x_i, a_i) = (x_i, f_{a_i}, x_i ⊗ f_{a_i}) with an unpenalised intercept, by conjugate gradients.
+    """Ridge on φ(x_i, a_i) = (x_i, f_{a_i}, x_i ⊗ f_{a_i}) with an unpenalised intercept, on in-memory parts:
+    :func:`fit_shared_on_parts` (the pass engine on the local scheduler) with ``FitSettings(lam=lam, rtol=tol,
+    max_iter=max_iter, model="ridge")``.
 
     Parameters
     ----------
     parts : callable returning an iterable of Partition
-        The logged rows, read anew for each pass (``lambda: read_log(url)`` in memory, or a generator
-        reading one part at a time).
+        The logged rows (``lambda: read_log(url)``), read once.
     item_features : numpy.ndarray, shape (k, D_A)
         f_a per action.
     n_features : int
@@ -183,7 +698,7 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     lam : float, default 1.0
         λ > 0.
     tol : float
-        CG stops when ‖residual‖ ≤ tol · ‖Φᵀr‖.
+        Conjugate gradients stop when ‖residual‖ ≤ tol · ‖rhs‖ (:func:`dr_scale.outofcore.ridge.fit`).
     max_iter : int
         At most this many passes.
 
@@ -206,86 +721,9 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     >>> bool(np.allclose(model.interaction, 1.0, atol=1e-4)), round(model.intercept, 3)
     (True, 0.3)
     """
-    item_features = np.asarray(item_features, dtype=np.float64)
-    d, da = n_features, item_features.shape[1]
-    size = 1 + d + da + d * da
-    penalty = np.full(size, float(lam))
-    penalty[0] = 0.0
+    from dr_scale.outofcore.settings import FitSettings
 
-    def apply(v):
-        out, rhs, rows = np.zeros(size), np.zeros(size), 0
-        for part in parts():
-            X = sp.csr_matrix(part.X)
-            if X.shape[1] < d:
-                X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
-            forward, backward = _operator(X, item_features[part.action])
-            out = out + backward(forward(v))
-            rhs = rhs + backward(part.reward)
-            rows += len(part)
-        return out + penalty * v, rhs, rows
-
-    theta = np.zeros(size)
-    _, b, rows = apply(theta)
-    r = b.copy()
-    p = r.copy()
-    rs = r @ r
-    target = tol * np.sqrt(b @ b)
-    passes = 1
-    for _ in range(max_iter):
-        if np.sqrt(rs) <= target:
-            break
-        Ap, _, _ = apply(p)
-        passes += 1
-        alpha = rs / (p @ Ap)
-        theta += alpha * p
-        r -= alpha * Ap
-        new = r @ r
-        p = r + (new / rs) * p
-        rs = new
-    return SharedRidgeRewardModel(float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da],
-                                  theta[1 + d + da:].reshape(d, da), item_features,
-                                  {"lambda": lam, "passes": passes, "rows": rows, "kind": "shared ridge"})
-
-
-def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: int = 500,
-                        n_features: int | None = None, storage_options: dict | None = None) -> SharedRidgeRewardModel:
-    """:func:`fit_shared_ridge` on the log at ``logs`` over its action catalogue's features, one part in memory
-    at a time (each CG iteration one pass over the parts).
-
-    Parameters
-    ----------
-    logs : str
-        The log (any fsspec URL; ``LogFilter(...).on(url)``: its rows only), with ``_actions.parquet``.
-    lam, tol, max_iter
-        As :func:`fit_shared_ridge`'s.
-    n_features : int or None
-        d (default: the log's metadata).
-    storage_options : dict or None
-        fsspec's options for ``logs``.
-
-    Returns
-    -------
-    SharedRidgeRewardModel
-        Its ``metadata`` records λ, the passes, the rows and the log.
-    """
-    from dr_scale.core.errors import UserError
-    from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_partition
-
-    fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
-    catalogue = read_catalogue(logs, storage_options)
-    if catalogue is None:
-        raise UserError(f"{logs}: the log has no action catalogue (_actions.parquet): a model shared across actions "
-                        "needs their features (dr-scale import with an [actions] table, or generate bandit "
-                        "--action-features)")
-    d = n_features or log_metadata(fs, paths[0]).get("n_features")
-    if d is None:
-        raise UserError("the number of features d is unknown: give --n-features, or write the log with "
-                        "dr_scale.n_features metadata")
-    k = catalogue.n_actions
-
-    def parts():
-        return (read_partition(fs, p, n_features=d, n_actions=k) for p in paths)
-
-    model = fit_shared_ridge(parts, catalogue.features.toarray(), d, lam=lam, tol=tol, max_iter=max_iter)
-    model.metadata.update(logs=str(logs), n_features=d, n_actions=k, action_features=catalogue.features.shape[1])
-    return model
+    F = np.asarray(item_features, dtype=np.float64)
+    held, rows = in_memory_parts(parts(), F.shape[0])
+    return fit_shared_on_parts(held, rows, n_features, F,
+                               FitSettings(lam=lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"))

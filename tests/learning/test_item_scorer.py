@@ -101,9 +101,9 @@ def test_learn_scorer_refuses_a_log_without_catalogue(tmp_path, capsys):
                        "--no-progress")
     assert code == 2 and "no action catalogue" in error_line(err)
     assert not (tmp_path / "p.npz").exists()
-    code, _, err = cli(capsys, "learn", tmp_path / "log", "--learner", "scorer", "--folds", 3, "--out",
+    code, _, err = cli(capsys, "learn", tmp_path / "log", "--learner", "scorer", "--model", "logistic", "--out",
                        tmp_path / "p.npz", "--no-progress")
-    assert code == 2 and "--folds" in error_line(err)
+    assert code == 2 and "--model logistic" in error_line(err)
 
 
 def test_scorer_metadata_round_trips(tmp_path):

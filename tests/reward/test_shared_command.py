@@ -26,7 +26,8 @@ def shared_file(item_log, tmp_path_factory):
     out = tmp_path_factory.mktemp("model") / "shared.npz"
     from dr_scale.cli import main
 
-    assert main(["fit", str(item_log), "--model", "shared", "--lam", "100", "--out", str(out), "--no-progress"]) == 0
+    assert main(["fit", str(item_log), "--model", "shared-ridge", "--lam", "100", "--rtol", "1e-8", "--out", str(out),
+                 "--no-progress"]) == 0
     return out
 
 
@@ -70,16 +71,67 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lambda"] == 100.0
 
 
-def test_fit_shared_refuses_what_it_cannot_do(item_log, tmp_path, capsys):
+def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
     out = tmp_path / "m.npz"
-    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 2, "--out", out, "--no-progress")
-    assert code == 2 and "--folds" in error_line(err) and not out.exists()
-    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--lam", "auto", "--out", out, "--no-progress")
-    assert code == 2 and "--lam auto" in error_line(err)
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 1, "--out", out, "--no-progress")
+    assert code == 2 and "--folds" in err and not out.exists()
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared-logistic", "--out", out, "--no-progress")
+    assert code == 0, err  # the item world's rewards are 0/1
     from dr_scale.synthetic.bandit import generate_bandit
 
     generate_bandit(str(tmp_path / "plain"), rows=100, features=100, actions=3)
-    code, _, err = cli(capsys, "fit", tmp_path / "plain", "--model", "shared", "--out", out, "--no-progress")
-    assert code == 2 and "no action catalogue" in error_line(err) and not out.exists()
+    code, _, err = cli(capsys, "fit", tmp_path / "plain", "--model", "shared", "--out", tmp_path / "n.npz",
+                       "--no-progress")
+    assert code == 2 and "no action catalogue" in error_line(err) and not (tmp_path / "n.npz").exists()
     code, _, err = cli(capsys, "evaluate", item_log, "--fit-reward-model", "--model", "shared", "--no-progress")
     assert code == 2 and "--model" in err  # evaluate fits per-action models only
+
+
+def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsys):
+    out = tmp_path / "m.npz"
+    code, printed, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 2, "--out", out,
+                             "--no-progress")
+    assert code == 0, err
+    assert "model: shared logistic (every reward is 0 or 1)" in printed and "(auto)" in printed
+    model = LinearRewardModel.load(str(out))
+    assert model.folds == 2 and model.metadata["lambda"] in model.metadata["lambda_search"]["grid"]
+    p = model.predict(np.eye(200)[:5])
+    assert p.min() > 0 and p.max() < 1
+
+
+def test_a_shared_model_on_a_log_of_another_catalogue_is_refused(shared_file, tmp_path, capsys):
+    other = tmp_path / "other"
+    generate_item_bandit(str(other), rows=500, seed=9, features=200, actions=500, action_features=4,
+                         embedding_categories=10)
+    code, _, err = cli(capsys, "evaluate", other, "--policy", "sparse:target_topk", "--reward-model", shared_file,
+                       "--estimators", "DR", "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err) and "other values" in error_line(err)
+    code, _, err = cli(capsys, "learn", other, "--learner", "scorer", "--reward-model", shared_file, "--out",
+                       tmp_path / "p.npz", "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err) and not (tmp_path / "p.npz").exists()
+    policies = tmp_path / "policies.toml"
+    policies.write_text(f'reward_model = "{shared_file}"\nestimators = ["DR"]\n'
+                        '[[policy]]\nname = "target"\nspec = "sparse:target_topk"\n')
+    code, _, err = cli(capsys, "report", "--logs", other, "--policies", policies, "--out", tmp_path / "rep",
+                       "--no-progress")
+    assert code == 2 and "another action catalogue" in error_line(err)
+
+
+def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_log, tmp_path, capsys):
+    out = tmp_path / "folded.npz"
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared-ridge", "--folds", 3, "--lam", 10, "--out", out,
+                       "--no-progress")
+    assert code == 0, err
+    model = SharedRidgeRewardModel.load(str(out))
+    from dr_scale.logs.contract import read_log
+    from dr_scale.policies.target import parse_policy
+
+    policy = parse_policy("sparse:target_topk")
+    by_fold, by_full = [], []
+    for part in read_log(str(item_log), extra_columns=["target_topk"]):
+        chosen = policy.decisions(part, model.n_actions)
+        by_fold.append((chosen.probs * model.predict_pairs(part.X, chosen.actions, row_id=part.row_id)).sum(axis=1))
+        by_full.append((chosen.probs * model.predict_pairs(part.X, chosen.actions)).sum(axis=1))
+    result = evaluate_log(str(item_log), Evaluation("sparse:target_topk", ["DM"], reward_model=model))
+    assert result.estimates["DM"].value == pytest.approx(np.concatenate(by_fold).mean(), rel=1e-12)
+    assert abs(np.concatenate(by_fold).mean() - np.concatenate(by_full).mean()) > 1e-9
