@@ -238,14 +238,14 @@ def main() -> None:
     vw = run_vw(logs, args.data)
     if vw is not None:
         rows["VW --oaa 10 logistic, one pass"] = vw
-    print(f"\n{'':34} {'wall s':>8} {'CPU s':>8} {'peak RSS GiB':>13} {'passes':>7} {'held-out log loss':>18}")
+    print(f"\n{'':36} {'wall s':>8} {'CPU s':>8} {'peak RSS GiB':>13} {'passes':>7} {'held-out log loss':>18}")
     for name, r in rows.items():
         if r.get("converged") is False:
-            name = name.replace("(in memory)", f"(stopped at max_iter {r['passes']})")
-        print(f"{name:34} {r['wall']:8.1f} {r['cpu']:8.1f} {r['peak_rss_gib']:13.2f} {r.get('passes', '—'):>7} "
+            name = name.replace("(in memory)", f"(max_iter {r['passes']})")
+        print(f"{name:36} {r['wall']:8.1f} {r['cpu']:8.1f} {r['peak_rss_gib']:13.2f} {r.get('passes', '—'):>7} "
               f"{r['log_loss']:18.6f}")
-    print(f"{'marginal action frequencies':34} {'':8} {'':8} {'':13} {'':>7} {marginal:18.6f}")
-    print(f"{'true logging propensities':34} {'':8} {'':8} {'':13} {'':>7} {truth:18.6f}")
+    print(f"{'marginal action frequencies':36} {'':8} {'':8} {'':13} {'':>7} {marginal:18.6f}")
+    print(f"{'true logging propensities':36} {'':8} {'':8} {'':13} {'':>7} {truth:18.6f}")
     ours = rows["dr-scale (L-BFGS, out of core)"]
     sk = rows.get("scikit-learn lbfgs (in memory)")
     if sk and sk.get("stopped"):
