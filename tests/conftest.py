@@ -191,7 +191,7 @@ def command_line_cluster(root: Path, env: dict | None = None, security=None):
 
 
 #: Fixtures of real external components; a test that uses one is marked ``slow``.
-SLOW_FIXTURES = {"dask_cluster", "tls_dask_cluster", "s3_endpoint", "s3_bucket"}
+SLOW_FIXTURES = {"dask_cluster", "tls_dask_cluster", "local_cluster", "s3_endpoint", "s3_bucket"}
 
 
 def pytest_collection_modifyitems(items):
@@ -241,6 +241,16 @@ def example_parts(tmp_path_factory):
 def dask_cluster(tmp_path_factory) -> CommandLineCluster:
     """A real cluster: ``dask scheduler`` + ``dask worker --nworkers 2 --nthreads 1`` on 127.0.0.1."""
     with command_line_cluster(tmp_path_factory.mktemp("dask-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A ``distributed.LocalCluster`` of two single-threaded worker processes, started once per session and
+    shared by the tests that compare a computation on it with the local one (each opens its own client)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         yield cluster
 
 

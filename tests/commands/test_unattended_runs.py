@@ -412,6 +412,7 @@ def test_limits_fail_fast_with_the_reason(tmp_path, capsys, monkeypatch, small_l
     assert "the work started" not in err
 
 
+@pytest.mark.slow  # a ridge over 10^7 features: (K, 10^7) arrays in every conjugate-gradient step, ~9 s of CPU
 def test_a_stray_id_is_accepted_when_n_features_says_so(tmp_path, capsys):
     code, out, err = cli(capsys, "fit", _stray_log(tmp_path), "--out", tmp_path / "m.npz", "--n-features",
                          "10000001", "--n-actions", K, "--no-progress")

@@ -130,6 +130,7 @@ def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(lo
     np.testing.assert_array_equal(model.predict_proba(X, actions=np.array([2, 0]), row_id=row_id), p[:, [2, 0]])
 
 
+@pytest.mark.slow  # four fits of the propensity model, ~5 s of CPU
 def test_one_and_many_parts_spilled_or_in_memory_and_without_propensities_agree(logs):
     settings = FitSettings(lam=2.0, folds=2, rtol=1e-7)
     one = fit_propensity_model(logs[1], settings)
@@ -185,13 +186,12 @@ def test_an_action_never_logged_gets_its_smoothed_share(tmp_path):
 
 
 @pytest.mark.slow
-def test_identical_locally_and_on_a_local_cluster(logs):
-    from distributed import Client, LocalCluster
+def test_identical_locally_and_on_a_local_cluster(logs, local_cluster):
+    from distributed import Client
 
     settings = FitSettings(lam="auto", folds=3, lam_grid=(1.0, 10.0))
     local = fit_propensity_model(logs[5], settings)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with Client(local_cluster, set_as_default=False) as client:
         remote = fit_propensity_model(logs[5], settings, client=client)
     for name in ("coef", "intercept", "fold_coef", "fold_intercept"):
         np.testing.assert_array_equal(getattr(remote, name), getattr(local, name))

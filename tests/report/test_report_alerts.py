@@ -148,6 +148,7 @@ def stopped_log(tmp_path_factory):
     return root, logs, policies
 
 
+@pytest.mark.slow  # four reports, ~4 s of CPU
 def test_report_exits_4_with_fail_on_after_writing_the_report(stopped_log, capsys):
     root, logs, policies = stopped_log
     out = root / "report"

@@ -261,12 +261,11 @@ def test_bad_data_is_an_error_naming_file_column_and_row_and_nothing_is_written(
 
 
 @pytest.mark.slow
-def test_identical_locally_on_a_local_cluster_and_on_a_command_line_cluster(logs, dask_cluster):
-    from distributed import Client, LocalCluster
+def test_identical_locally_on_a_local_cluster_and_on_a_command_line_cluster(logs, local_cluster, dask_cluster):
+    from distributed import Client
 
     local = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3))
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with Client(local_cluster, set_as_default=False) as client:
         on_local_cluster = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3), client=client)
     with dask_cluster.client() as client:
         on_cluster = fit_reward_model(logs[True, 6], FitSettings(lam="auto", folds=3), client=client)

@@ -198,13 +198,12 @@ def test_warnings_are_quiet_for_a_clean_log(logs):
 
 
 @pytest.mark.slow
-def test_identical_locally_and_on_a_local_cluster(logs):
-    from distributed import Client, LocalCluster
+def test_identical_locally_and_on_a_local_cluster(logs, local_cluster):
+    from distributed import Client
 
     settings = FitSettings(folds=2, lam_grid=(1.0, 10.0))
     local = fit_reward_model(logs[5], settings)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with Client(local_cluster, set_as_default=False) as client:
         remote = fit_reward_model(logs[5], settings, client=client)
     for name in ("coef", "intercept", "fold_coef", "fold_intercept"):
         np.testing.assert_array_equal(getattr(remote, name), getattr(local, name))
