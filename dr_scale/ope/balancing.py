@@ -51,24 +51,20 @@ def drawn_actions(target, k: int, row_id: np.ndarray, seed: int) -> np.ndarray:
     >>> bool(np.array_equal(a[5000:], drawn_actions(np.full((15000, 4), 0.25), 4, np.arange(5000, 20000), 0)))
     True
     """
-    u = keyed_random.uniform(row_id, seed, BALANCE_PURPOSE)
     if isinstance(target, UniformMixture):
         v = keyed_random.uniform(row_id, seed, BALANCE_PURPOSE, 1)
         uniform = np.minimum((v * target.k).astype(np.int64), target.k - 1)
         if target.inner is None:
             return uniform
+        u = keyed_random.uniform(row_id, seed, BALANCE_PURPOSE)
         return np.where(u < target.epsilon, uniform, drawn_actions(target.inner, k, row_id, seed + 1))
     if isinstance(target, SparseProbs):
-        cdf = np.cumsum(target.probs, axis=1)
-        cdf[:, -1] = np.inf
-        slot = (u[:, None] >= cdf).sum(axis=1)
+        slot = keyed_random.categorical(target.probs, row_id, seed, BALANCE_PURPOSE)
         return target.actions[np.arange(len(target)), slot].astype(np.int64)
     target = np.asarray(target)
     if target.ndim == 1:
         return target.astype(np.int64)
-    cdf = np.cumsum(target, axis=1)
-    cdf[:, -1] = np.inf
-    return (u[:, None] >= cdf).sum(axis=1)
+    return keyed_random.categorical(target, row_id, seed, BALANCE_PURPOSE)
 
 
 @dataclass(frozen=True)
