@@ -21,7 +21,7 @@ from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.compute import check_client
-from dr_scale.outofcore.passes import Held, PartSet, spill_folder
+from dr_scale.outofcore.passes import Held, PartSet, given, spill_folder
 from dr_scale.outofcore.settings import FitSettings, Stages
 
 FOLD_PURPOSE = "cross-fit fold"
@@ -309,20 +309,16 @@ def _sample_step(_, part: GroupedPart, share: float, n_features: int, seed: int)
     return np.zeros(1), sample_of(part, share, n_features, seed)
 
 
-def _given(part):
-    return part
-
-
 def keyed_sample(parts, share: float, n_features: int, folds: int, n_actions: int, seed: int):
     """(a PartSet of one part: the rows of ``parts`` in the keyed λ sample (:func:`sample_of`), grouped over
     ``folds`` folds, its features renumbered (:func:`concatenated`); the sample's number of features) — two passes
     over ``parts``."""
     from dr_scale.outofcore.compute import compute
-    from dr_scale.outofcore.passes import PartSet, load_part
+    from dr_scale.outofcore.passes import load_part
 
     _, sampled = parts.sum_and_derive(_sample_step, share, n_features, seed)
     one, d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], folds, n_actions, seed)
-    return PartSet.build(_given, [(one,)], parts.client, spill=parts.spill), d
+    return PartSet.build(given, [(one,)], parts.client, spill=parts.spill), d
 
 
 def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:

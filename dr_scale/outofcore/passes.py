@@ -150,6 +150,11 @@ def load_part(part):
     return part.load() if isinstance(part, Spilled) else part
 
 
+def given(obj):
+    """The object itself: :meth:`PartSet.build`'s ``make`` for parts already made in this process."""
+    return obj
+
+
 def _made(make, spill_root, *args):
     obj = make(*args)
     return obj if spill_root is None else spill(obj, spill_root)

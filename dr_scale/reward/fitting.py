@@ -72,7 +72,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
 )
 from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import PartSet, load_part
+from dr_scale.outofcore.passes import PartSet, given, load_part
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
     LAMBDA_GRID,
@@ -259,7 +259,7 @@ def _fit_ridge_on_parts(parts: PartSet, n_rows: float, n_features: int, n_action
         if derive:
             one, sample_d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)],
                                          settings.search_folds, k, settings.seed)
-            sample = PartSet.build(_given, [(one,)], parts.client, spill=parts.spill)  # one part: small passes
+            sample = PartSet.build(given, [(one,)], parts.client, spill=parts.spill)  # one part: small passes
             sample_stats = Fits(settings.search_folds, k, False).stats(block_sums(sample, sample_d))
             del sampled, one
         else:
@@ -526,10 +526,6 @@ def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, 
                             f"for them is the pooled mean reward of the other folds (w = 0)")
     if messages:
         warnings.warn(f"{name}: " + "; ".join(messages), UnloggedActionWarning, stacklevel=3)
-
-
-def _given(part):
-    return part
 
 
 def _counts_and_sample(_, part, d: int, share: float, seed: int):

@@ -666,7 +666,7 @@ def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, s
     """(a :class:`~dr_scale.outofcore.passes.PartSet` on the local scheduler, rows) of in-memory
     :class:`~dr_scale.logs.contract.Partition` objects, grouped by (fold, action) as the log's parts are."""
     from dr_scale.logs.parts import LogPart, group
-    from dr_scale.outofcore.passes import PartSet
+    from dr_scale.outofcore.passes import PartSet, given
 
     grouped_parts = []
     for part in parts:
@@ -674,11 +674,7 @@ def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, s
         grouped_parts.append(group(LogPart(np.asarray(part.row_id), X.indptr, X.indices, X.data,
                                            np.asarray(part.action), np.asarray(part.reward, dtype=np.float64),
                                            np.asarray(part.propensity, dtype=np.float64)), folds, n_actions, seed))
-    return PartSet.build(_given, [(p,) for p in grouped_parts]), sum(len(p) for p in grouped_parts)
-
-
-def _given(part):
-    return part
+    return PartSet.build(given, [(p,) for p in grouped_parts]), sum(len(p) for p in grouped_parts)
 
 
 def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n_features: int, lam: float = 1.0,
