@@ -205,7 +205,7 @@ def evaluate_graph_bytes(url: str, model: str) -> int:
 
     from dr_scale.ope.estimators import STANDARD_ESTIMATORS
     from dr_scale.ope.evaluation import Evaluation, log_states
-    from dr_scale.ope.mergeable import tree_reduce
+    from dr_scale.outofcore.mergeable import tree_reduce
     from dr_scale.reward.models import LinearRewardModel
 
     evaluation = Evaluation("column:target_action", list(STANDARD_ESTIMATORS),

@@ -47,7 +47,7 @@ from dr_scale.logs.contract import list_parts, read_partition
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import tree_sum
+from dr_scale.outofcore.mergeable import tree_reduce
 from dr_scale.reward.models import LinearRewardModel
 
 
@@ -107,7 +107,7 @@ def run(url: str, view: str, rounds: int) -> None:
     for r in range(rounds + 1):  # round 0 warms the page cache and is not counted
         for name, graph in passes.items():
             start, start_cpu = time.perf_counter(), time.process_time()
-            (total,) = compute(tree_sum(graph))
+            (total,) = compute(tree_reduce(graph))
             if r:
                 times[name].append(time.perf_counter() - start)
                 cpu[name].append(time.process_time() - start_cpu)

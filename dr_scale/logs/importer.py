@@ -854,6 +854,7 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
     from dr_scale.core.errors import check_output_folder
     from dr_scale.io.config import PositiveInt, check
     from dr_scale.outofcore.compute import compute
+    from dr_scale.outofcore.mergeable import tree_reduce
 
     check(PositiveInt, "blocksize", blocksize)
     spec, spec_source = read_spec(spec, storage_options)
@@ -915,10 +916,7 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
         convert = dask.delayed(convert_block, pure=False)
         tasks = [convert(fs, b, spec, names, cols, vocabulary, s, out_fs, staging, tag, file_ids.get(b.path))
                  for b, s in zip(blocks, starts, strict=True)]
-        import dask.bag as db
-
-        bag = db.from_delayed([dask.delayed(lambda s: [s])(t) for t in tasks])
-        (stats,) = compute(bag.reduction(_sum_stats, _sum_stats, split_every=8), client=client, progress=progress)
+        (stats,) = compute(tree_reduce(tasks, _sum_stats), client=client, progress=progress)
         if stats.rows == 0:
             raise LogDataError(raw, None, "no rows to import" + (" (every row was bad)" if stats.bad else ""))
         days = sorted(stats.days)
@@ -951,6 +949,8 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
 
 
 def _sum_stats(items) -> BlockStats:
+    """The merge of blocks' stats (:func:`~dr_scale.outofcore.mergeable.tree_reduce`'s node): their ``+``, with
+    the fingerprints' sorted runs merged once for all rather than pair by pair."""
     items = list(items)
     total, none = BlockStats(), np.zeros(0, np.uint64)
     for s in items:  # the fingerprints merged once, below

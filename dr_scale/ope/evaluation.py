@@ -51,9 +51,9 @@ from dr_scale.ope.estimators import (
     make_estimators,
     sparse_marginal_weights,
 )
-from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.mergeable import merge_all, tree_reduce
 from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import (

@@ -4,6 +4,7 @@ shared by the product and the experiments.
 * :mod:`~dr_scale.outofcore.compute` — Dask's local scheduler, a ``LocalCluster`` or a scheduler address
   (one code path); :mod:`~dr_scale.outofcore.progress` — progress bars and stage lines;
 
+* :mod:`~dr_scale.outofcore.mergeable` — the contract of mergeable states and their one tree reduction;
 * :mod:`~dr_scale.outofcore.passes` — a :class:`~dr_scale.outofcore.passes.PartSet` of
   persisted (or spilled) per-part objects and the summing passes over them;
 * :mod:`~dr_scale.outofcore.products` — sparse products that add into running sums;

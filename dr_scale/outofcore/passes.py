@@ -3,7 +3,9 @@
 The iterative steps (Lanczos for the principal component, conjugate gradients for
 ridge) each need one pass over all rows per iteration. A :class:`PartSet` holds the
 parts as persisted Dask objects, so a pass costs the arithmetic, not a Parquet decode;
-a pass maps a function over the parts and tree-reduces the results with ``+``.
+a pass maps a function over the parts and sums the results with ``+`` down a fixed binary tree
+(:func:`tree_nodes`), in place; the states of other collections merge by
+:func:`dr_scale.outofcore.mergeable.tree_reduce`.
 
 Where the parts are kept:
 
@@ -33,8 +35,6 @@ from dask.system import CPU_COUNT
 from dr_scale.io.cache import spill_workspace
 from dr_scale.outofcore.compute import check_client, cluster_workers, compute, persist
 
-SPLIT_EVERY = 8
-
 
 def _add(a, b):
     if isinstance(a, tuple):
@@ -47,20 +47,6 @@ def _add_into(total, value):
     if isinstance(total, tuple):
         return tuple(_add_into(x, y) for x, y in zip(total, value))
     return operator.iadd(total, value)
-
-
-def _sum(*values):
-    total = values[0]
-    for v in values[1:]:
-        total = _add(total, v)
-    return total
-
-
-def tree_sum(items: list, split_every: int = SPLIT_EVERY):
-    """A Dask tree reduction with ``+`` (tuples add element-wise)."""
-    while len(items) > 1:
-        items = [dask.delayed(_sum)(*items[i:i + split_every]) for i in range(0, len(items), split_every)]
-    return items[0]
 
 
 # -- spilling to local files ----------------------------------------------------------

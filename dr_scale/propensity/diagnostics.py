@@ -20,7 +20,7 @@ logged propensities p_i:
 
 Every field is a sum, a count or a histogram: :class:`PropensityState` merges with ``+`` (associative,
 exact for the counts) and round-trips through ``to_dict``/``from_dict`` (the contract of
-:mod:`dr_scale.ope.mergeable`).
+:mod:`dr_scale.outofcore.mergeable`).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from pydantic import Field
 
 from dr_scale.io.config import Finite, Model, PositiveFinite, PositiveInt, Share
 from dr_scale.ope.diagnostics import WeightStats
-from dr_scale.ope.mergeable import merge_all
+from dr_scale.outofcore.mergeable import merge_all
 
 KINDS = ("support", "drift")
 AlertKind = Literal["support", "drift"]

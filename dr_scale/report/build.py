@@ -21,8 +21,8 @@ import dask
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
-from dr_scale.ope.mergeable import merge_all
 from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.mergeable import merge_all
 from dr_scale.policies.target import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint

@@ -23,7 +23,7 @@ import pytest
 from conftest import evaluation
 
 from dr_scale.ope.evaluation import evaluate_log, log_states
-from dr_scale.ope.mergeable import tree_reduce
+from dr_scale.outofcore.mergeable import tree_reduce
 
 pytestmark = pytest.mark.slow  # worker processes killed, a scheduler that never answers, Ctrl-C: seconds each
 

@@ -262,3 +262,15 @@ def test_estimate_from_merged_states_equals_whole():
         whole = est.result(est.state(rows))
         assert merged.value == pytest.approx(whole.value, rel=1e-12)
         assert merged.stderr == pytest.approx(whole.stderr, rel=1e-12)
+
+
+def test_the_abstract_bases_cannot_be_instantiated():
+    """The base classes are abstract: an estimator without per-row terms (or a λ family without its weight ŵ_λ,
+    a threshold family without its correction) is a TypeError when made, not a failure when first used."""
+    from dr_scale.ope.estimators import ESTIMATORS, Estimator, Shrinkage
+    from dr_scale.ope.estimators.tuning import _Thresholded
+
+    for base in (Estimator, Shrinkage, _Thresholded):
+        with pytest.raises(TypeError, match="abstract"):
+            base()
+    assert all(isinstance(cls(), Estimator) for cls in ESTIMATORS.values())

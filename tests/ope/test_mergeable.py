@@ -1,4 +1,4 @@
-"""Every mergeable state honours the contract of dr_scale/ope/mergeable.py: the state of a batch equals the
+"""Every mergeable state honours the contract of dr_scale/outofcore/mergeable.py: the state of a batch equals the
 merge of its pieces' states for any split, grouping and order, ``empty`` is an identity, and the
 persisted states round-trip through ``to_dict``/``from_dict`` exactly."""
 
@@ -17,8 +17,8 @@ from dr_scale.experiments.visits.experiment import FitSums, Population, Projecti
 from dr_scale.experiments.visits.pca import FirstPass, RowSample
 from dr_scale.ope.diagnostics import WeightStats
 from dr_scale.ope.evaluation import ComparisonState, PolicyState
-from dr_scale.ope.mergeable import Mergeable, Persisted
 from dr_scale.ope.moments import Moments
+from dr_scale.outofcore.mergeable import Mergeable, Persisted
 from dr_scale.propensity.diagnostics import PropensityState
 from dr_scale.reward.fitting import Extent, LogPart
 from dr_scale.synthetic.bandit import Calibration

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dr_scale.ope.diagnostics import TOP_M, WEIGHT_EDGES, WeightStats, pareto_k
-from dr_scale.ope.mergeable import merge_all
+from dr_scale.outofcore.mergeable import merge_all
 
 
 def stats_of(weight, reward):

@@ -14,7 +14,7 @@ from conftest import cli, error_line
 
 from dr_scale.ope.diagnostics import Coverage, WeightStats
 from dr_scale.ope.evaluation import PolicyState
-from dr_scale.ope.mergeable import merge_all
+from dr_scale.outofcore.mergeable import merge_all
 from dr_scale.report.alerts import AlertSettings, support_by_day, support_metrics
 from dr_scale.report.policies_file import parse_policies
 from dr_scale.synthetic.finite_world import BanditWorld

@@ -1,0 +1,176 @@
+"""The abstract base of the estimators: a per-row term, a function of its means, and the delta method."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dr_scale.ope import checks as check
+from dr_scale.ope.estimators.estimate import Estimate
+from dr_scale.ope.estimators.inputs import RowInputs
+from dr_scale.ope.intervals import Summary, summary_of
+from dr_scale.ope.moments import Moments
+
+
+@dataclass(frozen=True)
+class Estimator(ABC):
+    """Abstract base class of the estimators: a per-row term, a function of its means, and the delta method.
+
+    An estimator is V̂ = g(t̄), a function g (``value_of``) of the means t̄ = (1/n) Σ_i t(row_i)
+    of its per-row terms (``terms``), with the delta method's standard error
+
+        SE(V̂) = √( ∇g(t̄)ᵀ Σ̂ ∇g(t̄) / n ),    Σ̂ the terms' sample covariance,
+
+    exact for the plain means (DM, IPS, DR). A subclass must define ``terms(rows) -> list[array]``
+    (the base is abstract: ``Estimator()`` raises ``TypeError``), and sets ``name`` and ``needs_model``;
+    a ratio estimator also defines ``value_of(means)`` and ``gradient(means)`` (the base's are those of
+    the first term's plain mean); ``el_map`` maps the terms to (y, w) for the empirical-likelihood
+    interval (one row: a plain mean), and ``model_term`` is the index of the term ρ̂_π, if any.
+
+    Two ways in: :meth:`estimate` from numpy arrays in obp's layout, or ``state`` on
+    batches of rows, merged with ``+``, then ``result`` (Parquet partitions, Dask).
+
+    See Also
+    --------
+    DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR : The estimators.
+    make_estimators : Estimators by name.
+    dr_scale.ope.moments.Moments : The mergeable state.
+
+    Examples
+    --------
+    >>> from dr_scale.ope.estimators import DoublyRobust
+    >>> from dr_scale.synthetic.finite_world import BanditWorld
+    >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
+    >>> estimator = DoublyRobust()
+    >>> isinstance(estimator, Estimator), estimator.name, estimator.needs_model
+    (True, 'DR', True)
+
+    The state of two halves of the rows, merged, gives the estimate of the whole:
+
+    >>> halves = [{key: array[s] for key, array in log.items()} for s in (slice(0, 1000), slice(1000, None))]
+    >>> states = [estimator.state(RowInputs.from_arrays(**half)) for half in halves]
+    >>> merged = estimator.result(states[0] + states[1])
+    >>> round(merged.value, 4) == round(estimator.estimate(**log).value, 4), merged.n
+    (True, 2000)
+    """
+
+    name: ClassVar[str] = "estimator"
+    needs_model: ClassVar[bool] = True
+    needs_embedding: ClassVar[bool] = False  # the marginalized estimators: w(x, e) from the action catalogue
+    needs_propensity: ClassVar[bool] = True  # reads p̂_i (all but DM, RM and BIPW)
+    needs_importance_weight: ClassVar[bool] = False  # reads estimated weights ŵ(x_i, a_i) (BIPW)
+    el_map: ClassVar[tuple] = ((1.0,),)
+    model_term: ClassVar[int | None] = None
+
+    @abstractmethod
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """The per-row terms t(row_i) whose means t̄ the estimate V̂ = g(t̄) is a function of, one array each."""
+
+    def value_of(self, means: np.ndarray) -> float:
+        """V̂ = g(t̄); here the plain mean of the first term, g(t̄) = t̄₁."""
+        return float(means[0])
+
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        """∇g(t̄), the delta method's gradient; here that of the plain mean, (1, 0, …, 0)."""
+        return np.eye(1, means.size)[0]
+
+    def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
+        """(value, gradient of the value in the means, chosen parameters) at a state."""
+        return self.value_of(state.mean), self.gradient(state.mean), {}
+
+    def el_ranges(self, state: Moments) -> tuple:
+        """The largest weight W seen, and the ranges of y at an unobserved row of weight 0, of y at
+        one of weight W, and of the value (that of r).
+
+        The unobserved row's reward r_f is anywhere in [min r, max r]; its model prediction is
+        the mean one, c̄ = mean ρ̂_π (0 without a model), so y_f = c̄ + w_f (r_f − c̄)
+        (IPS: y_f = w_f r_f).
+        """
+        r_lo, r_hi, top = state.low[0], state.high[0], state.high[1]
+        c = 0.0 if self.model_term is None else float(state.mean[self.model_term])
+        return top, (c, c), (c + top * (r_lo - c), c + top * (r_hi - c)), (r_lo, r_hi)
+
+    # -- statistics ---------------------------------------------------------
+    def state(self, rows: RowInputs) -> Moments:
+        """The mergeable state of a batch of rows: the moments of the estimator's per-row terms.
+
+        Parameters
+        ----------
+        rows : RowInputs
+            The batch's per-row quantities (:meth:`RowInputs.from_arrays`, :meth:`RowInputs.from_actions`).
+
+        Returns
+        -------
+        dr_scale.ope.moments.Moments
+            The state; states of disjoint batches merge with ``+``.
+        """
+        if self.needs_model and rows.reward_hat_pi is None:
+            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+        return Moments.of(*self.terms(rows), ranges=rows.ranges)
+
+    def result(self, state: Moments) -> Estimate:
+        """Estimate, delta-method standard error, n and the EL summary from a (merged) state.
+
+        Parameters
+        ----------
+        state : dr_scale.ope.moments.Moments
+            A state from :meth:`state`, or the sum of several.
+
+        Returns
+        -------
+        Estimate
+            The estimate; NaN value and standard error for a state of no rows.
+        """
+        if state.n == 0:
+            return Estimate(float("nan"), float("nan"), 0)
+        value, grad, chosen = self.linearize(state)
+        variance = float(grad @ state.covariance() @ grad) / state.n
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad, value),
+                        chosen)
+
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
+        """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state; ``value`` the estimate."""
+        a = np.asarray(self.el_map, dtype=np.float64) if len(self.el_map[0]) == state.m else grad[None, :]
+        return summary_of(state.n, a @ state.mean, a @ state.comoment @ a.T / state.n,
+                          *self.el_ranges(state), weighted=a.shape[0] == 2, estimate=value)
+
+    # -- numpy API ----------------------------------------------------------
+    def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
+        """Estimate the target policy's value from arrays (obp's argument layout).
+
+        Parameters
+        ----------
+        reward : array_like of float, shape (n,)
+            The logged rewards r_i; at least one row.
+        action : array_like of int, shape (n,)
+            The logged actions a_i, in [0, k).
+        propensity : array_like of float, shape (n,)
+            p̂_i, the logging policy's probability of a_i, in (0, 1].
+        target_probs : array_like of float, shape (n, k)
+            π(a|x_i), rows summing to 1 (one-hot rows for a deterministic π).
+        reward_hat : array_like of float, shape (n, k), optional
+            ρ̂_a(x_i); required by the estimators that use a reward model (``needs_model``).
+
+        Returns
+        -------
+        Estimate
+            The value, its standard error, n, and the interval's summary.
+
+        Examples
+        --------
+        >>> from dr_scale.ope.estimators import IPS
+        >>> est = IPS().estimate(reward=[1.0, 0.0, 1.0], action=[0, 1, 1], propensity=[0.5, 0.5, 0.25],
+        ...                      target_probs=[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+        >>> round(est.value, 4), est.n  # (1/3)(1/0.5 + 0 + 0.5/0.25)
+        (1.3333, 3)
+        """
+        check.vector("reward", reward)  # at least one row
+        rows = RowInputs.from_arrays(reward, action, propensity, target_probs, reward_hat)
+        return self.result(self.state(rows))
+
+    def estimate_policy_value(self, **arrays) -> float:
+        """The point estimate alone, as obp's estimators return it."""
+        return self.estimate(**arrays).value

@@ -1,0 +1,283 @@
+"""IPS and DR with a modified weight ŵ_λ(w), λ fixed or chosen from the data by obp's ``…Tuning`` rules
+(SLOPE, estimated MSE): the base of the clipping, optimistic-shrinkage and sub-Gaussian estimators.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import stdtrit  # the Student t quantile (scipy.stats is slow to import)
+
+from dr_scale.core.errors import ParameterError
+from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.estimate import checked
+from dr_scale.ope.estimators.inputs import RowInputs
+from dr_scale.ope.intervals import summary_of
+from dr_scale.ope.moments import Moments
+
+#: Candidate λ of a tuned clipping / shrinkage estimator (``IPSTuning``, ``DRTuning``, ``DRos``) when none are given.
+#: obp 0.5.7's ``…Tuning`` classes have no default (``lambdas`` is required); this is the list obp's own examples
+#: and benchmarks tune over (``lambdas=[10, 50, 100, 500, 1000, 5000, 10000, np.inf]``).
+CLIPPING_LAMBDAS = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
+#: Candidate λ of a tuned sub-Gaussian estimator when none are given: obp's estimator tests'
+#: ``[0.005, 0.01, 0.05, 0.1, 0.5]`` with λ = 0 (no shrinkage: IPS, DR), as ∞ is in :data:`CLIPPING_LAMBDAS`.
+SUBGAUSSIAN_LAMBDAS = (0.0, 0.005, 0.01, 0.05, 0.1, 0.5)
+TUNING_METHODS = ("slope", "mse")
+OBP_TUNING_DELTA = 0.1  # obp's BaseOffPolicyEstimatorTuning.delta
+SLOPE_C = math.sqrt(6) - 1  # SLOPE++'s constant (Tucker & Lee 2021), as obp
+
+
+def _spec_list(text) -> list:
+    """``"[10, 50, inf]"`` / ``"(10.0, 50.0)"`` / a sequence → a list of its items (strings stripped)."""
+    if isinstance(text, str):
+        inner = text.strip()
+        if inner[:1] in "[(" and inner[-1:] in "])":
+            inner = inner[1:-1]
+        return [item.strip() for item in inner.split(",") if item.strip()]
+    if isinstance(text, (int, float)):
+        return [text]
+    return list(text)
+
+
+def _spec_bool(name: str, value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ParameterError(f"`{name}` should be true or false (got {value!r})")
+
+
+def _spec_value(value):
+    """A value as :meth:`Shrinkage.__repr__` writes it: floats as ``repr``, tuples as lists, strings bare."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(_spec_value, value)) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def with_ties(state: Moments, source: list[int]) -> Moments:
+    """``state`` with the mean and co-moments of quantity j copied from quantity ``source[j]`` (terms equal on
+    every row, whose statistics a matrix product may round differently): exact ties survive any merge."""
+    if state.n == 0 or all(s == j for j, s in enumerate(source)):
+        return state
+    mean, comoment = state.mean.copy(), state.comoment.copy()
+    for j, s in enumerate(source):
+        if s != j:
+            mean[j] = mean[s]
+            comoment[j, :] = comoment[s, :]
+            comoment[:, j] = comoment[:, s]
+    return Moments(state.n, mean, comoment, state.low, state.high)
+
+
+#: Where an estimator's docstring lists the parameters of a tuned λ (``Shrinkage.__init_subclass__`` writes them).
+TUNING_PARAMETERS = "    (the parameters of a tuned λ)\n"
+_TUNING_PARAMETERS_DOC = """\
+    lambdas : sequence of float or None, default None
+        The candidates of a λ chosen from the data (None: :data:`{lambdas}`), in any order.
+    tuning_method : {{"slope", "mse"}}, default "slope"
+        How a λ is chosen: SLOPE, or the estimated MSE (``Shrinkage``), as obp's ``…Tuning`` classes.
+    use_bias_upper_bound : bool, default True
+        With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
+    delta : float, default 0.1
+        The confidence δ of SLOPE's intervals and of the bias bound (obp's default).
+"""
+
+
+@dataclass(frozen=True, repr=False)
+class Shrinkage(Estimator):
+    """IPS or DR with the importance weight w replaced by a modified weight ŵ_λ(w); λ fixed or chosen from the data.
+
+        IPS family:  V̂_λ = (1/n) Σ_i ŵ_λ(w_i) r_i
+        DR family:   V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_λ(w_i) (r_i − ρ̂_{a_i}(x_i)) ]
+
+    ``shrink`` is ŵ_λ: clipping min(w, λ) (obp's ``InverseProbabilityWeighting(lambda_)``,
+    ``DoublyRobust(lambda_)``), optimistic shrinkage λw / (w² + λ) (``DRos``), the sub-Gaussian
+    power mean w / (1 − λ + λw) (``SubGaussianIPS``, ``SubGaussianDR``). A fixed λ is a plain mean
+    of one per-row term (standard error s / √n; the empirical-likelihood interval of a plain mean).
+
+    ``lambda_=None`` chooses λ among ``lambdas`` as obp 0.5.7's ``…Tuning`` classes do, in the same
+    pass: the state holds the moments of every candidate's term t_j, of the unmodified term u (ŵ = w)
+    and of w, and at the end (n rows, Var the 1/n variance, as ``np.var``)
+
+    - ``tuning_method="mse"`` (Su, Dimakopoulou, Krishnamurthy & Dudík 2020, Sec. 5): the λ_j
+      minimising Var(t_j)/n + B_j², B_j = |mean(u − t_j)| (= |mean((w − ŵ_j)(r − ρ̂_a))|), plus,
+      with ``use_bias_upper_bound``, Bernstein's √(2 mean(w²) log(2/δ)/n) + 2 max(w) log(2/δ)/(3n);
+      the first minimum in obp's order of the candidates;
+    - ``tuning_method="slope"`` (SLOPE, Su, Srinath & Krishnamurthy 2020, in obp's SLOPE++ form of
+      Tucker & Lee 2021): with c_j = √(Var(t_j)/(n − 1)) t_{n−1}(1 − δ), the candidates in decreasing
+      c_j are accepted while |V̂_i − V̂_j| ≤ c_j + (√6 − 1) c_i for every accepted i; the last
+      accepted one is chosen.
+
+    obp sorts the candidates (decreasing for clipping, increasing for shrinkage and sub-Gaussian), and
+    ties go to the first in that order, as here. The estimate and its standard error are those of the
+    chosen λ (the choice itself is not accounted for); ``Estimate.chosen`` is ``{"lambda_": λ}``.
+    A row of weight 0 has ŵ = 0 where obp's formula is 0/0 (DRos at λ = 0, sub-Gaussian at λ = 1).
+    """
+
+    lambda_: float | None = None
+    lambdas: tuple | None = None  # the candidates of a tuned λ (None: the class's ``default_lambdas``)
+    tuning_method: str = "slope"
+    use_bias_upper_bound: bool = True
+    delta: float = OBP_TUNING_DELTA
+
+    lambda_rule: ClassVar[str] = "NonNegativeOrInf"
+    default_lambdas: ClassVar[tuple] = CLIPPING_LAMBDAS
+    descending: ClassVar[bool] = False  # obp's order of the candidates
+    example: ClassVar[str] = ""
+    #: At λ = ∞ the estimator itself (IPS, DR), whose state holds its empirical-likelihood terms (``el_map``);
+    #: otherwise (and for the other weights ŵ_λ) a plain mean of one term.
+    plain_at_inf: ClassVar[bool] = False
+    #: A ``…Tuning`` class always chooses λ: the spec of a fixed one, for its error (``"IPS(lambda_={})"``).
+    fixed_form: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        """Write the tuning parameters into the subclass's numpydoc Parameters where its docstring says
+        :data:`TUNING_PARAMETERS` (one text for every estimator that tunes λ)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and TUNING_PARAMETERS in cls.__doc__:
+            lambdas = "SUBGAUSSIAN_LAMBDAS" if cls.default_lambdas is SUBGAUSSIAN_LAMBDAS else "CLIPPING_LAMBDAS"
+            cls.__doc__ = cls.__doc__.replace(TUNING_PARAMETERS, _TUNING_PARAMETERS_DOC.format(lambdas=lambdas))
+
+    def __post_init__(self):
+        tuning = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _TUNING_FIELDS}
+        if self.fixed_form and self.lambda_ is not None:
+            raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write "
+                                 f"{self.fixed_form.format(self.lambda_)}")
+        if self.lambda_ is not None:
+            # IPS(), DR() (float ∞ where the rule allows it): no pydantic import
+            if not (self.lambda_ == math.inf and isinstance(self.lambda_, float)
+                    and self.lambda_rule == "NonNegativeOrInf"):
+                object.__setattr__(self, "lambda_", checked(self.lambda_rule, "lambda_", self.lambda_))
+            given = [name for name, value in tuning.items() if value != _TUNING_DEFAULTS[name]]
+            if given:
+                raise ParameterError(f"{', '.join(f'`{g}`' for g in given)} tunes `lambda_`: leave `lambda_` out "
+                                     "(or None) to choose it from the data, or give a fixed `lambda_` alone")
+        if self.lambdas is not None:
+            items = _spec_list(self.lambdas)
+            if not items:
+                raise ParameterError("`lambdas` should hold at least one candidate λ")
+            values = sorted({checked(self.lambda_rule, "lambdas", v) for v in items}, reverse=self.descending)
+            object.__setattr__(self, "lambdas", tuple(values))
+        method = str(self.tuning_method).strip().strip("'\"")
+        if method not in TUNING_METHODS:
+            raise ParameterError(f"`tuning_method` should be {' or '.join(TUNING_METHODS)} "
+                                 f"(got {self.tuning_method!r})")
+        object.__setattr__(self, "tuning_method", method)
+        object.__setattr__(self, "use_bias_upper_bound", _spec_bool("use_bias_upper_bound", self.use_bias_upper_bound))
+        if self.delta != OBP_TUNING_DELTA or not isinstance(self.delta, float):
+            object.__setattr__(self, "delta", checked("Alpha", "delta", self.delta))
+
+    def _args(self) -> str:
+        return ", ".join(f"{f.name}={_spec_value(getattr(self, f.name))}" for f in fields(self)
+                         if getattr(self, f.name) != f.default)
+
+    def __repr__(self):
+        """The class name and the parameters that differ from their defaults."""
+        return f"{type(self).__name__}({self._args()})"
+
+    @property
+    def label(self) -> str:
+        """The spec of this estimator, which :func:`parse_estimator` reads back: ``DR(lambda_=50.0)``."""
+        args = self._args()
+        return f"{self.name}({args})" if args else self.name
+
+    @property
+    def candidates(self) -> tuple[float, ...]:
+        """The candidate λ in obp's order (decreasing for clipping, increasing otherwise)."""
+        if self.lambdas is not None:
+            return self.lambdas
+        return tuple(sorted(self.default_lambdas, reverse=self.descending))
+
+    @abstractmethod
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w), the modified weights at λ."""
+
+    def term(self, rows: RowInputs, w_hat: np.ndarray) -> np.ndarray:
+        """The per-row term with the weights ``w_hat``: ŵ r, or ρ̂_π + ŵ (r − ρ̂_a) with a model."""
+        if not self.needs_model:
+            return w_hat * rows.reward
+        return rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
+
+    def terms(self, rows):
+        if self.lambda_ == math.inf and self.plain_at_inf:
+            return [self.term(rows, rows.weight), rows.weight, *([rows.reward_hat_pi] if self.needs_model else [])]
+        if self.lambda_ is not None:
+            return [self.term(rows, self.shrink(rows.weight, self.lambda_))]
+        return [*(self.term(rows, self.shrink(rows.weight, lam)) for lam in self.candidates),
+                self.term(rows, rows.weight), rows.weight]
+
+    def state(self, rows: RowInputs) -> Moments:
+        """A tuned λ's state: the moments of (t_1, …, t_G, u, w); a candidate equal to u or to the previous one
+        on every row of the batch gets their statistics bit for bit, so that ties stay exact ties (as obp's)."""
+        if self.lambda_ is not None:
+            return super().state(rows)
+        if self.needs_model and rows.reward_hat_pi is None:
+            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+        z = self.terms(rows)
+        return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
+
+    def tie_sources(self, z: list[np.ndarray]) -> list[int]:
+        """For each term of a tuned λ's state, the first term equal to it on every row (u first, then the
+        previous candidate): the terms whose statistics :func:`with_ties` makes equal bit for bit."""
+        size = len(z) - 2
+        source = list(range(len(z)))
+        for j in range(size if self.lambda_ is None else 0):
+            if np.array_equal(z[j], z[size]):
+                source[j] = size
+            elif j and np.array_equal(z[j], z[j - 1]):
+                source[j] = source[j - 1]
+        return source
+
+    def choose(self, state: Moments) -> int:
+        """The index of the chosen candidate in :attr:`candidates`, by ``tuning_method`` (obp's rules; class doc)."""
+        size, n = len(self.candidates), state.n
+        mean = state.mean[:size]
+        var = np.diag(state.comoment)[:size] / n  # np.var: the 1/n variance
+        if n < 2:
+            return 0
+        if self.tuning_method == "mse":
+            bias = np.abs(state.mean[size] - mean)
+            if self.use_bias_upper_bound:
+                log_term = math.log(2 / self.delta)
+                mean_w2 = state.comoment[size + 1, size + 1] / n + state.mean[size + 1] ** 2
+                bias = bias + math.sqrt(2 * mean_w2 * log_term / n) + 2 * float(state.high[1]) * log_term / (3 * n)
+            return int(np.argmin(var / n + bias ** 2))  # the first minimum, as obp's min over its dict
+        cnf = mean - (mean - np.sqrt(var / (n - 1)) * stdtrit(n - 1, 1.0 - self.delta))  # obp's mean − lower bound
+        order = np.argsort(cnf)[::-1]
+        kept = [order[0]]
+        for i in order[1:]:
+            if not np.all(np.abs(mean[kept] - mean[i]) <= cnf[i] + SLOPE_C * cnf[kept]):
+                return int(kept[-1])
+            kept.append(i)
+        return int(order[-1])
+
+    def linearize(self, state):
+        if self.lambda_ is not None:
+            return super().linearize(state)
+        best = self.choose(state)
+        return float(state.mean[best]), np.eye(state.m)[best], {"lambda_": self.candidates[best]}
+
+    def el_ranges(self, state):
+        """IPS's and DR's at λ = ∞; otherwise the interval is a plain mean's, which uses the rewards' range alone."""
+        if self.lambda_ is not None and len(self.el_map[0]) == state.m:
+            return super().el_ranges(state)
+        return state.high[1], (0.0, 0.0), (0.0, 0.0), (state.low[0], state.high[0])
+
+    def summary(self, state, grad, value=None):
+        """A tuned λ's: the empirical-likelihood summary of a plain mean of the chosen term (``grad`` picks it)."""
+        if self.lambda_ is not None:
+            return super().summary(state, grad, value)
+        var = float(grad @ state.comoment @ grad) / state.n
+        return summary_of(state.n, np.array([grad @ state.mean]), np.array([[var]]), *self.el_ranges(state),
+                          weighted=False, estimate=value)
+
+
+_TUNING_FIELDS = ("lambdas", "tuning_method", "use_bias_upper_bound", "delta")
+_TUNING_DEFAULTS = {"lambdas": None, "tuning_method": "slope", "use_bias_upper_bound": True,
+                    "delta": OBP_TUNING_DELTA}
