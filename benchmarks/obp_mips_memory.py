@@ -25,7 +25,7 @@ import obp_equality  # noqa: E402,F401 - stand-in torch for obp, as the equality
 
 from dr_scale import Evaluation, evaluate_partitions  # noqa: E402
 from dr_scale.logs.contract import list_parts, read_catalogue, read_partition  # noqa: E402
-from dr_scale.policies.target import SparsePolicy  # noqa: E402
+from dr_scale.policies import SparsePolicy  # noqa: E402
 from dr_scale.synthetic.item_world import make_item_world  # noqa: E402
 
 

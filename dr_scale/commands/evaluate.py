@@ -241,7 +241,7 @@ def log_has_propensity(logs, opts) -> bool:
 
 def training_overlap_of(logs: str, policy_spec: str, args, opts: dict) -> dict[str, str]:
     """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap)."""
-    from dr_scale.policies.target import parse_policy
+    from dr_scale.policies import parse_policy
     from dr_scale.report.partitions import list_partitions
     from dr_scale.report.training import check_training_overlap, training_of
 

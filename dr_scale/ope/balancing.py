@@ -30,7 +30,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import Partition, list_parts, log_metadata, read_partition
 from dr_scale.logs.parts import fold_of
 from dr_scale.outofcore import glm
-from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import Policy, SparseProbs, UniformMixture, parse_policy
 
 #: The purpose of the keyed draw of a'_i ~ π(·|x_i).
 BALANCE_PURPOSE = "balancing draw"

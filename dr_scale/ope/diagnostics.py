@@ -333,7 +333,7 @@ class Coverage:
     def of(cls, action: np.ndarray, target: np.ndarray, k: int) -> Coverage:
         """From the logged actions and π's decisions ((n,) actions, (n, k) probabilities or listed actions)."""
         logged = np.bincount(action, minlength=k).astype(np.int64)
-        if hasattr(target, "mass"):  # a policy's listed actions (dr_scale.policies.target.SparseProbs)
+        if hasattr(target, "mass"):  # a policy's listed actions (dr_scale.policies.SparseProbs)
             mass = target.mass(k)
         elif target.ndim == 1:
             mass = np.bincount(target, minlength=k).astype(np.float64)

@@ -54,7 +54,7 @@ from dr_scale.ope.estimators import (
 from dr_scale.ope.mergeable import merge_all, tree_reduce
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import Policy, SparseProbs, UniformMixture, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import (
     check_fitted_log,
@@ -383,7 +383,7 @@ class PartitionSource:
 class Evaluation(PartitionSource):
     """What to evaluate: a target policy, the estimators, (for DM/DR) a reward model, and a baseline.
 
-    ``baseline`` — another policy (any :func:`~dr_scale.policies.target.parse_policy` spelling) or
+    ``baseline`` — another policy (any :func:`~dr_scale.policies.parse_policy` spelling) or
     ``"logging"`` (the logged rewards' mean) — adds V(policy) − V(baseline) per estimator,
     from paired per-row terms.
 
@@ -394,7 +394,7 @@ class Evaluation(PartitionSource):
     Parameters
     ----------
     policy : Policy or str
-        The target policy π, or its spec (:func:`~dr_scale.policies.target.parse_policy`).
+        The target policy π, or its spec (:func:`~dr_scale.policies.parse_policy`).
     estimators : dict of str to Estimator, or list of str
         The estimators by name, or their names (:func:`~dr_scale.ope.estimators.make_estimators`);
         default IPS and SNIPS.
@@ -666,7 +666,7 @@ class Evaluation(PartitionSource):
             raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
                             "model, or a log with dr_scale.n_actions metadata or an action vocabulary")
         k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", None) or 0) + 1)
-        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.target.LoggingPolicy)
+        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.simple.LoggingPolicy)
             reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
             reward_hat = self._finite(reward_hat, part)
             ones = np.ones(len(part))

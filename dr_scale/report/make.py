@@ -31,7 +31,7 @@ from dr_scale.logs.contract import action_vocabulary, read_catalogue
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
-from dr_scale.policies.target import Policy
+from dr_scale.policies import Policy
 from dr_scale.report.alerts import KINDS, AlertKind
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window

@@ -30,7 +30,7 @@ TOML (or YAML, same keys)::
 
     [[policy]]
     name = "candidate"
-    spec = "column:target_action"          # any spelling of dr_scale.policies.target.parse_policy
+    spec = "column:target_action"          # any spelling of dr_scale.policies.parse_policy
 
     [[policy]]
     name = "learned"
@@ -60,7 +60,7 @@ from dr_scale.io.config import (
 )
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
-from dr_scale.policies.target import parse_policy
+from dr_scale.policies import parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 from dr_scale.report.alerts import AlertSettings, FailOn
 

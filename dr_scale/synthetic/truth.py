@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from dr_scale.logs.contract import LogDataError, combined, list_parts, log_metadata, read_partition
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import Policy, parse_policy
+from dr_scale.policies import Policy, parse_policy
 
 COLUMN = "expected_reward"
 

@@ -14,7 +14,7 @@ from test_sparse_and_mips import ALL, small_log  # noqa: F401 — the fixture
 from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, csr_to_features, write_log, write_parquet
 from dr_scale.ope.estimators import MIPS, ReplayMethod, make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import SparseProbs, UniformMixture, parse_policy
 from dr_scale.reward.models import LinearRewardModel, mean_over_actions
 
 K = 40

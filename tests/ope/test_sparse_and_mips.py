@@ -18,7 +18,7 @@ from dr_scale.logs.contract import (
 )
 from dr_scale.ope.estimators import IPS, MIPS, SNIPS, SNMIPS, RowInputs, make_estimators, marginal_weights
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import ItemScorerPolicy, SparseProbs, parse_policy, top_k_softmax
+from dr_scale.policies import ItemScorerPolicy, SparseProbs, parse_policy, top_k_softmax
 from dr_scale.reward.models import LinearRewardModel, predict_pairs
 
 ALL = ["DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "SwitchDR(tau=5)", "ClippedDR(max_weight=5)"]

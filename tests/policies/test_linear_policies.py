@@ -11,7 +11,7 @@ from dr_scale.cli import main
 from dr_scale.core import keyed_random
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import LinearPolicy, SoftmaxPolicy, parse_policy
+from dr_scale.policies import LinearPolicy, SoftmaxPolicy, parse_policy
 from dr_scale.report.policies_file import load_policies
 
 D, K, N = 12, 3, 900
