@@ -226,7 +226,7 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     >>> part = Partition("<p>", np.arange(2000), X, a, r, np.full(2000, 1 / 50), pa.table({}))
     >>> policy = learn_item_scorer(lambda: [part], F, 3)
     >>> best = np.asarray(X @ B) @ F.T                         # the true expected rewards, (n, k)
-    >>> chosen = policy.decisions(part, 50).actions[:, 0]
+    >>> chosen = policy.distribution(part, 50).actions[:, 0]
     >>> bool(best[np.arange(2000), chosen].mean() > 0.9 * best.max(axis=1).mean())
     True
     """

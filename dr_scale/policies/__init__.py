@@ -1,9 +1,10 @@
 """Target policies π(a|x): what the estimators evaluate, one idea per module.
 
-A policy gives its decisions on a :class:`~dr_scale.logs.contract.Partition` (``decisions``):
-the (n,) actions of a deterministic policy, or the (n, k) action probabilities of a
-stochastic one; ``probs`` gives the (n, k) matrix either way (one-hot rows for a
-deterministic policy). The kinds:
+A policy (:class:`~dr_scale.policies.base.Policy`) answers π(· | x_i) for the rows of a
+:class:`~dr_scale.logs.contract.Partition` through one method, ``distribution(part, k)``, whose
+result is one type, an :class:`~dr_scale.policies.distributions.ActionDistribution` (the (n, k)
+probabilities, one action per row, each row's listed actions, or a uniform mixture in closed form
+behind it). The kinds (``spec`` holds the grammar):
 
 * ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1); on a log with
   an action vocabulary (:func:`dr_scale.logs.contract.action_vocabulary`) A is the action's own
@@ -30,18 +31,26 @@ deterministic policy). The kinds:
 * ``scorer:POLICY.npz`` — a scorer over the actions' features, s(x, a) = x·coef·f_a + bias_a, that
   takes the top K actions with softmax probabilities (:class:`ItemScorerPolicy`).
 
-The last two give their decisions as :class:`SparseProbs` — each row's listed actions and their
-probabilities, (n, K) arrays — never an (n, k) matrix, so a log with 10^4–10^6 actions is evaluated
-in memory O(n·K); every estimator works on them (:meth:`dr_scale.ope.estimators.RowInputs.from_sparse`).
+The last two answer with :class:`SparseProbs` — each row's listed actions and their
+probabilities, (n, K) arrays — and ``uniform``, ``topk`` and ``epsilon-greedy`` over them in closed
+form, never an (n, k) matrix, so a log with 10^4–10^6 actions is evaluated in memory O(n·K).
 
-The file of a linear or softmax policy may be any fsspec URL (credentials from the
-environment); it is read when the spec is parsed, so a missing or malformed file is
-an error before any log is read.
+The file of a linear, softmax or scorer policy may be any fsspec URL (``parse_policy``'s
+``storage_options``, else credentials from the environment); it is read once, when the spec is
+parsed, so a missing or malformed file is an error before any log is read.
 """
 
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.columns import ActionColumnPolicy, ProbsColumnPolicy, SparsePolicy
-from dr_scale.policies.distributions import SparseProbs, UniformMixture
+from dr_scale.policies.distributions import (
+    ActionDistribution,
+    ActionValues,
+    ArrayValues,
+    ChosenActions,
+    DenseProbs,
+    SparseProbs,
+    UniformMixture,
+)
 from dr_scale.policies.function import CallablePolicy
 from dr_scale.policies.linear import LinearPolicy, SoftmaxPolicy
 from dr_scale.policies.scorer import ItemScorerPolicy, top_k_softmax
@@ -49,6 +58,7 @@ from dr_scale.policies.simple import ConstantPolicy, EpsilonGreedyPolicy, Loggin
 from dr_scale.policies.spec import parse_policy
 
 __all__ = [
+    "ActionDistribution", "ActionValues", "ArrayValues", "ChosenActions", "DenseProbs",
     "ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy", "ItemScorerPolicy", "LinearPolicy",
     "LoggingPolicy", "Policy", "PolicyMismatch", "ProbsColumnPolicy", "SoftmaxPolicy", "SparsePolicy", "SparseProbs",
     "TopKPolicy", "UniformMixture", "UniformPolicy", "parameters_digest", "parse_policy", "top_k_softmax",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import abc
 import hashlib
 
 import numpy as np
 
 from dr_scale.logs.contract import LogDataError, Partition, check_target_actions
-from dr_scale.policies.distributions import SparseProbs, UniformMixture, one_hot
+from dr_scale.policies.distributions import ActionDistribution
 
 
 def parameters_digest(*arrays: np.ndarray) -> str:
@@ -25,19 +26,18 @@ class PolicyMismatch(LogDataError):
     error, not the partition's — a report names the policy, not every partition."""
 
 
-class Policy:
-    """Base class of the target policies π(a|x) the estimators evaluate.
+class Policy(abc.ABC):
+    """The target policy π(a|x) the estimators evaluate (abstract).
 
-    A subclass defines :meth:`decisions`; :meth:`probs` is π(a|x_i) as an (n, k) matrix either way.
-    ``columns`` are extra log columns the policy reads, ``needs_features`` whether it reads the
-    features X, ``n_actions`` k where the policy itself knows it (else None). The base class takes
-    no parameters.
+    A subclass answers π(· | x_i) for a partition's rows through one method, :meth:`distribution`, whose result is
+    an :class:`~dr_scale.policies.distributions.ActionDistribution` (dense, one action per row, listed actions or a
+    closed-form mixture behind it). ``columns`` are extra log columns the policy reads, ``needs_features`` whether
+    it reads the features X, ``n_actions`` k where the policy itself knows it (else None), ``needs_k`` whether
+    its probabilities depend on k, ``on_policy`` whether it is the logging policy itself (weights 1).
 
     See Also
     --------
-    ConstantPolicy, ActionColumnPolicy, ProbsColumnPolicy, CallablePolicy, LinearPolicy, SoftmaxPolicy :
-        The six kinds.
-    parse_policy : A policy from its command-line spelling.
+    dr_scale.policies.parse_policy : A policy from its command-line spelling.
 
     Examples
     --------
@@ -45,15 +45,16 @@ class Policy:
 
     >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
     >>> from dr_scale import Partition
+    >>> from dr_scale.policies.distributions import ChosenActions
     >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))  # 3 rows, d = 2 features
     >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
-    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
-    ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
+    ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
     >>> class Last(Policy):
-    ...     def decisions(self, part, k):
-    ...         return np.full(len(part), k - 1)
-    >>> Last().probs(part, 3).tolist()
-    [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    ...     def distribution(self, part, k):
+    ...         return ChosenActions(np.full(len(part), k - 1), k)
+    >>> target = Last().distribution(part, 3)
+    >>> target.at(part.action).tolist(), target.dense().tolist()
+    ([0.0, 0.0, 1.0], [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
     """
 
     columns: tuple[str, ...] = ()
@@ -67,8 +68,9 @@ class Policy:
         ``actions`` (id order; None: the log has no vocabulary)."""
         return self
 
-    def decisions(self, part: Partition, k: int) -> np.ndarray:
-        """π's decisions on the partition's rows: (n,) actions if π is deterministic, else (n, k) probabilities.
+    @abc.abstractmethod
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(· | x_i) on the partition's rows, over k actions.
 
         Parameters
         ----------
@@ -79,30 +81,9 @@ class Policy:
 
         Returns
         -------
-        numpy.ndarray
-            (n,) int actions in [0, k), or (n, k) float probabilities with rows summing to 1.
+        ActionDistribution
+            π(a | x_i) for every row i and action a in [0, k).
         """
-        raise NotImplementedError
-
-    def probs(self, part: Partition, k: int) -> np.ndarray:
-        """π(a|x_i) as an (n, k) matrix (one-hot rows for a deterministic π).
-
-        Parameters
-        ----------
-        part : Partition
-            The logged rows.
-        k : int
-            The number of actions.
-
-        Returns
-        -------
-        numpy.ndarray
-            (n, k) float probabilities.
-        """
-        target = self.decisions(part, k)
-        if isinstance(target, (SparseProbs, UniformMixture)):
-            return target.dense(k)
-        return one_hot(target, k) if target.ndim == 1 else target
 
     def _check_actions(self, actions: np.ndarray, k: int, part: Partition, column: str) -> np.ndarray:
         return check_target_actions(actions, k, part.source, column, part.row_id)

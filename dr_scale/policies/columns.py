@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dr_scale.logs.contract import first_list_length, sparse_target_lists, target_actions, target_probabilities
 from dr_scale.policies.base import Policy
-from dr_scale.policies.distributions import SparseProbs
+from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs, SparseProbs
 
 
 @dataclass
@@ -34,7 +34,7 @@ class ActionColumnPolicy(Policy):
     >>> policy = ActionColumnPolicy()
     >>> policy.columns, str(policy)
     (('target_action',), 'column:target_action')
-    >>> policy.decisions(part, 3)[:5].tolist()
+    >>> policy.distribution(part, 3).actions[:5].tolist()
     [0, 0, 0, 0, 0]
     """
 
@@ -43,8 +43,8 @@ class ActionColumnPolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def decisions(self, part, k):
-        return target_actions(part, self.column, k)
+    def distribution(self, part, k) -> ActionDistribution:
+        return ChosenActions(target_actions(part, self.column, k), k)
 
     def __str__(self):
         return f"column:{self.column}"
@@ -75,7 +75,7 @@ class ProbsColumnPolicy(Policy):
     ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
     ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
     >>> policy = ProbsColumnPolicy()
-    >>> policy.decisions(part, 3).tolist()
+    >>> policy.distribution(part, 3).probs.tolist()
     [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]
     >>> policy.first_length(part), str(policy)
     (3, 'probs:target_probs')
@@ -90,8 +90,8 @@ class ProbsColumnPolicy(Policy):
         """The length of the first row's list (k, when nothing else tells it)."""
         return first_list_length(part, self.column)
 
-    def decisions(self, part, k):
-        return target_probabilities(part, self.column, k)
+    def distribution(self, part, k) -> ActionDistribution:
+        return DenseProbs(target_probabilities(part, self.column, k))
 
     def __str__(self):
         return f"probs:{self.column}"
@@ -103,7 +103,8 @@ class SparsePolicy(Policy):
 
     The column NAME is a list<struct<action: int, prob: float>> (:func:`dr_scale.logs.contract.sparse_target_lists`):
     row i's pairs (a, π(a|x_i)), the probabilities summing to 1, every action not listed at probability 0.
-    Its decisions are :class:`SparseProbs` — O(n·K) for lists of at most K actions, whatever k.
+    Its distribution is :class:`~dr_scale.policies.distributions.SparseProbs`: O(n·K) for lists of at most K
+    actions, whatever k.
 
     Parameters
     ----------
@@ -117,7 +118,7 @@ class SparsePolicy(Policy):
     >>> lists = pa.array([[{"action": 7, "prob": 0.5}, {"action": 2, "prob": 0.5}], [{"action": 9, "prob": 1.0}]])
     >>> part = Partition("<example>", row_id=np.arange(2), X=sp.csr_matrix((2, 1)), action=np.array([7, 3]),
     ...                  reward=np.array([1.0, 0.0]), propensity=np.full(2, 0.01), table=pa.table({"top": lists}))
-    >>> target = SparsePolicy("top").decisions(part, 10)
+    >>> target = SparsePolicy("top").distribution(part, 10)
     >>> target.actions.tolist(), target.probs.tolist()
     ([[7, 2], [9, 0]], [[0.5, 0.5], [1.0, 0.0]])
     """
@@ -127,8 +128,8 @@ class SparsePolicy(Policy):
     def __post_init__(self):
         self.columns = (self.column,)
 
-    def decisions(self, part, k):
-        return SparseProbs(*sparse_target_lists(part, self.column, k))
+    def distribution(self, part, k) -> ActionDistribution:
+        return SparseProbs(*sparse_target_lists(part, self.column, k), k)
 
     def __str__(self):
         return f"sparse:{self.column}"

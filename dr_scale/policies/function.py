@@ -10,6 +10,7 @@ import numpy as np
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import check_distributions
 from dr_scale.policies.base import Policy
+from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
 
 
 @dataclass
@@ -41,7 +42,7 @@ class CallablePolicy(Policy):
     >>> part = read_log(logs + "/date=2026-11-01", extra_columns=["target_action"])[0]
     >>> from dr_scale.policies import ActionColumnPolicy
     >>> policy = CallablePolicy("dr_scale.synthetic.example:candidate_policy")
-    >>> bool((policy.decisions(part, 3) == ActionColumnPolicy().decisions(part, 3)).all())
+    >>> bool((policy.distribution(part, 3).actions == ActionColumnPolicy().distribution(part, 3).actions).all())
     True
     """
 
@@ -69,7 +70,7 @@ class CallablePolicy(Policy):
             raise UserError(f"policy callable:{self.target}: {name!r} is not a function")
         return function
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         where = f"<callable:{self.target}>"
         try:
             out = np.asarray(self.function()(part.X, part.row_id))
@@ -84,11 +85,11 @@ class CallablePolicy(Policy):
         if out.ndim == 1:
             if out.dtype.kind == "f" and not np.array_equal(out, np.floor(out)):
                 raise UserError(f"policy callable:{self.target} returned non-integer actions on {part.source}")
-            return self._check_actions(out.astype(np.int64), k, part, where)
+            return ChosenActions(self._check_actions(out.astype(np.int64), k, part, where), k)
         if out.shape != (len(part), k):
             raise UserError(f"policy callable:{self.target} returned shape {out.shape} on {part.source}, "
                             f"expected ({len(part)}, {k})")
-        return check_distributions(out.astype(np.float64), part.source, where, part.row_id)
+        return DenseProbs(check_distributions(out.astype(np.float64), part.source, where, part.row_id))
 
     def __str__(self):
         return f"callable:{self.target}"

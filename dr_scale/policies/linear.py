@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
+from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
 
 
 @dataclass(eq=False)
@@ -55,7 +56,7 @@ class LinearPolicy(Policy):
     >>> policy = LinearPolicy(coef=np.array([[1.0, 0.0, 0.5], [0.0, 2.0, 0.5]]), intercept=np.array([0.0, -0.5, 0.0]))
     >>> policy.scores(X).tolist()
     [[1.0, -0.5, 0.5], [0.0, 1.5, 0.5], [1.0, 1.5, 1.0]]
-    >>> policy.decisions(part, 3).tolist()
+    >>> policy.distribution(part, 3).actions.tolist()
     [0, 1, 1]
     >>> import os, tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -171,9 +172,9 @@ class LinearPolicy(Policy):
         """
         return np.argmax(self.choice_scores(X), axis=1)
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         self._check_k(k, part)
-        return np.argmax(self.choice_scores(part.X, part.source, part.row_id), axis=1)
+        return ChosenActions(np.argmax(self.choice_scores(part.X, part.source, part.row_id), axis=1), k)
 
     def _check_k(self, k: int, part) -> None:
         if k != self.n_actions:
@@ -250,10 +251,10 @@ class SoftmaxPolicy(Policy):
     ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
     ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
     >>> linear = LinearPolicy(coef=np.array([[1.0, 0.0, 0.5], [0.0, 2.0, 0.5]]), intercept=np.array([0.0, -0.5, 0.0]))
-    >>> probs = SoftmaxPolicy(linear, temperature=0.5).decisions(part, 3)
+    >>> probs = SoftmaxPolicy(linear, temperature=0.5).distribution(part, 3).probs
     >>> probs.round(3).tolist()
     [[0.705, 0.035, 0.259], [0.042, 0.844, 0.114], [0.212, 0.576, 0.212]]
-    >>> probs.argmax(axis=1).tolist() == linear.decisions(part, 3).tolist()
+    >>> probs.argmax(axis=1).tolist() == linear.distribution(part, 3).actions.tolist()
     True
     """
 
@@ -276,7 +277,7 @@ class SoftmaxPolicy(Policy):
         linear = self.linear.resolve(actions)
         return self if linear is self.linear else SoftmaxPolicy(linear, self.temperature)
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         """Scores shifted by their row maximum before dividing by T: the logits are ≤ 0 and the largest is 0, so
         no temperature, however small, overflows (a tiny T gives the argmax, ties shared)."""
         self.linear._check_k(k, part)
@@ -284,7 +285,7 @@ class SoftmaxPolicy(Policy):
         with np.errstate(over="ignore", under="ignore"):
             logits = (scores - scores.max(axis=1, keepdims=True)) / self.temperature
             probs = np.exp(logits)
-        return probs / probs.sum(axis=1, keepdims=True)
+        return DenseProbs(probs / probs.sum(axis=1, keepdims=True))
 
     def __str__(self):
         return f"softmax:{self.linear.source}:{self.temperature!r} (sha256 {self.linear.digest[:12]})"

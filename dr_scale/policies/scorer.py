@@ -13,7 +13,7 @@ from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
-from dr_scale.policies.distributions import SparseProbs
+from dr_scale.policies.distributions import ActionDistribution, SparseProbs
 
 
 def top_k_softmax(scores: np.ndarray, top_k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
@@ -43,8 +43,8 @@ class ItemScorerPolicy(Policy):
 
     (0 for the other actions), with f_a the action's features (row a of ``item_features``), top_K(x) the K
     highest scores (ties to the lower action) and T > 0 the temperature; K = 1 is the deterministic
-    argmax_a s(x, a). The decisions are :class:`SparseProbs`: scores are computed ``chunk`` rows at a time,
-    so memory is O(chunk·k + n·K), never (n, k).
+    argmax_a s(x, a). The distribution is :class:`~dr_scale.policies.distributions.SparseProbs`: scores are
+    computed ``chunk`` rows at a time, so memory is O(chunk·k + n·K), never (n, k).
 
     Parameters
     ----------
@@ -74,7 +74,7 @@ class ItemScorerPolicy(Policy):
     ...                  reward=np.array([1.0, 0.0]), propensity=np.full(2, 0.25), table=pa.table({}))
     >>> policy = ItemScorerPolicy(coef=np.eye(2), item_features=np.array([[1.0, 0], [0, 1], [2, 0], [0.5, 0.5]]),
     ...                           top_k=2, temperature=1.0)
-    >>> target = policy.decisions(part, 4)
+    >>> target = policy.distribution(part, 4)
     >>> target.actions.tolist(), target.probs.round(3).tolist()
     ([[2, 0], [1, 3]], [[0.731, 0.269], [0.622, 0.378]])
     """
@@ -120,7 +120,7 @@ class ItemScorerPolicy(Policy):
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
         return np.asarray(X @ coef) @ self.item_features.T + self.item_bias
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         if k != self.n_actions:
             raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                                         f"{self.n_actions}")
@@ -129,7 +129,7 @@ class ItemScorerPolicy(Policy):
         for lo in range(0, n, self.chunk):
             hi = min(n, lo + self.chunk)
             actions[lo:hi], probs[lo:hi] = top_k_softmax(self.scores(part.X[lo:hi]), width, self.temperature)
-        return SparseProbs(actions, probs)
+        return SparseProbs(actions, probs, k)
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically."""

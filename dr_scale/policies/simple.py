@@ -9,7 +9,7 @@ import numpy as np
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import SPEC_FILE
 from dr_scale.policies.base import Policy
-from dr_scale.policies.distributions import SparseProbs, UniformMixture
+from dr_scale.policies.distributions import ActionDistribution, ChosenActions, SparseProbs, UniformMixture
 
 
 def action_id(item: str, actions: list | None, spec: str) -> int:
@@ -60,9 +60,9 @@ class ConstantPolicy(Policy):
     ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3),
     ...                  table=pa.table({"target_probs": [[0.2, 0.3, 0.5], [1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]}))
     >>> policy = ConstantPolicy(2)
-    >>> policy.decisions(part, 3).tolist(), str(policy)
+    >>> policy.distribution(part, 3).actions.tolist(), str(policy)
     ([2, 2, 2], 'constant:2')
-    >>> ConstantPolicy(1).probs(part, 2).tolist()
+    >>> ConstantPolicy(1).distribution(part, 2).dense().tolist()
     [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
     """
 
@@ -78,10 +78,10 @@ class ConstantPolicy(Policy):
             return self
         return ConstantPolicy(action_id(self.item, actions, str(self)), self.item)
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         if self.action is None:
             action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
-        return self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>")
+        return ChosenActions(self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>"), k)
 
     def __str__(self):
         if self.item is None or self.item == str(self.action):
@@ -120,7 +120,7 @@ class TopKPolicy(Policy):
     >>> policy = TopKPolicy(("0", "2"))
     >>> policy.ids, str(policy)
     ((0, 2), 'topk:0,2')
-    >>> policy.probs(part, 3).tolist()
+    >>> policy.distribution(part, 3).dense().tolist()
     [[0.5, 0.0, 0.5], [0.5, 0.0, 0.5], [0.5, 0.0, 0.5]]
     """
 
@@ -144,14 +144,14 @@ class TopKPolicy(Policy):
             raise UserError(f"policy {self}: two of the listed names are the same action")
         return TopKPolicy(self.items, ids)
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         if self.ids is None:
             self.resolve(None)  # the error: values without a vocabulary
         ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
         if len(self.ids) == 1:
-            return np.full(len(part), ids[0])
+            return ChosenActions(np.full(len(part), ids[0]), k)
         n, m = len(part), len(ids)
-        return SparseProbs(np.broadcast_to(np.asarray(ids), (n, m)), np.full((n, m), 1.0 / m))  # O(n·m), not (n, k)
+        return SparseProbs(np.broadcast_to(np.asarray(ids), (n, m)), np.full((n, m), 1.0 / m), k)  # O(n·m)
 
     def __str__(self):
         named = f"topk:{','.join(self.items)}"
@@ -179,13 +179,13 @@ class UniformPolicy(Policy):
     >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
     ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
     >>> policy = UniformPolicy()
-    >>> policy.probs(part, 4).tolist()[0], str(policy)
+    >>> policy.distribution(part, 4).dense().tolist()[0], str(policy)
     ([0.25, 0.25, 0.25, 0.25], 'uniform')
     """
 
     needs_k = True
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         return UniformMixture(len(part), k, 1.0)  # in closed form: never an (n, k) array
 
     def __str__(self):
@@ -218,7 +218,7 @@ class EpsilonGreedyPolicy(Policy):
     >>> part = Partition("<example>", row_id=np.arange(3), X=X, action=np.array([0, 1, 2]),
     ...                  reward=np.array([1.0, 0.0, 1.0]), propensity=np.full(3, 1 / 3), table=pa.table({}))
     >>> policy = EpsilonGreedyPolicy(0.3, ConstantPolicy(0))
-    >>> policy.probs(part, 3)[0].round(4).tolist(), str(policy)
+    >>> policy.distribution(part, 3).dense()[0].round(4).tolist(), str(policy)
     ([0.8, 0.1, 0.1], 'epsilon-greedy:0.3:constant:0')
     """
 
@@ -240,13 +240,8 @@ class EpsilonGreedyPolicy(Policy):
         inner = self.policy.resolve(actions)
         return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
 
-    def decisions(self, part, k):
-        inner = self.policy.decisions(part, k)
-        if isinstance(inner, (SparseProbs, UniformMixture)) or inner.ndim == 1:  # no (n, k) array either
-            return UniformMixture(len(part), k, self.epsilon, inner)
-        probs = inner * (1 - self.epsilon)
-        probs += self.epsilon / k
-        return probs
+    def distribution(self, part, k) -> ActionDistribution:
+        return self.policy.distribution(part, k).explored(self.epsilon)  # closed form unless π is (n, k) already
 
     def __str__(self):
         return f"epsilon-greedy:{self.epsilon!r}:{self.policy}"
@@ -275,7 +270,7 @@ class LoggingPolicy(Policy):
 
     on_policy = True
 
-    def decisions(self, part, k):
+    def distribution(self, part, k) -> ActionDistribution:
         raise UserError("policy logging: the logging policy's probabilities of the actions not logged are not in "
                         "the log; it can be evaluated (weights 1), not used where π(a|x) is needed for every a")
 

@@ -11,13 +11,16 @@ from dr_scale.policies.scorer import ItemScorerPolicy
 from dr_scale.policies.simple import ConstantPolicy, EpsilonGreedyPolicy, LoggingPolicy, TopKPolicy, UniformPolicy
 
 
-def parse_policy(spec: str | Policy) -> Policy:
-    """A policy from its command-line spelling (see the module docstring).
+def parse_policy(spec: str | Policy, storage_options: dict | None = None) -> Policy:
+    """A policy from its command-line spelling (the kinds: :mod:`dr_scale.policies`); a policy file is read here,
+    once.
 
     Parameters
     ----------
     spec : str or Policy
         The spelling (a Policy is returned as it is).
+    storage_options : dict, optional
+        fsspec's options for the file of a ``linear:``, ``softmax:`` or ``scorer:`` policy.
 
     Returns
     -------
@@ -53,7 +56,7 @@ def parse_policy(spec: str | Policy) -> Policy:
             epsilon = float(epsilon)
         except ValueError:
             raise UserError(f"bad policy {spec!r}: ε of epsilon-greedy:EPS:POLICY must be a number in [0, 1]") from None
-        return EpsilonGreedyPolicy(epsilon, parse_policy(inner))
+        return EpsilonGreedyPolicy(epsilon, parse_policy(inner, storage_options))
     if kind == "column":
         return ActionColumnPolicy(arg or "target_action")
     if kind == "probs":
@@ -61,11 +64,11 @@ def parse_policy(spec: str | Policy) -> Policy:
     if kind == "sparse":
         return SparsePolicy(arg or "target_topk")
     if kind == "scorer" and arg:
-        return ItemScorerPolicy.load(arg)
+        return ItemScorerPolicy.load(arg, storage_options)
     if kind == "callable" and arg:
         return CallablePolicy(arg)
     if kind == "linear" and arg:
-        return LinearPolicy.load(arg)
+        return LinearPolicy.load(arg, storage_options)
     if kind == "softmax" and ":" in arg:
         path, _, temperature = arg.rpartition(":")
         try:
@@ -73,7 +76,7 @@ def parse_policy(spec: str | Policy) -> Policy:
         except ValueError:
             raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number"
                             ) from None
-        return SoftmaxPolicy(LinearPolicy.load(path), temperature)
+        return SoftmaxPolicy(LinearPolicy.load(path, storage_options), temperature)
     raise UserError(
         f"bad policy {spec!r}: use constant:A (an action's id, its value, or #ID), topk:A,B,…, uniform, "
         "epsilon-greedy:EPS:POLICY, logging, column:NAME, probs:NAME, callable:module:function, "

@@ -203,7 +203,7 @@ def generate_item_rows(world: ItemWorld, seed: int, first: int, n: int) -> tuple
     propensity = p_e * world.within[action]
     reward = (keyed_random.uniform(row_id, seed, "item-reward") < q[np.arange(n), category]).astype(np.float64)
     part = Partition("<generator>", row_id, X, action, reward, propensity, pa.table({}))
-    target = world.target_policy().decisions(part, world.n_actions)
+    target = world.target_policy().distribution(part, world.n_actions)
     truth = (target.probs * np.take_along_axis(q, world.embedding[target.actions], axis=1)).sum(axis=1)
     table = pa.table({
         "row_id": pa.array(row_id),

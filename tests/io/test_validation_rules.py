@@ -120,7 +120,7 @@ def _refusals(probs: np.ndarray, propensity: float, tmp_path) -> list[str]:
         refused.append("arrays")
     table = _log(probs, propensity)
     try:
-        ProbsColumnPolicy("target_probs").decisions(partition_from_table(table, "t", 4, k), k)
+        ProbsColumnPolicy("target_probs").distribution(partition_from_table(table, "t", 4, k), k)
     except LogDataError:
         refused.append("policy")
     try:

@@ -33,7 +33,7 @@ def true_value(policy, folder) -> float:
     values = []
     for part in read_log(str(folder)):
         q = world.category_rewards(world.latent(part.X))
-        chosen = policy.decisions(part, 1000)
+        chosen = policy.distribution(part, 1000)
         values.append((chosen.probs * np.take_along_axis(q, world.embedding[chosen.actions], axis=1)).sum(axis=1))
     return float(np.concatenate(values).mean())
 

@@ -73,7 +73,7 @@ def test_softmax_policy_probabilities(log):
         source, row_id = "<memory>", np.arange(N)
 
     Part.X = X
-    np.testing.assert_allclose(soft.decisions(Part, K), expected, rtol=1e-12)
+    np.testing.assert_allclose(soft.distribution(Part, K).probs, expected, rtol=1e-12)
     # a cold softmax is the argmax policy; the estimate moves continuously with T
     cold = evaluate_log(url, Evaluation(f"softmax:{folder / 'policy.npz'}:1e-9", ["IPS"])).estimates["IPS"].value
     argmax = evaluate_log(url, Evaluation(f"linear:{folder / 'policy.npz'}", ["IPS"])).estimates["IPS"].value

@@ -129,7 +129,7 @@ def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_l
     policy = parse_policy("sparse:target_topk")
     by_fold, by_full = [], []
     for part in read_log(str(item_log), extra_columns=["target_topk"]):
-        chosen = policy.decisions(part, model.n_actions)
+        chosen = policy.distribution(part, model.n_actions)
         by_fold.append((chosen.probs * model.predict_pairs(part.X, chosen.actions, row_id=part.row_id)).sum(axis=1))
         by_full.append((chosen.probs * model.predict_pairs(part.X, chosen.actions)).sum(axis=1))
     result = evaluate_log(str(item_log), Evaluation("sparse:target_topk", ["DM"], reward_model=model))
