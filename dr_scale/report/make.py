@@ -59,7 +59,7 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
             propensity = PropensityModel.load(pf.propensity_model, storage_options)
         except UserError as exc:
             raise ConfigError(f"propensity_model: {exc}", pf.source) from None
-    return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
+    return {c.name: Evaluation(c.policy, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                propensity_model=propensity, propensity_floor=pf.propensity_floor,
                                propensity_source=pf.propensity_model,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),
