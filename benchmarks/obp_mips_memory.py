@@ -25,7 +25,7 @@ import obp_equality  # noqa: E402,F401 - stand-in torch for obp, as the equality
 
 from dr_scale import Evaluation, evaluate_partitions  # noqa: E402
 from dr_scale.logs.contract import list_parts, read_catalogue, read_partition  # noqa: E402
-from dr_scale.policies.target import SparsePolicy  # noqa: E402
+from dr_scale.policies import SparsePolicy  # noqa: E402
 from dr_scale.synthetic.item_world import make_item_world  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def main(log: str, rows: int) -> None:
     k, n = catalogue.n_actions, rows
     z = world.latent(part.X)
     pi_b = (world.category_logging(z)[:, world.embedding] * world.within)[:, :, None]  # (n, k, 1)
-    action_dist = SparsePolicy("target_topk").decisions(part, k).dense(k)[:, :, None]
+    action_dist = SparsePolicy("target_topk").distribution(part, k).dense()[:, :, None]
     p_e_a = np.zeros((k, catalogue.n_categories, 1))
     p_e_a[np.arange(k), catalogue.embedding, 0] = 1.0
     from obp.ope import estimators_embed as ob

@@ -25,10 +25,10 @@ _API = {
                                "Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
     "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
-    "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
+    "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
                           "TopKPolicy", "UniformPolicy", "parse_policy",
-                          "SparsePolicy", "ItemScorerPolicy", "SparseProbs"),
+                          "SparsePolicy", "ItemScorerPolicy", "SparseProbs", "ActionDistribution"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
     "dr_scale.reward.shared": ("SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model",
                                "fit_shared_ridge"),
@@ -66,7 +66,7 @@ __all__ = [
     # target policies
     "Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy", "LoggingPolicy",
     "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
-    "SparsePolicy", "ItemScorerPolicy", "SparseProbs",
+    "SparsePolicy", "ItemScorerPolicy", "SparseProbs", "ActionDistribution",
     # the reward model ρ̂
     "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
     "SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model", "fit_shared_ridge",

@@ -35,6 +35,7 @@ from dr_scale.ope.estimators import (
 )
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
 from dr_scale.outofcore.compute import dask_session
+from dr_scale.policies import parse_policy
 from dr_scale.reward.models import LinearRewardModel
 
 
@@ -122,16 +123,19 @@ def run(args) -> int:
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
     model = LinearRewardModel.load(model_path, opts) if model_path else None
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
+    baseline = [args.baseline] if args.baseline not in (None, LOGGING) else []
+    parsed = {spec: parse_policy(spec, opts) for spec in dict.fromkeys([*policies, *baseline])}  # each file read once
     estimated = args.estimate_propensity or propensity is not None
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (
         list(STANDARD_ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
     if estimated and (model is not None or args.fit_reward_model) and "DM" not in names:
         names.append("DM")  # beside IPS/DR: it needs no propensity, where the estimated ones lack support
 
-    def evaluation_with(reward_model, propensity_model, policy, baseline):
-        return Evaluation(policy, make_estimators(names, clip=args.clip, tau=args.tau),
+    def evaluation_with(reward_model, propensity_model, spec, baseline):
+        return Evaluation(parsed[spec], make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
-                          model_source=model_path, baseline=baseline, min_support=args.min_support,
+                          model_source=model_path, baseline=parsed.get(baseline, baseline),
+                          min_support=args.min_support,
                           k_source="--n-actions" if args.n_actions is not None else None,
                           allow_other_log=args.allow_other_log, propensity_model=propensity_model,
                           propensity_floor=args.propensity_floor, propensity_source=args.propensity_model)
@@ -155,7 +159,7 @@ def run(args) -> int:
                          n_actions=p_settings.n_actions)
     in_sample = {}
     for spec in policies:
-        in_sample.update(training_overlap_of(logs, spec, args, opts))
+        in_sample.update(training_overlap_of(logs, spec, parsed, args, opts))
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts, settings)
@@ -239,16 +243,16 @@ def log_has_propensity(logs, opts) -> bool:
     return has_propensity(fs, paths[0])
 
 
-def training_overlap_of(logs: str, policy_spec: str, args, opts: dict) -> dict[str, str]:
-    """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap)."""
-    from dr_scale.policies.target import parse_policy
+def training_overlap_of(logs: str, policy_spec: str, parsed: dict, args, opts: dict) -> dict[str, str]:
+    """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap);
+    ``parsed`` the policies by spec."""
     from dr_scale.report.partitions import list_partitions
     from dr_scale.report.training import check_training_overlap, training_of
 
     specs = {f"{policy_spec} (--policy)": policy_spec}
     if args.baseline and args.baseline != LOGGING:
         specs[f"{args.baseline} (--baseline)"] = args.baseline
-    policies = {name: parse_policy(spec) for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
+    policies = {name: parsed[spec] for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
     if not any(training_of(p) for p in policies.values()):
         return {}
     _, parts = list_partitions(logs, opts)

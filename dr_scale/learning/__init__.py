@@ -7,7 +7,7 @@ minimization), :mod:`.filter_tree` (the Filter Tree), or — for logs out of cor
 :mod:`.offset_tree` learns from the logged rows directly. The learners follow
 scikit-learn's conventions (:mod:`.base`) and take rewards (higher is better) and
 dense or sparse X. A learned linear policy is a
-:class:`dr_scale.policies.target.LinearPolicy`, saved as ``.npz`` that ``dr-scale evaluate``
+:class:`dr_scale.policies.LinearPolicy`, saved as ``.npz`` that ``dr-scale evaluate``
 and ``dr-scale report`` read (``--policy linear:POLICY.npz``).
 """
 

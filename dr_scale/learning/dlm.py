@@ -163,7 +163,7 @@ class DirectLossMinimization(PolicyLearnerMixin, BaseEstimator):
 
     def linear_policy(self):
         """The same policy on raw features: π(x) = argmax_a x·coef[:, a] + intercept[a]."""
-        from dr_scale.policies.target import LinearPolicy
+        from dr_scale.policies import LinearPolicy
 
         scale = self.scaler_.scale_
         mean = self.scaler_.mean_ if self.scaler_.with_mean else np.zeros_like(scale)

@@ -60,7 +60,7 @@ from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
 from dr_scale.outofcore.settings import MODELS
-from dr_scale.policies.target import LinearPolicy
+from dr_scale.policies import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
     Extent,

@@ -9,14 +9,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.policies.target import ItemScorerPolicy
+from dr_scale.policies import ItemScorerPolicy
 from dr_scale.reward.shared import SharedRidgeRewardModel, fold_rows, phi, phi_t
 
 
 def greedy_scorer(model: SharedRidgeRewardModel, top_k: int = 1, temperature: float = 1.0) -> ItemScorerPolicy:
     """The policy that takes the top K actions by a shared model's ρ̂(x, a) (K = 1: π(x) = argmax_a ρ̂(x, a)).
 
-    ρ̂(x, a) − b − x·β_x = x·B·f_a + f_a·β_f is an :class:`~dr_scale.policies.target.ItemScorerPolicy`'s
+    ρ̂(x, a) − b − x·β_x = x·B·f_a + f_a·β_f is an :class:`~dr_scale.policies.ItemScorerPolicy`'s
     score with coef = B and bias_a = f_a·β_f (:mod:`dr_scale.reward.shared`): the direct method's greedy
     policy, a linear scorer over the items' features; saved, ``scorer:POLICY.npz`` reads it.
 
@@ -184,7 +184,7 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     Σ_a f_a f_aᵀ, so neither (n, k) nor Γ is formed. Solved by :func:`dr_scale.outofcore.ridge.fit`'s conjugate
     gradients, one pass per iteration (:func:`learn_scorer_on_parts`); a cross-fitted ρ̂ imputes each row by the
     fold model that did not see it. The policy takes the top K actions by s (its context-only terms do not
-    change the order): an :class:`~dr_scale.policies.target.ItemScorerPolicy` with coef = B, bias_a = f_a·β_f.
+    change the order): an :class:`~dr_scale.policies.ItemScorerPolicy` with coef = B, bias_a = f_a·β_f.
 
     Parameters
     ----------
@@ -226,7 +226,7 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     >>> part = Partition("<p>", np.arange(2000), X, a, r, np.full(2000, 1 / 50), pa.table({}))
     >>> policy = learn_item_scorer(lambda: [part], F, 3)
     >>> best = np.asarray(X @ B) @ F.T                         # the true expected rewards, (n, k)
-    >>> chosen = policy.decisions(part, 50).actions[:, 0]
+    >>> chosen = policy.distribution(part, 50).actions[:, 0]
     >>> bool(best[np.arange(2000), chosen].mean() > 0.9 * best.max(axis=1).mean())
     True
     """

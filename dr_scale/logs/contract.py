@@ -113,7 +113,7 @@ class LogDataError(UserError):
 class Partition:
     """One partition of a logged data set, as arrays: the rows (x_i, a_i, r_i, p̂_i) of one part file.
 
-    What :func:`read_log` returns (one per part file) and what a :class:`~dr_scale.policies.target.Policy`
+    What :func:`read_log` returns (one per part file) and what a :class:`~dr_scale.policies.Policy`
     decides on. ``len(part)`` is its number of rows n.
 
     Parameters

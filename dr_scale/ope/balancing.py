@@ -25,46 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import Partition, list_parts, log_metadata, read_partition
 from dr_scale.logs.parts import fold_of
 from dr_scale.outofcore import glm
-from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import Policy, parse_policy
 
 #: The purpose of the keyed draw of a'_i ~ π(·|x_i).
 BALANCE_PURPOSE = "balancing draw"
-
-
-def drawn_actions(target, k: int, row_id: np.ndarray, seed: int) -> np.ndarray:
-    """One action per row drawn from π's decisions (actions, (n, k) probabilities, listed actions or a uniform
-    mixture), keyed by (seed, ``BALANCE_PURPOSE``, row_id).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> drawn_actions(np.array([2, 0]), 3, np.arange(2), 0).tolist()  # a deterministic π: its own actions
-    [2, 0]
-    >>> a = drawn_actions(np.full((20000, 4), 0.25), 4, np.arange(20000), 0)
-    >>> bool(np.all(np.abs(np.bincount(a) / 20000 - 0.25) < 0.015))  # π uniform over 4 actions
-    True
-    >>> bool(np.array_equal(a[5000:], drawn_actions(np.full((15000, 4), 0.25), 4, np.arange(5000, 20000), 0)))
-    True
-    """
-    if isinstance(target, UniformMixture):
-        v = keyed_random.uniform(row_id, seed, BALANCE_PURPOSE, 1)
-        uniform = np.minimum((v * target.k).astype(np.int64), target.k - 1)
-        if target.inner is None:
-            return uniform
-        u = keyed_random.uniform(row_id, seed, BALANCE_PURPOSE)
-        return np.where(u < target.epsilon, uniform, drawn_actions(target.inner, k, row_id, seed + 1))
-    if isinstance(target, SparseProbs):
-        slot = keyed_random.categorical(target.probs, row_id, seed, BALANCE_PURPOSE)
-        return target.actions[np.arange(len(target)), slot].astype(np.int64)
-    target = np.asarray(target)
-    if target.ndim == 1:
-        return target.astype(np.int64)
-    return keyed_random.categorical(target, row_id, seed, BALANCE_PURPOSE)
 
 
 @dataclass(frozen=True)
@@ -105,7 +73,7 @@ def _pass_terms(part: Partition, policy: Policy, x: np.ndarray, active: np.ndarr
     if len(part) == 0:
         return loss, grad, count
     fold = fold_of(part.row_id, folds, seed)
-    drawn = drawn_actions(policy.decisions(part, k), k, part.row_id, seed)
+    drawn = policy.distribution(part, k).draw(part.row_id, seed, BALANCE_PURPOSE)  # a'_i ~ π(·|x_i)
     for label, actions in ((0.0, part.action), (1.0, drawn)):
         for f in range(folds):
             for a in range(k):
@@ -185,7 +153,7 @@ def fit_balancing_model_on_log(logs: str, policy: Policy | str, *, folds: int = 
     >>> model.coef.shape, model.converged  # 2 folds, d = 50 features, k = 3 actions
     ((2, 50, 3), True)
     """
-    policy = parse_policy(policy)
+    policy = parse_policy(policy, storage_options)
     fs, paths = list_parts(logs, storage_options, log_filter)
     meta = log_metadata(fs, paths[0])
     k, d = meta.get("n_actions") or policy.n_actions, meta.get("n_features")

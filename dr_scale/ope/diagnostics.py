@@ -321,7 +321,7 @@ class Coverage:
     Examples
     --------
     >>> import numpy as np
-    >>> c = Coverage.of(np.array([0, 0, 1]), np.array([[0.5, 0.0, 0.5]] * 3), 3)
+    >>> c = Coverage.of(np.array([0, 0, 1]), np.array([1.5, 0.0, 1.5]))  # π = (½, 0, ½) on 3 rows
     >>> c.unlogged_actions, c.unlogged_share
     ([2], 0.5)
     """
@@ -330,16 +330,10 @@ class Coverage:
     mass: np.ndarray
 
     @classmethod
-    def of(cls, action: np.ndarray, target: np.ndarray, k: int) -> Coverage:
-        """From the logged actions and π's decisions ((n,) actions, (n, k) probabilities or listed actions)."""
-        logged = np.bincount(action, minlength=k).astype(np.int64)
-        if hasattr(target, "mass"):  # a policy's listed actions (dr_scale.policies.target.SparseProbs)
-            mass = target.mass(k)
-        elif target.ndim == 1:
-            mass = np.bincount(target, minlength=k).astype(np.float64)
-        else:
-            mass = np.ones(target.shape[0]) @ target if target.shape[0] else np.zeros(target.shape[1])
-        return cls(logged, mass)
+    def of(cls, action: np.ndarray, mass: np.ndarray) -> Coverage:
+        """From the logged actions and π's (k,) mass Σ_i π(a|x_i) on the same rows
+        (:meth:`~dr_scale.policies.distributions.ActionDistribution.mass`)."""
+        return cls(np.bincount(action, minlength=mass.size).astype(np.int64), mass)
 
     def __add__(self, other: Coverage) -> Coverage:
         k = max(self.logged.size, other.logged.size)

@@ -49,12 +49,11 @@ from dr_scale.ope.estimators import (
     OnPolicy,
     RowInputs,
     make_estimators,
-    sparse_marginal_weights,
 )
 from dr_scale.ope.moments import Moments
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.mergeable import merge_all, tree_reduce
-from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import ActionDistribution, ChosenActions, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import (
     check_fitted_log,
@@ -75,6 +74,27 @@ IMPORTANCE_WEIGHT = "importance_weight"
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
 
+
+
+@dataclass(frozen=True)
+class _ModelValues:
+    """The reward model's ρ̂_a(x_i) of a partition's rows as :class:`~dr_scale.policies.distributions.ActionValues`,
+    by blocks of actions (:func:`~dr_scale.reward.models.predict_columns`, ``predict_pairs``, ``mean_over_actions``),
+    each row by the fold model that did not see it (``row_id``)."""
+
+    model: object
+    X: object
+    row_id: np.ndarray
+    k: int
+
+    def columns(self, actions: np.ndarray) -> np.ndarray:
+        return predict_columns(self.model, self.X, actions, self.row_id)
+
+    def pairs(self, actions: np.ndarray) -> np.ndarray:
+        return predict_pairs(self.model, self.X, actions, self.row_id)
+
+    def mean(self) -> np.ndarray:
+        return mean_over_actions(self.model, self.X, self.k, self.row_id)
 
 @dataclass(frozen=True)
 class PolicyState:
@@ -383,7 +403,7 @@ class PartitionSource:
 class Evaluation(PartitionSource):
     """What to evaluate: a target policy, the estimators, (for DM/DR) a reward model, and a baseline.
 
-    ``baseline`` — another policy (any :func:`~dr_scale.policies.target.parse_policy` spelling) or
+    ``baseline`` — another policy (any :func:`~dr_scale.policies.parse_policy` spelling) or
     ``"logging"`` (the logged rewards' mean) — adds V(policy) − V(baseline) per estimator,
     from paired per-row terms.
 
@@ -394,7 +414,7 @@ class Evaluation(PartitionSource):
     Parameters
     ----------
     policy : Policy or str
-        The target policy π, or its spec (:func:`~dr_scale.policies.target.parse_policy`).
+        The target policy π, or its spec (:func:`~dr_scale.policies.parse_policy`).
     estimators : dict of str to Estimator, or list of str
         The estimators by name, or their names (:func:`~dr_scale.ope.estimators.make_estimators`);
         default IPS and SNIPS.
@@ -641,8 +661,8 @@ class Evaluation(PartitionSource):
         """
         return self._inputs(part, policy)[0]
 
-    def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
-        """:meth:`rows`, with π's decisions ((n,) actions or (n, k) probabilities) and k."""
+    def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, ActionDistribution, int]:
+        """:meth:`rows`, with π(· | x_i) (:class:`~dr_scale.policies.distributions.ActionDistribution`) and k."""
         rows, target, k = self._policy_inputs(part, policy)
         if not self.needs_importance_weight or (policy is not None and policy is not self.policy):
             return rows, target, k
@@ -660,59 +680,38 @@ class Evaluation(PartitionSource):
                                int(part.row_id[np.flatnonzero(bad)[0]]))
         return replace(rows, importance_weight=weight), target, k
 
-    def _policy_inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, np.ndarray, int]:
+    def _policy_inputs(self, part: Partition, policy: Policy | None = None
+                       ) -> tuple[RowInputs, ActionDistribution, int]:
+        """The rows of π from its :class:`~dr_scale.policies.distributions.ActionDistribution` on the partition:
+        w_i = π(a_i|x_i) / p̂_i and, with a reward model, ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i) and ρ̂_{a_i}(x_i), the
+        model asked for the actions π takes only (:class:`_ModelValues`)."""
         policy = policy or self.policy
         if policy.needs_k and self.n_actions is None:
             raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
                             "model, or a log with dr_scale.n_actions metadata or an action vocabulary")
         k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", None) or 0) + 1)
-        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.target.LoggingPolicy)
-            reward_hat = None if self.reward_model is None else self._at_actions(part, part.action, k)
-            reward_hat = self._finite(reward_hat, part)
+        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.simple.LoggingPolicy)
+            logged = ChosenActions(part.action, k)  # the one-sample stand-in for π₀ in the diagnostics
+            reward_hat = None if self.reward_model is None else self._finite(logged.value(self._values(part, k)), part)
             ones = np.ones(len(part))
             return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
-                    part.action, k)
-        target = policy.decisions(part, k)
-        if isinstance(target, UniformMixture):  # uniform (or a policy explored uniformly): O(n), never (n, k)
-            return self._marginal(part, self._mixture_rows(part, target, k), target, k), target, k
-        if not isinstance(target, SparseProbs) and target.ndim == 1:  # a deterministic π: its actions
-            reward_hat = None if self.reward_model is None else self._at_actions(part, target, k)
-            rows = RowInputs.from_actions(part.reward, part.action, part.propensity, target,
-                                          self._finite(reward_hat, part))
-            return self._marginal(part, rows, target, k), target, k
-        if isinstance(target, SparseProbs):  # listed actions: ρ̂ at those only, O(n·K)
-            reward_hat = (None if self.reward_model is None
-                          else self._finite(predict_pairs(self.reward_model, part.X, target.actions, part.row_id),
-                                            part))
-            rows = RowInputs.from_sparse(part.reward, part.action, part.propensity, target.actions, target.probs,
-                                         reward_hat)
-            return self._marginal(part, rows, target, k), target, k
-        reward_hat = None if self.reward_model is None else self._where_taken(part, target)
-        return (self._marginal(part, RowInputs.from_arrays(part.reward, part.action, part.propensity, target,
-                                                           self._finite(reward_hat, part)), target, k), target, k)
+                    logged, k)
+        target = policy.distribution(part, k)
+        reward_hat_pi = reward_hat_logged = None
+        if self.reward_model is not None:
+            reward_hat_pi, reward_hat_logged = target.value_and_logged(part.action, self._values(part, k))
+            reward_hat_pi, reward_hat_logged = self._finite(reward_hat_pi, part), self._finite(reward_hat_logged, part)
+        rows = RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action),
+                                                 reward_hat_pi, reward_hat_logged)
+        return self._marginal(part, rows, target, k), target, k
 
-    def _mixture_rows(self, part: Partition, target: UniformMixture, k: int) -> RowInputs:
-        """The rows of π = ε · uniform + (1 − ε) π' from π(a_i|x_i) in closed form, and with a reward model
-        ρ̂_π(x_i) = ε · mean_a ρ̂_a(x_i) + (1 − ε) ρ̂_π'(x_i) (the mean by blocks of actions) and ρ̂_{a_i}(x_i)."""
-        if self.reward_model is None:
-            return RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action))
-        model, X, row_id = self.reward_model, part.X, part.row_id
-        value = target.epsilon * mean_over_actions(model, X, k, row_id)
-        inner = target.inner
-        if isinstance(inner, UniformMixture):
-            value = value + (1 - target.epsilon) * self._mixture_rows(part, inner, k).reward_hat_pi
-        elif isinstance(inner, SparseProbs):
-            value = value + (1 - target.epsilon) * (inner.probs * predict_pairs(model, X, inner.actions, row_id)
-                                                    ).sum(axis=1)
-        elif inner is not None:
-            value = value + (1 - target.epsilon) * self._at_actions(part, np.asarray(inner), k)
-        logged = predict_pairs(model, X, part.action[:, None], row_id)[:, 0]
-        return RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action),
-                                                 self._finite(value, part), self._finite(logged, part))
+    def _values(self, part: Partition, k: int) -> _ModelValues:
+        """ρ̂_a(x_i) of the partition's rows, by blocks of actions, each row by the fold model that did not see it."""
+        return _ModelValues(self.reward_model, part.X, part.row_id, k)
 
-    def _marginal(self, part: Partition, rows: RowInputs, target, k: int) -> RowInputs:
+    def _marginal(self, part: Partition, rows: RowInputs, target: ActionDistribution, k: int) -> RowInputs:
         """``rows`` with MIPS's marginal weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), when an estimator
-        needs them: p_π(e_i|x_i) from π's decisions and the catalogue's e(a), p_π₀ from the log's column."""
+        needs them: p_π(e_i|x_i) from π and the catalogue's e(a), p_π₀ from the log's column."""
         if not self.needs_embedding:
             return rows
         catalogue = self.catalogue
@@ -728,16 +727,7 @@ class Evaluation(PartitionSource):
         fault = propensity_fault(p0)
         if fault is not None:
             raise LogDataError(part.source, column, fault[1], int(part.row_id[np.flatnonzero(fault[0])[0]]))
-        logged = embedding[part.action]
-        if isinstance(target, UniformMixture):
-            weight = target.category_probability(embedding, logged) / p0
-        elif isinstance(target, SparseProbs):
-            weight = sparse_marginal_weights(logged, p0, target.actions, target.probs, embedding)
-        elif target.ndim == 1:
-            weight = (embedding[target] == logged) / p0
-        else:
-            weight = (target * (embedding[None, :k] == logged[:, None])).sum(axis=1) / p0
-        return replace(rows, embedding_weight=weight)
+        return replace(rows, embedding_weight=target.category_probability(embedding, embedding[part.action]) / p0)
 
     @property
     def checks_log(self) -> bool:
@@ -756,24 +746,6 @@ class Evaluation(PartitionSource):
                             f"(e.g. row_id={row}): check its coefficients and the features' values")
         return reward_hat
 
-    def _at_actions(self, part: Partition, target: np.ndarray, k: int) -> np.ndarray:
-        """ρ̂_{π(x_i)}(x_i), (n,), from the model's columns of the actions in ``target`` only."""
-        present = np.bincount(target, minlength=k) > 0
-        taken = np.flatnonzero(present)
-        columns = predict_columns(self.reward_model, part.X, taken, part.row_id)
-        if taken.size == 1:
-            return columns[:, 0]
-        slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
-        return columns.take(np.arange(len(part)) * taken.size + slot[target])
-
-    def _where_taken(self, part: Partition, probs: np.ndarray) -> np.ndarray:
-        """ρ̂ (n, k) in the columns of the actions with some π(a|x_i) > 0, zeros in the others."""
-        # column sums by one BLAS mat-vec, not a strided axis-0 ``any``
-        taken = np.flatnonzero(np.ones(len(part)) @ probs > 0)
-        reward_hat = np.zeros(probs.shape)
-        reward_hat[:, taken] = predict_columns(self.reward_model, part.X, taken, part.row_id)
-        return reward_hat
-
     def state(self, part: Partition) -> PolicyState:
         """The partition's mergeable state. Float overflow here (rewards near 10³⁰⁸) is not warned about
         row by row: the sums come out non-finite and :meth:`result` refuses them with one clear error."""
@@ -787,18 +759,17 @@ class Evaluation(PartitionSource):
         base = None
         if self.baseline is not None:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
-        state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target, k))
+        state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target.mass()))
         return self.with_diagnostics(state, part, probs, target, logged)
 
-    def with_diagnostics(self, state: PolicyState, part: Partition, probs: np.ndarray | None, target: np.ndarray,
-                         logged: np.ndarray | None) -> PolicyState:
-        """``state`` with the estimated propensities' diagnostics (:class:`PropensityState`) where there are some."""
+    def with_diagnostics(self, state: PolicyState, part: Partition, probs: np.ndarray | None,
+                         target: ActionDistribution, logged: np.ndarray | None) -> PolicyState:
+        """``state`` with the estimated propensities' diagnostics (:class:`PropensityState`) where there are some
+        (π̂₀'s probabilities ``probs`` are (n, k), so π's support on them is read from π's (n, k) matrix)."""
         if probs is None:
             return state
-        if isinstance(target, (SparseProbs, UniformMixture)):  # π̂₀'s probabilities are (n, k) already
-            target = target.dense(probs.shape[1])
         return replace(state, propensity=PropensityState.of(probs, part.action, floor=self.propensity_floor,
-                                                            target=target, logged=logged))
+                                                            target=target.dense(), logged=logged))
 
     def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None,
                       coverage: Coverage | None = None) -> PolicyState:
@@ -1329,10 +1300,10 @@ class Comparison(PartitionSource):
                         base = rows[self.baseline]
                     else:
                         base = e.rows(parts[n][0], e.baseline)
-                _, target, k = inputs[n]
+                _, target, _ = inputs[n]
                 own, probs = parts[n]
-                states[n] = e.with_diagnostics(e.state_of_rows(own, rows[n], base, Coverage.of(part.action, target, k)),
-                                               own, probs, target, logged)
+                state = e.state_of_rows(own, rows[n], base, Coverage.of(part.action, target.mass()))
+                states[n] = e.with_diagnostics(state, own, probs, target, logged)
         return ComparisonState(states)
 
     def result(self, state: ComparisonState) -> ComparisonResult:

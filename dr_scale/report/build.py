@@ -23,7 +23,7 @@ from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, lo
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.mergeable import merge_all
-from dr_scale.policies.target import PolicyMismatch
+from dr_scale.policies import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
 
@@ -65,7 +65,7 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
                      fingerprints: dict[str, str], cache: StateCache | None) -> PartitionOutcome:
     """Read one partition once and compute the states of the policies ``names`` (one Dask task).
 
-    A policy that does not fit the log (:class:`~dr_scale.policies.target.PolicyMismatch`, or an
+    A policy that does not fit the log (:class:`~dr_scale.policies.PolicyMismatch`, or an
     action beyond a k that came from the policy itself) is the policy's error, returned as such:
     the partition is not blamed for it.
     """

@@ -31,7 +31,7 @@ from dr_scale.logs.contract import action_vocabulary, read_catalogue
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
-from dr_scale.policies.target import Policy
+from dr_scale.policies import Policy
 from dr_scale.report.alerts import KINDS, AlertKind
 from dr_scale.report.build import ReportStates, build_states, fill_dimensions
 from dr_scale.report.partitions import list_partitions, parse_window, select_window
@@ -59,7 +59,7 @@ def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dic
             propensity = PropensityModel.load(pf.propensity_model, storage_options)
         except UserError as exc:
             raise ConfigError(f"propensity_model: {exc}", pf.source) from None
-    return {c.name: Evaluation(c.spec, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
+    return {c.name: Evaluation(c.policy, make_estimators(pf.estimators), reward_model=model, baseline=LOGGING,
                                propensity_model=propensity, propensity_floor=pf.propensity_floor,
                                propensity_source=pf.propensity_model,
                                n_actions=pf.n_actions, n_features=pf.n_features or getattr(model, "n_features", None),

@@ -30,7 +30,7 @@ TOML (or YAML, same keys)::
 
     [[policy]]
     name = "candidate"
-    spec = "column:target_action"          # any spelling of dr_scale.policies.target.parse_policy
+    spec = "column:target_action"          # any spelling of dr_scale.policies.parse_policy
 
     [[policy]]
     name = "learned"
@@ -60,7 +60,7 @@ from dr_scale.io.config import (
 )
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
-from dr_scale.policies.target import parse_policy
+from dr_scale.policies import Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 from dr_scale.report.alerts import AlertSettings, FailOn
 
@@ -71,8 +71,12 @@ MODEL_FREE_ESTIMATORS = ("IPS", "SNIPS")
 
 @dataclass(frozen=True)
 class CandidatePolicy:
+    """A policy the report evaluates: its name, its spec as written, and the policy it parses to (its file read
+    once, when the policies file is)."""
+
     name: str
     spec: str
+    policy: Policy
 
 
 @dataclass
@@ -140,8 +144,9 @@ class PoliciesFileModel(Model):
     fail_on: FailOn = []
 
 
-def parse_policies(data: dict, source: str) -> PoliciesFile:
-    """Validate the parsed file; errors name the file and the offending entry."""
+def parse_policies(data: dict, source: str, storage_options: dict | None = None) -> PoliciesFile:
+    """Validate the parsed file; errors name the file and the offending entry. Each policy's spec is parsed here,
+    its file (``linear:``, ``softmax:``, ``scorer:``) read with ``storage_options``."""
     model = validate(PoliciesFileModel, data, source)
     if model.policy and model.policies:
         raise ConfigError("give the candidates as [[policy]] or as policies = [...], not both", source)
@@ -152,14 +157,14 @@ def parse_policies(data: dict, source: str) -> PoliciesFile:
     for i, entry in enumerate(entries):
         spec = _resolve_spec(entry.spec, source)
         try:
-            parse_policy(spec)
+            policy = parse_policy(spec, storage_options)
         except UserError as exc:
             raise ConfigError(f"policy #{i + 1}: {exc}", source) from None
         name = entry.name or spec
         if name in seen:
             raise ConfigError(f"two policies are named {name!r}", source)
         seen.add(name)
-        policies.append(CandidatePolicy(name, spec))
+        policies.append(CandidatePolicy(name, spec, policy))
     reward_model = _resolve(model.reward_model, source) if model.reward_model else None
     names = []
     for spec in model.estimators or (DEFAULT_ESTIMATORS if reward_model else MODEL_FREE_ESTIMATORS):
@@ -184,4 +189,4 @@ def load_policies(url: str, storage_options: dict | None = None) -> PoliciesFile
     data = read_config_file(url, storage_options)
     fs, path = url_to_fs(url, storage_options)
     base = url if "://" in url else path
-    return parse_policies(data, base)
+    return parse_policies(data, base, storage_options)

@@ -29,7 +29,7 @@ import numpy as np
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState
-from dr_scale.policies.target import parameters_digest
+from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
 STATE_VERSION = 6

@@ -29,7 +29,7 @@ import hashlib
 import json
 
 from dr_scale.core.errors import UserError
-from dr_scale.policies.target import ItemScorerPolicy, LinearPolicy, Policy, SoftmaxPolicy
+from dr_scale.policies import ItemScorerPolicy, LinearPolicy, Policy, SoftmaxPolicy
 from dr_scale.report.partitions import PartitionInfo, list_partitions
 
 TRAINING = "training"

@@ -18,7 +18,7 @@ binary features in 40 fields). The world's parameters, drawn from ``default_rng(
   the category). The log's ``propensity`` is π₀(a_i|x_i) and its ``embedding_propensity`` is
   p_π₀(e(a_i)|x_i) = π₀(e(a_i)|x_i), the denominator of MIPS's weight — one float per row, where the
   logging policy's whole distribution over k actions would be k;
-* the target policy: the item scorer (:class:`~dr_scale.policies.target.ItemScorerPolicy`)
+* the target policy: the item scorer (:class:`~dr_scale.policies.ItemScorerPolicy`)
   s(x, a) = 2 z(x)·f_a (coef = 2P), the top K = ``target_top_k`` items with softmax probabilities
   at temperature 1. It is written as ``_target_policy.npz`` (spec ``scorer:LOG/_target_policy.npz``)
   and its decisions as the column ``target_topk`` (list<struct<action, prob>>, spec ``sparse:target_topk``).
@@ -49,7 +49,7 @@ from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrup
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
 from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, Partition, sparse_target_column, with_log_metadata
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import ItemScorerPolicy
+from dr_scale.policies import ItemScorerPolicy
 from dr_scale.synthetic.bandit import MANIFEST, make_world, part_paths
 
 GENERATOR_VERSION = 1
@@ -203,7 +203,7 @@ def generate_item_rows(world: ItemWorld, seed: int, first: int, n: int) -> tuple
     propensity = p_e * world.within[action]
     reward = (keyed_random.uniform(row_id, seed, "item-reward") < q[np.arange(n), category]).astype(np.float64)
     part = Partition("<generator>", row_id, X, action, reward, propensity, pa.table({}))
-    target = world.target_policy().decisions(part, world.n_actions)
+    target = world.target_policy().distribution(part, world.n_actions)
     truth = (target.probs * np.take_along_axis(q, world.embedding[target.actions], axis=1)).sum(axis=1)
     table = pa.table({
         "row_id": pa.array(row_id),

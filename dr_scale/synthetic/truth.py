@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from dr_scale.logs.contract import LogDataError, combined, list_parts, log_metadata, read_partition
 from dr_scale.outofcore.compute import compute
-from dr_scale.policies.target import Policy, parse_policy
+from dr_scale.policies import ArrayValues, Policy, parse_policy
 
 COLUMN = "expected_reward"
 
@@ -34,19 +34,13 @@ def expected_rewards(part, k: int) -> np.ndarray:
 def _part_sums(fs, path: str, policy: Policy, d: int, k: int) -> np.ndarray:
     part = read_partition(fs, path, n_features=d, n_actions=k, extra_columns=(COLUMN, *policy.columns))
     expected = expected_rewards(part, k)
-    decisions = policy.decisions(part, k)
-    if not isinstance(decisions, np.ndarray):  # listed actions or a uniform mixture: E[r | x, a] is (n, k) already
-        decisions = decisions.dense(k)
-    if decisions.ndim == 1:
-        total = expected[np.arange(len(part)), decisions].sum()
-    else:
-        total = float(np.einsum("ia,ia->", decisions, expected))
+    total = policy.distribution(part, k).value(ArrayValues(expected)).sum()  # Σ_i Σ_a π(a | x_i) E[r | x_i, a]
     return np.array([total, float(len(part))])
 
 
 def true_value(logs: str, policy: Policy | str, *, storage_options: dict | None = None, client=None) -> float:
     """V(π) on the contexts of the generated log at ``logs`` (module docstring)."""
-    policy = parse_policy(policy)
+    policy = parse_policy(policy, storage_options)
     fs, paths = list_parts(logs, storage_options)
     meta = log_metadata(fs, paths[0])
     d, k = meta.get("n_features"), meta.get("n_actions") or policy.n_actions

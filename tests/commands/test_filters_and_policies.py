@@ -11,7 +11,7 @@ from dr_scale.cli import main
 from dr_scale.logs.contract import read_log
 from dr_scale.logs.filters import LogFilter, in_test
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import LinearPolicy
+from dr_scale.policies import LinearPolicy
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.synthetic.example import example_paths
 
@@ -177,3 +177,24 @@ def test_report_policies_by_value_on_a_log_with_a_vocabulary(tmp_path, capsys):
         assert report[name]["estimates"]["IPS"]["value"] == pytest.approx(direct.value, rel=1e-12)
         assert report[name]["estimates"]["IPS"]["n"] == 4000
     capsys.readouterr()
+
+
+def test_a_policy_file_is_read_once_per_run_with_the_storage_options(tmp_path, capsys, monkeypatch):
+    """--policy and --baseline files are read once for the whole evaluate (the training-overlap check and the
+    evaluation share the parsed policy), with --storage-options."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "policy.npz"
+    LinearPolicy(rng.standard_normal((50, 3)), rng.standard_normal(3)).save(str(path))
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps({"auto_mkdir": True}))
+    reads = []
+    load = LinearPolicy.load.__func__
+
+    def counted(cls, url, storage_options=None):
+        reads.append((url, storage_options))
+        return load(cls, url, storage_options)
+
+    monkeypatch.setattr(LinearPolicy, "load", classmethod(counted))
+    run_json(tmp_path, capsys, "evaluate", LOGS, "--policy", f"linear:{path}", "--baseline", f"softmax:{path}:0.5",
+             "--storage-options", str(options))
+    assert reads == [(str(path), {"auto_mkdir": True})] * 2  # the policy's file, the baseline's

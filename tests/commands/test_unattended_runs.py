@@ -739,7 +739,7 @@ def _log_without_features(tmp_path: Path, unseen=(2, 5)) -> Path:
 @pytest.mark.parametrize("learner", ["dlm", "ridge"])
 def test_features_never_seen_get_weight_zero(tmp_path, capsys, method, learner):
     """DLM kept its random start's weights on features the log never shows; now 0 (ridge: its centre, also 0)."""
-    from dr_scale.policies.target import LinearPolicy
+    from dr_scale.policies import LinearPolicy
 
     logs = _log_without_features(tmp_path)
     code, _, err = cli(capsys, "learn", logs, "--method", method, "--learner", learner, "--out", tmp_path / "p.npz",
@@ -776,7 +776,7 @@ def _log_where_action_3_would_win(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("learner", ["ridge", "dlm"])
 def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, learner):
-    from dr_scale.policies.target import LinearPolicy
+    from dr_scale.policies import LinearPolicy
 
     logs = _log_where_action_3_would_win(tmp_path)
     args = ["learn", logs, "--learner", learner, "--no-progress"]
@@ -811,7 +811,7 @@ def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, lear
 
 
 def test_an_excluded_action_is_never_chosen_even_by_softmax(tmp_path, capsys, small_log):
-    from dr_scale.policies.target import LinearPolicy
+    from dr_scale.policies import LinearPolicy
 
     coef = np.zeros((D, K))
     LinearPolicy(coef, np.array([0.0, 0.0, 0.0, 5.0]), {}, "<test>", (3,)).save(str(tmp_path / "p.npz"))

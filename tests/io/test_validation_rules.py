@@ -24,7 +24,7 @@ from dr_scale.logs.contract import (
 )
 from dr_scale.ope.estimators import IPS
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.policies.target import ProbsColumnPolicy
+from dr_scale.policies import ProbsColumnPolicy
 from dr_scale.synthetic.bandit import generate_bandit
 
 
@@ -120,7 +120,7 @@ def _refusals(probs: np.ndarray, propensity: float, tmp_path) -> list[str]:
         refused.append("arrays")
     table = _log(probs, propensity)
     try:
-        ProbsColumnPolicy("target_probs").decisions(partition_from_table(table, "t", 4, k), k)
+        ProbsColumnPolicy("target_probs").distribution(partition_from_table(table, "t", 4, k), k)
     except LogDataError:
         refused.append("policy")
     try:
@@ -149,7 +149,7 @@ def test_one_propensity_rule_for_arrays_and_logs(tmp_path, propensity):
 
 def test_the_log_contract_imports_nothing_from_the_policies():
     """logdata checks its target columns itself: importing it loads no policy code (no import cycle)."""
-    code = "import sys, dr_scale.logs.contract; print('dr_scale.policies.target' in sys.modules)"
+    code = "import sys, dr_scale.logs.contract; print('dr_scale.policies' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -259,7 +259,7 @@ def test_estimate_refuses_arguments_that_are_not_arrays_of_numbers(field, value,
 @pytest.mark.parametrize("spec, message", [(None, "bad policy None"), (3, "bad policy 3"),
                                            ("constant:-1", "bad policy 'constant:-1'")])
 def test_parse_policy_refuses_what_is_not_a_spec(spec, message):
-    from dr_scale.policies.target import parse_policy
+    from dr_scale.policies import parse_policy
 
     with pytest.raises(UserError, match=message):
         parse_policy(spec)

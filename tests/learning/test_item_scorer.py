@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from dr_scale import Evaluation, evaluate_log
 from dr_scale.learning.scorer import _all_pairs_gram, learn_item_scorer
 from dr_scale.logs.contract import Partition, read_log
-from dr_scale.policies.target import ItemScorerPolicy
+from dr_scale.policies import ItemScorerPolicy
 from dr_scale.synthetic.item_world import generate_item_bandit, make_item_world
 from tests.conftest import cli, error_line
 
@@ -33,7 +33,7 @@ def true_value(policy, folder) -> float:
     values = []
     for part in read_log(str(folder)):
         q = world.category_rewards(world.latent(part.X))
-        chosen = policy.decisions(part, 1000)
+        chosen = policy.distribution(part, 1000)
         values.append((chosen.probs * np.take_along_axis(q, world.embedding[chosen.actions], axis=1)).sum(axis=1))
     return float(np.concatenate(values).mean())
 

@@ -13,7 +13,7 @@ from dr_scale.core import keyed_random
 from dr_scale.learning.learn import AUTO_GRID, LAMBDA_FACTOR, LearnSettings, learn_policy
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import LinearPolicy
+from dr_scale.policies import LinearPolicy
 from dr_scale.reward.fitting import UnloggedActionWarning
 
 K, SEGMENTS, NOISE = 3, 6, 8  # actions; one-hot segment features; noise features (two active a row)

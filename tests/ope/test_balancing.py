@@ -19,7 +19,7 @@ from dr_scale.logs.contract import Partition, csr_to_features, write_log
 from dr_scale.ope.balancing import fit_balancing_model, fit_balancing_model_on_log
 from dr_scale.ope.estimators import BalancedIPW
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import ProbsColumnPolicy
+from dr_scale.policies import ProbsColumnPolicy
 
 C, K = 6, 3
 _W = np.random.default_rng(99)

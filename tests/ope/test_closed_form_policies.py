@@ -14,7 +14,7 @@ from test_sparse_and_mips import ALL, small_log  # noqa: F401 — the fixture
 from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, csr_to_features, write_log, write_parquet
 from dr_scale.ope.estimators import MIPS, ReplayMethod, make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import SparseProbs, UniformMixture, parse_policy
+from dr_scale.policies import DenseProbs, SparseProbs, UniformMixture, parse_policy
 from dr_scale.reward.models import LinearRewardModel, mean_over_actions
 
 K = 40
@@ -66,18 +66,19 @@ def test_closed_form_equals_the_dense_probabilities(small_log, spec):  # noqa: F
     np.testing.assert_allclose(result.coverage.mass, dense.sum(axis=0), rtol=1e-12)
 
 
-def test_decisions_are_closed_forms_and_probs_still_dense(small_log):  # noqa: F811 — the fixture
+def test_distributions_are_closed_forms_and_dense_on_request(small_log):  # noqa: F811 — the fixture
     from dr_scale.logs.contract import read_log
 
     folder, a, _ = small_log
     part = read_log(str(folder), extra_columns=("target_probs", "top"))[0]
-    assert isinstance(parse_policy("uniform").decisions(part, K), UniformMixture)
-    assert isinstance(parse_policy("topk:1,5,9").decisions(part, K), SparseProbs)
-    assert isinstance(parse_policy("epsilon-greedy:0.3:constant:2").decisions(part, K), UniformMixture)
-    assert isinstance(parse_policy("epsilon-greedy:0.3:probs:target_probs").decisions(part, K), np.ndarray)
+    assert isinstance(parse_policy("uniform").distribution(part, K), UniformMixture)
+    assert isinstance(parse_policy("topk:1,5,9").distribution(part, K), SparseProbs)
+    assert isinstance(parse_policy("epsilon-greedy:0.3:constant:2").distribution(part, K), UniformMixture)
+    assert isinstance(parse_policy("epsilon-greedy:0.3:probs:target_probs").distribution(part, K), DenseProbs)
     for spec in SPECS[:3]:
         rows = a["action"].size
-        np.testing.assert_allclose(parse_policy(spec).probs(part, K), _dense(spec, a)[part.row_id % rows])
+        dense = parse_policy(spec).distribution(part, K).dense()
+        np.testing.assert_allclose(dense, _dense(spec, a)[part.row_id % rows])
 
 
 def test_mean_over_actions_by_blocks_equals_the_full_prediction():

@@ -18,7 +18,7 @@ from dr_scale.logs.contract import (
 )
 from dr_scale.ope.estimators import IPS, MIPS, SNIPS, SNMIPS, RowInputs, make_estimators, marginal_weights
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import ItemScorerPolicy, SparseProbs, parse_policy, top_k_softmax
+from dr_scale.policies import ItemScorerPolicy, SparseProbs, parse_policy, top_k_softmax
 from dr_scale.reward.models import LinearRewardModel, predict_pairs
 
 ALL = ["DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "SwitchDR(tau=5)", "ClippedDR(max_weight=5)"]
@@ -34,7 +34,7 @@ def _world(seed, n=3000, k=40, d=12, top=5, L=6):
     scores = rng.standard_normal((n, k))
     actions, probs = top_k_softmax(scores, top, 0.7)
     embedding = rng.integers(0, L, k)
-    dense = SparseProbs(actions, probs).dense(k)
+    dense = SparseProbs(actions, probs, k).dense()
     same = embedding[None, :] == embedding[action][:, None]
     table = pa.table({"row_id": np.arange(n), "features": csr_to_features(X), "action": action.astype(np.int32),
                       "reward": reward, "propensity": pi_b[np.arange(n), action],
@@ -94,8 +94,9 @@ def test_scorer_policy_is_chunk_invariant_and_the_top_k_softmax():
     from dr_scale.logs.contract import Partition
 
     part = Partition("<t>", np.arange(300), X, np.zeros(300, int), np.zeros(300), np.full(300, 0.5), pa.table({}))
-    target = policy.decisions(part, 500)
-    small = ItemScorerPolicy(policy.coef, F, policy.item_bias, top_k=7, temperature=0.5, chunk=13).decisions(part, 500)
+    target = policy.distribution(part, 500)
+    chunked = ItemScorerPolicy(policy.coef, F, policy.item_bias, top_k=7, temperature=0.5, chunk=13)
+    small = chunked.distribution(part, 500)
     assert np.array_equal(target.actions, small.actions) and np.array_equal(target.probs, small.probs)
     scores = np.asarray(X @ policy.coef) @ F.T + policy.item_bias
     order = np.argsort(-scores, axis=1, kind="stable")[:, :7]

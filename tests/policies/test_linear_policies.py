@@ -11,7 +11,7 @@ from dr_scale.cli import main
 from dr_scale.core import keyed_random
 from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import LinearPolicy, SoftmaxPolicy, parse_policy
+from dr_scale.policies import LinearPolicy, SoftmaxPolicy, parse_policy
 from dr_scale.report.policies_file import load_policies
 
 D, K, N = 12, 3, 900
@@ -73,7 +73,7 @@ def test_softmax_policy_probabilities(log):
         source, row_id = "<memory>", np.arange(N)
 
     Part.X = X
-    np.testing.assert_allclose(soft.decisions(Part, K), expected, rtol=1e-12)
+    np.testing.assert_allclose(soft.distribution(Part, K).probs, expected, rtol=1e-12)
     # a cold softmax is the argmax policy; the estimate moves continuously with T
     cold = evaluate_log(url, Evaluation(f"softmax:{folder / 'policy.npz'}:1e-9", ["IPS"])).estimates["IPS"].value
     argmax = evaluate_log(url, Evaluation(f"linear:{folder / 'policy.npz'}", ["IPS"])).estimates["IPS"].value

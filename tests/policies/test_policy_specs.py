@@ -10,7 +10,7 @@ from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import SPEC_FILE, action_vocabulary, read_log, write_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.policies.target import (
+from dr_scale.policies import (
     ConstantPolicy,
     EpsilonGreedyPolicy,
     LoggingPolicy,

@@ -35,7 +35,8 @@ def day_states(seed: int, stop: bool, days: int = DAYS) -> dict[str, PolicyState
         weight = (day["action"] == day["target_action"]) / day["propensity"]
         out[str(START + datetime.timedelta(days=d))] = PolicyState(
             {}, WeightStats.of(weight, day["propensity"], day["reward"]),
-            coverage=Coverage.of(day["action"], day["target_action"], WORLD.rho.shape[1]))
+            coverage=Coverage.of(day["action"], np.bincount(day["target_action"], minlength=WORLD.rho.shape[1])
+                                 .astype(np.float64)))
     return out
 
 

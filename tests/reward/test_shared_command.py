@@ -66,7 +66,7 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     code, out, err = cli(capsys, "learn", item_log, "--learner", "scorer", "--reward-model", shared_file,
                          "--out", tmp_path / "scorer.npz", "--no-progress")
     assert code == 0, err
-    from dr_scale.policies.target import ItemScorerPolicy
+    from dr_scale.policies import ItemScorerPolicy
 
     assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lambda"] == 100.0
 
@@ -124,12 +124,12 @@ def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_l
     assert code == 0, err
     model = SharedRidgeRewardModel.load(str(out))
     from dr_scale.logs.contract import read_log
-    from dr_scale.policies.target import parse_policy
+    from dr_scale.policies import parse_policy
 
     policy = parse_policy("sparse:target_topk")
     by_fold, by_full = [], []
     for part in read_log(str(item_log), extra_columns=["target_topk"]):
-        chosen = policy.decisions(part, model.n_actions)
+        chosen = policy.distribution(part, model.n_actions)
         by_fold.append((chosen.probs * model.predict_pairs(part.X, chosen.actions, row_id=part.row_id)).sum(axis=1))
         by_full.append((chosen.probs * model.predict_pairs(part.X, chosen.actions)).sum(axis=1))
     result = evaluate_log(str(item_log), Evaluation("sparse:target_topk", ["DM"], reward_model=model))

@@ -75,7 +75,7 @@ def test_dr_on_the_item_world_with_the_shared_model(tmp_path):
     # its greedy scorer (a policy over the items' features) is worth more than the logging policy, in truth
     from dr_scale.learning.scorer import greedy_scorer
 
-    chosen = greedy_scorer(model).decisions(test, 1000).actions[:, 0]
+    chosen = greedy_scorer(model).distribution(test, 1000).actions[:, 0]
     q = world.category_rewards(world.latent(test.X))
     greedy_value = q[np.arange(len(test)), world.embedding[chosen]].mean()
     logging_value = (world.category_logging(world.latent(test.X)) * q).sum(axis=1).mean()
