@@ -14,7 +14,7 @@ contract's ``read_table`` reads the part's rows (pyarrow reads the footer there 
 counted under the purpose of the opening it serves. Prints both counts per kind of request, the footer
 reads per part, the data reads per part and the GETs of each purpose.
 
-    python benchmarks/object_store_requests.py [--before /work/main] [--after .] [--rows 20000] [--parts 20]
+    python benchmarks/object_store_requests.py --before OTHER_CHECKOUT [--after .] [--rows 20000] [--parts 20]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def summary(counts: dict, parts: list[str]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", type=Path, default=Path("/work/main"), help="the source tree measured first")
+    parser.add_argument("--before", type=Path, required=True, help="the source tree measured first (a checkout)")
     parser.add_argument("--after", type=Path, default=HERE.parents[1], help="the source tree measured second")
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--parts", type=int, default=20)
