@@ -224,7 +224,8 @@ def list_parts(url, storage_options: dict | None = None,
         if log_filter is not None:
             raise ParameterError("`log_filter`: an opened log carries its own filter (open_log(url, log_filter=…))")
         return url.listing()
-    _, log_filter = unpacked(None, log_filter)
+    if log_filter is not None and not isinstance(log_filter, LogFilter):
+        raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
     fs, path = url_to_fs(url, storage_options)
     if any(ch in path for ch in "*?["):
         paths = [p for match in sorted(fs.glob(path))

@@ -16,9 +16,10 @@ secrets, :class:`~dr_scale.io.storage.PortableFileSystem`), its filter and its l
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 
-from dr_scale.core.errors import ParameterError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import url_to_fs
 from dr_scale.logs.contract import (
     Catalogue,
@@ -45,8 +46,8 @@ class OpenedLog(ListedLog):
 
     Parameters
     ----------
-    url : str
-        The log's URL.
+    url : str or os.PathLike
+        The log's URL or path.
     storage_options : dict or None
         fsspec's options for ``url``.
     log_filter : LogFilter or None
@@ -85,12 +86,11 @@ class OpenedLog(ListedLog):
     """
 
     def __init__(self, url: str, storage_options: dict | None = None, log_filter: LogFilter | None = None):
-        if not isinstance(url, str):
-            raise ParameterError(f"`logs` must be a log's URL (a str) or an opened log, got {type(url).__name__} "
-                                 f"{url!r:.60}")
+        if not isinstance(url, (str, os.PathLike)):
+            raise UserError(f"expected a path or URL (a str), got {type(url).__name__} {url!r:.60}")
         if log_filter is not None and not isinstance(log_filter, LogFilter):
             raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
-        self.url, self.storage_options, self.log_filter = url, storage_options, log_filter or None
+        self.url, self.storage_options, self.log_filter = os.fspath(url), storage_options, log_filter or None
         self._fs = self._parts = None
         self._facts: dict = {}
         self._footers: dict = {}

@@ -3,10 +3,11 @@
 import collections
 import pickle
 import threading
+from pathlib import Path
 
 import pytest
 
-from dr_scale.core.errors import ParameterError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.logs.contract import (
     action_vocabulary,
     has_propensity,
@@ -76,8 +77,9 @@ def test_open_log_is_idempotent_and_refuses_another_filter():
         open_log(logs, log_filter=LogFilter(split="train"))
     with pytest.raises(ParameterError, match="carries its own filter"):
         list_parts(logs, log_filter=LogFilter(split="train"))
-    with pytest.raises(ParameterError, match="must be a log's URL"):
+    with pytest.raises(UserError, match="expected a path or URL"):
         OpenedLog(3)
+    assert open_log(Path(LOGS)).paths == open_log(LOGS).paths
 
 
 def test_dimensions_explicit_then_metadata_then_the_data(tmp_path):
