@@ -26,6 +26,7 @@ import time
 
 from dr_scale.learning.learn import learn_policy
 from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.opened import open_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.reward.fitting import fit_reward_model
@@ -58,7 +59,7 @@ def main() -> None:
             generate_bandit(logs, rows=args.rows, features=4096, actions=8, days=8, rows_per_part=args.rows // 8)
         model = fit_reward_model(logs)
         policy_file = f"{tmp}/policy.npz"
-        learn_policy(LogFilter(split="train").on(logs)).save(policy_file)
+        learn_policy(open_log(logs, log_filter=LogFilter(split="train"))).save(policy_file)
         learned = f"linear:{policy_file}"
         specs = [learned, "uniform", f"epsilon-greedy:0.1:{learned}", "logging", "constant:3"]
         test = LogFilter(split="test")

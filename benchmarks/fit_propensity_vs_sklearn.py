@@ -38,10 +38,11 @@ import numpy as np
 FEATURES, ACTIONS, SEED, TEST_FRACTION = 262144, 10, 0, 0.1
 
 
-def split(url: str, which: str) -> str:
+def split(url: str, which: str):
     from dr_scale.logs.filters import LogFilter
+    from dr_scale.logs.opened import open_log
 
-    return LogFilter(split=which, test_fraction=TEST_FRACTION).on(url)
+    return open_log(url, log_filter=LogFilter(split=which, test_fraction=TEST_FRACTION))
 
 
 def read_rows(url: str):

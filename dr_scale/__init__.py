@@ -24,6 +24,7 @@ _API = {
     "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log",
                                "Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
+    "dr_scale.logs.opened": ("OpenedLog", "open_log"),
     "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
@@ -75,6 +76,7 @@ __all__ = [
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
     # the logged-data contract, and raw tables into it
-    "read_log", "write_log", "Partition", "LogDataError", "LogFilter", "import_log", "from_pandas", "from_dask",
+    "read_log", "write_log", "Partition", "LogDataError", "LogFilter", "OpenedLog", "open_log", "import_log",
+    "from_pandas", "from_dask",
     "Catalogue", "read_catalogue",
 ]

@@ -51,24 +51,25 @@ def add_filter_options(parser) -> None:
                        help="key of the split (default 0)")
 
 
-def filtered_log(args, logs: str) -> str:
-    """``logs`` carrying the filter of the options (:meth:`dr_scale.logs.filters.LogFilter.on`), or as it is."""
+def opened_log(args, logs: str, opts: dict | None):
+    """The log ``logs`` opened once for the command (:func:`dr_scale.logs.opened.open_log`), with the storage
+    options ``opts`` and the filter of the rows options (--days, --split, --test-fraction, --split-seed)."""
     from dr_scale.core.errors import ParameterError
     from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
+    from dr_scale.logs.opened import open_log
 
     if args.split is None and (args.test_fraction is not None or args.split_seed):
         raise ParameterError("`test_fraction` and `split_seed` choose the rows of a `split`; give it (train or test)")
     log_filter = LogFilter(days=args.days, split=args.split, split_seed=args.split_seed,
                            test_fraction=DEFAULT_TEST_FRACTION if args.test_fraction is None else args.test_fraction)
-    return log_filter.on(logs) if log_filter else logs
+    return open_log(logs, opts, log_filter)
 
 
 def record_log_filter(fitted, logs) -> None:
-    """Record in the ``metadata`` of a fitted model or learned policy the rows it was fitted on: the filter that
-    ``logs`` carries (:func:`filtered_log`), if any."""
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter and getattr(fitted, "metadata", None) is not None:
-        fitted.metadata["log_filter"] = log_filter.to_dict()
+    """Record in the ``metadata`` of a fitted model or learned policy the rows it was fitted on: the filter of the
+    opened log ``logs`` (:func:`opened_log`), if any."""
+    if logs.log_filter and getattr(fitted, "metadata", None) is not None:
+        fitted.metadata["log_filter"] = logs.log_filter.to_dict()
 
 
 #: Without a declared d (the log's ``dr_scale.n_features`` metadata or ``--n-features``), d is inferred as the
@@ -76,9 +77,9 @@ def record_log_filter(fitted, logs) -> None:
 MAX_INFERRED_FEATURES = 1 << 20
 
 
-def check_fit_limits(logs: str, opts: dict | None, *, folds: int | None, n_features: int | None,
-                     n_actions: int | None) -> None:
-    """Limits of a reward-model fit, checked from the log's footers before the work, each naming its option.
+def check_fit_limits(logs, *, folds: int | None, n_features: int | None, n_actions: int | None) -> None:
+    """Limits of a reward-model fit, checked from the opened log's footers (read once,
+    :attr:`~dr_scale.logs.opened.OpenedLog.footprint`) before the work, each naming its option.
 
     * ``--folds`` K: 2 ≤ K ≤ the log's rows (each fold model is fitted without one fold's rows; more folds
       than rows leave empty folds and cost a pass each);
@@ -88,9 +89,8 @@ def check_fit_limits(logs: str, opts: dict | None, *, folds: int | None, n_featu
     * the coefficients of the (K + 1) models, d × k float64 each, must fit in this machine's memory.
     """
     from dr_scale.core.errors import ParameterError
-    from dr_scale.logs.contract import log_footprint
 
-    foot = log_footprint(logs, opts)
+    foot = logs.footprint
     if folds and folds > foot.rows:
         raise ParameterError(f"`folds` = {folds} is more than the log's {foot.rows:,} rows; cross-fitting needs "
                              "2 ≤ K ≤ rows (each fold model leaves one fold's rows out)")

@@ -9,7 +9,7 @@ from dr_scale.commands.common import (
     add_filter_options,
     add_storage_option,
     check_fit_limits,
-    filtered_log,
+    opened_log,
     storage_options,
 )
 from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings, model_options_given
@@ -116,8 +116,8 @@ def run(args) -> int:
 
         logs, example_model = example_paths()
         model_path = model_path or (None if args.fit_reward_model else example_model)
-    logs = filtered_log(args, logs)
     opts = storage_options(args.storage_options)
+    logs = opened_log(args, logs, opts)
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
@@ -151,15 +151,15 @@ def run(args) -> int:
     evaluation = None if args.fit_reward_model or args.estimate_propensity else comparison_with(model)
     settings = fit_settings(args) if args.fit_reward_model else None
     if settings is not None:
-        check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)
     p_settings = propensity_settings(args) if args.estimate_propensity else None
     if p_settings is not None:
-        check_fit_limits(logs, opts, folds=p_settings.folds, n_features=p_settings.n_features,
+        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features,
                          n_actions=p_settings.n_actions)
     in_sample = {}
     for spec in policies:
-        in_sample.update(training_overlap_of(logs, spec, parsed, args, opts))
+        in_sample.update(training_overlap_of(logs, spec, parsed, args))
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.fit_reward_model:
             model = fit_from_args(args, logs, client, opts, settings)
@@ -174,11 +174,10 @@ def run(args) -> int:
 
             if not isinstance(evaluation, Evaluation):
                 raise UserError("--fit-balancing-weights fits the weights of one policy: give one --policy")
-            balancing = fit_balancing_model_on_log(logs, evaluation.policy, storage_options=opts, client=client,
-                                                   log_filter=getattr(logs, "log_filter", None))
+            balancing = fit_balancing_model_on_log(logs, evaluation.policy, client=client)
             evaluation = replace(evaluation, balancing_model=balancing)
-        result = evaluate_log(logs, evaluation, client=client, storage_options=opts, progress=not args.no_progress)
-    log_filter = getattr(logs, "log_filter", None)
+        result = evaluate_log(logs, evaluation, client=client, progress=not args.no_progress)
+    log_filter = logs.log_filter
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
         from dr_scale.reward.fitting import summary
@@ -186,8 +185,8 @@ def run(args) -> int:
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:
-        print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
-    elif not log_has_propensity(logs, opts):
+        print(propensity_source_line(args.propensity_model, logs, logs.has_propensity))
+    elif not logs.has_propensity:
         print("propensities: none in the log; DM reads none (the ESS and max weight columns are those of p = 1 and "
               "say nothing)")
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
@@ -235,15 +234,7 @@ def run(args) -> int:
     return 0
 
 
-def log_has_propensity(logs, opts) -> bool:
-    """Whether the log's (first) part has a propensity column."""
-    from dr_scale.logs.contract import has_propensity, list_parts
-
-    fs, paths = list_parts(logs, opts)
-    return has_propensity(fs, paths[0])
-
-
-def training_overlap_of(logs: str, policy_spec: str, parsed: dict, args, opts: dict) -> dict[str, str]:
+def training_overlap_of(logs, policy_spec: str, parsed: dict, args) -> dict[str, str]:
     """The policy and baseline files trained on partitions of ``logs`` (refused unless --allow-training-overlap);
     ``parsed`` the policies by spec."""
     from dr_scale.report.partitions import list_partitions
@@ -255,6 +246,5 @@ def training_overlap_of(logs: str, policy_spec: str, parsed: dict, args, opts: d
     policies = {name: parsed[spec] for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
     if not any(training_of(p) for p in policies.values()):
         return {}
-    _, parts = list_partitions(logs, opts)
-    return check_training_overlap(policies, parts, allow=args.allow_training_overlap,
-                                  read=getattr(logs, "log_filter", None))
+    _, parts = list_partitions(logs)
+    return check_training_overlap(policies, parts, allow=args.allow_training_overlap, read=logs.log_filter)

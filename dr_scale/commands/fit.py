@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from dr_scale.commands.common import (
     add_filter_options,
     add_storage_option,
     check_fit_limits,
-    filtered_log,
+    opened_log,
     record_log_filter,
     storage_options,
     warnings_as_lines,
@@ -23,6 +24,9 @@ from dr_scale.core.errors import check_output_file
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import Folds, option
 from dr_scale.outofcore.compute import dask_session
+
+if TYPE_CHECKING:
+    from dr_scale.logs.opened import OpenedLog
 
 
 def add_parser(sub) -> None:
@@ -184,11 +188,11 @@ def run(args) -> int:
     return fit_and_write(args, logs, opts, fit_settings(args), fit_from_args, summary)
 
 
-def log_and_output(args) -> tuple[dict, str]:
-    """The storage options and the log (with the rows options' filter) of a command that writes ``--out``, whose
+def log_and_output(args) -> tuple[dict, OpenedLog]:
+    """The storage options and the log (opened with the rows options' filter) of a command that writes ``--out``, whose
     file is checked before the work, not after it."""
     opts = storage_options(args.storage_options)
-    logs = filtered_log(args, args.logs)
+    logs = opened_log(args, args.logs, opts)
     check_output_file(args.out, *url_to_fs(args.out, opts))
     return opts, logs
 
@@ -197,7 +201,7 @@ def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> i
     """``fit`` and ``fit-propensity``: the fit's size checked (:func:`check_fit_limits`) before the work, the model
     fitted by ``fit_from_args(args, logs, client, opts, settings)`` in the options' Dask session, written to
     ``--out``, and ``summary(model)`` printed."""
-    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
                      n_actions=settings.n_actions)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, logs, client, opts, settings)

@@ -9,7 +9,8 @@ from dr_scale.commands.common import (
     add_filter_options,
     add_storage_option,
     check_fit_limits,
-    filtered_log,
+    opened_log,
+    record_log_filter,
     storage_options,
     warnings_as_lines,
 )
@@ -76,7 +77,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     opts = storage_options(args.storage_options)
-    logs = filtered_log(args, args.logs)
+    logs = opened_log(args, args.logs, opts)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
     from dr_scale.commands.fit_propensity import (
         check_propensity_options,
@@ -103,7 +104,7 @@ def run(args) -> int:
                              n_actions=args.n_actions, allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
-        check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features,
+        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
     p_settings = None
@@ -113,7 +114,7 @@ def run(args) -> int:
 
         p_settings = FitSettings(folds=args.folds or DEFAULT_PROPENSITY_FOLDS, n_features=args.n_features,
                                  n_actions=args.n_actions)
-        check_fit_limits(logs, opts, folds=p_settings.folds, n_features=p_settings.n_features,
+        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features,
                          n_actions=p_settings.n_actions)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
@@ -125,12 +126,8 @@ def run(args) -> int:
                               allow_other_log=args.allow_other_log,
                               propensity_model=propensity, propensity_floor=args.propensity_floor)
     if propensity is not None:
-        from dr_scale.commands.evaluate import log_has_propensity
-
-        print(propensity_source_line(args.propensity_model, logs, log_has_propensity(logs, opts)))
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter:
-        policy.metadata["log_filter"] = log_filter.to_dict()  # the rows it was learned on
+        print(propensity_source_line(args.propensity_model, logs, logs.has_propensity))
+    record_log_filter(policy, logs)  # the rows it was learned on
     from dr_scale.report.training import TRAINING, training_record  # what it was trained on: evaluate/report check it
 
     policy.metadata[TRAINING] = training_record(logs, opts, folds=settings.folds if fits_model else None)
@@ -168,9 +165,7 @@ def _run_scorer(args, logs, opts) -> int:
                                        storage_options=opts, client=client, folds=args.folds, spill=args.spill,
                                        progress=not args.no_progress, allow_other_log=args.allow_other_log)
         passes.append(policy.metadata["passes"])
-    log_filter = getattr(logs, "log_filter", None)
-    if log_filter:
-        policy.metadata["log_filter"] = log_filter.to_dict()
+    record_log_filter(policy, logs)
     policy.metadata[TRAINING] = training_record(logs, opts, folds=args.folds)
     policy.save(args.out, opts)
     meta = policy.metadata

@@ -13,7 +13,7 @@ from dr_scale.commands.common import (
     add_filter_options,
     add_storage_option,
     check_fit_limits,
-    filtered_log,
+    opened_log,
     storage_options,
 )
 from dr_scale.outofcore.compute import dask_session
@@ -66,7 +66,7 @@ def _with_estimated_propensities(args, logs, policies, client, opts):
     from dr_scale.commands.fit_propensity import fit_propensity_from_args, propensity_settings
 
     settings = propensity_settings(args)
-    check_fit_limits(logs, opts, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
     model = fit_propensity_from_args(args, logs, client, opts, settings)
     path = posixpath.join(args.out.rstrip("/"), PROPENSITY_FILE)
     model.save(path, opts or None)
@@ -95,7 +95,7 @@ def run(args) -> int:
     from dr_scale.report.policies_file import load_policies
 
     opts = storage_options(args.storage_options)
-    logs = filtered_log(args, args.logs)
+    logs = opened_log(args, args.logs, opts)
     check_propensity_options(args)
     if model_options_given(args) and not args.estimate_propensity:
         raise UserError(f"{', '.join(model_options_given(args))} fit(s) the propensity model of "

@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.learning.impute import METHODS, impute_rewards
-from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
+from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -282,18 +282,18 @@ def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *,
 
 
 # -- the entry point --------------------------------------------------------------------
-def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
-    """(d, k): from the log's metadata, else as given, else from the reward model; a clear error otherwise."""
-    meta = log_metadata(fs, paths[0])
+def log_shape(logs: OpenedLog, n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
+    """(d, k) by the log's rule (:meth:`~dr_scale.logs.opened.OpenedLog.dimensions`: as given, else the log's
+    metadata, else the reward model's); a given d or k the log's metadata contradicts, or none at all, is an error."""
+    meta, first = logs.metadata, logs.paths[0]
     for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
         if given is not None and meta.get(key, given) != given:
-            raise ValueError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
+            raise ValueError(f"{first}: the log's {what} number {meta[key]} (its metadata) differs from the "
                              f"given {given}")
-    d = meta.get("n_features") or n_features or getattr(reward_model, "n_features", None)
-    k = meta.get("n_actions") or n_actions or getattr(reward_model, "n_actions", None)
+    d, k = logs.dimensions(n_features, n_actions, (reward_model,))
     if d is None or k is None:
         missing = "n_features (d)" if d is None else "n_actions (k)"
-        raise ValueError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
+        raise ValueError(f"{first}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
     if reward_model is not None and (reward_model.n_features, reward_model.n_actions) != (d, k):
         raise ValueError(f"the reward model has {reward_model.n_features} features and {reward_model.n_actions} "
                          f"actions, the log {d} and {k}")
@@ -418,8 +418,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
 
     Parameters
     ----------
-    logs : str
-        The log: a Parquet file, a folder of parts or any fsspec URL (``LogFilter(...).on(url)``: its rows only).
+    logs : str or OpenedLog
+        The log: a Parquet file, a folder of parts or any fsspec URL, or the log opened with its storage options and
+        filter (:func:`~dr_scale.logs.opened.open_log`; ``log_filter=``: its rows only).
     settings : LearnSettings or None
         How to learn (default ``LearnSettings()``).
     reward_model : LinearRewardModel, str or None
@@ -459,12 +460,12 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     Learn on the keyed split's training rows, then evaluate on its test rows against the uniform policy:
 
     >>> import tempfile
-    >>> from dr_scale import Evaluation, LogFilter, evaluate_log
+    >>> from dr_scale import Evaluation, LogFilter, evaluate_log, open_log
     >>> from dr_scale.synthetic.bandit import generate_bandit
     >>> folder = tempfile.TemporaryDirectory()
     >>> logs = folder.name + "/log"
     >>> _ = generate_bandit(logs, rows=2000, features=100, actions=3)  # a generated 2,000-row log
-    >>> policy = learn_policy(LogFilter(split="train").on(logs))
+    >>> policy = learn_policy(open_log(logs, log_filter=LogFilter(split="train")))
     >>> policy.metadata["method"], policy.metadata["rows"], round(policy.metadata["lam"], 2)
     ('dr', 1594, 477.28)
     >>> result = evaluate_log(logs, Evaluation(policy, ["IPS"], baseline="uniform"),
@@ -484,13 +485,14 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     method, learner, lam, folds, seed = settings.method, settings.learner, settings.lam, settings.folds, settings.seed
     rtol, max_iter = settings.rtol, settings.max_iter
     stages = stages or Stages(progress)
-    fs, paths = list_parts(logs, storage_options)
+    logs = open_log(logs, storage_options)
+    fs, paths = logs.listing()
     model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
         from dr_scale.reward.models import LinearRewardModel
 
         reward_model = LinearRewardModel.load(reward_model, storage_options)
-    d, k = log_shape(fs, paths, settings.n_features, settings.n_actions, reward_model)
+    d, k = log_shape(logs, settings.n_features, settings.n_actions, reward_model)
     crossfit = method != "ips" and reward_model is None
     with stages.stage("read", f"{len(paths)} part(s)") as passes:
         parts = PartSet.build(read_grouped_part, [(fs, p, d, k, folds if crossfit else None, seed) for p in paths],
@@ -500,11 +502,10 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
     if method != "ips" and not allow_other_log and checks_fitted_log(reward_model):
         extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
-        check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name,
-                         getattr(logs, "log_filter", None))
+        check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name, logs.log_filter)
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
-    vocabulary = action_vocabulary(logs, storage_options)
+    vocabulary = logs.vocabulary
     check_model_actions(reward_model, vocabulary, model_name)
     if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
         meta["actions"] = vocabulary

@@ -254,8 +254,9 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
 
     Parameters
     ----------
-    logs : str
-        The log (any fsspec URL; ``LogFilter(...).on(url)``: its rows only), with ``_actions.parquet``.
+    logs : str or OpenedLog
+        The log (any fsspec URL, or opened with its filter, :func:`~dr_scale.logs.opened.open_log`: its rows only),
+        with ``_actions.parquet``.
     method, lam, model_lam, top_k, max_iter
         As :func:`learn_item_scorer`'s.
     reward_model : SharedRidgeRewardModel, str or None
@@ -283,7 +284,7 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     ItemScorerPolicy
     """
     from dr_scale.io.cache import spill_root
-    from dr_scale.logs.contract import log_metadata
+    from dr_scale.logs.opened import open_log
     from dr_scale.logs.parts import read_grouped_parts
     from dr_scale.outofcore.compute import check_client
     from dr_scale.outofcore.passes import spill_folder
@@ -292,6 +293,7 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     from dr_scale.reward.shared import check_model_catalogue, fit_shared_on_parts, log_and_catalogue
 
     check_client(client)
+    logs = open_log(logs, storage_options)
     fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a scorer over the items' features needs one")
     name = "the reward model"
     if isinstance(reward_model, str):
@@ -304,14 +306,14 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     given = reward_model is not None
     group_folds = (reward_model.folds or None) if given else settings.folds
     seed = reward_model.fold_seed if given else settings.seed
-    d, k = n_features or log_metadata(fs, paths[0]).get("n_features"), catalogue.n_actions
+    d, k = logs.dimensions(n_features, catalogue.n_actions)
     F = catalogue.features.toarray()
     with spill_folder(spill, client, disk=spill_root()) as folder:
         parts, extent, d, k, _ = read_grouped_parts(fs, paths, d, k, group_folds, seed, client=client,
                                                     progress=progress, folder=folder, logs=str(logs))
         if given and not allow_other_log:
             check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", name,
-                             getattr(logs, "log_filter", None), refit="dr-scale fit --model shared-ridge --folds K")
+                             logs.log_filter, refit="dr-scale fit --model shared-ridge --folds K")
         if method != "ips" and not given:
             reward_model = fit_shared_on_parts(parts, extent.n, d, F, settings, progress=progress, name=str(logs))
         policy = learn_scorer_on_parts(parts, d, F, method=method, reward_model=reward_model, lam=lam, rtol=rtol,

@@ -30,6 +30,7 @@ atomically, so nothing is written on failure.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import posixpath
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import MANIFEST, MARKER, atomic_open, incomplete_folder, url_to_fs
-from dr_scale.logs.filters import LogFilter, filter_of, log_root, part_paths, partition_date
+from dr_scale.logs.filters import LogFilter, log_root, part_paths, partition_date, unpacked
 
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
 #: The column a log may lack: the logging probabilities (estimated then from the log, docs/propensities.md).
@@ -171,20 +172,60 @@ class Partition:
 
 
 # -- listing -------------------------------------------------------------------
+class ListedLog(abc.ABC):
+    """A log whose part files are listed, and whose footers, schema, vocabulary and catalogue are read, once
+    (:class:`dr_scale.logs.opened.OpenedLog`): the functions below that take a log's URL return its cached
+    facts when given one."""
+
+    @abc.abstractmethod
+    def listing(self) -> tuple[object, list]:
+        """(the filesystem, the part files as :func:`list_parts` returns them)."""
+
+    @property
+    @abc.abstractmethod
+    def metadata(self) -> dict[str, int]:
+        """:func:`log_metadata` of the first part."""
+
+    @property
+    @abc.abstractmethod
+    def has_propensity(self) -> bool:
+        """:func:`has_propensity` of the first part."""
+
+    @property
+    @abc.abstractmethod
+    def footprint(self) -> Footprint:
+        """:func:`log_footprint`."""
+
+    @property
+    @abc.abstractmethod
+    def vocabulary(self) -> list | None:
+        """:func:`action_vocabulary`."""
+
+    @property
+    @abc.abstractmethod
+    def catalogue(self) -> Catalogue | None:
+        """:func:`read_catalogue`."""
+
+
 def _parquet_files(fs, folder: str) -> list[str]:
     return sorted(p for p in fs.find(folder) if p.endswith(".parquet"))
 
 
-def list_parts(url: str, storage_options: dict | None = None,
-               log_filter: LogFilter | None = None) -> tuple[object, list[str]]:
+def list_parts(url, storage_options: dict | None = None,
+               log_filter: LogFilter | None = None) -> tuple[object, list]:
     """The filesystem and the sorted Parquet part files under ``url`` (file, folder or glob).
 
     A glob may match folders too (``logs/date=2026-11-0[1-5]``): their Parquet files count.
-    ``log_filter`` (else the one ``url`` carries, :class:`~dr_scale.logs.filters.FilteredLog`)
-    keeps the parts of its days; with a split, each path carries the filter, so that
-    :func:`read_partition` keeps the split's rows.
+    ``log_filter`` keeps the parts of its days; with a split, each part is a
+    :class:`~dr_scale.logs.filters.PartFile` carrying the filter, so that :func:`read_partition` keeps the
+    split's rows. An opened log (:class:`ListedLog`) gives its listing, made once, with its own filter.
     """
-    log_filter = filter_of(url, log_filter)
+    if isinstance(url, ListedLog):
+        if log_filter is not None:
+            raise ParameterError("`log_filter`: an opened log carries its own filter (open_log(url, log_filter=…))")
+        return url.listing()
+    if log_filter is not None and not isinstance(log_filter, LogFilter):
+        raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
     fs, path = url_to_fs(url, storage_options)
     if any(ch in path for ch in "*?["):
         paths = [p for match in sorted(fs.glob(path))
@@ -239,24 +280,38 @@ def _unreadable(fs, path: str, exc: Exception) -> LogDataError:
     return LogDataError(path, None, f"unreadable Parquet file ({type(exc).__name__}: {exc})")
 
 
-def log_metadata(fs, path: str) -> dict[str, int]:
-    """``n_features`` and ``n_actions`` from a part file's schema metadata, where present."""
-    return _schema_facts(fs, path)[0]
+def log_metadata(fs, path=None) -> dict[str, int]:
+    """``n_features`` and ``n_actions`` from a part file's schema metadata, where present; of an opened log
+    (:class:`ListedLog`, given alone), its first part's, read once."""
+    if isinstance(fs, ListedLog):
+        return fs.metadata
+    return schema_facts(read_footer(fs, path))[0]
 
 
-def has_propensity(fs, path: str) -> bool:
+def has_propensity(fs, path=None) -> bool:
     """Whether the part file at ``path`` has the ``propensity`` column (the logging probabilities were logged);
-    true also for a file that lacks other columns of the contract, which the reader refuses for those."""
-    return _schema_facts(fs, path)[1]
+    true also for a file that lacks other columns of the contract, which the reader refuses for those. Of an
+    opened log (:class:`ListedLog`, given alone), its first part's, read once."""
+    if isinstance(fs, ListedLog):
+        return fs.has_propensity
+    return schema_facts(read_footer(fs, path))[1]
 
 
-def _schema_facts(fs, path: str) -> tuple[dict[str, int], bool]:
+def read_footer(fs, path) -> pq.FileMetaData:
+    """The Parquet footer of the part file at ``path`` (one read of the file's tail, no data); an unreadable
+    file is a :class:`LogDataError` naming it."""
+    path = str(path)
     try:
         with fs.open(path, "rb") as f:
-            schema = pq.read_schema(f)
+            return pq.ParquetFile(f).metadata
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
         raise _unreadable(fs, path, exc) from exc
-    meta, names = schema.metadata or {}, schema.names
+
+
+def schema_facts(footer: pq.FileMetaData) -> tuple[dict[str, int], bool]:
+    """(``n_features`` and ``n_actions`` of the dr_scale schema metadata where present, whether the file has
+    the ``propensity`` column or is not a log of the contract at all) of a part file's footer."""
+    meta, names = footer.metadata or {}, footer.schema.to_arrow_schema().names
     out = {}
     if META_FEATURES in meta:
         out["n_features"] = int(meta[META_FEATURES])
@@ -270,15 +325,17 @@ def _schema_facts(fs, path: str) -> tuple[dict[str, int], bool]:
 SPEC_FILE = "_dr_scale_spec.json"
 
 
-def action_vocabulary(url: str, storage_options: dict | None = None) -> list | None:
+def action_vocabulary(url, storage_options: dict | None = None) -> list | None:
     """The action values of the log at ``url`` in id order (``action.values`` of :data:`SPEC_FILE` at the
     log's root, :func:`~dr_scale.logs.filters.log_root`, as ``dr-scale import`` writes it), or None when the
-    log has no vocabulary.
+    log has no vocabulary; of an opened log (:class:`ListedLog`), read once.
 
     A vocabulary that is not a list of distinct values is a :class:`LogDataError` naming the file.
     """
     import json
 
+    if isinstance(url, ListedLog):
+        return url.vocabulary
     fs, path = url_to_fs(url, storage_options)
     root = log_root(path)
     if fs.isfile(root):  # one part file, or a file that is no log (the reader says so)
@@ -315,20 +372,20 @@ class Footprint:
     metadata: dict
 
 
-def log_footprint(url: str, storage_options: dict | None = None) -> Footprint:
-    """The :class:`Footprint` of the log at ``url``, from its part files' footers (no data read)."""
+def log_footprint(url, storage_options: dict | None = None) -> Footprint:
+    """The :class:`Footprint` of the log at ``url``, from its part files' footers (no data read); of an opened
+    log (:class:`ListedLog`), its footers read once."""
+    if isinstance(url, ListedLog):
+        return url.footprint
     fs, paths = list_parts(url, storage_options)
-    rows, maxima, meta = 0, {"features": [], "action": []}, {}
-    for i, path in enumerate(paths):
-        try:
-            with fs.open(path, "rb") as f:
-                footer = pq.ParquetFile(f).metadata
-        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-            raise LogDataError(path, None, f"unreadable Parquet file ({exc})") from exc
-        if i == 0:
-            raw = footer.metadata or {}
-            meta = {name: int(raw[key]) for key, name in ((META_FEATURES, "n_features"), (META_ACTIONS, "n_actions"))
-                    if key in raw}
+    return footprint_of([read_footer(fs, p) for p in paths])
+
+
+def footprint_of(footers: list[pq.FileMetaData]) -> Footprint:
+    """The :class:`Footprint` of the part files of these footers (the metadata: the first part's)."""
+    rows, maxima = 0, {"features": [], "action": []}
+    meta = schema_facts(footers[0])[0] if footers else {}
+    for footer in footers:
         rows += footer.num_rows
         for g in range(footer.num_row_groups):
             group = footer.row_group(g)
@@ -530,9 +587,11 @@ def partition_from_table(
 ) -> Partition:
     """Validate a table against the contract and convert it to a :class:`Partition`.
 
-    ``log_filter`` keeps the rows of its split (:mod:`dr_scale.logs.filters`), and of its days by
-    the table's ``date`` column where it has one, before the rows are validated.
+    ``log_filter`` (else the one a :class:`~dr_scale.logs.filters.PartFile` ``source`` carries) keeps the rows
+    of its split (:mod:`dr_scale.logs.filters`), and of its days by the table's ``date`` column where it has
+    one, before the rows are validated.
     """
+    source, log_filter = unpacked(source, log_filter)
     if log_filter:
         table = filter_table(table, source, log_filter)
     _check_type(table, source, "row_id", pa.types.is_integer, "int64")
@@ -622,8 +681,10 @@ def filter_table(table: pa.Table, source: str, log_filter: LogFilter) -> pa.Tabl
 def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[str, ...] = ()) -> pa.Table:
     """Read one Parquet part: ``columns`` (all if None) plus those of ``optional`` present.
 
-    An unreadable file or a missing column is a :class:`LogDataError`.
+    An unreadable file or a missing column is a :class:`LogDataError`. ``path`` may be a
+    :class:`~dr_scale.logs.filters.PartFile` (its filter is the reader's to apply).
     """
+    path = str(path)
     try:
         with fs.open(path, "rb") as f:
             pf = pq.ParquetFile(f)
@@ -656,9 +717,10 @@ def read_partition(
 ) -> Partition:
     """Read and validate one part file of a logged data set.
 
-    ``log_filter`` (else the one ``path`` carries, from :func:`list_parts`) keeps its split's rows.
+    ``log_filter`` (else the one a :class:`~dr_scale.logs.filters.PartFile` ``path`` carries, from
+    :func:`list_parts`) keeps its split's rows.
     """
-    log_filter = filter_of(path, log_filter)
+    path, log_filter = unpacked(path, log_filter)
     columns = [c for c in REQUIRED_COLUMNS if (with_features or c != "features") and c != PROPENSITY]
     columns += [c for c in extra_columns if c not in columns]
     optional = ("values", PROPENSITY) if with_features else (PROPENSITY,)
@@ -672,7 +734,7 @@ def read_partition(
     return partition_from_table(table, path, n_features, n_actions, with_features, log_filter)
 
 
-def read_log(url: str, storage_options: dict | None = None, *, log_filter: LogFilter | None = None,
+def read_log(url, storage_options: dict | None = None, *, log_filter: LogFilter | None = None,
              **kwargs) -> list[Partition]:
     """All partitions of a (small) logged data set, in memory, each validated against the contract.
 
@@ -681,8 +743,9 @@ def read_log(url: str, storage_options: dict | None = None, *, log_filter: LogFi
 
     Parameters
     ----------
-    url : str
-        The log: a Parquet file, a folder of parts, or any fsspec URL of them.
+    url : str or OpenedLog
+        The log: a Parquet file, a folder of parts, or any fsspec URL of them, or the log opened
+        (:func:`~dr_scale.logs.opened.open_log`, with its filter).
     storage_options : dict or None
         fsspec's options for ``url`` (credentials, endpoint).
     log_filter : LogFilter or None
@@ -1157,13 +1220,13 @@ def _max_feature(table: pa.Table) -> int:
     return int(pc.max(flat).as_py()) if len(flat) else -1
 
 
-def read_catalogue(url: str, storage_options: dict | None = None) -> Catalogue | None:
+def read_catalogue(url, storage_options: dict | None = None) -> Catalogue | None:
     """The action catalogue of the log at ``url`` (:data:`CATALOGUE_FILE` at its root), or None without one.
 
     Parameters
     ----------
-    url : str
-        The log (any fsspec URL), a part file of it or its root folder.
+    url : str or OpenedLog
+        The log (any fsspec URL), a part file of it or its root folder; an opened log's catalogue is read once.
     storage_options : dict, optional
         fsspec's options for ``url``.
 
@@ -1181,6 +1244,8 @@ def read_catalogue(url: str, storage_options: dict | None = None) -> Catalogue |
     >>> again.n_actions, again.n_categories, again.embedding.tolist()
     (3, 2, [0, 1, 1])
     """
+    if isinstance(url, ListedLog):
+        return url.catalogue
     fs, path = url_to_fs(url, storage_options)
     root = log_root(path)
     if fs.isfile(root):

@@ -22,8 +22,8 @@ disjoint and together the whole log. Cross-fitting folds and held-out rows use o
 purpose strings ("cross-fit fold", "lambda holdout"), so they are drawn independently of
 the split: ``learn --split train`` cross-fits within the train rows as it would on any log.
 
-A filter travels with a log's URL: :meth:`LogFilter.on` gives a :class:`FilteredLog`, a
-``str`` (the URL) that carries the filter, which every function taking a log URL accepts.
+A filter travels with an opened log (:func:`dr_scale.logs.opened.open_log`), which every function taking a
+log accepts; a per-part task carries it beside the part's path (:class:`PartFile`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import datetime
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -163,8 +164,6 @@ class LogFilter:
     >>> f = LogFilter(days="2019-11-24:2019-11-28", split="test", test_fraction=0.25)
     >>> str(f)
     'days 2019-11-24:2019-11-28, test rows (u(row_id) < 0.25, split seed 0)'
-    >>> f.on("logs/").log_filter == f
-    True
     """
 
     days: DayRange | str | None = None
@@ -215,10 +214,6 @@ class LogFilter:
         test = in_test(row_id, self.test_fraction, self.split_seed)
         return test if self.split == "test" else ~test
 
-    def on(self, url: str) -> FilteredLog:
-        """The log at ``url`` with this filter, as a URL every reader accepts."""
-        return FilteredLog(url, self)
-
     def other_half_of(self, recorded: dict | None) -> bool:
         """Whether these rows are the other half of the keyed split ``recorded`` (a filter's :meth:`to_dict`,
         as a model or policy records the rows it was fitted on): the same ``test_fraction`` and ``split_seed``,
@@ -253,53 +248,36 @@ class LogFilter:
         return ", ".join(words) or "every row"
 
 
-class FilteredLog(str):
-    """A log's URL carrying a :class:`LogFilter` (``log_filter``): the URL as a ``str``, so any function
-    taking a log URL takes it, and the readers of the contract apply the filter."""
+class PartFile(NamedTuple):
+    """One part file's ``path`` and the ``log_filter`` of the rows to read from it: what a per-part task carries
+    when the filter selects rows within parts (its split), so that the readers of the contract keep them."""
 
+    path: str
     log_filter: LogFilter
 
-    def __new__(cls, url: str, log_filter: LogFilter):
-        self = super().__new__(cls, url)
-        self.log_filter = log_filter
-        return self
+    def __str__(self) -> str:
+        return self.path
 
-    def __reduce__(self):
-        return FilteredLog, (str.__str__(self), self.log_filter)
-
-    def __repr__(self) -> str:
-        return f"FilteredLog({str.__repr__(self)}, {self.log_filter!r})"
+    def __fspath__(self) -> str:
+        return self.path
 
 
-class FilteredPart(str):
-    """A part file's path carrying the filter of the rows to read from it (the split)."""
-
-    log_filter: LogFilter
-
-    def __new__(cls, path: str, log_filter: LogFilter):
-        self = super().__new__(cls, path)
-        self.log_filter = log_filter
-        return self
-
-    def __reduce__(self):
-        return FilteredPart, (str.__str__(self), self.log_filter)
-
-
-def filter_of(url, given: LogFilter | None = None) -> LogFilter | None:
-    """The filter given, else the one ``url`` carries (a :class:`FilteredLog` or :class:`FilteredPart`), else None."""
-    if given is not None:
-        if not isinstance(given, LogFilter):
-            raise ParameterError(f"`log_filter` must be a LogFilter, got {type(given).__name__}")
-        return given
-    return getattr(url, "log_filter", None)
-
-
-def part_paths(url: str, paths: list[str], log_filter: LogFilter | None) -> list[str]:
-    """The paths of the chosen days, each carrying the filter when it selects rows within parts."""
+def part_paths(url: str, paths: list[str], log_filter: LogFilter | None) -> list:
+    """The paths of the chosen days; each a :class:`PartFile` carrying the filter when it selects rows within
+    parts."""
     if not log_filter:
         return paths
     paths = log_filter.select_parts(url, paths)
-    return [FilteredPart(p, log_filter) for p in paths] if log_filter.selects_rows else list(paths)
+    return [PartFile(p, log_filter) for p in paths] if log_filter.selects_rows else list(paths)
+
+
+def unpacked(path, log_filter: LogFilter | None = None) -> tuple[str, LogFilter | None]:
+    """(the path, the filter) of a part: ``log_filter`` where given, else the one a :class:`PartFile` carries."""
+    if isinstance(path, PartFile):
+        return path.path, log_filter if log_filter is not None else path.log_filter
+    if log_filter is not None and not isinstance(log_filter, LogFilter):
+        raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
+    return path, log_filter
 
 
 def log_root(url_path: str) -> str:

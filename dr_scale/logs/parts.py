@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.cache import spill_root
-from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
+from dr_scale.logs.opened import open_log
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.compute import check_client
 from dr_scale.outofcore.passes import Held, PartSet, given, spill_folder
@@ -216,8 +217,8 @@ def fit_log(logs: str, settings: FitSettings | None, fit, *, client=None, storag
         raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
                              f"{type(settings).__name__} {settings!r:.80}")
     check_client(client)
-    fs, paths = list_parts(logs, storage_options)
-    meta = log_metadata(fs, paths[0])
+    logs = open_log(logs, storage_options)
+    (fs, paths), meta = logs.listing(), logs.metadata
     n_features = settings.n_features or meta.get("n_features")
     n_actions = settings.n_actions or meta.get("n_actions")
     stages = Stages(progress)

@@ -26,7 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.logs.contract import Partition, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import Partition, read_partition
+from dr_scale.logs.opened import open_log
 from dr_scale.logs.parts import fold_of
 from dr_scale.outofcore import glm
 from dr_scale.policies import Policy, parse_policy
@@ -138,10 +139,11 @@ def fit_balancing_model(parts, policy: Policy | str, n_actions: int, n_features:
                           bool(fit.converged.all()))
 
 
-def fit_balancing_model_on_log(logs: str, policy: Policy | str, *, folds: int = 2, lam: float = 1.0, seed: int = 0,
+def fit_balancing_model_on_log(logs, policy: Policy | str, *, folds: int = 2, lam: float = 1.0, seed: int = 0,
                                storage_options: dict | None = None, client=None, log_filter=None,
                                **settings) -> BalancingModel:
-    """:func:`fit_balancing_model` on the Parquet log at ``logs`` (k and d from its metadata): each pass's task
+    """:func:`fit_balancing_model` on the Parquet log ``logs`` (a URL or an opened log; d and k by the log's rule,
+    :meth:`~dr_scale.logs.opened.OpenedLog.dimensions`): each pass's task
     reads its part, so memory is one part per task. ``Evaluation(balancing_model=…)`` then gives BIPW these
     weights in place of the ``importance_weight`` column.
 
@@ -154,9 +156,9 @@ def fit_balancing_model_on_log(logs: str, policy: Policy | str, *, folds: int = 
     ((2, 50, 3), True)
     """
     policy = parse_policy(policy, storage_options)
-    fs, paths = list_parts(logs, storage_options, log_filter)
-    meta = log_metadata(fs, paths[0])
-    k, d = meta.get("n_actions") or policy.n_actions, meta.get("n_features")
+    logs = open_log(logs, storage_options, log_filter)
+    fs, paths = logs.listing()
+    d, k = logs.dimensions(fitted=(policy,))
     if k is None or d is None:
         raise ParameterError(f"`logs` {logs}: its metadata has no dr_scale.n_actions / dr_scale.n_features; write "
                              "it with dr_scale.write_log")

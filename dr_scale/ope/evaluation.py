@@ -29,18 +29,14 @@ from dr_scale.logs.contract import (
     Catalogue,
     LogDataError,
     Partition,
-    action_vocabulary,
-    has_propensity,
-    list_parts,
-    log_metadata,
     numeric_values,
     partition_from_table,
     propensity_fault,
-    read_catalogue,
     read_partition,
     table_from_pandas,
 )
-from dr_scale.logs.filters import LogFilter, filter_of
+from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import (
     Difference,
@@ -846,15 +842,15 @@ def _check_evaluation(evaluation) -> None:
                              f"{type(evaluation).__name__} {evaluation!r:.60}")
 
 
-def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list | None = None,
-                      meta: dict | None = None) -> Evaluation:
-    """A copy of ``evaluation`` with n_features / n_actions from the log's schema metadata where not given, and its
-    policies' actions named by value resolved by the log's vocabulary ``actions`` (which also gives k)."""
-    meta = dict(log_metadata(fs, first_path) if meta is None else meta)
+def with_log_defaults(evaluation: Evaluation, logs: OpenedLog) -> Evaluation:
+    """A copy of ``evaluation`` with its d and k by the log's rule (:meth:`~dr_scale.logs.opened.OpenedLog.dimensions`:
+    as given, else the log's metadata or vocabulary, else its reward or propensity model's), and its policies'
+    actions named by value resolved by the log's vocabulary; a model or policy of another log's d or k is refused."""
+    actions, meta, first_path = logs.vocabulary, logs.metadata, logs.paths[0]
+    if actions is not None and meta.get("n_actions", len(actions)) != len(actions):
+        raise LogDataError(first_path, "action", f"the log's metadata says {meta['n_actions']} actions, its "
+                                                 f"vocabulary ({SPEC_FILE}) lists {len(actions)}")
     if actions is not None:
-        if meta.get("n_actions", len(actions)) != len(actions):
-            raise LogDataError(first_path, "action", f"the log's metadata says {meta['n_actions']} actions, its "
-                                                     f"vocabulary ({SPEC_FILE}) lists {len(actions)}")
         meta["n_actions"] = len(actions)
     evaluation = replace(evaluation, policy=evaluation.policy.resolve(actions),
                          baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
@@ -877,55 +873,48 @@ def with_log_defaults(evaluation: Evaluation, fs, first_path: str, actions: list
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
-    n_features = evaluation.n_features
-    if n_features is None:
-        n_features = meta.get("n_features", getattr(model, "n_features", None) or getattr(propensity, "n_features",
-                                                                                          None))
-    n_actions = evaluation.n_actions if evaluation.n_actions is not None else meta.get("n_actions")
+    n_features, n_actions = logs.dimensions(evaluation.n_features, evaluation.n_actions, (model, propensity))
     filled = replace(evaluation, n_features=n_features, n_actions=n_actions)
     filled.k_source = (evaluation.k_source if evaluation.n_actions is not None
                        else f"the log's metadata ({first_path})" if n_actions else None)
     return filled
 
 
-def log_states(url: str, evaluation: Evaluation | Comparison, storage_options: dict | None = None,
+def log_states(logs, evaluation: Evaluation | Comparison, storage_options: dict | None = None,
                log_filter: LogFilter | None = None) -> db.Bag:
-    """A bag with one state per Parquet part of the log at ``url`` (:class:`PolicyState`, or a
-    :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
-    return _log_states(url, evaluation, storage_options, log_filter)[1]
+    """A bag with one state per Parquet part of the log ``logs`` (a URL or an opened log, :func:`open_log`)
+    (:class:`PolicyState`, or a :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
+    return _log_states(open_log(logs, storage_options, log_filter), evaluation)[1]
 
 
-def _log_states(url, evaluation, storage_options, log_filter):
+def _log_states(logs: OpenedLog, evaluation):
     """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
-    fs, paths = list_parts(url, storage_options, log_filter)
-    actions = action_vocabulary(url, storage_options)
-    meta = log_metadata(fs, paths[0])
-    evaluation = evaluation.with_log_defaults(fs, paths[0], actions, meta) if isinstance(evaluation, Comparison) \
-        else with_log_defaults(evaluation, fs, paths[0], actions, meta)
-    evaluation = _on_other_half(evaluation, filter_of(url, log_filter))
-    if not has_propensity(fs, paths[0]):
+    evaluation = evaluation.with_log_defaults(logs) if isinstance(evaluation, Comparison) \
+        else with_log_defaults(evaluation, logs)
+    evaluation = _on_other_half(evaluation, logs.log_filter)
+    if not logs.has_propensity:
         for e in (evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation]):
             if e.propensity_model is None and e.needs_propensity:
-                raise e.missing_propensity(str(url))
-    evaluation = _with_catalogue(evaluation, url, storage_options)
+                raise e.missing_propensity(str(logs))
+    evaluation = _with_catalogue(evaluation, logs)
     from dr_scale.reward.shared import check_log_catalogue
 
     check_log_catalogue([(e.reward_model, e._model_name()) for e in (
-        evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], url, storage_options)
-    return evaluation, db.from_sequence(paths, npartitions=len(paths)).map(lambda p: evaluation.file_state(fs, p))
+        evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], logs)
+    fs, parts = logs.listing()
+    return evaluation, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: evaluation.file_state(fs, p))
 
 
-def _with_catalogue(evaluation, url: str, storage_options: dict | None):
+def _with_catalogue(evaluation, logs: OpenedLog):
     """``evaluation`` with the log's action catalogue where a marginalized estimator needs it and none was given."""
     if isinstance(evaluation, Comparison):
         if not any(e.needs_embedding and e.catalogue is None for e in evaluation.evaluations.values()):
             return evaluation
-        catalogue = read_catalogue(url, storage_options)
-        return Comparison({n: e if e.catalogue is not None else replace(e, catalogue=catalogue)
+        return Comparison({n: e if e.catalogue is not None else replace(e, catalogue=logs.catalogue)
                            for n, e in evaluation.evaluations.items()}, evaluation.baseline)
     if not evaluation.needs_embedding or evaluation.catalogue is not None:
         return evaluation
-    return replace(evaluation, catalogue=read_catalogue(url, storage_options))
+    return replace(evaluation, catalogue=logs.catalogue)
 
 
 def _on_other_half(evaluation, read: LogFilter | None):
@@ -942,7 +931,7 @@ def _on_other_half(evaluation, read: LogFilter | None):
     return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
 
 
-def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client=None,
+def evaluate_log(logs, evaluation: Evaluation | Comparison | dict, *, client=None,
                  storage_options: dict | None = None, progress: bool = False,
                  log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
     """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
@@ -952,15 +941,16 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
 
     Parameters
     ----------
-    url : str
-        The log (any fsspec URL; a :class:`~dr_scale.logs.filters.FilteredLog` carries its filter).
+    logs : str or OpenedLog
+        The log (any fsspec URL), or the log opened with its storage options and filter
+        (:func:`~dr_scale.logs.opened.open_log`).
     evaluation : Evaluation, Comparison or dict of Evaluation
         One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``: each part is
         read once for all of them, and each policy is compared with the first).
     client : distributed.Client or None
         Run on this Dask cluster (default: Dask's local threaded scheduler).
     storage_options : dict or None
-        fsspec's options for ``url``.
+        fsspec's options for ``logs``.
     progress : bool
         Show the progress on stderr.
     log_filter : LogFilter, optional
@@ -985,11 +975,12 @@ def evaluate_log(url: str, evaluation: Evaluation | Comparison | dict, *, client
     >>> list(result.results), result.baseline, sorted(result.results["always 1"].differences)
     (['uniform', 'always 1'], 'uniform', ['IPS', 'SNIPS'])
     """
-    evaluation, states = _log_states(url, _checked(evaluation), storage_options, log_filter)
+    logs = open_log(logs, storage_options, log_filter)
+    evaluation, states = _log_states(logs, _checked(evaluation))
     (state,) = compute(tree_reduce(states), client=client, progress=progress)
     if state.rows == 0:
-        raise LogDataError(url, None, "the log has no rows; nothing to evaluate" if not filter_of(url, log_filter)
-                           else f"no rows of the log are selected ({filter_of(url, log_filter)}); nothing to evaluate")
+        raise LogDataError(str(logs), None, "the log has no rows; nothing to evaluate" if not logs.log_filter
+                           else f"no rows of the log are selected ({logs.log_filter}); nothing to evaluate")
     return evaluation.result(state)
 
 
@@ -1258,8 +1249,8 @@ class Comparison(PartitionSource):
         base = self.evaluations[self.baseline].policy
         return {n: e if n == self.baseline else replace(e, baseline=base) for n, e in self.evaluations.items()}
 
-    def with_log_defaults(self, fs, first_path: str, actions: list | None, meta: dict) -> Comparison:
-        filled = {n: with_log_defaults(e, fs, first_path, actions, meta) for n, e in self.evaluations.items()}
+    def with_log_defaults(self, logs: OpenedLog) -> Comparison:
+        filled = {n: with_log_defaults(e, logs) for n, e in self.evaluations.items()}
         ks = {e.n_actions for e in filled.values()}
         if len(ks) > 1:
             raise UserError(f"the policies' evaluations disagree on the number of actions k ({sorted(ks, key=str)}); "

@@ -33,7 +33,6 @@ import pyarrow as pa
 from scipy.special import logsumexp
 
 from dr_scale.logs.contract import partition_from_table, read_table
-from dr_scale.logs.filters import filter_of
 from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
 from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
@@ -50,7 +49,7 @@ def read_policy_part(fs, path: str, n_features: int | None, n_actions: int | Non
     table = read_table(fs, path, list(COLUMNS), optional=("values", "propensity"))
     if "propensity" not in table.column_names:
         table = table.append_column("propensity", pa.array(np.ones(table.num_rows)))
-    part = partition_from_table(table, path, n_features, n_actions, True, filter_of(path, None))
+    part = partition_from_table(table, path, n_features, n_actions, True)
     X = part.X
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)

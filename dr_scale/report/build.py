@@ -74,7 +74,8 @@ def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation]
     columns = tuple(dict.fromkeys(c for e in chosen for c in e.columns))
     try:
         part = read_partition(fs, info.path, n_features=first.n_features, n_actions=first.n_actions,
-                              with_features=any(e.needs_features for e in chosen), extra_columns=columns)
+                              with_features=any(e.needs_features for e in chosen), extra_columns=columns,
+                              log_filter=info.log_filter)
         check_dimensions(part, first.n_features, first.n_actions)
     except LogDataError as exc:
         if exc.column == "action" and "out of range" in exc.reason and first.k_source == "the policy":

@@ -27,8 +27,8 @@ from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
 from dr_scale.io.storage import storage_options
-from dr_scale.logs.contract import action_vocabulary, read_catalogue
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
+from dr_scale.logs.opened import open_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import LOGGING, Evaluation
 from dr_scale.policies import Policy
@@ -94,7 +94,7 @@ def check_propensities(evaluations: dict[str, Evaluation], fs, parts, logs: str)
         return
     for e in evaluations.values():
         if e.propensity_model is None and e.needs_propensity:
-            raise e.missing_propensity(redact(logs))
+            raise e.missing_propensity(redact(str(logs)))
 
 
 def pair_evaluations(pf: PoliciesFile, evaluations: dict[str, Evaluation]) -> dict[tuple, Evaluation]:
@@ -130,10 +130,11 @@ def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[s
             for n, e in evaluations.items()}
 
 
-def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
+def compute_report(logs, policies: str | PoliciesFile, cache: str | None, *, window: str | None = None,
                    until: datetime.date | None = None, skip_bad: bool = False, storage_options: dict | None = None,
                    client=None, progress: bool = False, log=None, allow_training_overlap: bool = False) -> dict:
-    """The report of ``logs`` as a dict (nothing written but cache entries); notes go to ``log`` (stderr).
+    """The report of ``logs`` (a URL, or opened with its filter: :func:`~dr_scale.logs.opened.open_log`) as a dict
+    (nothing written but cache entries); notes go to ``log`` (stderr).
 
     A candidate learned on partitions of the window (its policy file's ``training`` record,
     :mod:`dr_scale.report.training`) stops the run with a ``UserError`` naming the days, unless
@@ -141,18 +142,17 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
     """
     log = log or sys.stderr
     pf = policies if isinstance(policies, PoliciesFile) else load_policies(policies, storage_options)
-    fs, parts = list_partitions(logs, storage_options)
+    logs = open_log(logs, storage_options)
+    fs, parts = list_partitions(logs)
     parts, span = select_window(parts, parse_window(window), until)
-    evaluations = resolved(evaluations_of(pf, storage_options), action_vocabulary(logs, storage_options))
+    evaluations = resolved(evaluations_of(pf, storage_options), logs.vocabulary)
     from dr_scale.reward.shared import check_log_catalogue
 
-    check_log_catalogue([(e.reward_model, e._model_name()) for e in evaluations.values()], logs, storage_options)
+    check_log_catalogue([(e.reward_model, e._model_name()) for e in evaluations.values()], logs)
     if any(e.needs_embedding for e in evaluations.values()):  # MIPS: the log's action catalogue
-        catalogue = read_catalogue(logs, storage_options)
-        evaluations = {n: replace(e, catalogue=catalogue) for n, e in evaluations.items()}
+        evaluations = {n: replace(e, catalogue=logs.catalogue) for n, e in evaluations.items()}
     in_sample = check_training_overlap({name: e.policy for name, e in evaluations.items()}, parts,
-                                       read=getattr(logs, "log_filter", None),
-                                       allow=allow_training_overlap)
+                                       read=logs.log_filter, allow=allow_training_overlap)
     for name, days in in_sample.items():
         print(f"dr-scale report: warning: {name} was learned on {days} of the window; its results are in-sample",
               file=log)
@@ -167,19 +167,19 @@ def compute_report(logs: str, policies: str | PoliciesFile, cache: str | None, *
                                         StateCache(cache, storage_options) if cache else None,
                                         client=client, progress=progress)
     for name, why in states.policy_errors.items():  # the policy's mistake, not the partitions': exit 2
-        raise ConfigError(f"policy {name!r} ({evaluations[name].policy}) does not fit the log {redact(logs)}: {why}",
-                          pf.source)
+        raise ConfigError(f"policy {name!r} ({evaluations[name].policy}) does not fit the log "
+                          f"{redact(str(logs))}: {why}", pf.source)
     for path, why in sorted(states.cache_rejected.items()):
         print(f"dr-scale report: cached state of {path} not used ({why}); recomputed", file=log)
     for _path, error in sorted(states.bad.items()):
         print(f"dr-scale report: {'skipped' if skip_bad else 'bad partition'}: {error}", file=log)
     if not states.bad and not sum(states.rows.values()):
         raise UserError(f"{logs}: the partitions in the window have no rows; nothing to report")
-    return report_dict(states, evaluations, pf, logs=logs, window=span, skip_bad=skip_bad, pairs=pairs,
+    return report_dict(states, evaluations, pf, logs=str(logs), window=span, skip_bad=skip_bad, pairs=pairs,
                        in_sample=in_sample)
 
 
-def make_report(logs: str, policies: str | PoliciesFile, out: str, *, window: str | None = None,
+def make_report(logs, policies: str | PoliciesFile, out: str, *, window: str | None = None,
                 until: datetime.date | None = None, cache: str | None = None, skip_bad: bool = False,
                 storage_options: dict | None = None, client=None, progress: bool = False,
                 log=None, allow_training_overlap: bool = False, fail_on: list[str] | None = None) -> tuple[dict, int]:
@@ -240,9 +240,9 @@ def run_job(config: dict, client=None, progress: bool = False) -> int:
     """
     job = validate(ReportJob, config)
     log_filter = LogFilter(days=job.days, split=job.split, test_fraction=job.test_fraction, split_seed=job.split_seed)
-    logs = log_filter.on(job.logs) if log_filter else job.logs
-    _, status = make_report(logs, job.policies, job.out, window=job.window, until=job.until, cache=job.cache,
-                            skip_bad=job.skip_bad_partitions, storage_options=storage_options(job.storage_options),
+    opts = storage_options(job.storage_options)
+    _, status = make_report(open_log(job.logs, opts, log_filter), job.policies, job.out, window=job.window,
+                            until=job.until, cache=job.cache, skip_bad=job.skip_bad_partitions, storage_options=opts,
                             client=client, progress=progress, allow_training_overlap=job.allow_training_overlap,
                             fail_on=job.fail_on)
     return status

@@ -19,9 +19,8 @@ import re
 from dataclasses import dataclass
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import url_to_fs
-from dr_scale.logs.contract import list_parts
-from dr_scale.logs.filters import DATE_SEGMENT, partition_date  # noqa: F401 - the report's names for them
+from dr_scale.logs.filters import DATE_SEGMENT, LogFilter, partition_date  # noqa: F401 - the report's names for them
+from dr_scale.logs.opened import open_log
 
 CHECKSUM_KEYS = ("ETag", "etag", "md5Hash", "crc32c", "content_md5", "checksum")
 TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
@@ -31,11 +30,13 @@ MAX_WINDOW_DAYS = 36_525  # a century
 
 @dataclass(frozen=True)
 class PartitionInfo:
-    """A part file, its date (None if not date-partitioned) and its identity."""
+    """A part file, its date (None if not date-partitioned), its identity and the filter of the rows to read
+    from it (the log's, when it selects rows within parts)."""
 
     path: str
     date: datetime.date | None
     identity: dict
+    log_filter: LogFilter | None = None
 
     @property
     def day(self) -> str | None:
@@ -54,18 +55,20 @@ def identity(fs, path: str, info: dict) -> dict:
     return ident
 
 
-def list_partitions(url: str, storage_options: dict | None = None) -> tuple[object, list[PartitionInfo]]:
-    """The filesystem and every part file under ``url``, sorted by path, with identities."""
-    fs, _ = url_to_fs(url, storage_options)
-    fs.invalidate_cache()  # a scheduled run must see today's listing, not a cached one
-    fs, paths = list_parts(url, storage_options)
-    return fs, [PartitionInfo(p, partition_date(p), _with_rows(identity(fs, p, fs.info(p)), p)) for p in paths]
+def list_partitions(logs, storage_options: dict | None = None) -> tuple[object, list[PartitionInfo]]:
+    """The filesystem and every part file of the log ``logs`` (a URL, or opened:
+    :func:`~dr_scale.logs.opened.open_log`, whose listing is the store's as it was opened), sorted by path, with
+    identities."""
+    logs = open_log(logs, storage_options)
+    fs, _ = logs.listing()
+    rows = logs.log_filter if logs.log_filter and logs.log_filter.selects_rows else None
+    return fs, [PartitionInfo(p, partition_date(p), _with_rows(identity(fs, p, fs.info(p)), rows), rows)
+                for p in logs.paths]
 
 
-def _with_rows(ident: dict, path: str) -> dict:
+def _with_rows(ident: dict, rows: LogFilter | None) -> dict:
     """The identity of a partition read with a split names the split: a state of other rows is not trusted."""
-    log_filter = getattr(path, "log_filter", None)
-    return {**ident, "rows": str(log_filter)} if log_filter is not None and log_filter.selects_rows else ident
+    return {**ident, "rows": str(rows)} if rows is not None else ident
 
 
 def parse_window(window: str | None) -> int | None:

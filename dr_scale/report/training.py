@@ -29,6 +29,7 @@ import hashlib
 import json
 
 from dr_scale.core.errors import UserError
+from dr_scale.logs.opened import open_log
 from dr_scale.policies import ItemScorerPolicy, LinearPolicy, Policy, SoftmaxPolicy
 from dr_scale.report.partitions import PartitionInfo, list_partitions
 
@@ -46,9 +47,10 @@ def content_key(ident: dict) -> str | None:
     return f"{ident.get('size')}:{ident['checksum']}" if "checksum" in ident else None
 
 
-def training_record(url: str, storage_options: dict | None = None, *, seed: int = 0,
+def training_record(logs, storage_options: dict | None = None, *, seed: int = 0,
                     folds: int | None = None) -> dict:
-    """The ``"training"`` metadata of a policy learned from the log at ``url`` (module docstring).
+    """The ``"training"`` metadata of a policy learned from the log ``logs`` (a URL, or opened with its filter:
+    :func:`~dr_scale.logs.opened.open_log`) (module docstring).
 
     Examples
     --------
@@ -57,11 +59,12 @@ def training_record(url: str, storage_options: dict | None = None, *, seed: int 
     >>> record["dates"][:2], len(record["partitions"]), len(record["fingerprint"])
     (['2026-11-01', '2026-11-02'], 7, 64)
     """
-    _, parts = list_partitions(url, storage_options)
+    logs = open_log(logs, storage_options)
+    _, parts = list_partitions(logs)
     identities = [p.identity for p in parts]
-    log_filter = getattr(url, "log_filter", None)
+    log_filter = logs.log_filter
     return {
-        "logs": _redact(url),
+        "logs": _redact(str(logs)),
         "partitions": [{"path": p.path, "date": p.day, "content": content_key(p.identity)} for p in parts],
         "dates": sorted({p.day for p in parts if p.day}),
         "fingerprint": hashlib.sha256(json.dumps(identities, sort_keys=True).encode()).hexdigest(),

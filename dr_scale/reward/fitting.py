@@ -549,9 +549,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
 
     Parameters
     ----------
-    logs : str
-        The log: a Parquet file, a folder of parts or any fsspec URL (a :class:`~dr_scale.logs.filters.LogFilter`'s
-        ``.on(url)`` reads only its rows).
+    logs : str or OpenedLog
+        The log: a Parquet file, a folder of parts or any fsspec URL, or opened with a filter
+        (:func:`~dr_scale.logs.opened.open_log`: only its rows are read).
     settings : FitSettings or None
         How to fit (default ``FitSettings()``: λ by the out-of-fold error on a keyed sample, no folds).
     client : distributed.Client or None

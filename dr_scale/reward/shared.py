@@ -569,8 +569,9 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
 
     Parameters
     ----------
-    logs : str
-        The log (any fsspec URL; ``LogFilter(...).on(url)``: its rows only), with ``_actions.parquet``.
+    logs : str or OpenedLog
+        The log (any fsspec URL, or opened with a filter, :func:`~dr_scale.logs.opened.open_log`: its rows only),
+        with ``_actions.parquet``.
     settings : FitSettings or None
         λ (or ``"auto"``), folds, seed, rtol, spill as for the per-action models; ``model``: ``"ridge"``,
         ``"logistic"`` or None (logistic when every reward is 0 or 1). Default ``FitSettings()``.

@@ -146,13 +146,15 @@ def test_filters_and_several_policies_identical_on_the_cluster(dask_cluster, exa
     """The split's rows and a comparison of policies, and ρ̂ fitted on the train rows: the same on a cluster of
     worker processes (which unpickle the filtered part paths) as locally."""
     from dr_scale.logs.filters import LogFilter
+    from dr_scale.logs.opened import open_log
     from dr_scale.reward.fitting import fit_reward_model
 
     logs = str(example_log / "logs")
     specs = ["column:target_action", "uniform", "epsilon-greedy:0.2:constant:1", "logging"]
 
     def run(client):
-        model = fit_reward_model(LogFilter(split="train", test_fraction=0.3).on(logs), client=client)
+        model = fit_reward_model(open_log(logs, log_filter=LogFilter(split="train", test_fraction=0.3)),
+                                 client=client)
         result = evaluate_log(logs, {s: evaluation(model, s) for s in specs}, client=client,
                               log_filter=LogFilter(split="test", test_fraction=0.3))
         return model.metadata["rows"], result.to_dict()

@@ -10,7 +10,8 @@ from conftest import evaluation
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import LogDataError, list_parts, partition_from_table, read_log, write_log
-from dr_scale.logs.filters import DayRange, FilteredLog, LogFilter, in_test, log_root
+from dr_scale.logs.filters import DayRange, LogFilter, PartFile, in_test, log_root
+from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.ope.evaluation import evaluate_dataframe, evaluate_log
 from dr_scale.reward.models import fold_of
 from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, example_paths
@@ -95,14 +96,15 @@ def test_cross_fitting_folds_are_keyed_independently_of_the_split():
         assert abs(train_share - 0.2) < 5 * np.sqrt(0.2 * 0.8 / (~test).sum())
 
 
-def test_a_filtered_url_carries_its_filter_through_pickling():
+def test_an_opened_log_carries_its_filter_through_pickling():
     f = LogFilter(days="2026-11-02:2026-11-03", split="train", test_fraction=0.3, split_seed=4)
-    url = f.on(LOGS)
-    assert url == LOGS and isinstance(url, str)
-    again = pickle.loads(pickle.dumps(url))
-    assert isinstance(again, FilteredLog) and again.log_filter == f
-    _, paths = list_parts(url)
-    assert len(paths) == 2 and all(pickle.loads(pickle.dumps(p)).log_filter == f for p in paths)
+    logs = open_log(LOGS, log_filter=f)
+    assert str(logs) == LOGS
+    again = pickle.loads(pickle.dumps(logs))
+    assert isinstance(again, OpenedLog) and again.log_filter == f and again.paths == logs.paths
+    _, parts = list_parts(logs)
+    assert len(parts) == 2 and all(isinstance(p, PartFile) and pickle.loads(pickle.dumps(p)).log_filter == f
+                                   for p in parts)
 
 
 def test_evaluate_on_days_equals_evaluate_on_those_folders():
