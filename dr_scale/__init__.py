@@ -24,7 +24,7 @@ _API = {
     "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log",
                                "Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
-    "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
+    "dr_scale.logs.importing": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies.target": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
                           "TopKPolicy", "UniformPolicy", "parse_policy",
