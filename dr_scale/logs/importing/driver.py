@@ -7,7 +7,7 @@ from dr_scale.logs.contract import LogDataError
 from dr_scale.logs.importing.catalogue import read_items, write_catalogue
 from dr_scale.logs.importing.output import OutputLog
 from dr_scale.logs.importing.passes import convert_blocks, survey
-from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, check_headers, header, list_raw, plan_blocks
+from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, RawTable
 from dr_scale.logs.importing.summary import ImportSummary
 from dr_scale.logs.spec import Columns, Vocabulary, check_same_hashing, read_spec, saved_spec
 
@@ -52,21 +52,19 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
     """
     check(PositiveInt, "blocksize", blocksize)
     spec, spec_source = read_spec(spec, storage_options)
-    fs, files = list_raw(raw, storage_options)
-    blocks = plan_blocks(fs, files, spec, blocksize)
-    names = header(fs, blocks[0], spec)
-    cols = Columns(spec, names, spec_source, files[0])
+    table = RawTable.open(raw, spec, storage_options, blocksize)
+    cols = Columns(spec, table.names, spec_source, table.files[0])
     output = OutputLog.open(out, storage_options)
-    check_headers(fs, blocks, spec, cols.used)
+    table.check_headers(spec, cols.used)
     lent = check_same_hashing(output.saved, spec, cols, out, spec_source) if output.saved else None
     catalogue = read_items(spec, spec_source, storage_options) if spec.actions else None
-    starts, values = survey(fs, blocks, spec, names, cols.action, lent is None, client=client, progress=progress)
+    starts, values = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
     vocabulary = lent if lent is not None else Vocabulary.of(values | set(catalogue[0] if catalogue else ()),
                                                              reserved=spec.unseen_actions == "reserved")
-    file_ids = output.row_id_files(files) if cols.row_id is None else {}
+    file_ids = output.row_id_files(table.files) if cols.row_id is None else {}
     with output.staged() as staging:
-        stats = convert_blocks(fs, blocks, spec, names, cols, vocabulary, starts, file_ids, output.fs, staging,
-                               client=client, progress=progress)
+        stats = convert_blocks(table, spec, cols, vocabulary, starts, file_ids, output.fs, staging, client=client,
+                               progress=progress)
         if stats.rows == 0:
             raise LogDataError(raw, None, "no rows to import" + (" (every row was bad)" if stats.bad else ""))
         output.check_new_days(stats.days)

@@ -24,7 +24,7 @@ from dr_scale.logs.contract import partition_from_table
 from dr_scale.logs.importing.convert import convert_table, with_shape
 from dr_scale.logs.importing.features import union
 from dr_scale.logs.importing.fields import as_text, combined
-from dr_scale.logs.importing.raw import Block, block_bytes, line_count, read_tables
+from dr_scale.logs.importing.raw import Block, RawTable, block_bytes, line_count, read_tables
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary
 
 
@@ -47,8 +47,8 @@ class BlockStats:
                           union([self.fingerprints, other.fingerprints]), self.files + other.files)
 
 
-def survey(fs, blocks: list[Block], spec: ImportSpec, names: list[str], action: str, values_wanted: bool, *,
-           client=None, progress: bool = False) -> tuple[list[int], set]:
+def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *, client=None,
+           progress: bool = False) -> tuple[list[int], set]:
     """First pass: (the line number of each block's first data row, the distinct action values as text — none
     unless ``values_wanted``; without, only the byte blocks are read, to count their lines).
 
@@ -59,7 +59,8 @@ def survey(fs, blocks: list[Block], spec: ImportSpec, names: list[str], action: 
 
     from dr_scale.outofcore.compute import compute
 
-    read = [dask.delayed(survey_block, pure=False)(fs, b, spec, names, action, values_wanted) for b in blocks
+    blocks = raw.blocks
+    read = [dask.delayed(survey_block, pure=False)(raw.fs, b, spec, raw.names, action, values_wanted) for b in blocks
             if values_wanted or b.length is not None]
     surveyed = iter(compute(*read, client=client, progress=progress))
     surveyed = [next(surveyed) if values_wanted or b.length is not None else (0, set()) for b in blocks]
@@ -72,9 +73,8 @@ def survey(fs, blocks: list[Block], spec: ImportSpec, names: list[str], action: 
     return starts, set().union(*(v for _, v in surveyed))
 
 
-def convert_blocks(fs, blocks: list[Block], spec: ImportSpec, names: list[str], cols: Columns,
-                   vocabulary: Vocabulary, starts: list[int], file_ids: dict, out_fs, staging: str, *,
-                   client=None, progress: bool = False) -> BlockStats:
+def convert_blocks(raw: RawTable, spec: ImportSpec, cols: Columns, vocabulary: Vocabulary, starts: list[int],
+                   file_ids: dict, out_fs, staging: str, *, client=None, progress: bool = False) -> BlockStats:
     """Second pass: every block converted (:func:`convert_block`, its first data row on line ``starts[i]``, its
     file's row ids by ``file_ids``) and written under ``staging``; the merge of the blocks' stats."""
     import dask
@@ -84,8 +84,8 @@ def convert_blocks(fs, blocks: list[Block], spec: ImportSpec, names: list[str], 
 
     tag = uuid.uuid4().hex[:8]
     convert = dask.delayed(convert_block, pure=False)
-    tasks = [convert(fs, b, spec, names, cols, vocabulary, s, out_fs, staging, tag, file_ids.get(b.path))
-             for b, s in zip(blocks, starts, strict=True)]
+    tasks = [convert(raw.fs, b, spec, raw.names, cols, vocabulary, s, out_fs, staging, tag, file_ids.get(b.path))
+             for b, s in zip(raw.blocks, starts, strict=True)]
     (stats,) = compute(tree_reduce(tasks, _sum_stats), client=client, progress=progress)
     return stats
 

@@ -97,6 +97,35 @@ def plan_blocks(fs, files: list[str], spec: ImportSpec, blocksize: int) -> list[
     return blocks
 
 
+@dataclass(frozen=True)
+class RawTable:
+    """The raw files at a URL (:func:`list_raw`), their blocks (:func:`plan_blocks`) and the first file's column
+    names (:func:`header`)."""
+
+    fs: object
+    files: list[str]
+    blocks: list[Block]
+    names: list[str]
+
+    @classmethod
+    def open(cls, url: str, spec: ImportSpec, storage_options: dict | None = None,
+             blocksize: int = DEFAULT_BLOCKSIZE) -> RawTable:
+        """The raw table at ``url`` (file, folder or glob), cut into blocks of ``blocksize`` bytes."""
+        fs, files = list_raw(url, storage_options)
+        blocks = plan_blocks(fs, files, spec, blocksize)
+        return cls(fs, files, blocks, header(fs, blocks[0], spec))
+
+    def check_headers(self, spec: ImportSpec, used: list[str]) -> None:
+        """Every file's header has the ``used`` columns that the first file's has (an error naming the first
+        missing one)."""
+        for block in self.blocks[1:]:
+            if block.first and block.path != self.files[0]:
+                other = header(self.fs, block, spec)
+                missing = [c for c in used if c not in other]
+                if missing:
+                    raise LogDataError(block.path, missing[0], f"missing column (present in {self.files[0]})")
+
+
 class _Invalid:
     """pyarrow's ``invalid_row_handler``: skip (counted) or fail (remembering the line's text)."""
 
@@ -142,17 +171,6 @@ def header(fs, block: Block, spec: ImportSpec) -> list[str]:
         return pcsv.read_csv(io.BytesIO(line), parse_options=pcsv.ParseOptions(delimiter=spec.delimiter)).column_names
     except pa.ArrowInvalid as exc:
         raise LogDataError(block.path, None, f"no CSV header line ({exc})") from None
-
-
-def check_headers(fs, blocks: list[Block], spec: ImportSpec, used: list[str]) -> None:
-    """Every file's header has the ``used`` columns that the first file's has (an error naming the first
-    missing one)."""
-    for block in blocks[1:]:
-        if block.first and block.path != blocks[0].path:
-            other = header(fs, block, spec)
-            missing = [c for c in used if c not in other]
-            if missing:
-                raise LogDataError(block.path, missing[0], f"missing column (present in {blocks[0].path})")
 
 
 def block_bytes(fs, block: Block) -> bytes:
