@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_log, write_log
-from dr_scale.logs.importer import import_log
+from dr_scale.logs.importing import import_log
 from dr_scale.reward.fitting import FitSettings, fit_reward_model
 from dr_scale.reward.shared import fit_shared_model
 

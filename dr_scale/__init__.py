@@ -25,7 +25,7 @@ _API = {
                                "Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
     "dr_scale.logs.opened": ("OpenedLog", "open_log"),
-    "dr_scale.logs.importer": ("from_dask", "from_pandas", "import_log"),
+    "dr_scale.logs.importing": ("from_dask", "from_pandas", "import_log"),
     "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
                           "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
                           "TopKPolicy", "UniformPolicy", "parse_policy",

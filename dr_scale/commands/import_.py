@@ -5,7 +5,7 @@ from __future__ import annotations
 from dr_scale.commands.common import POSITIVE_INT, add_compute_options, add_storage_option, storage_options
 from dr_scale.outofcore.compute import dask_session
 
-DEFAULT_BLOCKSIZE = 16 << 20  # dr_scale.logs.importer.DEFAULT_BLOCKSIZE, without importing pyarrow for --help
+DEFAULT_BLOCKSIZE = 16 << 20  # dr_scale.logs.importing.raw.DEFAULT_BLOCKSIZE, without importing pyarrow for --help
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from dr_scale.logs.importer import import_log
+    from dr_scale.logs.importing import import_log
 
     opts = storage_options(args.storage_options)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:

@@ -988,7 +988,7 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
                        log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
     """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition.
 
-    The frame's columns are the contract's (docs/data-contract.md; :func:`~dr_scale.logs.importer.from_dask`
+    The frame's columns are the contract's (docs/data-contract.md; :func:`~dr_scale.logs.importing.frames.from_dask`
     makes them from raw columns). It carries no log metadata: give k as ``n_actions`` or with a reward model.
 
     Parameters
@@ -1051,7 +1051,7 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
     ----------
     parts : list of Partition
         The partitions, e.g. :func:`~dr_scale.logs.contract.read_log`'s or
-        :func:`~dr_scale.logs.importer.from_pandas`'s.
+        :func:`~dr_scale.logs.importing.frames.from_pandas`'s.
     evaluation : Evaluation, Comparison or dict of Evaluation
         One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
 

@@ -19,7 +19,7 @@ The states: :class:`~dr_scale.ope.moments.Moments`, :class:`~dr_scale.ope.diagno
 :class:`~dr_scale.experiments.visits.experiment.Population`, :class:`~dr_scale.experiments.visits.experiment.FitSums`,
 :class:`~dr_scale.experiments.visits.pca.RowSample`,
 :class:`~dr_scale.experiments.visits.pca.FirstPass`, :class:`~dr_scale.synthetic.bandit.Calibration`,
-:class:`~dr_scale.propensity.diagnostics.PropensityState`, :class:`~dr_scale.logs.importer.BlockStats`.
+:class:`~dr_scale.propensity.diagnostics.PropensityState`, :class:`~dr_scale.logs.importing.passes.BlockStats`.
 Their fields are named (no positional vectors).
 
 The one reduction of states is here: :func:`merge_all` folds a list of states in order, and

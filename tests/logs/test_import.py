@@ -26,7 +26,7 @@ import pytest
 
 from dr_scale.cli import main
 from dr_scale.logs.contract import SPEC_FILE, read_log, write_log
-from dr_scale.logs.importer import from_dask, from_pandas, import_log
+from dr_scale.logs.importing import from_dask, from_pandas, import_log
 from dr_scale.logs.spec import hash_keys
 
 OBD = Path(__file__).parents[1] / "fixtures" / "obd"
@@ -552,7 +552,7 @@ def test_any_fsspec_url():
 
 def test_rows_by_day_keep_their_order_in_or_out_of_time_order():
     """A block's rows by day: slices of a time-ordered block, a filter per day otherwise — the same parts."""
-    from dr_scale.logs.importer import _by_date
+    from dr_scale.logs.importing.passes import by_date
 
     rng = np.random.default_rng(3)
     days = np.array(["2026-11-01", "2026-11-02", "2026-11-03"])
@@ -560,17 +560,17 @@ def test_rows_by_day_keep_their_order_in_or_out_of_time_order():
         table = pa.table({"row_id": np.arange(50), "date": dates})
         expected = [(d, table.filter(pa.compute.equal(table.column("date"), d)).drop_columns(["date"]))
                     for d in sorted(set(dates))]
-        got = _by_date(table)
+        got = by_date(table)
         assert [d for d, _ in got] == [d for d, _ in expected]
         assert all(g.equals(e) for (_, g), (_, e) in zip(got, expected, strict=True))
 
 
 def test_distinct_and_union_equal_numpy():
-    from dr_scale.logs.importer import _distinct, _union
+    from dr_scale.logs.importing.features import distinct, union
 
     rng = np.random.default_rng(4)
     parts = [np.unique(rng.integers(0, 1000, size, dtype=np.uint64)) for size in (0, 1, 300, 700)]
-    assert np.array_equal(_union(parts), np.unique(np.concatenate(parts)))
-    assert np.array_equal(_union(parts[:1]), parts[0])
+    assert np.array_equal(union(parts), np.unique(np.concatenate(parts)))
+    assert np.array_equal(union(parts[:1]), parts[0])
     mixed = np.concatenate(parts)
-    assert np.array_equal(_distinct(mixed), np.unique(mixed)) and _distinct(mixed[:0]).size == 0
+    assert np.array_equal(distinct(mixed), np.unique(mixed)) and distinct(mixed[:0]).size == 0

@@ -237,7 +237,7 @@ def test_report_with_a_propensity_model_has_its_diagnostics(logs, fitted, tmp_pa
 def test_import_without_a_propensity_column_says_so(tmp_path):
     import json
 
-    from dr_scale.logs.importer import import_log
+    from dr_scale.logs.importing import import_log
 
     raw = tmp_path / "raw.csv"
     raw.write_text("item,click,color\na,1,red\nb,0,blue\na,0,red\n")

@@ -1,0 +1,147 @@
+"""A raw table's rows as the log contract's columns, by an import spec.
+
+The action goes through the vocabulary (a value it lacks is an error naming it, or the reserved id ``<other>``
+when the spec says ``unseen_actions = "reserved"``); reward, propensity and row id are parsed as numbers and
+checked as the contract checks them (:func:`~dr_scale.logs.contract.propensity_fault`); a timestamp becomes its
+day (``date``, ``YYYY-MM-DD`` in the spec's time zone); the features are hashed (:mod:`.features`).
+
+Row ids: the ``row_id`` column, or a stable id from the file and the row's position,
+``(h(file) << 36) | position`` with h a 27-bit MurmurHash3 of the file's path (without the
+URL's protocol) and position the row's index in the file (its data line, from 0): the same
+file at the same path gets the same ids in every import.
+
+Bad rows — a field that is not a number, a missing action, reward or propensity, a
+propensity outside (0, 1], a timestamp that does not parse — are an error naming the file, the line and the
+column; with ``skip_bad_rows = true`` they are dropped and counted by reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, propensity_fault
+from dr_scale.logs.importing.features import distinct, hashed_features, list_column
+from dr_scale.logs.importing.fields import (
+    Rows,
+    as_text,
+    column_numbers,
+    combined,
+    converted,
+    dates,
+    is_numeric,
+    timestamps,
+)
+from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, murmurhash3_32
+
+#: Bits of a stable row id that hold the row's position in its file; the file's id is above them.
+POSITION_BITS = 36
+FILE_BITS = 63 - POSITION_BITS
+
+
+@dataclass
+class Converted:
+    """A converted table and what the summary needs of it."""
+
+    table: pa.Table          # the contract's columns, plus ``date`` when the spec has a timestamp
+    bad: Counter = field(default_factory=Counter)
+    fingerprints: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    values: bool = False
+
+
+def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: Vocabulary, *, source: str,
+                  line0: int | None, kind: str = "line", file_id: int | None = None,
+                  position0: int = 0, values: bool | None = None) -> Converted:
+    """The rows of a raw ``table`` as the contract's columns (this module's docstring); bad rows raise or are dropped.
+
+    ``line0``: the line (or row) number of the first row, for messages; ``file_id`` and
+    ``position0``: the stable row id of row i is ``file_id << 36 | position0 + i`` when the spec names no
+    ``row_id`` column (``file_id`` None: ``position0 + i``).
+    """
+    n = table.num_rows
+    rows = Rows(source, n, line0, kind, spec.skip_bad_rows)
+    # action, through the vocabulary
+    action_text = as_text(combined(table.column(cols.action)))
+    rows.flag(pc.is_null(action_text).to_numpy(zero_copy_only=False), cols.action, "missing action")
+    action = pc.index_in(action_text, value_set=pa.array(vocabulary.values, pa.string()))
+    unseen = (pc.is_null(action).to_numpy(zero_copy_only=False)
+              & pc.is_valid(action_text).to_numpy(zero_copy_only=False))
+    action = pc.fill_null(action, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if unseen.any():
+        if vocabulary.reserved:
+            action[unseen] = len(vocabulary) - 1
+        else:
+            value = action_text[int(np.flatnonzero(unseen)[0])].as_py()
+            rows.flag(unseen, cols.action, f"action value {value!r} is not in the log's vocabulary of "
+                                           f"{len(vocabulary)} actions (import with unseen_actions = \"reserved\" "
+                                           "to map new values to <other>, or into a new log)")
+    reward = column_numbers(table, cols.reward, rows, required=True)
+    rows.flag(~np.isfinite(reward) & ~rows.bad, cols.reward, "NaN or infinite reward")
+    propensity = (column_numbers(table, cols.propensity, rows, required=True) if cols.propensity is not None
+                  else None)  # not logged: the log has no propensity column
+    fault = None if propensity is None else propensity_fault(np.where(np.isnan(propensity) & rows.bad, 1.0,
+                                                                      propensity))
+    if fault is not None:
+        mask, rule = fault
+        rows.flag(mask, cols.propensity, f"propensity {rule}")
+    if cols.row_id is not None:
+        ids = column_numbers(table, cols.row_id, rows, required=True)
+        rows.flag(np.isfinite(ids) & (ids != np.floor(ids)), cols.row_id, "not an integer")
+        row_id = np.nan_to_num(ids).astype(np.int64)
+    else:
+        row_id = np.arange(position0, position0 + n, dtype=np.int64)
+        if file_id is not None:
+            row_id |= np.int64(file_id) << np.int64(POSITION_BITS)
+    date = None
+    if cols.timestamp is not None:
+        stamps = combined(table.column(cols.timestamp))
+        rows.flag(pc.is_null(stamps).to_numpy(zero_copy_only=False), cols.timestamp, "missing timestamp")
+        ts = converted(stamps, lambda a: timestamps(a, spec.timezone), rows, cols.timestamp,
+                        "not a timestamp (ISO 8601, e.g. 2019-11-24 00:00:34+00:00)",
+                        "1970-01-01T00:00:00+00:00" if not is_numeric(stamps.type) else 0)
+        date = dates(ts, spec.timezone)
+    fps: list = []
+    r, i, v = hashed_features(table, cols, spec, rows, fps)
+
+    keep = ~rows.bad
+    if rows.bad.any():
+        kept_rows = np.flatnonzero(keep)
+        new_pos = np.cumsum(keep) - 1
+        entry = keep[r]
+        r, i, v = new_pos[r[entry]], i[entry], v[entry]
+        action, reward, row_id = action[keep], reward[keep], row_id[keep]
+        propensity = None if propensity is None else propensity[keep]
+        date = date.take(pa.array(kept_rows)) if date is not None else None
+    m = int(keep.sum())
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=m), out=offsets[1:])
+    columns = {"row_id": pa.array(row_id, pa.int64()),
+               "features": list_column(offsets, i.astype(np.int32), pa.int32()),
+               "action": pa.array(action.astype(np.int32)), "reward": pa.array(reward)}
+    if propensity is not None:
+        columns["propensity"] = pa.array(propensity)
+    has_values = (bool(cols.numeric or cols.tokens) or bool((v != 1).any())) if values is None else values
+    if has_values:
+        columns["values"] = list_column(offsets, v.astype(np.float32), pa.float32())
+    if date is not None:
+        columns["date"] = date
+    fingerprints = distinct(np.concatenate(fps)) if fps else np.zeros(0, np.uint64)
+    return Converted(pa.table(columns), rows.reasons, fingerprints, has_values)
+
+
+
+def file_id_of(name: str) -> int:
+    """A file's 27-bit id: its path's MurmurHash3 (unsigned), masked."""
+    return int(murmurhash3_32(pa.array([name]), 0).view(np.uint32)[0]) & ((1 << FILE_BITS) - 1)
+
+
+
+def with_shape(table: pa.Table, d: int, k: int) -> pa.Table:
+    """The table with the log's d (features) and k (actions) in its schema's metadata, as every part carries
+    them."""
+    return table.replace_schema_metadata({META_FEATURES: str(d).encode(), META_ACTIONS: str(k).encode()})
+

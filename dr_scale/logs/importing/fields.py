@@ -1,0 +1,136 @@
+"""A raw table's fields as typed arrays — text, numbers, UTC timestamps and days — and the rows found bad on
+the way: each refused value is an error naming the file, the line and the column, or (``skip_bad_rows``) a row
+dropped and counted by reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dr_scale.logs.contract import LogDataError
+
+
+class Rows:
+    """Where a table's rows are (file and line / row), and the bad rows found so far."""
+
+    def __init__(self, source: str, n: int, line0: int | None, kind: str, skip_bad: bool):
+        self.source, self.line0, self.kind, self.skip_bad = source, line0, kind, skip_bad
+        self.bad = np.zeros(n, dtype=bool)
+        self.reasons: Counter = Counter()
+
+    def where(self, i: int) -> str:
+        """Where row ``i`` is: the source and its line (or row) number."""
+        return f"{self.source}, {self.kind} {self.line0 + i}" if self.line0 is not None else self.source
+
+    def flag(self, mask: np.ndarray, column: str, reason: str) -> None:
+        """Rows of ``mask`` are bad: an error naming the first, or (skipping) counted."""
+        mask = np.asarray(mask, dtype=bool) & ~self.bad
+        if not mask.any():
+            return
+        if not self.skip_bad:
+            i = int(np.flatnonzero(mask)[0])
+            raise LogDataError(self.where(i), column, reason)
+        self.bad |= mask
+        self.reasons[f"column '{column}': {reason}"] += int(mask.sum())
+
+
+def _bad_positions(array: pa.Array, convert) -> np.ndarray:
+    """Positions of the non-null values of ``array`` that ``convert`` refuses, found by bisection."""
+    out: list[int] = []
+
+    def walk(lo: int, hi: int) -> None:
+        try:
+            convert(array.slice(lo, hi - lo))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+            if hi - lo == 1:
+                out.append(lo)
+            else:
+                mid = (lo + hi) // 2
+                walk(lo, mid)
+                walk(mid, hi)
+
+    walk(0, len(array))
+    return np.array(out, dtype=np.int64)
+
+
+def converted(array: pa.Array, convert, rows: Rows, column: str, reason: str, fill) -> pa.Array:
+    """``convert(array)``; values it refuses are bad rows (``reason``) and become ``fill`` when skipped."""
+    try:
+        return convert(array)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        bad = _bad_positions(array, convert)
+        if not bad.size:  # every piece converts, the whole does not
+            raise LogDataError(rows.source, column, f"{reason}: the values do not convert together") from None
+        mask = np.zeros(len(array), dtype=bool)
+        mask[bad] = True
+        rows.flag(mask, column, f"{reason} ({array[int(bad[0])].as_py()!r})")
+        fixed = pc.if_else(pa.array(mask), pa.scalar(fill, array.type), array)
+        return convert(fixed)
+
+
+def _numbers(array: pa.Array) -> pa.Array:
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        return pc.cast(pc.utf8_trim_whitespace(array), pa.float64())
+    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_boolean(array.type):
+        return pc.cast(array, pa.float64())
+    raise pa.ArrowInvalid(f"wrong type {array.type}")
+
+
+def column_numbers(table: pa.Table, column: str, rows: Rows, required: bool) -> np.ndarray:
+    """float64 values of a column (strings parsed); refused or (if ``required``) missing values are bad rows."""
+    array = combined(table.column(column))
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or is_numeric(array.type)):
+        raise LogDataError(rows.source, column, f"wrong type {array.type}: expected numbers")
+    numbers = converted(array, _numbers, rows, column, "not a number", "0")
+    if required and numbers.null_count:
+        rows.flag(pc.is_null(numbers).to_numpy(zero_copy_only=False), column, "missing value")
+    return pc.fill_null(numbers, np.nan).to_numpy(zero_copy_only=False)
+
+
+def is_numeric(t) -> bool:
+    """Whether an Arrow type holds numbers (integers, floats or booleans)."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
+def combined(column) -> pa.Array:
+    """A column as one array (a chunked one's chunks combined)."""
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def as_text(array: pa.Array) -> pa.Array:
+    """Values as text, the raw field of a CSV: integers as ``3``, strings as they are."""
+    if pa.types.is_dictionary(array.type):
+        array = array.cast(array.type.value_type)
+    if pa.types.is_floating(array.type):  # 3.0 → "3", as pandas' integers-with-nulls often arrive
+        whole = pc.equal(array, pc.floor(array))
+        as_int = pc.cast(pc.if_else(whole, array, pa.scalar(None, array.type)), pa.int64(), safe=False)
+        return pc.if_else(whole, pc.cast(as_int, pa.string()), pc.cast(array, pa.string()))
+    return pc.cast(array, pa.string())
+
+
+def timestamps(array: pa.Array, zone: str) -> pa.Array:
+    """UTC timestamps: ISO-8601 text (a naive time is in ``zone``), Arrow timestamps, or seconds since the epoch."""
+    t = array.type
+    if pa.types.is_timestamp(t):
+        return array if t.tz else pc.assume_timezone(array, zone, ambiguous="earliest", nonexistent="earliest")
+    if is_numeric(t):
+        return pc.cast(pc.cast(pc.multiply(pc.cast(array, pa.float64()), 1e6), pa.int64()), pa.timestamp("us", "UTC"))
+    if pa.types.is_date(t):
+        return pc.assume_timezone(pc.cast(array, pa.timestamp("us")), zone)
+    text = pc.utf8_trim_whitespace(pc.cast(array, pa.string()))
+    zoned = pc.fill_null(pc.match_substring_regex(text, r"(Z|[+-]\d\d(:?\d\d)?)$"), False)
+    aware = pc.cast(pc.if_else(zoned, text, pa.scalar(None, pa.string())), pa.timestamp("us", "UTC"))
+    naive = pc.cast(pc.if_else(zoned, pa.scalar(None, pa.string()), text), pa.timestamp("us"))
+    local = pc.assume_timezone(naive, zone, ambiguous="earliest", nonexistent="earliest").cast(aware.type)
+    return pc.if_else(zoned, aware, local)
+
+
+def dates(array: pa.Array, zone: str) -> pa.Array:
+    """The days (``YYYY-MM-DD``, in ``zone``) of UTC timestamps."""
+    local = pc.local_timestamp(pc.cast(array, pa.timestamp("us", zone)))
+    return pc.cast(pc.cast(local, pa.date32()), pa.string())
+
