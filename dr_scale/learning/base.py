@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
+
 
 def check_rewards(rewards, n_rows: int) -> np.ndarray:
     """Every action's reward as float64 (n, k), finite; errors name the problem."""
     rewards = np.asarray(rewards, dtype=np.float64)
     if rewards.ndim != 2 or rewards.shape[0] != n_rows:
-        raise ValueError(f"rewards must have shape (n, k) with n={n_rows}, got {rewards.shape}")
+        raise ParameterError(f"`rewards` must have shape (n, k) with n={n_rows}, got {rewards.shape}")
     if not np.all(np.isfinite(rewards)):
         row = int(np.argwhere(~np.isfinite(rewards))[0, 0])
-        raise ValueError(f"rewards contain NaN or infinite values (e.g. row {row})")
+        raise ParameterError(f"`rewards` contain NaN or infinite values (e.g. row {row})")
     return rewards
 
 

@@ -287,16 +287,16 @@ def log_shape(fs, paths: list[str], n_features: int | None, n_actions: int | Non
     meta = log_metadata(fs, paths[0])
     for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
         if given is not None and meta.get(key, given) != given:
-            raise ValueError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
-                             f"given {given}")
+            raise ParameterError(f"{paths[0]}: the log's {what} number {meta[key]} (its metadata) differs from the "
+                                 f"given {given}")
     d = meta.get("n_features") or n_features or getattr(reward_model, "n_features", None)
     k = meta.get("n_actions") or n_actions or getattr(reward_model, "n_actions", None)
     if d is None or k is None:
         missing = "n_features (d)" if d is None else "n_actions (k)"
-        raise ValueError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
+        raise ParameterError(f"{paths[0]}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
     if reward_model is not None and (reward_model.n_features, reward_model.n_actions) != (d, k):
-        raise ValueError(f"the reward model has {reward_model.n_features} features and {reward_model.n_actions} "
-                         f"actions, the log {d} and {k}")
+        raise ParameterError(f"the reward model has {reward_model.n_features} features and "
+                             f"{reward_model.n_actions} actions, the log {d} and {k}")
     return int(d), int(k)
 
 

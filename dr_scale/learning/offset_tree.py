@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_array
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.learning.filter_tree import TournamentTree
 
 
@@ -34,9 +35,9 @@ class OffsetTree(TournamentTree):
         reward = np.asarray(reward, dtype=np.float64)
         propensity = np.asarray(propensity, dtype=np.float64)
         if not np.all((reward >= 0) & (reward <= 1)):
-            raise ValueError("the Offset Tree needs rewards in [0, 1] (rescale them first)")
+            raise ParameterError("the Offset Tree needs `reward` in [0, 1] (rescale them first)")
         if not np.all((propensity > 0) & (propensity <= 1)):
-            raise ValueError("propensities must lie in (0, 1]")
+            raise ParameterError("`propensity` must lie in (0, 1]")
         self._start(self.n_actions if self.n_actions is not None else int(action.max()) + 1)
 
         def node_problem(left, right):

@@ -106,9 +106,12 @@ def connect(scheduler: str):
 def _check_address(scheduler: str) -> None:
     """A scheduler address distributed can parse, with a port in range; else a :class:`UserError`."""
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends
 
     try:
         scheme, location = parse_address(scheduler)
+        if scheme not in backends:
+            raise ValueError(f"unknown address scheme {scheme!r} (known schemes: {', '.join(sorted(backends))})")
         if scheme in ("tcp", "tls"):
             _, port = parse_host_port(location)
             if not 0 < port < 65536:

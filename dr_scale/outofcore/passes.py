@@ -30,6 +30,7 @@ import dask
 import numpy as np
 from dask.system import CPU_COUNT
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.io.cache import spill_workspace
 from dr_scale.outofcore.compute import check_client, cluster_workers, compute, persist
 
@@ -176,7 +177,8 @@ class PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
         check_client(client)
         if spill is not None and not on_this_machine(client):
-            raise ValueError("spill folders serve this machine's processes; a cluster's workers spill by themselves")
+            raise ParameterError("`spill` folders serve this machine's processes; a cluster's workers spill by "
+                                 "themselves")
         slots = worker_slots(client)
         made = []
         for j, (lo, hi) in enumerate(tree_nodes(len(args_per_part), len(slots) if slots else 1)):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.outofcore.passes import Held
 from dr_scale.outofcore.progress import Passes
 
@@ -65,7 +66,7 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
     """
     lam = np.asarray(lam, dtype=np.float64)
     if not np.all(lam > 0):
-        raise ValueError(f"the ridge penalty λ must be positive, got {lam}")
+        raise ParameterError(f"the ridge penalty λ (`lam`) must be positive, got {lam}")
     if lam.ndim:
         lam = lam[:, None]
     n = np.asarray(stats.n, dtype=np.float64)

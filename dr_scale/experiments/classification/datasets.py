@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.logs.contract import LogDataError
 
@@ -89,7 +90,7 @@ def dataset_path(name: str, data_dir=None, fetch: bool = True) -> Path:
     """Path of a verified copy of data set ``name``, fetching it when absent."""
     entries = manifest()
     if name not in entries:
-        raise ValueError(f"unknown data set {name!r}; choose from {', '.join(entries)}")
+        raise UserError(f"unknown data set {name!r}; choose from {', '.join(entries)}")
     entry = entries[name]
     path = data_folder(data_dir) / entry["file"]
     if not path.exists():
