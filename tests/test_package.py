@@ -13,6 +13,7 @@ API_DOC = ROOT / "docs" / "api.md"
 
 def test_every_public_name_is_importable_and_documented():
     text = API_DOC.read_text()
+    assert len(set(dr_scale.__all__)) == len(dr_scale.__all__)
     for name in dr_scale.__all__:
         assert getattr(dr_scale, name) is not None
         assert re.search(rf"`{name}\b", text), f"{name} is in dr_scale.__all__ but not in docs/api.md"
@@ -87,3 +88,23 @@ def test_every_public_name_has_numpydoc_sections():
         if inspect.isfunction(obj) and not doc["Returns"]:
             faults.append(f"{name}: no Returns section")
     assert not faults, "\n".join(faults)
+
+
+def test_the_classes_the_public_functions_return_are_public():
+    """A user meets the classes in the return annotations of the public functions (``import_log`` → ``ImportSummary``):
+    each class of dr_scale among them is in ``dr_scale.__all__``."""
+    import inspect
+    import typing
+
+    def classes(hint):
+        yield hint
+        for arg in typing.get_args(hint):
+            yield from classes(arg)
+
+    hidden = {f"{name} → {cls.__module__}.{cls.__qualname__}"
+              for name in dr_scale.__all__ if inspect.isfunction(obj := getattr(dr_scale, name))
+              for cls in classes(typing.get_type_hints(obj).get("return"))
+              if inspect.isclass(cls) and cls.__module__.startswith("dr_scale.")
+              and cls.__name__ not in dr_scale.__all__}
+    assert not hidden, sorted(hidden)
+

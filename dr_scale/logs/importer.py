@@ -756,7 +756,52 @@ def _by_date(table: pa.Table) -> list[tuple[str | None, pa.Table]]:
 
 @dataclass
 class ImportSummary:
-    """What an import wrote: its printed summary is :meth:`text`."""
+    """What an import wrote (:func:`import_log` returns it): its printed summary is :meth:`text`, its JSON
+    record :meth:`to_dict`.
+
+    Parameters
+    ----------
+    out : str
+        The log's folder.
+    rows : int
+        Rows written.
+    bad : collections.Counter
+        Rows skipped, by reason.
+    days : list
+        The ``date=YYYY-MM-DD`` partitions written, in order (empty without a timestamp in the spec).
+    n_actions : int
+        Actions in the vocabulary (k).
+    actions_logged : int
+        Actions with at least one logged row.
+    n_features : int
+        The hashed feature space's size d = 2^bits.
+    features_used : int
+        Feature ids used by some row.
+    keys : int
+        Distinct feature keys hashed.
+    collisions : int
+        Feature ids shared by two or more keys.
+    propensity : tuple of float or None
+        (min, max) of the logged propensities; None when the spec names no propensity column.
+    files : int
+        Raw files read.
+    catalogue : int or None, default None
+        Actions in the item catalogue, when the spec gives one.
+
+    Examples
+    --------
+    >>> from collections import Counter
+    >>> summary = ImportSummary(out="logs", rows=2, bad=Counter({"reward is not a number": 1}), days=[],
+    ...                         n_actions=2, actions_logged=2, n_features=2**18, features_used=2, keys=2,
+    ...                         collisions=0, propensity=(0.5, 0.5), files=1)
+    >>> print(summary.text())
+    imported 2 rows from 1 file(s) into logs
+    days: none (no timestamp in the spec)
+    actions: 2 in the vocabulary, 2 logged
+    features: 2 of 2^18 used by 2 distinct keys; 0 collision(s)
+    propensity: 0.5 … 0.5
+    bad rows skipped: 1 (1 × reward is not a number)
+    """
 
     out: str
     rows: int
@@ -773,6 +818,7 @@ class ImportSummary:
     catalogue: int | None = None
 
     def text(self) -> str:
+        """The summary the ``import`` command prints, one fact a line."""
         lines = [f"imported {self.rows:,} rows from {self.files} file(s) into {self.out}"]
         lines.append("days: " + (f"{len(self.days)} ({self.days[0]} … {self.days[-1]})" if self.days else
                                  "none (no timestamp in the spec)"))
@@ -793,6 +839,7 @@ class ImportSummary:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The summary as a JSON object (``bad`` as ``bad_rows``)."""
         return {"out": self.out, "rows": self.rows, "bad_rows": dict(self.bad), "days": self.days,
                 "n_actions": self.n_actions, "actions_logged": self.actions_logged, "n_features": self.n_features,
                 "features_used": self.features_used, "keys": self.keys, "collisions": self.collisions,
