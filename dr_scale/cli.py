@@ -36,6 +36,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (no usage block), exit status 2, as every other error."""
 
     def error(self, message: str):
+        """Print ``dr-scale …: error: MESSAGE (see dr-scale … --help)`` on one line and exit 2."""
         self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 

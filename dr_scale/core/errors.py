@@ -36,6 +36,10 @@ import errno
 import os
 import re
 
+TYPE_CHECKING = False  # typing itself is not imported at run time: a command's start stays short
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
 
 class UserError(ValueError):
     """Bad input or environment, raised on purpose; the message names the file / column / row / option and the fix.
@@ -181,7 +185,7 @@ def internal_error(exc: BaseException) -> str:
 TEMPORARY_NAME_EXTRA = len(".") + len(".tmp-") + 32
 
 
-def check_output_file(url: str, fs, path: str) -> None:
+def check_output_file(url: str, fs: AbstractFileSystem, path: str) -> None:
     """Refuse, before the work, an output file path that cannot be written: a folder (a rename would
     drop the file inside it), a file or read-only folder on the way, or a name that is too long for
     the filesystem once the temporary suffix of the atomic write is added.
@@ -195,7 +199,7 @@ def check_output_file(url: str, fs, path: str) -> None:
     _check_local_parent(fs, path, url)
 
 
-def check_output_folder(url: str, fs, path: str) -> None:
+def check_output_folder(url: str, fs: AbstractFileSystem, path: str) -> None:
     """Refuse an output folder path that is a file, lies under a read-only local folder, or has a
     name longer than the filesystem allows."""
     if fs.exists(path) and not fs.isdir(path):
@@ -204,7 +208,7 @@ def check_output_folder(url: str, fs, path: str) -> None:
     _check_local_parent(fs, path + "/x", url)
 
 
-def _name_max(fs, path: str) -> int:
+def _name_max(fs: AbstractFileSystem, path: str) -> int:
     """The longest file name the filesystem of ``path`` takes (a local folder's ``PC_NAME_MAX``, else 255)."""
     if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         parent = os.path.dirname(path) or "."
@@ -217,7 +221,7 @@ def _name_max(fs, path: str) -> int:
     return 1024  # object stores: keys up to 1024 bytes
 
 
-def _check_name_lengths(fs, path: str, url: str, extra: int) -> None:
+def _check_name_lengths(fs: AbstractFileSystem, path: str, url: str, extra: int) -> None:
     limit = _name_max(fs, path)
     *folders, name = [c for c in path.split("/") if c] or [""]
     for part in folders:
@@ -230,7 +234,7 @@ def _check_name_lengths(fs, path: str, url: str, extra: int) -> None:
                         "choose a shorter name")
 
 
-def _check_local_parent(fs, path: str, url: str) -> None:
+def _check_local_parent(fs: AbstractFileSystem, path: str, url: str) -> None:
     """For a local path: the nearest existing ancestor must be a writable folder."""
     if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         return

@@ -9,6 +9,9 @@ DR estimate of the learned policy's value; higher is better, as scikit-learn exp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
@@ -28,7 +31,12 @@ def check_rewards(rewards, n_rows: int) -> np.ndarray:
 class PolicyLearnerMixin:
     """``score(X, rewards)``: the mean reward of the learned policy's actions."""
 
+    #: The learned policy's action for each row of X (the learner it is mixed into defines it).
+    predict: Callable[[Any], np.ndarray]
+
     def score(self, X, rewards) -> float:
+        """The mean reward of the chosen actions, (1/n) Σ_i r_{π(x_i)}(x_i) over ``rewards`` (n, k): higher is
+        better."""
         rewards = check_rewards(rewards, X.shape[0])
         actions = np.asarray(self.predict(X), dtype=np.int64)
         return float(rewards[np.arange(rewards.shape[0]), actions].mean())

@@ -43,11 +43,11 @@ def impute_rewards(action, reward, propensity, n_actions: int, method: str,
     if method != "ips":
         if reward_hat is None or np.shape(reward_hat) != (n, k):
             raise ParameterError(f"{method.upper()} imputation needs `reward_hat` of shape ({n}, {k})")
-        reward_hat = np.asarray(reward_hat, dtype=np.float64)
+        rho = np.asarray(reward_hat, dtype=np.float64)
         if method == "dm":
-            return reward_hat.copy()
-    gamma = np.zeros((n, k)) if method == "ips" else reward_hat.copy()
+            return rho.copy()
+    gamma = np.zeros((n, k)) if method == "ips" else rho.copy()
     gamma.reshape(-1)[flat] += reward / propensity
     if method == "dr":
-        gamma.reshape(-1)[flat] -= reward_hat.reshape(-1)[flat] / propensity
+        gamma.reshape(-1)[flat] -= rho.reshape(-1)[flat] / propensity
     return gamma

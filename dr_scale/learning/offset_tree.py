@@ -30,6 +30,7 @@ class OffsetTree(TournamentTree):
         self.n_actions = n_actions
 
     def fit(self, X, action, reward, propensity):
+        """Train the tree on the logged rows (x_i, a_i, r_i ∈ [0, 1], p_i); returns the learner."""
         X = check_array(X, accept_sparse="csr", dtype=np.float64)
         action = np.asarray(action, dtype=np.int64)
         reward = np.asarray(reward, dtype=np.float64)
@@ -41,6 +42,8 @@ class OffsetTree(TournamentTree):
         self._start(self.n_actions if self.n_actions is not None else int(action.max()) + 1)
 
         def node_problem(left, right):
+            """A node's problem from the rows that logged ``left`` or ``right``: label — the logged side if r > ½,
+            else the other; importance |r − ½| / p (Beygelzimer & Langford's offset ½)."""
             is_left, is_right = action == left, action == right
             rows = np.flatnonzero(is_left | is_right)
             good = reward[rows] > 0.5

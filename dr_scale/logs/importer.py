@@ -41,7 +41,9 @@ import io
 import posixpath
 import uuid
 from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -64,6 +66,7 @@ from dr_scale.logs.contract import (
 from dr_scale.logs.spec import (
     CATALOGUE_FILE,
     Columns,
+    FeatureColumns,
     ImportSpec,
     Vocabulary,
     check_same_hashing,
@@ -73,6 +76,12 @@ from dr_scale.logs.spec import (
     read_spec,
     saved_spec,
 )
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+    import pandas as pd
+    from distributed import Client
+    from fsspec import AbstractFileSystem
 
 #: Bytes per block of an uncompressed CSV / JSON-lines file.
 DEFAULT_BLOCKSIZE = 16 << 20
@@ -132,11 +141,13 @@ class Block:
 
     @property
     def first(self) -> bool:
+        """Whether the block starts its file (it holds the header)."""
         return self.start == 0
 
 
-def plan_blocks(fs, files: list[str], spec: ImportSpec, blocksize: int) -> list[Block]:
-    blocks = []
+def plan_blocks(fs: AbstractFileSystem, files: list[str], spec: ImportSpec, blocksize: int) -> list[Block]:
+    """The blocks to read: a Parquet or compressed file whole, a text file in byte ranges of ``blocksize``."""
+    blocks: list[Block] = []
     for path in files:
         fmt, compression = _format_of(path, spec.format)
         if fmt == "parquet" or compression:
@@ -153,9 +164,10 @@ class _Invalid:
     """pyarrow's ``invalid_row_handler``: skip (counted) or fail (remembering the line's text)."""
 
     def __init__(self, skip: bool):
-        self.skip, self.count, self.text = skip, 0, None
+        self.skip, self.count = skip, 0
+        self.text: tuple | None = None
 
-    def __call__(self, row) -> str:
+    def __call__(self, row: Any) -> str:
         if self.skip:
             self.count += 1
             return "skip"
@@ -163,7 +175,8 @@ class _Invalid:
         return "error"
 
 
-def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler, numeric=()):
+def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler: _Invalid | None,
+                 numeric: Collection[str] = ()) -> dict:
     """pyarrow's CSV options: the ``used`` columns as text, those of ``numeric`` parsed as float64."""
     import pyarrow.csv as pcsv
 
@@ -173,34 +186,40 @@ def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler, n
                                                     column_types=types))
 
 
-def header(fs, block: Block, spec: ImportSpec) -> list[str]:
+def header(fs: AbstractFileSystem, block: Block, spec: ImportSpec) -> list[str]:
     """The column names of a raw file (the CSV header line, the JSON keys of the first lines, the Parquet schema)."""
     with fs.open(block.path, "rb", compression=block.compression) as f:
         if block.fmt == "parquet":
-            return pq.ParquetFile(f).schema_arrow.names
+            names: list[str] = pq.ParquetFile(f).schema_arrow.names
+            return names
         if block.fmt == "json":
             import pyarrow.json as pj
 
             head = f.read(1 << 20)
             head = head[: head.rfind(b"\n") + 1] or head
             try:
-                return pj.read_json(io.BytesIO(head)).column_names
+                keys: list[str] = pj.read_json(io.BytesIO(head)).column_names
+                return keys
             except pa.ArrowInvalid as exc:
                 raise LogDataError(block.path, None, f"not JSON lines ({exc})") from None
         import pyarrow.csv as pcsv
 
         line = f.readline()
     try:
-        return pcsv.read_csv(io.BytesIO(line), parse_options=pcsv.ParseOptions(delimiter=spec.delimiter)).column_names
+        columns: list[str] = pcsv.read_csv(io.BytesIO(line),
+                                           parse_options=pcsv.ParseOptions(delimiter=spec.delimiter)).column_names
+        return columns
     except pa.ArrowInvalid as exc:
         raise LogDataError(block.path, None, f"no CSV header line ({exc})") from None
 
 
-def _block_bytes(fs, block: Block) -> bytes:
+def _block_bytes(fs: AbstractFileSystem, block: Block) -> bytes:
+    """The block's bytes: whole lines from the first after ``start`` (or from 0) to the first after the end."""
     from fsspec.utils import read_block
 
     with fs.open(block.path, "rb") as f:
-        return read_block(f, block.start, block.length, delimiter=b"\n")
+        data: bytes = read_block(f, block.start, block.length, delimiter=b"\n")
+    return data
 
 
 def _line_count(data: bytes) -> int:
@@ -208,17 +227,18 @@ def _line_count(data: bytes) -> int:
     return newlines + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _first_line(fs, block: Block) -> int:
+def _first_line(fs: AbstractFileSystem, block: Block) -> int:
     """The physical line number (from 1) of a byte block's first line: one more than the lines before it."""
     if block.start == 0:
         return 1
     from fsspec.utils import read_block
 
     with fs.open(block.path, "rb") as f:
-        return 1 + read_block(f, 0, block.start, delimiter=b"\n").count(b"\n")
+        before: bytes = read_block(f, 0, block.start, delimiter=b"\n")
+    return 1 + before.count(b"\n")
 
 
-def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exception,
+def _parse_error(fs: AbstractFileSystem, block: Block, text: bytes | None, prepended: bool, exc: Exception,
                  handler: _Invalid | None) -> LogDataError:
     """A parser's error as one line naming the file and the line."""
     message = " ".join(str(exc).split())
@@ -226,7 +246,7 @@ def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exc
         line_text, expected, actual = handler.text
         reason = f"malformed CSV line: {actual} fields where the header has {expected}"
         pos = text.find(line_text.encode()) if text is not None else -1
-        if pos < 0:
+        if text is None or pos < 0:
             return LogDataError(block.path, None, f"{reason} ({line_text[:60]!r})")
         before = text[:pos].count(b"\n")
         line = _first_line(fs, block) + before - (1 if prepended else 0)
@@ -234,8 +254,9 @@ def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exc
     return LogDataError(block.path, None, f"cannot parse {block.fmt.upper()} ({message})")
 
 
-def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list[str], skip: Counter,
-                data: bytes | None = None, numeric=()):
+def read_tables(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], used: list[str],
+                skip: Counter, data: bytes | None = None,
+                numeric: Collection[str] = ()) -> Iterator[tuple[pa.Table, int]]:
     """Yield (table of the ``used`` columns, line or row number of its first row) for the block.
 
     Lines count from 1 (a CSV's header is line 1); Parquet rows from 0. A byte block's tables
@@ -306,9 +327,11 @@ def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list
     yield table, 0
 
 
-def _header_bytes(fs, block: Block) -> bytes:
+def _header_bytes(fs: AbstractFileSystem, block: Block) -> bytes:
+    """The file's first line (a CSV's header), with its newline."""
     with fs.open(block.path, "rb") as f:
-        return f.readline()
+        line: bytes = f.readline()
+    return line
 
 
 def _json_columns(table: pa.Table, used: list[str]) -> pa.Table:
@@ -326,6 +349,7 @@ class _Rows:
         self.reasons: Counter = Counter()
 
     def where(self, i: int) -> str:
+        """Where row ``i`` is, for messages: ``SOURCE, line N`` (or the source alone)."""
         return f"{self.source}, {self.kind} {self.line0 + i}" if self.line0 is not None else self.source
 
     def flag(self, mask: np.ndarray, column: str, reason: str) -> None:
@@ -340,11 +364,12 @@ class _Rows:
         self.reasons[f"column '{column}': {reason}"] += int(mask.sum())
 
 
-def _bad_positions(array: pa.Array, convert) -> np.ndarray:
+def _bad_positions(array: pa.Array, convert: Callable[[pa.Array], pa.Array]) -> np.ndarray:
     """Positions of the non-null values of ``array`` that ``convert`` refuses, found by bisection."""
     out: list[int] = []
 
     def walk(lo: int, hi: int) -> None:
+        """Add to ``out`` the positions in [lo, hi) whose values ``convert`` refuses, halving the range down to one."""
         try:
             convert(array.slice(lo, hi - lo))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
@@ -359,7 +384,8 @@ def _bad_positions(array: pa.Array, convert) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def _converted(array: pa.Array, convert, rows: _Rows, column: str, reason: str, fill) -> pa.Array:
+def _converted(array: pa.Array, convert: Callable[[pa.Array], pa.Array], rows: _Rows, column: str, reason: str,
+               fill: str | int) -> pa.Array:
     """``convert(array)``; values it refuses are bad rows (``reason``) and become ``fill`` when skipped."""
     try:
         return convert(array)
@@ -390,14 +416,16 @@ def _column_numbers(table: pa.Table, column: str, rows: _Rows, required: bool) -
     numbers = _converted(array, _numbers, rows, column, "not a number", "0")
     if required and numbers.null_count:
         rows.flag(pc.is_null(numbers).to_numpy(zero_copy_only=False), column, "missing value")
-    return pc.fill_null(numbers, np.nan).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(numbers, np.nan).to_numpy(zero_copy_only=False)
+    return values
 
 
-def _numeric_type(t) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+def _numeric_type(t: pa.DataType) -> bool:
+    """Whether an Arrow type is a number (integer, floating point or boolean)."""
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
 
 
-def _one(column) -> pa.Array:
+def _one(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
@@ -441,7 +469,8 @@ def _hashed(keys: pa.Array, prefix: str, bits: int, fps: list) -> np.ndarray:
     return idx
 
 
-def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows, fps: list):
+def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows,
+              fps: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, index, value) triples of every hashed feature (module docstring of :mod:`dr_scale.logs.spec`), by row
     and index within a row, the values of one index in a row summed.
 
@@ -513,7 +542,7 @@ def _features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: _Rows, fps
     return _summed_repeats(r[order], i[order], v[order])
 
 
-def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray):
+def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, index, value) sorted by (row, index), each index of a row once, its values summed.
 
     Repeats (two features of a row hashed to one index) are rare: the rows are compared only where two
@@ -531,7 +560,7 @@ def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray):
     return r, i.astype(np.int32, copy=False), v
 
 
-def _list_column(offsets: np.ndarray, flat: np.ndarray, typ) -> pa.Array:
+def _list_column(offsets: np.ndarray, flat: np.ndarray, typ: pa.DataType) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, type=typ))
 
 
@@ -577,7 +606,7 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
                   else None)  # not logged: the log has no propensity column
     fault = None if propensity is None else propensity_fault(np.where(np.isnan(propensity) & rows.bad, 1.0,
                                                                       propensity))
-    if fault is not None:
+    if fault is not None and cols.propensity is not None:
         mask, rule = fault
         rows.flag(mask, cols.propensity, f"propensity {rule}")
     if cols.row_id is not None:
@@ -668,7 +697,8 @@ def _file_id(name: str) -> int:
     return int(murmurhash3_32(pa.array([name]), 0).view(np.uint32)[0]) & ((1 << FILE_BITS) - 1)
 
 
-def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: str, values_wanted: bool = True):
+def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], action: str,
+                 values_wanted: bool = True) -> tuple[int, set | None]:
     """First pass: (data lines in a byte block, distinct action values as text — only if ``values_wanted``)."""
     values: set = set()
     lines = 0
@@ -684,8 +714,9 @@ def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: s
     return lines, values
 
 
-def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Columns, vocabulary: Vocabulary,
-                  line0: int, out_fs, staging: str, tag: str, file_id: int | None) -> BlockStats:
+def convert_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], cols: Columns,
+                  vocabulary: Vocabulary, line0: int, out_fs: AbstractFileSystem, staging: str, tag: str,
+                  file_id: int | None) -> BlockStats:
     """Second pass: convert one block and write its parts (one per day) under ``staging``.
 
     ``line0``: the line number of a byte block's first data row (from the first pass).
@@ -860,7 +891,8 @@ def _staging_name(out: str) -> str:
     return posixpath.join(parent, f".{name}.import-{uuid.uuid4().hex}")
 
 
-def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict | None = None,
+def import_log(raw: str, spec: ImportSpec | dict | str, out: str, *, client: Client | None = None,
+               storage_options: dict | None = None,
                blocksize: int = DEFAULT_BLOCKSIZE, progress: bool = False) -> ImportSummary:
     """Import the raw table(s) at ``raw`` into a log at ``out`` by ``spec`` (module docstring).
 
@@ -997,7 +1029,7 @@ def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict |
                          len(set(stats.files)), n_catalogue)
 
 
-def _sum_stats(items) -> BlockStats:
+def _sum_stats(items: Iterable[BlockStats]) -> BlockStats:
     items = list(items)
     total, none = BlockStats(), np.zeros(0, np.uint64)
     for s in items:  # the fingerprints merged once, below
@@ -1005,7 +1037,7 @@ def _sum_stats(items) -> BlockStats:
     return replace(total, fingerprints=_union([s.fingerprints for s in items]))
 
 
-def _publish(fs, staging: str, out: str, adding: bool) -> None:
+def _publish(fs: AbstractFileSystem, staging: str, out: str, adding: bool) -> None:
     """Make the staged log the output: one rename of the folder, or (adding days) one per day and the spec last."""
     from dr_scale.io.atomic import interrupts_deferred
 
@@ -1027,9 +1059,11 @@ def _publish(fs, staging: str, out: str, adding: bool) -> None:
 
 
 # -- the item catalogue -----------------------------------------------------------------------------
-def _read_catalogue(spec: ImportSpec, spec_source: str, raw: str, storage_options):
+def _read_catalogue(spec: ImportSpec, spec_source: str, raw: str,
+                    storage_options: dict | None) -> tuple[list, pa.Table, str]:
     """(keys as text, the catalogue's table) — a small table, read whole. A relative path is beside the spec file."""
     cat = spec.actions
+    assert cat is not None  # read for a spec that names a catalogue
     path = cat.table
     if "://" not in path and not posixpath.isabs(path) and spec_source != "<spec>":
         path = posixpath.join(posixpath.dirname(spec_source), path)
@@ -1066,12 +1100,14 @@ def _read_catalogue(spec: ImportSpec, spec_source: str, raw: str, storage_option
     return keys.to_pylist(), table, path
 
 
-def catalogue_table(catalogue, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str) -> pa.Table:
+def catalogue_table(catalogue: tuple[list, pa.Table, str], spec: ImportSpec, vocabulary: Vocabulary,
+                    spec_source: str) -> pa.Table:
     """The catalogue as (action, key, features, values): each item's hashed features, in action order."""
     keys, table, path = catalogue
     cat = spec.actions
+    assert cat is not None  # made for a spec that names a catalogue
     item_spec = ImportSpec(action=cat.key, reward=cat.key, propensity=cat.key, hash_bits=spec.hash_bits,
-                           features={"categorical": cat.categorical, "numeric": cat.numeric, "tokens": cat.tokens})
+                           features=FeatureColumns(categorical=cat.categorical, numeric=cat.numeric, tokens=cat.tokens))
     cols = Columns(item_spec, table.column_names, spec_source, path)
     rows = _Rows(path, table.num_rows, 2, "line", False)
     r, i, v = _features(table, cols, item_spec, rows, [])
@@ -1095,17 +1131,17 @@ def _schema_table(table: pa.Table, d: int, k: int) -> pa.Table:
 
 
 # -- DataFrames ------------------------------------------------------------------------------------
-def _frame_table(df) -> pa.Table:
+def _frame_table(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def _vocabulary_for(spec: ImportSpec, values, actions) -> Vocabulary:
+def _vocabulary_for(spec: ImportSpec, values: Iterable, actions: Iterable | None) -> Vocabulary:
     if actions is not None:
         return Vocabulary([str(a) for a in actions], spec.unseen_actions == "reserved")
     return Vocabulary.of(values, reserved=spec.unseen_actions == "reserved")
 
 
-def from_pandas(df, spec, *, actions=None) -> Partition:
+def from_pandas(df: pd.DataFrame, spec: ImportSpec | dict | str, *, actions: Iterable | None = None) -> Partition:
     """A pandas DataFrame of raw columns as an in-memory log, by an import spec.
 
     The conversion is :func:`import_log`'s (:func:`convert_table`); row ids are the
@@ -1149,7 +1185,8 @@ def from_pandas(df, spec, *, actions=None) -> Partition:
     return partition_from_table(out.table, "<DataFrame>", 1 << spec.hash_bits, len(vocabulary))
 
 
-def from_dask(ddf, spec, *, actions=None):
+def from_dask(ddf: dd.DataFrame, spec: ImportSpec | dict | str, *,
+              actions: Iterable | None = None) -> dd.DataFrame:
     """A Dask DataFrame of raw columns as a Dask DataFrame in the log contract, by an import spec.
 
     One pass finds the action values (unless ``actions`` is given) and the partitions'
@@ -1191,7 +1228,8 @@ def from_dask(ddf, spec, *, actions=None):
         raise ParameterError(f"`ddf` must be a Dask DataFrame, got {type(ddf).__name__}")
     cols = Columns(spec, list(ddf.columns), source, "the Dask DataFrame")
 
-    def survey(pdf):
+    def survey(pdf: pd.DataFrame) -> tuple[int, set]:
+        """One partition's row count and the action values it holds."""
         text = _text(_one(_frame_table(pdf[[cols.action]]).column(0)))
         return len(pdf), {v for v in pc.unique(text).to_pylist() if v is not None}
 
@@ -1200,7 +1238,8 @@ def from_dask(ddf, spec, *, actions=None):
     starts = np.concatenate([[0], np.cumsum([n for n, _ in surveyed])[:-1]]).astype(np.int64)
     d, k = 1 << spec.hash_bits, len(vocabulary)
 
-    def convert(pdf, partition_info=None):
+    def convert(pdf: pd.DataFrame, partition_info: dict | None = None) -> pd.DataFrame:
+        """One partition as a contract frame (validated as a log part would be)."""
         i = partition_info["number"] if partition_info else 0
         out = convert_table(_frame_table(pdf), cols, spec, vocabulary, source=f"<dataframe partition {i}>",
                             line0=int(starts[i]), kind="row", position0=int(starts[i]), values=True)
@@ -1209,10 +1248,11 @@ def from_dask(ddf, spec, *, actions=None):
 
     meta = _contract_frame(convert_table(_frame_table(ddf._meta), cols, spec, vocabulary, source="<meta>",
                                          line0=0, kind="row", values=True).table)
-    return ddf.map_partitions(convert, meta=meta)
+    frame: dd.DataFrame = ddf.map_partitions(convert, meta=meta)
+    return frame
 
 
-def _contract_frame(table: pa.Table):
+def _contract_frame(table: pa.Table) -> pd.DataFrame:
     """A contract table as pandas, its list columns as Arrow dtypes (nothing becomes text)."""
     import pandas as pd
 

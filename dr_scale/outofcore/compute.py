@@ -266,6 +266,7 @@ def _pre_spawn_environ() -> dict:
 
     key = "distributed.nanny.pre-spawn-environ"
     spec = importlib.util.find_spec("distributed")
+    assert spec is not None and spec.origin is not None  # a dependency, installed as files
     defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
     with dask.config.set(WORKER_CONFIG):
         return {**dask.config.get(key, default={}, config=defaults), **dask.config.get(key, default={})}
@@ -283,6 +284,7 @@ def _add_dashboard(cluster) -> None:
         scheduler = cluster.scheduler
 
         async def connect():
+            """Attach the dashboard to the scheduler's HTTP server, on the cluster's event loop."""
             dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler)
 
         cluster.sync(connect)

@@ -56,6 +56,7 @@ class Dataset:
 
     @property
     def n_classes(self) -> int:
+        """The number of classes k (the bandit's actions)."""
         return len(self.classes)
 
     def __len__(self) -> int:
@@ -83,6 +84,7 @@ def data_folder(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def sha256_of(data: bytes) -> str:
+    """The SHA-256 of ``data`` as hex: what the data sets' manifest records for each file."""
     return hashlib.sha256(data).hexdigest()
 
 

@@ -77,10 +77,11 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
     position_type = np.int32 if repetitions < 2**30 else np.int64  # holds position + R + 1
     position = np.full(alive.shape[0], -1, dtype=position_type)
     log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
-    rows, reps = [], []
+    alive_per_k: list[np.ndarray] = []
+    position_per_k: list[np.ndarray] = []
     k = 0
     while alive.size:
-        step = 1
+        step: int | np.ndarray = 1
         if fraction < 1:  # step = min(⌊log(1 − U)/log(1 − f)⌋, R) + 1, computed in place
             gap = keyed_random.uniform(ids, seed, "subsample", fraction_index, k)
             np.negative(gap, out=gap)
@@ -93,10 +94,10 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
         position = position + step  # a new array: the previous one was kept in ``reps``
         keep = position < repetitions
         alive, ids, position = alive[keep], ids[keep], position[keep]
-        rows.append(alive)
-        reps.append(position)
+        alive_per_k.append(alive)
+        position_per_k.append(position)
         k += 1
-    rows, reps = np.concatenate(rows), np.concatenate(reps)
+    rows, reps = np.concatenate(alive_per_k), np.concatenate(position_per_k)
     order = np.argsort(reps.astype(np.min_scalar_type(repetitions)), kind="stable")  # a radix sort
     return rows[order], reps[order]
 
