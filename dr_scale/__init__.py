@@ -7,39 +7,54 @@ The names below are the public API (reference: docs/api.md); policy learners are
 :mod:`dr_scale.learning`. Other modules are the library's internals.
 """
 
+from __future__ import annotations
+
 import importlib
 
-#: Each public name and the module that defines it. The package imports them on first use (PEP 562), so
-#: ``import dr_scale.<module>`` — a command's start, a Dask worker unpickling a task — loads that module's
-#: own imports only, not scipy.special, pandas and the rest of the API.
-_API = {
-    "dr_scale.ope.estimators": ("IPS", "SNDR", "SNIPS", "ClippedDR", "DirectMethod", "DoublyRobust", "Estimate",
-                            "Estimator", "SwitchDR", "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning",
-                            "DRTuning", "SwitchDRTuning", "make_estimators",
-                            "MIPS", "SNMIPS", "ReplayMethod", "BalancedIPW"),
-    "dr_scale.ope.evaluation": ("Comparison", "ComparisonResult", "Evaluation", "EvaluationResult",
-                            "evaluate_dataframe", "evaluate_log", "evaluate_partitions"),
+TYPE_CHECKING = False  # typing itself is not imported at run time: a command's start stays short
+if TYPE_CHECKING:
+    from typing import Any
+
+#: The public API, written once: each public name by the module that defines it (``__all__`` lists them in this
+#: order). The package imports them on first use (PEP 562), so ``import dr_scale.<module>`` — a command's start, a
+#: Dask worker unpickling a task — loads that module's own imports only, not scipy.special, pandas and the rest of
+#: the API.
+_API: dict[str, tuple[str, ...]] = {
+    # estimators (paper Sec. 2) and their results; marginalized (MIPS) and propensity-free (RM, BIPW) ones
+    "dr_scale.ope.estimators": ("DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR",
+                                "Estimator", "Estimate", "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning",
+                                "DRTuning", "SwitchDRTuning", "make_estimators", "MIPS", "SNMIPS", "ReplayMethod",
+                                "BalancedIPW"),
+    # evaluating a policy on a log
+    "dr_scale.ope.evaluation": ("Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe",
+                                "evaluate_partitions", "Comparison", "ComparisonResult"),
+    # target policies
+    "dr_scale.policies": ("Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy",
+                          "LoggingPolicy", "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy",
+                          "LinearPolicy", "SoftmaxPolicy", "parse_policy", "SparsePolicy", "ItemScorerPolicy",
+                          "SparseProbs", "ActionDistribution"),
+    # the reward model ρ̂
+    "dr_scale.reward.models": ("RewardModel", "LinearRewardModel", "LogisticRewardModel"),
     "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
-    "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
-    "dr_scale.logs.contract": ("LogDataError", "Partition", "read_log", "write_log",
-                               "Catalogue", "read_catalogue"),
-    "dr_scale.logs.filters": ("LogFilter",),
-    "dr_scale.logs.opened": ("OpenedLog", "open_log"),
-    "dr_scale.logs.importing": ("from_dask", "from_pandas", "import_log"),
-    "dr_scale.policies": ("ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy",
-                          "LinearPolicy", "LoggingPolicy", "Policy", "ProbsColumnPolicy", "SoftmaxPolicy",
-                          "TopKPolicy", "UniformPolicy", "parse_policy",
-                          "SparsePolicy", "ItemScorerPolicy", "SparseProbs", "ActionDistribution"),
-    "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
     "dr_scale.reward.shared": ("SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model",
                                "fit_shared_ridge"),
+    # the logging policy estimated from a log
     "dr_scale.propensity.model": ("PropensityModel",),
     "dr_scale.propensity.fitting": ("fit_propensity_model",),
+    # learning a policy from a log (paper Sec. 4)
+    "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
+    # the logged-data contract, and raw tables into it
+    "dr_scale.logs.contract": ("read_log", "write_log", "Partition", "LogDataError", "Catalogue", "read_catalogue"),
+    "dr_scale.logs.filters": ("LogFilter",),
+    "dr_scale.logs.opened": ("OpenedLog", "open_log"),
+    "dr_scale.logs.importing": ("import_log", "ImportSummary", "from_pandas", "from_dask"),
+    # the errors that are the user's to fix (any other error is a bug of dr-scale)
+    "dr_scale.core.errors": ("UserError", "ParameterError"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'dr_scale' has no attribute {name!r}")
@@ -48,35 +63,9 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_MODULE_OF))
 
 
 __version__ = "0.1.0"
-__all__ = [
-    # estimators (paper Sec. 2) and their results
-    "DirectMethod", "IPS", "DoublyRobust", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "Estimator", "Estimate",
-    "DRos", "SubGaussianIPS", "SubGaussianDR", "IPSTuning", "DRTuning", "SwitchDRTuning", "make_estimators",
-    # marginalized estimators over the actions' embedding (large action spaces)
-    "MIPS", "SNMIPS",
-    # estimators without the logging propensity
-    "ReplayMethod", "BalancedIPW",
-    # evaluating a policy on a log
-    "Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe", "evaluate_partitions",
-    "Comparison", "ComparisonResult",
-    # target policies
-    "Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy", "LoggingPolicy",
-    "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
-    "SparsePolicy", "ItemScorerPolicy", "SparseProbs", "ActionDistribution",
-    # the reward model ρ̂
-    "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
-    "SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model", "fit_shared_ridge",
-    # the logging policy estimated from a log
-    "PropensityModel", "fit_propensity_model",
-    # learning a policy from a log (paper Sec. 4)
-    "LearnSettings", "learn_policy",
-    # the logged-data contract, and raw tables into it
-    "read_log", "write_log", "Partition", "LogDataError", "LogFilter", "OpenedLog", "open_log", "import_log",
-    "from_pandas", "from_dask",
-    "Catalogue", "read_catalogue",
-]
+__all__ = [name for names in _API.values() for name in names]

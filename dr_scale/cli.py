@@ -1,9 +1,12 @@
 """The ``dr-scale`` command: one sub-command per module in :mod:`dr_scale.commands`.
 
-Exit statuses, for every sub-command: 0 success; 2 a user or environment error (bad
-option, file, data, model, unreachable store or scheduler) — one line on stderr naming
-what is wrong and what to do, no traceback unless ``--debug``; 3 bad partitions in
-``report``; 4 a ``report`` written that carries a support or drift alert its ``fail_on``
+Exit statuses, for every sub-command: 0 success; 2 an error — a user or environment error
+(bad option, file, data, model, unreachable store or scheduler: a
+:class:`~dr_scale.core.errors.UserError` or one of the library errors
+:func:`~dr_scale.core.errors.describe` reads as the environment's) is one line on stderr naming
+what is wrong and what to do, any other error is a bug of dr-scale and its line says
+"unexpected", with the hint to report it; no traceback unless ``--debug``; 3 bad partitions
+in ``report``; 4 a ``report`` written that carries a support or drift alert its ``fail_on``
 names; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
 become a status and a message (:func:`dr_scale.core.errors.describe`), where a library
 error's parameter names become the command's flags
@@ -33,6 +36,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (no usage block), exit status 2, as every other error."""
 
     def error(self, message: str):
+        """Print ``dr-scale …: error: MESSAGE (see dr-scale … --help)`` on one line and exit 2."""
         self.exit(EXIT_ERROR, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 

@@ -13,6 +13,7 @@ API_DOC = ROOT / "docs" / "api.md"
 
 def test_every_public_name_is_importable_and_documented():
     text = API_DOC.read_text()
+    assert len(set(dr_scale.__all__)) == len(dr_scale.__all__)
     for name in dr_scale.__all__:
         assert getattr(dr_scale, name) is not None
         assert re.search(rf"`{name}\b", text), f"{name} is in dr_scale.__all__ but not in docs/api.md"
@@ -87,3 +88,83 @@ def test_every_public_name_has_numpydoc_sections():
         if inspect.isfunction(obj) and not doc["Returns"]:
             faults.append(f"{name}: no Returns section")
     assert not faults, "\n".join(faults)
+
+
+def test_the_classes_the_public_functions_return_are_public():
+    """A user meets the classes in the return annotations of the public functions (``import_log`` → ``ImportSummary``):
+    each class of dr_scale among them is in ``dr_scale.__all__``."""
+    import inspect
+
+    def returned(function):
+        """The classes the return annotation names that the function's module holds at run time (a type imported
+        for type checking only, such as a Dask DataFrame, is not dr_scale's)."""
+        hint = str(inspect.get_annotations(function).get("return"))
+        names = {word.split(".")[0] for word in re.findall(r"[A-Za-z_][\w.]*", hint)}
+        return [function.__globals__[n] for n in names if inspect.isclass(function.__globals__.get(n))]
+
+    hidden = {f"{name} → {cls.__module__}.{cls.__qualname__}"
+              for name in dr_scale.__all__ if inspect.isfunction(obj := getattr(dr_scale, name))
+              for cls in returned(obj)
+              if cls.__module__.startswith("dr_scale.") and cls.__name__ not in dr_scale.__all__}
+    assert not hidden, sorted(hidden)
+
+
+#: Modules whose public functions are not all documented yet: the estimators, the evaluator, the policies, the reward
+#: and propensity models and the log contract, which are being regrouped, and the sub-commands and OPE helpers beside
+#: them. Remove a module here once every public function in it has a docstring.
+NOT_YET_DOCUMENTED = (
+    "dr_scale/commands/evaluate.py", "dr_scale/commands/fit.py", "dr_scale/commands/fit_propensity.py",
+    "dr_scale/commands/generate.py", "dr_scale/commands/import_.py", "dr_scale/commands/learn.py",
+    "dr_scale/commands/report.py", "dr_scale/commands/run.py",
+    "dr_scale/logs/contract.py", "dr_scale/logs/filters.py", "dr_scale/logs/parts.py", "dr_scale/logs/folded.py",
+    "dr_scale/ope/", "dr_scale/outofcore/settings.py", "dr_scale/policies/", "dr_scale/propensity/",
+    "dr_scale/reward/",
+)
+
+
+def _undocumented_functions(path: Path) -> list[str]:
+    """Every ``def`` in the module whose name has no leading underscore — functions, methods, the functions nested
+    in them — without a docstring, as ``LINE QUALIFIED.NAME``."""
+    import ast
+
+    found: list[str] = []
+
+    def visit(body, where: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if not isinstance(node, ast.ClassDef) and not node.name.startswith("_") \
+                        and ast.get_docstring(node) is None:
+                    found.append(f"{node.lineno} {where}{node.name}")
+                visit(node.body, f"{where}{node.name}.")
+            else:
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []), where)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, where)
+
+    visit(ast.parse(path.read_text()).body, "")
+    return found
+
+
+def test_every_public_function_has_a_docstring():
+    """Every public function of the package (the issue's count: ``def``s without a leading underscore, at any depth)
+    has a docstring, outside the modules :data:`NOT_YET_DOCUMENTED` lists; and the names of ``dr_scale.__all__`` and
+    their public methods have one wherever they live outside those modules."""
+    import inspect
+
+    faults = [f"{path.relative_to(ROOT)}:{where}" for path in sorted((ROOT / "dr_scale").rglob("*.py"))
+              if not str(path.relative_to(ROOT)).startswith(NOT_YET_DOCUMENTED)
+              for where in _undocumented_functions(path)]
+    for name in dr_scale.__all__:
+        obj = getattr(dr_scale, name)
+        members = [(name, obj)] + [(f"{name}.{attr}", getattr(obj, attr)) for attr in dir(obj)
+                                   if inspect.isclass(obj) and not attr.startswith("_")]
+        for label, member in members:
+            member = getattr(member, "fget", member)
+            module = getattr(inspect.unwrap(member) if callable(member) else member, "__module__", None) or ""
+            if (inspect.isclass(member) or inspect.isroutine(member)) and module.startswith("dr_scale") \
+                    and not module.replace(".", "/").startswith(tuple(m.removesuffix(".py") for m in
+                                                                      NOT_YET_DOCUMENTED)) \
+                    and not inspect.getdoc(member):
+                faults.append(f"dr_scale.{label}")
+    assert not faults, "no docstring:\n" + "\n".join(faults)

@@ -18,6 +18,7 @@ SEED = option(Seed, "integer in [0, 2^64)")
 
 
 def add_compute_options(parser) -> None:
+    """--scheduler, --local-workers and --no-progress: where the command computes, and whether it shows progress."""
     group = parser.add_argument_group("where to compute")
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="Dask scheduler address (default: Dask config / DASK_SCHEDULER_ADDRESS, "
@@ -29,6 +30,7 @@ def add_compute_options(parser) -> None:
 
 
 def add_storage_option(parser) -> None:
+    """--storage-options FILE: the JSON fsspec options of every URL the command reads or writes."""
     parser.add_argument("--storage-options", metavar="FILE",
                         help=f"JSON file of fsspec storage options (default: ${STORAGE_OPTIONS_ENV}, "
                              "else the filesystem's own environment/credential chain)")
@@ -131,12 +133,13 @@ def option_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> d
     ``--local-workers``. A parameter that is not an option of the command keeps its name.
     """
     flags: dict[str, str] = {}
-    while parser is not None:
+    level: argparse.ArgumentParser | None = parser
+    while level is not None:
         chosen = None
-        for action in parser._actions:
+        for action in level._actions:
             if isinstance(action, argparse._SubParsersAction):
-                chosen = action.choices.get(getattr(args, action.dest, None))
+                chosen = action.choices.get(getattr(args, action.dest, ""))
             elif action.option_strings:
                 flags[action.dest] = max(action.option_strings, key=len)
-        parser = chosen
+        level = chosen
     return flags

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Sequence
 
 from dr_scale.commands.common import add_compute_options, storage_options
 from dr_scale.io.config import ConfigError, read_config_file
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def load_job(path: str, overrides: list[str] = ()) -> dict:
+def load_job(path: str, overrides: Sequence[str] = ()) -> dict:
     """The job file's table with the ``--set KEY=VALUE`` overrides (VALUE as JSON when it parses)."""
     config = read_config_file(path)
     for item in overrides:

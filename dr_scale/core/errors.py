@@ -1,14 +1,33 @@
 """User and environment errors, and the one line the command prints for any error.
 
 :class:`UserError` is bad input or a bad environment — a file, a column, an option, a
-store — with a message that names it and says what to do. Library code raises it (or a
-subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.io.config.ConfigError`,
+store — with a message that names it and says what to do. Library code raises it on purpose
+(or a subclass: :class:`dr_scale.logs.contract.LogDataError`, :class:`dr_scale.io.config.ConfigError`,
 :class:`ParameterError` for a bad argument, naming the parameter); the command line
 (:func:`dr_scale.cli.main`) prints ``dr-scale COMMAND: error: MESSAGE``, a parameter
-written as the command's flag, and exits 2. :func:`describe` gives the same one line for the errors the standard
-library, fsspec and the object-store clients raise (a read-only folder, a path that is a
-file, missing credentials, an unreachable endpoint), so every command gets them right
-without catching them itself.
+written as the command's flag, and exits 2.
+
+Besides :class:`UserError`, :func:`describe` reads as the user's or the environment's
+exactly these errors of the standard library, fsspec and the object-store clients, so every
+command gets them right without catching them itself:
+
+* ``OSError`` and its subclasses (``FileNotFoundError`` of a path the user gave, a read-only
+  folder, a path that is a file, a full disk, ``ConnectionError`` / ``TimeoutError`` of a
+  store or scheduler): the path and what to do;
+* the object-store clients' missing or refused credentials and unreachable endpoints;
+* a ``TypeError`` "unexpected keyword argument" out of a filesystem given the user's
+  storage options;
+* ``MemoryError`` and ``RecursionError`` (input nested too deeply).
+
+Anything else — a bare ``ValueError``, ``TypeError``, ``KeyError`` … — is a bug of dr-scale:
+it prints as an internal error with the hint to rerun with ``--debug`` and report it.
+
+>>> describe(ParameterError("`rows` must be positive, got 0"), {"rows": "--rows"})
+'--rows must be positive, got 0'
+>>> describe(FileNotFoundError(2, "No such file or directory", "logs/"))
+'logs/: no such file or folder'
+>>> describe(ValueError("cannot convert float NaN to integer"))
+'unexpected ValueError: cannot convert float NaN to integer (an internal error of dr-scale: rerun ... report it)'
 """
 
 from __future__ import annotations
@@ -17,12 +36,32 @@ import errno
 import os
 import re
 
+TYPE_CHECKING = False  # typing itself is not imported at run time: a command's start stays short
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
 
 class UserError(ValueError):
-    """Bad input or environment; the message names the file / column / row / option and the fix.
+    """Bad input or environment, raised on purpose; the message names the file / column / row / option and the fix.
 
+    The command line prints it as one line and exits 2 (:func:`describe`); an error that is not a
+    ``UserError`` (nor one of the library errors :func:`describe` reads as the environment's) is a bug.
     A ``ValueError`` so that library callers catching ``ValueError`` keep working.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and what to do.
+
+    Examples
+    --------
+    >>> err = UserError("logs/part-0.parquet: not a Parquet file; give the log's folder")
+    >>> isinstance(err, ValueError), describe(err)
+    (True, "logs/part-0.parquet: not a Parquet file; give the log's folder")
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)  # the one argument: it survives pickling (a Dask worker's error)
 
 
 class ParameterError(UserError):
@@ -34,6 +73,13 @@ class ParameterError(UserError):
     the same error reads right from Python, from a job file (whose keys are the
     parameters) and from the command line.
 
+    Parameters
+    ----------
+    message : str
+        What is wrong, each parameter it names in backticks.
+
+    Examples
+    --------
     >>> err = ParameterError("`days` must be between 1 and `rows` (10), got 11")
     >>> str(err), err.parameters
     ('days must be between 1 and rows (10), got 11', ('days', 'rows'))
@@ -42,9 +88,6 @@ class ParameterError(UserError):
     """
 
     _MARK = re.compile(r"`([A-Za-z_]\w*)`")
-
-    def __init__(self, message: str):
-        super().__init__(message)  # the marked message: it survives pickling (a Dask worker's error)
 
     def __str__(self) -> str:
         return self.naming({})
@@ -73,17 +116,19 @@ _OS_HINTS = {
 }
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
 def _object_store_error(exc: BaseException) -> str | None:
     """A message for botocore / aiohttp failures (no credentials, unreachable endpoint), or None."""
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:  # the error and what it was raised from
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:  # the error and what it was raised from
+        seen.add(id(cause))
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
     for e in chain:
         name = type(e).__name__
         if name in ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError"):
@@ -117,7 +162,7 @@ def describe(exc: BaseException, names: dict[str, str] | None = None) -> str:
         return f"{exc.filename}: {_OS_HINTS[exc.errno]}"
     if isinstance(exc, OSError) and exc.errno in _OS_HINTS:
         return f"{exc.strerror or _OS_HINTS[exc.errno]} (while writing or reading the command's files or output)"
-    if isinstance(exc, (ValueError, FileNotFoundError, ConnectionError, OSError)):
+    if isinstance(exc, OSError):
         return _one_line(exc) or type(exc).__name__
     if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
         return (f"an option was not accepted ({_one_line(exc)}): check the storage options (--storage-options, "
@@ -126,15 +171,21 @@ def describe(exc: BaseException, names: dict[str, str] | None = None) -> str:
         return "input nested too deeply"
     if isinstance(exc, MemoryError):
         return "out of memory: use smaller partitions or more workers"
-    return (f"unexpected {type(exc).__name__}: {_one_line(exc)} "
-            "(rerun with --debug for the traceback, and please report it)")
+    return internal_error(exc)
+
+
+def internal_error(exc: BaseException) -> str:
+    """The line of an error that is a bug of dr-scale: its type and message, and the hint to report it."""
+    message = f": {_one_line(exc)}" if _one_line(exc) else ""
+    return (f"unexpected {type(exc).__name__}{message} (an internal error of dr-scale: rerun with --debug for the "
+            "traceback, and please report it)")
 
 
 #: What :func:`dr_scale.io.atomic.temporary_name` adds to a file's name: ``.NAME.tmp-<32 hex>``.
 TEMPORARY_NAME_EXTRA = len(".") + len(".tmp-") + 32
 
 
-def check_output_file(url: str, fs, path: str) -> None:
+def check_output_file(url: str, fs: AbstractFileSystem, path: str) -> None:
     """Refuse, before the work, an output file path that cannot be written: a folder (a rename would
     drop the file inside it), a file or read-only folder on the way, or a name that is too long for
     the filesystem once the temporary suffix of the atomic write is added.
@@ -148,7 +199,7 @@ def check_output_file(url: str, fs, path: str) -> None:
     _check_local_parent(fs, path, url)
 
 
-def check_output_folder(url: str, fs, path: str) -> None:
+def check_output_folder(url: str, fs: AbstractFileSystem, path: str) -> None:
     """Refuse an output folder path that is a file, lies under a read-only local folder, or has a
     name longer than the filesystem allows."""
     if fs.exists(path) and not fs.isdir(path):
@@ -157,7 +208,7 @@ def check_output_folder(url: str, fs, path: str) -> None:
     _check_local_parent(fs, path + "/x", url)
 
 
-def _name_max(fs, path: str) -> int:
+def _name_max(fs: AbstractFileSystem, path: str) -> int:
     """The longest file name the filesystem of ``path`` takes (a local folder's ``PC_NAME_MAX``, else 255)."""
     if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         parent = os.path.dirname(path) or "."
@@ -170,7 +221,7 @@ def _name_max(fs, path: str) -> int:
     return 1024  # object stores: keys up to 1024 bytes
 
 
-def _check_name_lengths(fs, path: str, url: str, extra: int) -> None:
+def _check_name_lengths(fs: AbstractFileSystem, path: str, url: str, extra: int) -> None:
     limit = _name_max(fs, path)
     *folders, name = [c for c in path.split("/") if c] or [""]
     for part in folders:
@@ -183,7 +234,7 @@ def _check_name_lengths(fs, path: str, url: str, extra: int) -> None:
                         "choose a shorter name")
 
 
-def _check_local_parent(fs, path: str, url: str) -> None:
+def _check_local_parent(fs: AbstractFileSystem, path: str, url: str) -> None:
     """For a local path: the nearest existing ancestor must be a writable folder."""
     if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         return

@@ -43,7 +43,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
 
 
 def _purpose_word(purpose: str) -> np.uint64:
-    return np.uint64(int.from_bytes(hashlib.blake2b(purpose.encode(), digest_size=8).digest(), "little"))
+    word: np.uint64 = np.uint64(int.from_bytes(hashlib.blake2b(purpose.encode(), digest_size=8).digest(), "little"))
+    return word
 
 
 def key_words(seed: int, purpose: str, *keys: int) -> np.uint64:
@@ -53,7 +54,8 @@ def key_words(seed: int, purpose: str, *keys: int) -> np.uint64:
         h = _mix(h ^ _purpose_word(purpose))
         for k in keys:
             h = _mix(h ^ np.uint64(k & 0xFFFFFFFFFFFFFFFF))
-    return h[0]
+    key: np.uint64 = np.uint64(h[0])
+    return key
 
 
 def uniform(row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarray:
@@ -61,7 +63,7 @@ def uniform(row_id: np.ndarray, seed: int, purpose: str, *keys: int) -> np.ndarr
     return stream_uniform(row_id, key_words(seed, purpose, *keys))
 
 
-def stream_uniform(row_id: np.ndarray, stream) -> np.ndarray:
+def stream_uniform(row_id: np.ndarray, stream: np.uint64 | np.ndarray) -> np.ndarray:
     """``uniform`` for stream keys from :func:`key_words`: one key for all rows, or one per row.
 
     Per-row keys let a single vectorised call draw for rows of many (purpose, keys)
@@ -99,7 +101,8 @@ def categorical(probs: np.ndarray, row_id: np.ndarray, seed: int, purpose: str, 
     u = uniform(row_id, seed, purpose, *keys)
     cdf = np.cumsum(probs, axis=1)
     cdf[:, -1] = np.inf  # guard against rounding: every row picks some action
-    return (u[:, None] >= cdf).sum(axis=1)
+    chosen: np.ndarray = (u[:, None] >= cdf).sum(axis=1)
+    return chosen
 
 
 def row_hash(*columns: np.ndarray) -> np.ndarray:

@@ -76,7 +76,7 @@ def number(x: float | None, digits: int = 3, *, sign: bool = False, scale: float
     return format(x, f"{plus}.{max(digits - 1 - e, 0)}f")
 
 
-def estimate(value: float | None, stderr: float | None, ci=(None, None), *,
+def estimate(value: float | None, stderr: float | None, ci: tuple[float | None, float | None] = (None, None), *,
              sign: bool = False) -> tuple[str, str, str]:
     """An estimate as text: its value, standard error and interval ``[lo, hi]``, each by :func:`number` rounded to
     the place of the standard error's second significant digit (JCGM 100:2008 7.2.6).

@@ -13,6 +13,7 @@ import re
 import signal
 import threading
 import uuid
+from collections.abc import Iterator
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.storage import url_to_fs  # noqa: F401 - the writers' filesystems, which pickle without secrets
@@ -111,7 +112,7 @@ def remove_temporaries(fs, folder: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def interrupts_deferred():
+def interrupts_deferred() -> Iterator[list[int]]:
     """Hold Ctrl-C (SIGINT) for the block; yields a list that is non-empty if one arrived.
 
     Only the main thread can set signal handlers; elsewhere the block runs unshielded.

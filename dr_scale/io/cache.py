@@ -27,6 +27,7 @@ REMOVE_ATTEMPTS = 20  # about 10 s of retries in all
 
 
 def cache_root(configured: str = "") -> str:
+    """The cache folder: ``configured``, else $DR_SCALE_CACHE, else ~/.cache/dr-scale."""
     return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "dr-scale")
 
 

@@ -158,13 +158,14 @@ def option(annotation, name: str | None = None):
     """An ``argparse`` ``type=`` that parses and checks a command-line value by ``annotation``."""
     adapter = _adapter(annotation)
 
-    def convert(text: str):
+    def convert(text: str) -> Any:
+        """The value ``text`` parsed and checked by ``annotation``; argparse's one-line error otherwise."""
         try:
             return adapter.validate_python(text, strict=False)
         except ValidationError as exc:
             raise argparse.ArgumentTypeError("; ".join(line.split(": ", 1)[-1] for line in error_lines(exc))) from None
 
-    convert.__name__ = name or getattr(annotation, "__name__", "value")
+    convert.__name__ = name or str(getattr(annotation, "__name__", "value"))
     return convert
 
 

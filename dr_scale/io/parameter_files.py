@@ -23,7 +23,7 @@ class ParameterFileError(UserError):
 def write_npz(url: str, storage_options: dict | None, **arrays: np.ndarray) -> None:
     """Write ``arrays`` as the ``.npz`` at ``url`` (any fsspec URL), atomically: arrays and JSON, never a pickle."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub reads a ** key as its allow_pickle
     fs, path = url_to_fs(url, storage_options)
     atomic_write(fs, path, buf.getvalue())
 

@@ -123,6 +123,7 @@ class DirectLossMinimization(PolicyLearnerMixin, BaseEstimator):
         return np.hstack([Z, np.ones((Z.shape[0], 1))])
 
     def fit(self, X, rewards):
+        """Fit the scores on X and every action's (imputed) rewards (n, k); returns the learner."""
         X = check_array(X, accept_sparse="csr", dtype=np.float64)
         rewards = check_rewards(rewards, X.shape[0])
         self.scaler_ = StandardScaler(with_mean=not sp.issparse(X)).fit(X)
@@ -156,9 +157,11 @@ class DirectLossMinimization(PolicyLearnerMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
+        """The scores θ_a·z(x) of every action, (n, k), z the standardised features with a bias."""
         return np.asarray(self._design(X) @ self.theta_.T)
 
     def predict(self, X) -> np.ndarray:
+        """The chosen actions π(x) = argmax_a θ_a·z(x)."""
         return np.argmax(self.decision_function(X), axis=1)
 
     def linear_policy(self):

@@ -53,7 +53,9 @@ class TournamentTree(PolicyLearnerMixin, BaseEstimator):
             if node_problem is not None:
                 self.nodes_[node] = self._fit_node(X, *node_problem(left, right))
             winners[node] = np.where(self._go_right(self.nodes_[node], X), right, left)
-        return winners[1]
+        root = winners[1]
+        assert root is not None  # action 0 is a leaf: the root has a winner
+        return root
 
     def _fit_node(self, X, rows, go_right, weight):
         keep = weight > 0
@@ -75,7 +77,7 @@ class TournamentTree(PolicyLearnerMixin, BaseEstimator):
     def _start(self, n_actions: int) -> None:
         self.n_actions_ = int(n_actions)
         self.n_leaves_ = 1 << max(1, int(np.ceil(np.log2(max(n_actions, 2)))))
-        self.nodes_ = {}
+        self.nodes_: dict[int, object] = {}
         self._rng = check_random_state(self.random_state)
 
     def predict(self, X) -> np.ndarray:
@@ -87,12 +89,16 @@ class FilterTree(TournamentTree):
     """Filter Tree on full (or imputed) reward vectors: ``fit(X, rewards)`` with rewards (n, k)."""
 
     def fit(self, X, rewards):
+        """Train the tournament's nodes bottom-up on X and every action's (imputed) rewards (n, k); returns the
+        learner."""
         X = check_array(X, accept_sparse="csr", dtype=np.float64)
         rewards = check_rewards(rewards, X.shape[0])
         self._start(rewards.shape[1])
         rows = np.arange(X.shape[0])
 
         def node_problem(left, right):
+            """A node's classification problem between the winners ``left`` and ``right``: every row, label r_right >
+            r_left, importance |r_left − r_right|."""
             reward_left, reward_right = rewards[rows, left], rewards[rows, right]
             return rows, reward_right > reward_left, np.abs(reward_left - reward_right)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
+
 METHODS = ("dr", "ips", "dm")
 
 
@@ -34,18 +36,18 @@ def impute_rewards(action, reward, propensity, n_actions: int, method: str,
     propensity = np.asarray(propensity, dtype=np.float64)
     n, k = action.shape[0], int(n_actions)
     if method not in METHODS:
-        raise ValueError(f"unknown imputation {method!r}; choose from {', '.join(METHODS)}")
+        raise ParameterError(f"unknown imputation {method!r}; choose from {', '.join(METHODS)}")
     if action.size and (action.min() < 0 or action.max() >= k):
-        raise ValueError(f"logged actions must lie in [0, {k})")
+        raise ParameterError(f"logged actions (`action`) must lie in [0, {k})")
     flat = np.arange(n) * k + action  # positions of (i, a_i) in the flattened (n, k) array
     if method != "ips":
         if reward_hat is None or np.shape(reward_hat) != (n, k):
-            raise ValueError(f"{method.upper()} imputation needs reward_hat of shape ({n}, {k})")
-        reward_hat = np.asarray(reward_hat, dtype=np.float64)
+            raise ParameterError(f"{method.upper()} imputation needs `reward_hat` of shape ({n}, {k})")
+        rho = np.asarray(reward_hat, dtype=np.float64)
         if method == "dm":
-            return reward_hat.copy()
-    gamma = np.zeros((n, k)) if method == "ips" else reward_hat.copy()
+            return rho.copy()
+    gamma = np.zeros((n, k)) if method == "ips" else rho.copy()
     gamma.reshape(-1)[flat] += reward / propensity
     if method == "dr":
-        gamma.reshape(-1)[flat] -= reward_hat.reshape(-1)[flat] / propensity
+        gamma.reshape(-1)[flat] -= rho.reshape(-1)[flat] / propensity
     return gamma

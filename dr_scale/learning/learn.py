@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -76,6 +77,12 @@ from dr_scale.reward.fitting import (
 )
 from dr_scale.reward.models import check_fitted_log, check_model_actions, checks_fitted_log, predict_columns
 
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from dr_scale.propensity.model import PropensityModel
+    from dr_scale.reward.models import RewardModel
+
 LEARNERS = ("ridge", "dlm")
 #: The policy's default λ, relative to the mean number of active features per row times n / 1000 (:func:`lam_scale`).
 LAMBDA_FACTOR = 10.0
@@ -96,18 +103,18 @@ class Imputation:
     n_actions: int
     reward_model: object | None = None
     center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
-    propensity_model: object | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
+    propensity_model: PropensityModel | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
     propensity_floor: float = 1e-3
     source: str = "the log"  # for messages
 
-    def targets(self, part: LogPart, X) -> np.ndarray:
+    def targets(self, part: LogPart, X: sp.csr_matrix) -> np.ndarray:
         """Γ minus the centre's scores x·c_a + c0_a (Γ itself without a centre): what the ridge fit regresses."""
         gamma = self.rewards(part, X)
         if self.center is not None:
             gamma -= np.asarray(X @ self.center[0]) + self.center[1]
         return gamma
 
-    def rewards(self, part: LogPart, X=None) -> np.ndarray:
+    def rewards(self, part: LogPart, X: sp.csr_matrix | None = None) -> np.ndarray:
         """Γ (n, k) of the part's rows; ρ̂ gets the row ids, so a cross-fitted model predicts out of fold."""
         X = part.matrix(self.n_features) if X is None else X
         reward_hat = None
@@ -116,12 +123,13 @@ class Imputation:
         return impute_rewards(part.action, part.reward, self.propensities(part, X), self.n_actions, self.method,
                               reward_hat)
 
-    def propensities(self, part: LogPart, X) -> np.ndarray:
+    def propensities(self, part: LogPart, X: sp.csr_matrix) -> np.ndarray:
         """The p of each row: the logged one, or the propensity model's (floored, from the fold model that did not
         see the row); a log without propensities needs a model unless the imputation is DM (which reads none)."""
         if self.propensity_model is not None:
             probs = np.asarray(self.propensity_model.predict_proba(X, row_id=part.row_id), dtype=np.float64)
-            return np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+            floored: np.ndarray = np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
+            return floored
         if self.method != "dm" and len(part) and np.isnan(part.propensity).any():
             from dr_scale.logs.contract import LogDataError
 
@@ -142,6 +150,8 @@ class Rows:
     seed: int = 0
 
     def of(self, part: LogPart, n_features: int) -> LogPart:
+        """The part's rows of this selection: all, or those of the keyed validation split (u(row_id) < share) or the
+        rest."""
         if self.which == "all":
             return part
         in_validation = keyed_random.uniform(part.row_id, self.seed, VALIDATION_PURPOSE) < self.share
@@ -149,7 +159,7 @@ class Rows:
 
 
 # -- passes (functions of one part; their results are summed over the parts) --------------
-def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
+def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows) -> tuple:
     """(n, Σ_i x_i, Σ_i x_i², Σ_i Γ_i, XᵀΓ (k, d)) over the part's rows: every right-hand side in one pass."""
     part = rows.of(part, imputation.n_features)
     X = part.matrix(imputation.n_features)
@@ -160,7 +170,7 @@ def ridge_sums(part: LogPart, imputation: Imputation, rows: Rows):
     return np.array([float(len(part))]), sx, sxx, gamma.sum(axis=0), np.ascontiguousarray(xy.T)
 
 
-def add_gram_product(total, part: LogPart, PT: np.ndarray, rows: Rows) -> np.ndarray:
+def add_gram_product(total: np.ndarray | None, part: LogPart, PT: np.ndarray, rows: Rows) -> np.ndarray:
     """total += XᵀX Pᵀ over the part's rows, (d, F): one sparse × dense (d, F) product and its transpose for all
     F fits, which share X (Pᵀ is given C-ordered, as scipy's multi-vector kernel wants it)."""
     X = rows.of(part, PT.shape[0]).matrix(PT.shape[0])
@@ -169,7 +179,8 @@ def add_gram_product(total, part: LogPart, PT: np.ndarray, rows: Rows) -> np.nda
     return add_transposed_products(total, X, X @ PT)
 
 
-def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray, rows: Rows):
+def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, intercept: np.ndarray,
+                  rows: Rows) -> tuple:
     """(Σ_i Γ_{π_g(x_i)}(x_i) for every candidate policy g, row count): coef (G, d, k), intercept (G, k)."""
     part = rows.of(part, imputation.n_features)
     X = part.matrix(imputation.n_features)
@@ -179,7 +190,8 @@ def policy_values(part: LogPart, imputation: Imputation, coef: np.ndarray, inter
     return totals, np.array([float(len(part))])
 
 
-def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: np.ndarray, epsilon: float):
+def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: np.ndarray,
+             epsilon: float) -> tuple:
     """One part's share of DLM's batched update on raw-scale weights (k, d) and bias (k,).
 
     Returns (Σ_i (e_{a1} − e_{a2}) x_iᵀ (k, d), Σ_i (e_{a1} − e_{a2}) (k,), Σ_i Γ_{a2(i)}(x_i), n)
@@ -201,7 +213,7 @@ def dlm_step(part: LogPart, imputation: Imputation, weights: np.ndarray, bias: n
 
 
 # -- the learners ---------------------------------------------------------------------
-def ridge_stats(sums, copies: int = 1) -> ridge.RidgeStats:
+def ridge_stats(sums: tuple, copies: int = 1) -> ridge.RidgeStats:
     """The k fits' statistics (repeated ``copies`` times for a λ grid): all fits share n, Σx and Σx²."""
     n, sx, sxx, sy, xy = sums
     F = sy.shape[0] * copies
@@ -209,7 +221,8 @@ def ridge_stats(sums, copies: int = 1) -> ridge.RidgeStats:
                             np.tile(sy, copies), np.tile(xy, (copies, 1)))
 
 
-def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = Rows(), *, rtol: float,
+def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam: float | np.ndarray, rows: Rows = Rows(), *,
+                     rtol: float,
                      max_iter: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
     """(coef (G, d, k), intercept (G, k), passes and convergence): ridge scores on Γ for each λ of ``lam``
     (G of them), in the same passes; CG starts at the centre (δ = 0) and stops at ``rtol`` or ``max_iter``."""
@@ -217,7 +230,8 @@ def fit_ridge_scores(parts: PartSet, imputation: Imputation, lam, rows: Rows = R
     k = imputation.n_actions
     stats = ridge_stats(parts.sum(ridge_sums, imputation, rows), lams.size)
 
-    def gram(P):
+    def gram(P: np.ndarray) -> np.ndarray:
+        """XᵀX P over the parts for the fits' directions P (F, d): one pass."""
         return np.ascontiguousarray(parts.accumulate(add_gram_product, np.ascontiguousarray(P.T), rows).T)
 
     fit = ridge.fit(gram, stats, np.repeat(lams, k), rtol=rtol, max_iter=max_iter, progress=progress)
@@ -282,21 +296,21 @@ def fit_dlm_scores(parts: PartSet, imputation: Imputation, scale: np.ndarray, *,
 
 
 # -- the entry point --------------------------------------------------------------------
-def log_shape(logs: OpenedLog, n_features: int | None, n_actions: int | None, reward_model) -> tuple[int, int]:
+def log_shape(logs: OpenedLog, n_features: int | None, n_actions: int | None, reward_model: Any) -> tuple[int, int]:
     """(d, k) by the log's rule (:meth:`~dr_scale.logs.opened.OpenedLog.dimensions`: as given, else the log's
     metadata, else the reward model's); a given d or k the log's metadata contradicts, or none at all, is an error."""
     meta, first = logs.metadata, logs.paths[0]
     for key, given, what in (("n_features", n_features, "features"), ("n_actions", n_actions, "actions")):
         if given is not None and meta.get(key, given) != given:
-            raise ValueError(f"{first}: the log's {what} number {meta[key]} (its metadata) differs from the "
-                             f"given {given}")
+            raise ParameterError(f"{first}: the log's {what} number {meta[key]} (its metadata) differs from the "
+                                 f"given {given}")
     d, k = logs.dimensions(n_features, n_actions, (reward_model,))
     if d is None or k is None:
         missing = "n_features (d)" if d is None else "n_actions (k)"
-        raise ValueError(f"{first}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
+        raise ParameterError(f"{first}: the log's metadata has no {missing}; give it (--n-features / --n-actions)")
     if reward_model is not None and (reward_model.n_features, reward_model.n_actions) != (d, k):
-        raise ValueError(f"the reward model has {reward_model.n_features} features and {reward_model.n_actions} "
-                         f"actions, the log {d} and {k}")
+        raise ParameterError(f"the reward model has {reward_model.n_features} features and "
+                             f"{reward_model.n_actions} actions, the log {d} and {k}")
     return int(d), int(k)
 
 
@@ -374,7 +388,7 @@ class LearnSettings:
     allow_unlogged_actions: bool = False
     model: str | None = "ridge"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         put = object.__setattr__
         if not isinstance(self.allow_unlogged_actions, (bool, np.bool_)):
             raise ParameterError(f"`allow_unlogged_actions` must be True or False, got {self.allow_unlogged_actions!r}")
@@ -399,9 +413,10 @@ class LearnSettings:
                            n_actions=n_actions, model=self.model)
 
 
-def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model=None, client=None,
-                 storage_options: dict | None = None, spill: str | None = None, progress: bool = False,
-                 stages: Stages | None = None, allow_other_log: bool = False, propensity_model=None,
+def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model: RewardModel | str | None = None,
+                 client: Client | None = None, storage_options: dict | None = None, spill: str | None = None,
+                 progress: bool = False, stages: Stages | None = None, allow_other_log: bool = False,
+                 propensity_model: PropensityModel | None = None,
                  propensity_floor: float = 1e-3) -> LinearPolicy:
     """A linear policy learned from the log at ``logs`` (module docstring); ``metadata`` records how.
 
@@ -497,9 +512,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     with stages.stage("read", f"{len(paths)} part(s)") as passes:
         parts = PartSet.build(read_grouped_part, [(fs, p, d, k, folds if crossfit else None, seed) for p in paths],
                               client, progress, spill)
-        n, active, logged = parts.sum(_rows_active_features_and_actions, k)
+        counts, active, logged = parts.sum(_rows_active_features_and_actions, k)
         passes.append(2)
-    n, mean_active = float(n[0]), float(active[0] / max(n[0], 1))
+    n, mean_active = float(counts[0]), float(active[0] / max(counts[0], 1))
     if method != "ips" and not allow_other_log and checks_fitted_log(reward_model):
         extent = parts.sum(Extent.of)  # the rows' fingerprint, as the fitter records it
         check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name, logs.log_filter)
@@ -512,15 +527,16 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     if crossfit:
         reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
                                     name=str(logs))
-    rho = reward_model if method != "ips" else None
+    rho: Any = reward_model if method != "ips" else None  # any reward model: its fields are read where it has them
     meta["reward_model_folds"] = getattr(rho, "folds", None)
     if crossfit:
+        assert rho is not None  # just fitted
         meta["reward_model_lam"] = rho.metadata["lam"]
         meta["reward_model"] = rho.metadata.get("model", "ridge")
     linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
     from dr_scale.io.config import PropensityFloor, check
 
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear else None,
+    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear and rho is not None else None,
                             propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
     if propensity_model is not None:
         meta["propensities"] = "estimated"
@@ -533,7 +549,7 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
         elif lam is None:
             lam = LAMBDA_FACTOR * lam_scale(mean_active, n)
         with stages.stage("policy", f"ridge scores on the {method.upper()}-imputed rewards, λ = {lam:g}") as p:
-            coef, intercept, info = fit_ridge_scores(parts, imputation, lam, rtol=rtol, max_iter=max_iter,
+            coef, intercept, info = fit_ridge_scores(parts, imputation, float(lam), rtol=rtol, max_iter=max_iter,
                                                      progress=progress)
             p.append(info["passes"])
         coef, intercept = coef[0], intercept[0]
@@ -554,8 +570,8 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     return LinearPolicy(coef, intercept, meta, "<learned>", excluded)
 
 
-def _unlogged_actions(parts: PartSet, coef, intercept, logged: np.ndarray, allow: bool, meta: dict, stages: Stages,
-                      name: str) -> tuple:
+def _unlogged_actions(parts: PartSet, coef: np.ndarray, intercept: np.ndarray, logged: np.ndarray, allow: bool,
+                      meta: dict, stages: Stages, name: str) -> tuple:
     """The actions to exclude from the policy: those the log never took (``logged`` counts its rows per action),
     unless ``allow``; one :class:`UnloggedActionWarning` saying on how many rows the scores choose them (one pass)."""
     never = np.flatnonzero(logged == 0)
@@ -585,12 +601,12 @@ def _choices(part: LogPart, coef: np.ndarray, intercept: np.ndarray) -> np.ndarr
     return np.bincount(np.argmax(np.asarray(X @ coef) + intercept, axis=1), minlength=coef.shape[1]).astype(float)
 
 
-def _rows_active_features_and_actions(part: LogPart, n_actions: int):
+def _rows_active_features_and_actions(part: LogPart, n_actions: int) -> tuple:
     return (np.array([float(len(part))]), np.array([float(part.indices.size)]),
             np.bincount(part.action, minlength=n_actions).astype(float))
 
 
-def _moments(part: LogPart, n_features: int):
+def _moments(part: LogPart, n_features: int) -> tuple:
     X = part.matrix(n_features)
     return (np.array([float(len(part))]), np.asarray(X.sum(axis=0)).ravel(),
             np.asarray(X.multiply(X).sum(axis=0)).ravel())

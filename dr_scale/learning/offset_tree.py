@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_array
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.learning.filter_tree import TournamentTree
 
 
@@ -29,17 +30,20 @@ class OffsetTree(TournamentTree):
         self.n_actions = n_actions
 
     def fit(self, X, action, reward, propensity):
+        """Train the tree on the logged rows (x_i, a_i, r_i ∈ [0, 1], p_i); returns the learner."""
         X = check_array(X, accept_sparse="csr", dtype=np.float64)
         action = np.asarray(action, dtype=np.int64)
         reward = np.asarray(reward, dtype=np.float64)
         propensity = np.asarray(propensity, dtype=np.float64)
         if not np.all((reward >= 0) & (reward <= 1)):
-            raise ValueError("the Offset Tree needs rewards in [0, 1] (rescale them first)")
+            raise ParameterError("the Offset Tree needs `reward` in [0, 1] (rescale them first)")
         if not np.all((propensity > 0) & (propensity <= 1)):
-            raise ValueError("propensities must lie in (0, 1]")
+            raise ParameterError("`propensity` must lie in (0, 1]")
         self._start(self.n_actions if self.n_actions is not None else int(action.max()) + 1)
 
         def node_problem(left, right):
+            """A node's problem from the rows that logged ``left`` or ``right``: label — the logged side if r > ½,
+            else the other; importance |r − ½| / p (Beygelzimer & Langford's offset ½)."""
             is_left, is_right = action == left, action == right
             rows = np.flatnonzero(is_left | is_right)
             good = reward[rows] > 0.5

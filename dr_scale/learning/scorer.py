@@ -4,6 +4,7 @@ scorer fitted to every action's DR-, IPS- or DM-imputed reward (:func:`learn_ite
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,6 +75,7 @@ def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, sums
     rewards; ``theta0`` (G, 1 + D): ρ̂'s (b, β_x, β_f, vec B) per fold group (the fold model that did not see the
     rows; one group without folds), None for IPS."""
     F = item_features
+    theta: np.ndarray = np.empty((groups, 0)) if theta0 is None else theta0  # IPS has no ρ̂ (never read)
     s1, s2, sf2 = sums
     da = F.shape[1]
     size = d + da + d * da
@@ -90,12 +92,12 @@ def scorer_sums(part, theta0: np.ndarray | None, item_features: np.ndarray, sums
         sx += np.concatenate([k * sum_x, n * s1, np.outer(sum_x, s1).ravel()])
         sxx += np.concatenate([k * sum_x2, n * sf2, np.outer(sum_x2, sf2).ravel()])
         if method != "ips":  # Σ_a φ(x_i, a) ρ̂(x_i, a) and Σ_a ρ̂(x_i, a), ρ̂ = θ₀·(1, φ)
-            g = _all_pairs_gram(X, theta0[f], d, k, s1, s2)
+            g = _all_pairs_gram(X, theta[f], d, k, s1, s2)
             sy += g[0]
             xy += g[1:]
         if method != "dm":  # the correction on the logged pair: δ_i = (r_i − ρ̂(x_i, a_i)) / p_i
             Fl = F[a]
-            fitted = 0.0 if method == "ips" else theta0[f, 0] + phi(X, Fl, theta0[f, 1:])
+            fitted = 0.0 if method == "ips" else theta[f, 0] + phi(X, Fl, theta[f, 1:])
             delta = (y - fitted) / part.propensity[lo:lo + n]
             sy += float(delta.sum())
             xy += phi_t(X, Fl, delta)
@@ -113,7 +115,7 @@ def add_scorer_gram(total, part, P: np.ndarray, sums: tuple, d: int, k: int) -> 
     return total
 
 
-def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, method: str = "dr",
+def learn_scorer_on_parts(parts, n_features: int, item_features: Any, *, method: str = "dr",
                           reward_model: SharedRidgeRewardModel | None = None, lam: float | None = None,
                           rtol: float = 1e-8, max_iter: int = 500, top_k: int = 1, temperature: float = 1.0,
                           progress: bool = False) -> ItemScorerPolicy:
@@ -149,6 +151,7 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, 
         raise ParameterError(f"`lam` must be positive, got {lam}")
 
     def gram(P):
+        """Σ_i Σ_a φ(x_i, a) φ(x_i, a)ᵀ P over the parts (zero for P = 0): one pass."""
         if not P.any():
             return np.zeros_like(P)
         return parts.accumulate(add_scorer_gram, P, sums, d, k)
@@ -158,6 +161,7 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: np.ndarray, *, 
     meta = {"method": method, "learner": "scorer", "lam": lam, "rows": int(rows), "n_features": d, "n_actions": k,
             "action_features": da, "passes": int(fit.iterations) + 1, "converged": bool(fit.converged[0])}
     if method != "ips":
+        assert reward_model is not None  # checked above
         meta["reward_model"] = dict(getattr(reward_model, "metadata", {}) or {})
         meta["reward_model_folds"] = reward_model.folds
     return ItemScorerPolicy(B, F, F @ beta_f, top_k, temperature, source="<learned scorer>", metadata=meta)

@@ -492,7 +492,7 @@ def _check_type(table: pa.Table, source: str, column: str, predicate, expected: 
     if not predicate(typ):
         raise LogDataError(source, column, f"wrong type {typ}, expected {expected}")
     if table.column(column).null_count:
-        row_id = table.column("row_id").to_numpy() if "row_id" in table.column_names else None
+        row_id = table.column("row_id").to_numpy() if column != "row_id" and "row_id" in table.column_names else None
         first = first_null(table.column(column))
         raise LogDataError(source, column, "null values", int(row_id[first]) if row_id is not None else first)
 

@@ -136,11 +136,19 @@ class Columns:
         missing = []
 
         def one(key: str, name: str | None) -> str | None:
+            """The column ``name`` (None if the spec names none), noted as missing if the table has no such column."""
             if name is not None and name not in names:
                 missing.append((key, name))
             return name
 
+        def required(key: str, name: str) -> str:
+            """The column ``name`` the spec must give, noted as missing if the table has no such column."""
+            one(key, name)
+            return name
+
         def many(key: str, patterns: list[str]) -> list[str]:
+            """The columns matching each of ``patterns`` (globs expanded), in order, each once; a pattern that
+            matches none is noted as missing."""
             out: list[str] = []
             for i, pattern in enumerate(patterns):
                 hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)] if any(
@@ -150,8 +158,8 @@ class Columns:
                 out += [h for h in hits if h not in out]
             return out
 
-        self.action = one("action", spec.action)
-        self.reward = one("reward", spec.reward)
+        self.action = required("action", spec.action)
+        self.reward = required("reward", spec.reward)
         self.propensity = one("propensity", spec.propensity)
         self.row_id = one("row_id", spec.row_id)
         self.timestamp = one("timestamp", spec.timestamp)
@@ -180,6 +188,7 @@ class Columns:
         return out
 
     def to_dict(self) -> dict:
+        """The resolved feature columns, by kind."""
         return {"categorical": self.categorical, "numeric": self.numeric, "tokens": self.tokens}
 
 
@@ -293,6 +302,8 @@ class Vocabulary:
 
     @classmethod
     def of(cls, values, reserved: bool = False) -> Vocabulary:
+        """The vocabulary of ``values``: sorted (as integers where they all are), with the reserved <other> last when
+        asked for."""
         values = sorted(set(values) - {OTHER})
         try:
             values = sorted(values, key=int)

@@ -73,7 +73,7 @@ def solve_in_blocks(parts: PartSet, cut, add_gram, stats, lam, weights: np.ndarr
 def _block_stats(stats: ridge.RidgeStats, k0: int, k1: int) -> ridge.RidgeStats:
     """Rows k0 … k1 − 1 of each field; a field that is another's array (Σx² = Σx for binary x) is the same
     view, so the block's statistics travel once (pickle keeps one copy of an object met twice)."""
-    views = {}
+    views: dict[int, np.ndarray] = {}
     return ridge.RidgeStats(*[views.setdefault(id(a), a[k0:k1])
                               for a in (getattr(stats, f.name) for f in dataclasses.fields(stats))])
 
@@ -88,6 +88,7 @@ def _solve_block(add_gram, stats, lam, rtol, max_iter, *runs) -> ridge.RidgeFit:
     pieces = [load_part(p) for run in runs for p in run]  # in the parts' order
 
     def gram(P):
+        """XᵀX P for the active fits' directions P, piece by piece (zero rows for converged fits)."""
         active = np.flatnonzero(P.any(axis=1))  # CG zeroes the directions of converged fits
         if active.size == 0:
             return np.zeros_like(P)

@@ -106,9 +106,12 @@ def connect(scheduler: str):
 def _check_address(scheduler: str) -> None:
     """A scheduler address distributed can parse, with a port in range; else a :class:`UserError`."""
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends
 
     try:
         scheme, location = parse_address(scheduler)
+        if scheme not in backends:
+            raise ValueError(f"unknown address scheme {scheme!r} (known schemes: {', '.join(sorted(backends))})")
         if scheme in ("tcp", "tls"):
             _, port = parse_host_port(location)
             if not 0 < port < 65536:
@@ -263,6 +266,7 @@ def _pre_spawn_environ() -> dict:
 
     key = "distributed.nanny.pre-spawn-environ"
     spec = importlib.util.find_spec("distributed")
+    assert spec is not None and spec.origin is not None  # a dependency, installed as files
     defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
     with dask.config.set(WORKER_CONFIG):
         return {**dask.config.get(key, default={}, config=defaults), **dask.config.get(key, default={})}
@@ -280,6 +284,7 @@ def _add_dashboard(cluster) -> None:
         scheduler = cluster.scheduler
 
         async def connect():
+            """Attach the dashboard to the scheduler's HTTP server, on the cluster's event loop."""
             dashboard.connect(scheduler.http_application, scheduler.http_server, scheduler)
 
         cluster.sync(connect)

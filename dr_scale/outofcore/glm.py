@@ -83,6 +83,7 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     inverse = np.ones_like(x) if curvature is None else 1.0 / np.maximum(np.asarray(curvature)[:, idx], 1e-12)
 
     def evaluated(trial, which):
+        """The loss and gradient at ``trial`` for the free coordinates (the fixed ones held, their gradient 0)."""
         full[:, idx] = trial
         f_, g_ = evaluate(full, which)
         g_ = g_[:, idx]  # a copy: the caller's array is not changed
@@ -105,6 +106,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     bar = Passes(f"{description}: {F} fits by L-BFGS", progress)
 
     def directions(rows):
+        """L-BFGS directions −H g for the fits ``rows``: the two-loop recursion over the stored (s, y) pairs (Nocedal
+        & Wright, Alg. 7.4)."""
         for F_ in rows:
             q = g[F_].copy()
             m = min(stored[F_], memory)
@@ -218,6 +221,7 @@ def penalised(data_loss: np.ndarray, data_grad: np.ndarray, x: np.ndarray, lam, 
 
 
 def logit(p):
+    """logit(p) = log p − log(1 − p), the inverse of σ."""
     return np.log(p) - np.log1p(-p)
 
 
@@ -240,6 +244,7 @@ def fit_binary_in_memory(X, y, lam: float, *, rtol: float = 1e-8, max_iter: int 
     penalty = np.r_[np.ones(d, bool), False]
 
     def evaluate(x, active):
+        """The penalised logistic loss and its gradient at x = (w, b)."""
         loss, grad = np.zeros(1), np.zeros((1, d + 1))
         add_binary_terms(loss, grad, X, y, x[0, :-1], x[0, -1], 0)
         return penalised(loss, grad, x, lam, np.array([n], float), penalty)
@@ -257,6 +262,7 @@ def fit_multinomial_in_memory(X, a, k: int, lam: float, *, rtol: float = 1e-8, m
     penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
 
     def evaluate(x, active):
+        """The penalised multinomial (softmax) loss and its gradient at x = (W, b)."""
         loss, grad = np.zeros(1), np.zeros((1, (d + 1) * k))
         add_multinomial_terms(loss, grad, X, a, x[0, :d * k].reshape(d, k), x[0, d * k:], 0)
         return penalised(loss, grad, x, lam, np.array([n], float), penalty)

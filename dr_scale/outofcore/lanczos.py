@@ -33,7 +33,8 @@ def leading_eigenpair(matvec, v0: np.ndarray, tol: float, max_steps: int = 300) 
     (ncv = 8) for the same x̄ to 7e-13 (docs/visits.md).
     """
     V = [v0 / np.linalg.norm(v0)]
-    alphas, betas = [], []
+    alphas: list[float] = []
+    betas: list[float] = []
     for _ in range(max_steps):
         w = np.asarray(matvec(V[-1]), dtype=np.float64).ravel()
         alphas.append(float(V[-1] @ w))

@@ -27,11 +27,13 @@ import operator
 import os
 import tempfile
 import uuid
+from collections.abc import Callable
 
 import dask
 import numpy as np
 from dask.system import CPU_COUNT
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.io.cache import spill_workspace
 from dr_scale.outofcore.compute import check_client, cluster_workers, compute, persist
 
@@ -128,7 +130,8 @@ class Held:
     def __sizeof__(self) -> int:
         from dask.sizeof import sizeof
 
-        return object.__sizeof__(self) + sum(sizeof(getattr(self, f.name)) for f in dataclasses.fields(self))
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]  # the subclasses are dataclasses
+        return object.__sizeof__(self) + sum(sizeof(getattr(self, f.name)) for f in fields)
 
 
 def load_part(part):
@@ -162,7 +165,8 @@ class PartSet:
         """Persist ``make(*args)`` for each part's arguments (spilled to files under ``spill`` if given)."""
         check_client(client)
         if spill is not None and not on_this_machine(client):
-            raise ValueError("spill folders serve this machine's processes; a cluster's workers spill by themselves")
+            raise ParameterError("`spill` folders serve this machine's processes; a cluster's workers spill by "
+                                 "themselves")
         slots = worker_slots(client)
         made = []
         for j, (lo, hi) in enumerate(tree_nodes(len(args_per_part), len(slots) if slots else 1)):
@@ -282,13 +286,14 @@ def _sum_node(fn, args, lo, hi, *parts):
     return _node_sum(lambda part: fn(part, *args), lo, hi, parts, lo)
 
 
-def _accumulate_node(fn, args, lo, hi, *parts):
+def _accumulate_node(fn: Callable, args: tuple, lo: int, hi: int, *parts: object) -> np.ndarray:
     """As :func:`_sum_node` for ``fn(total, part, *args)``; a leaf adds into the zeroed array of a subtree already
     added up instead of a new one, so a task allocates one array per tree level, not one per part (the same sums:
     0 + term either way)."""
     free: list = []
 
     def term(part):
+        """``fn(total, part, *args)``, into a reused zeroed total where one is free."""
         total = free.pop() if free else None
         if total is not None:
             total.fill(0.0)
@@ -301,6 +306,7 @@ def _derive_node(fn, args, spill_root, lo, hi, *parts):
     derived = []
 
     def term(part):
+        """``fn``'s term of the part; what it derives is kept (spilled if asked)."""
         total, made = fn(None, part, *args)
         derived.append(made if spill_root is None else spill(made, spill_root))
         return total
@@ -322,7 +328,7 @@ def _share(args, n_tasks: int, slots: list[str]) -> list[list]:
         if not slots:
             columns.append([dask.delayed(a)] * n_tasks)
             continue
-        copies = []  # task 0's copy too: the array's own key goes where it is first needed
+        copies: list = []  # task 0's copy too: the array's own key goes where it is first needed
         for j in range(n_tasks):
             with placed(slots, j):
                 copies.append(dask.delayed(_received)(copies[(j - 1) // 2] if j else dask.delayed(a)))

@@ -40,9 +40,11 @@ class _NoCarriageReturn:
         self.stream = stream
 
     def write(self, text: str) -> None:
+        """Write ``text`` without its leading carriage returns (a log file keeps each line)."""
         self.stream.write(text.lstrip("\r"))
 
     def flush(self) -> None:
+        """Flush the stream."""
         self.stream.flush()
 
 
@@ -70,6 +72,7 @@ class Passes:
             self.bar.update()
 
     def close(self) -> None:
+        """Close the bar, or print ``DESCRIPTION: N passes`` where no bar was drawn."""
         if self.bar is not None:
             self.bar.close()
         elif self.enabled:

@@ -24,10 +24,12 @@ with n = 1, w = 0 and b = y. λ > 0 keeps every fit well-posed, however small.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.outofcore.passes import Held
 from dr_scale.outofcore.progress import Passes
 
@@ -56,8 +58,8 @@ class RidgeFit:
     converged: np.ndarray  # (F,) bool
 
 
-def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter: int = 1000,
-        progress: bool = False) -> RidgeFit:
+def fit(gram: Callable[[np.ndarray], np.ndarray], stats: RidgeStats, lam: float | np.ndarray, *,
+        rtol: float = 1e-10, max_iter: int = 1000, progress: bool = False) -> RidgeFit:
     """Solve the F ridge problems; ``gram(P)`` returns X_SᵀX_S P row-wise for P of shape (F, d).
 
     ``lam``: one λ for every fit, or an (F,) array of one λ per fit (a grid of penalties
@@ -65,7 +67,7 @@ def fit(gram: callable, stats: RidgeStats, lam, *, rtol: float = 1e-10, max_iter
     """
     lam = np.asarray(lam, dtype=np.float64)
     if not np.all(lam > 0):
-        raise ValueError(f"the ridge penalty λ must be positive, got {lam}")
+        raise ParameterError(f"the ridge penalty λ (`lam`) must be positive, got {lam}")
     if lam.ndim:
         lam = lam[:, None]
     n = np.asarray(stats.n, dtype=np.float64)

@@ -34,7 +34,7 @@ report that carries such an alert.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import Field
 
@@ -162,7 +162,7 @@ def support_by_day(by_day: dict, settings: AlertSettings) -> list[dict]:
         entry = {"date": day, **m, "history_days": len(before), "history": None, "change": None}
         alerts = level_alerts(m, settings)
         if len(before) >= settings.min_history_days:
-            h = support_metrics(merge_all(by_day[d].weights for d in before))
+            h = support_metrics(cast(WeightStats, merge_all(by_day[d].weights for d in before)))
             entry["history"] = {k: h[k] for k in CHANGED}
             entry["change"] = {k: m[k] - h[k] for k in CHANGED}
             alerts += drift_alerts(m, h, settings)

@@ -15,6 +15,7 @@ first, so an incremental run equals a full recomputation exactly, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import dask
 
@@ -22,7 +23,7 @@ from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.mergeable import merge_all
+from dr_scale.outofcore.mergeable import Mergeable, merge_all
 from dr_scale.policies import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
@@ -136,8 +137,8 @@ def _first_metadata(fs, parts: list[PartitionInfo]) -> dict:
     return {}
 
 
-def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluation], cache: StateCache | None, *,
-                 client=None, progress: bool = False) -> ReportStates:
+def build_states(fs, parts: list[PartitionInfo], evaluations: dict[Any, Evaluation],
+                 cache: StateCache | None, *, client=None, progress: bool = False) -> ReportStates:
     """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
     parts = sorted(parts, key=lambda p: p.path)
     evaluations = fill_dimensions(evaluations, fs, parts)
@@ -151,7 +152,8 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
         if missing:
             tasks.append(dask.delayed(partition_states, pure=False)(fs, p, shared, missing, fps, cache))
     outcomes = compute(*tasks, client=client, progress=progress) if tasks else ()
-    bad, policy_errors = {}, {}
+    bad: dict[str, str] = {}
+    policy_errors: dict[str, str] = {}
     for outcome in outcomes:
         if outcome.policy_error is not None:
             policy_errors.setdefault(*outcome.policy_error)
@@ -165,9 +167,14 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[str, Evaluati
     good = [p for p in parts if p.path not in bad]
     first_policy = next(iter(evaluations))
     rows = {p.path: states[(first_policy, p.path)].weights.n for p in good}
-    totals = {n: merge_all([states[(n, p.path)] for p in good]) for n in evaluations}
+    def merged(n: Any, paths: list[str]) -> PolicyState | None:
+        # merge_all's protocol types a state's + by Mergeable, PolicyState's by PolicyState: the same operation
+        """The merge of evaluation ``n``'s states of the partitions ``paths`` (None for none)."""
+        return cast("PolicyState | None", merge_all(cast("list[Mergeable]", [states[(n, path)] for path in paths])))
+
+    totals = {n: merged(n, [p.path for p in good]) for n in evaluations}
     days = sorted({p.day for p in good if p.day})
-    by_day = {n: {d: merge_all([states[(n, p.path)] for p in good if p.day == d]) for d in days}
+    by_day = {n: {d: cast(PolicyState, merged(n, [p.path for p in good if p.day == d])) for d in days}
               for n in evaluations}
     rejected_by_path = {path: why for (_, path), why in rejected.items()}
     return ReportStates(parts, rows, bad, [o.path for o in outcomes], rejected_by_path,

@@ -73,7 +73,7 @@ def check_policies_fit(evaluations: dict[str, Evaluation], pf: PoliciesFile) -> 
     """A candidate whose own k (a linear or softmax policy's actions) is not the log's k is the policies file's
     error, named with the policy, before any partition is read."""
     for name, e in evaluations.items():
-        k = e.policy.n_actions
+        k = e.policy.n_actions if isinstance(e.policy, Policy) else None
         if k is not None and e.n_actions is not None and k != e.n_actions:
             raise ConfigError(f"policy {name!r} ({e.policy}) has {k} actions, but the log has k = {e.n_actions} "
                               f"(from {e.k_source or 'its metadata'}); use a policy learned for this log", pf.source)
@@ -125,7 +125,8 @@ def resolved(evaluations: dict[str, Evaluation], actions: list | None) -> dict[s
         return evaluations
     for e in evaluations.values():
         check_model_actions(e.reward_model, actions, e._model_name())
-    return {n: replace(e, policy=e.policy.resolve(actions), n_actions=e.n_actions or len(actions),
+    return {n: replace(e, policy=e.policy.resolve(actions) if isinstance(e.policy, Policy) else e.policy,
+                       n_actions=e.n_actions or len(actions),
                        baseline=e.baseline.resolve(actions) if isinstance(e.baseline, Policy) else e.baseline)
             for n, e in evaluations.items()}
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.logs.filters import DATE_SEGMENT, LogFilter, partition_date  # noqa: F401 - the report's names for them
@@ -40,6 +41,7 @@ class PartitionInfo:
 
     @property
     def day(self) -> str | None:
+        """The partition's date as YYYY-MM-DD, or None for an undated one."""
         return self.date.isoformat() if self.date else None
 
 
@@ -55,7 +57,7 @@ def identity(fs, path: str, info: dict) -> dict:
     return ident
 
 
-def list_partitions(logs, storage_options: dict | None = None) -> tuple[object, list[PartitionInfo]]:
+def list_partitions(logs: Any, storage_options: dict | None = None) -> tuple[Any, list[PartitionInfo]]:
     """The filesystem and every part file of the log ``logs`` (a URL, or opened:
     :func:`~dr_scale.logs.opened.open_log`, whose listing is the store's as it was opened), sorted by path, with
     identities."""
@@ -97,13 +99,13 @@ def select_window(parts: list[PartitionInfo], days: int | None,
     if undated:
         raise ParameterError(f"a `window` of {days} days needs date-partitioned logs (date=YYYY-MM-DD/…); "
                              f"{undated[0]} has no date in its path (use all)")
-    last = until or max(p.date for p in parts)
+    last = until or max(p.date for p in parts if p.date is not None)
     try:
         first = last - datetime.timedelta(days=days - 1)
     except OverflowError:
         raise ParameterError(f"a `window` of {days} days ending {last} starts before year 1; "
                              "use a shorter one") from None
-    chosen = [p for p in parts if first <= p.date <= last]
+    chosen = [p for p in parts if p.date is not None and first <= p.date <= last]
     if not chosen:
         raise FileNotFoundError(f"no partitions dated {first} … {last}: check the window and until")
     return chosen, {"days": days, "first": first.isoformat(), "last": last.isoformat()}

@@ -84,7 +84,7 @@ def estimates_figure(policies: list[dict], level: str):
     """One panel per policy, each on its own x scale: a row per estimator, its value and interval, the value and
     interval written at the right (hollow marker: insufficient data), the logging policy's value for reference."""
     names = list(dict.fromkeys(est for p in policies for est in p["estimates"]))
-    colors = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))
+    colors = dict(zip(names, plt.get_cmap("tab10").colors, strict=False))  # type: ignore[attr-defined]  # listed
     heights = [max(len(p["estimates"]), 1) * 0.3 + 0.55 for p in policies] or [1.0]
     fig, axes = plt.subplots(len(heights), 1, figsize=(WIDTH, sum(heights) + 0.7), squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": heights})
@@ -150,6 +150,7 @@ def comparisons_figure(comparisons: list[dict], level: str):
         fig.legend(loc="outside lower center", ncol=2, fontsize="small", frameon=False)
 
     def marked(name, c):
+        """The policy's name, marked ``(in-sample)`` where the comparison says so."""
         return f"{name} (in-sample)" if name in c.get("in_sample_policies", ()) else name
 
     ticks = [-y for y in range(len(comparisons))]
@@ -237,7 +238,8 @@ def weights_figure(policies: list[dict]):
     shown = [p for p in policies if sum(p["weight_histogram"]) > 0]
     fig, axes = plt.subplots(max(len(shown), 1), 1, figsize=(WIDTH, 1.9 * max(len(shown), 1) + 0.7), sharex=True,
                              squeeze=False, layout="constrained")
-    positive_bins, smallest = [], 1.0
+    positive_bins: list[int] = []
+    smallest = 1.0
     for ax, p in zip(axes[:, 0], shown, strict=False):
         hist = np.asarray(p["weight_histogram"], dtype=np.float64)
         n = hist.sum()

@@ -131,7 +131,7 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         others = [b for b in value if b != a and math.isfinite(value[b])]
         if not others:
             continue
-        b = max(others, key=value.get)
+        b = max(others, key=lambda name: value[name])
         key, sign = (("pair", a, b), 1.0) if ("pair", a, b) in pairs else (("pair", b, a), -1.0)
         pair = pairs[key].result(states.totals[key])
         d = pair.differences[primary]
@@ -241,6 +241,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
     """The document as blocks (kind, …) rendered by :func:`to_markdown` and :func:`to_html`."""
     level = f"{100 * (1 - report['alpha']):g}% CI ({report['interval']})"
     w = report["window"]
+    out: list[tuple]
     span = f"{w['first']} … {w['last']}" if w.get("first") else "all partitions"
     out = [("h1", f"dr-scale report — {span}"),
            ("p", f"Status: **{report['status']}** · logs `{report['logs']}` · "
@@ -313,7 +314,7 @@ def support_blocks(report: dict) -> list[tuple]:
     if not any(p["by_day"] for p in report["policies"]):
         return []
     s = report["alert_settings"]
-    out = [("h2", "Support and drift"),
+    out: list[tuple] = [("h2", "Support and drift"),
            ("p", "Per day: ESS/n, the share of the value Σw|r| carried by the top 1% of the positive weights, "
                  f"the Pareto k̂ of the weights' tail (PSIS; above {s['max_pareto_k']:g} IPS-type estimates are "
                  "unreliable) and the mean weight Σw/n (1 where the log supports the policy; z: its distance "
@@ -372,6 +373,7 @@ def propensity_blocks(report: dict, images: dict[str, str]) -> list[tuple]:
 
 
 def to_markdown(doc: list[tuple]) -> str:
+    """The document's blocks (:func:`blocks`) as Markdown."""
     lines = []
     for kind, *args in doc:
         if kind in ("h1", "h2", "h3"):

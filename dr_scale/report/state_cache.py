@@ -79,9 +79,11 @@ class StateCache:
         self.fs, self.root = url_to_fs(url, storage_options)
 
     def entry_path(self, fp: str, partition_path: str) -> str:
+        """The cache file of a partition's state under fingerprint ``fp``."""
         return posixpath.join(self.root, fp, hashlib.sha256(partition_path.encode()).hexdigest()[:32] + ".json")
 
     def store(self, fp: str, ident: dict, state: PolicyState) -> None:
+        """Write a partition's state, with its identity and a SHA-256 of the entry, atomically."""
         body = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": fp, "identity": ident,
                 "state": state.to_dict()}
         atomic_write(self.fs, self.entry_path(fp, ident["path"]), strict_json.dumps({**body, "sha256": _digest(body)}))

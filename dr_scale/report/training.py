@@ -39,7 +39,9 @@ TRAINING = "training"
 def _redact(url: str) -> str:
     from dr_scale.report.render import redact  # imports matplotlib's plots module lazily: only here
 
-    return redact(url)
+    redacted = redact(url)
+    assert redacted is not None  # a URL stays a URL
+    return redacted
 
 
 def content_key(ident: dict) -> str | None:

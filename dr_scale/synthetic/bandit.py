@@ -173,6 +173,7 @@ def make_world(seed: int, n_features: int, n_actions: int, settings: WorldSettin
 
 
 def check_size(n_features: int, n_actions: int) -> None:
+    """Refuse a world whose k is outside [2, MAX_ACTIONS] or whose d is above MAX_FEATURES (naming the parameter)."""
     if not 2 <= n_actions <= MAX_ACTIONS:
         raise ParameterError(f"`actions` must be in [2, {MAX_ACTIONS}], got {n_actions}")
     if n_features > MAX_FEATURES:
@@ -197,6 +198,8 @@ class Calibration:
 
     @classmethod
     def of(cls, X, expected, probs, action, reward, propensity) -> Calibration:
+        """One part's calibration sums: rows, Σ r, Σ_i ρ(x_i, ·), Σ_i π·ρ, Σ_i max_a ρ, action counts, non-zeros and
+        the propensities' range."""
         return cls(int(reward.shape[0]), float(reward.sum()), expected.sum(axis=0),
                    float((probs * expected).sum()), float(expected.max(axis=1).sum()),
                    np.bincount(action, minlength=expected.shape[1]), int(X.indptr[-1]),

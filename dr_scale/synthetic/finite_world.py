@@ -57,6 +57,7 @@ class BanditWorld:
 
     @property
     def max_weight(self) -> float:
+        """The largest importance weight max_{x,a} π(a|x) / π₀(a|x)."""
         return float(np.max(self.target / self.logging))
 
     def contexts(self, n: int, seed: int) -> np.ndarray:

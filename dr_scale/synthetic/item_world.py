@@ -89,10 +89,12 @@ class ItemWorld:
 
     @property
     def n_actions(self) -> int:
+        """The number of items k."""
         return self.embedding.size
 
     @property
     def n_categories(self) -> int:
+        """The number of categories L (the embedding's values)."""
         return self.centroids.shape[0]
 
     @functools.cached_property
@@ -109,6 +111,7 @@ class ItemWorld:
         return order, cat + within_cum
 
     def latent(self, X: sp.csr_matrix) -> np.ndarray:
+        """The contexts' latent vectors z = X·P (n, D_A)."""
         return np.asarray(X @ self.projection)
 
     def category_rewards(self, z: np.ndarray) -> np.ndarray:
@@ -130,11 +133,14 @@ class ItemWorld:
         return p
 
     def target_policy(self) -> ItemScorerPolicy:
+        """The target policy: the top K items by s(x, a) = scale · x·P·f_a, softmax probabilities at the world's
+        temperature."""
         s = self.settings
         return ItemScorerPolicy(s.target_scale * self.projection, self.item_features, None, self.target_top_k,
                                 s.target_temperature, source=TARGET_POLICY_FILE, chunk=512)
 
     def catalogue(self) -> Catalogue:
+        """The world's action catalogue: each item's features f_a and its category e(a)."""
         return Catalogue(sp.csr_matrix(self.item_features), self.embedding, CATALOGUE_FILE)
 
 
@@ -182,6 +188,8 @@ class ItemCalibration:
                                min(self.min_propensity, other.min_propensity), self.matched + other.matched)
 
     def summary(self) -> dict:
+        """The calibration as means per row: reward, V(π), V(π₀), the propensities' minimum and the largest weight
+        1/min p."""
         n = self.rows
         return {"rows": n, "mean_reward": self.reward_sum / n, "target_value": self.target_value_sum / n,
                 "logging_value": self.logging_value_sum / n, "min_propensity": self.min_propensity,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators import Estimator, RowInputs
 from dr_scale.ope.moments import Moments
 from dr_scale.synthetic.finite_world import BanditWorld
@@ -43,7 +44,7 @@ class Cells:
         contexts = world.rho.shape[0]
         taken = np.argmax(world.target, axis=1)
         if not np.allclose(world.target.max(axis=1), 1.0):
-            raise ValueError("the world's target policy must be deterministic")
+            raise ParameterError("the target policy of `world` must be deterministic")
         x = np.arange(contexts)
         p_taken = world.logging[x, taken]  # μ(π(x) | x)
         rho_taken = world.rho[x, taken]

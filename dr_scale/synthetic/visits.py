@@ -177,6 +177,7 @@ def generate_part(seed: int, part: int, first_row: int, n_rows: int, gm: GlobalM
 
 
 def part_bounds(n_rows: int, rows_per_part: int) -> np.ndarray:
+    """The first row of each part and n_rows: ⌈n_rows / rows_per_part⌉ parts of near-equal size."""
     n_parts = max(1, -(-n_rows // rows_per_part))
     return np.linspace(0, n_rows, n_parts + 1).astype(np.int64)
 

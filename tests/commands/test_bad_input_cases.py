@@ -104,6 +104,40 @@ def test_the_error_is_one_line_and_debug_adds_the_traceback(tmp_path, capsys, mo
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("error", [ValueError("cannot convert float NaN to integer"), KeyError("n_actions"),
+                                   TypeError("'NoneType' object is not subscriptable")])
+def test_an_internal_error_asks_to_be_reported(tmp_path, capsys, model, monkeypatch, error):
+    """An error no code raised on purpose for the user (a bare ValueError, KeyError, TypeError inside the work) is a
+    bug of dr-scale: its line says so and asks for a report, and --debug prints where it was raised."""
+    import dr_scale.commands.evaluate
+
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(dr_scale.commands.evaluate, "evaluate_log", fails)
+    logs = log_with(tmp_path, "reward", lambda r: r)
+    code, _, err = cli(capsys, "evaluate", logs, "--reward-model", model, "--no-progress")
+    line = error_line(err)
+    assert code == 2 and line.startswith(f"dr-scale evaluate: error: unexpected {type(error).__name__}: "), err
+    assert line.endswith("(an internal error of dr-scale: rerun with --debug for the traceback, and please report it)")
+    assert main(["evaluate", str(logs), "--reward-model", str(model), "--no-progress", "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_user_error_raised_on_purpose_is_one_line_without_the_hint(tmp_path, capsys, model, monkeypatch):
+    """A UserError is the user's: one line, its parameters written as the command's flags."""
+    import dr_scale.commands.evaluate
+    from dr_scale.core.errors import ParameterError
+
+    def refuses(*args, **kwargs):
+        raise ParameterError("`n_actions` = 2 is less than the log's 3 actions")
+
+    monkeypatch.setattr(dr_scale.commands.evaluate, "evaluate_log", refuses)
+    logs = log_with(tmp_path, "reward", lambda r: r)
+    code, _, err = cli(capsys, "evaluate", logs, "--reward-model", model, "--no-progress")
+    assert code == 2 and error_line(err) == "dr-scale evaluate: error: --n-actions = 2 is less than the log's 3 actions"
+
+
 # -- (2) extreme propensities -------------------------------------------------------------
 @pytest.mark.parametrize("make, row", [
     (lambda p: np.full(p.size, 1e-12), 1000),

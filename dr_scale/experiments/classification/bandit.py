@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale.core import keyed_random
+from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import csr_to_features
 
 LOGGING_PURPOSE = "classification-logging"
@@ -69,9 +70,10 @@ def log_actions(row_id: np.ndarray, n_actions: int, seed: int, *keys: int, probs
         return action, np.full(row_id.shape[0], 1.0 / n_actions)
     probs = np.asarray(probs, dtype=np.float64)
     if probs.shape != (row_id.shape[0], n_actions):
-        raise ValueError(f"logging probabilities must have shape ({row_id.shape[0]}, {n_actions}), got {probs.shape}")
+        raise ParameterError(f"logging probabilities `probs` must have shape ({row_id.shape[0]}, {n_actions}), "
+                             f"got {probs.shape}")
     if np.any(probs < 0) or not np.allclose(probs.sum(axis=1), 1.0):
-        raise ValueError("logging probabilities must be non-negative and sum to 1 in every row")
+        raise ParameterError("logging probabilities `probs` must be non-negative and sum to 1 in every row")
     action = keyed_random.categorical(probs, row_id, seed, LOGGING_PURPOSE, *keys)
     return action, probs[np.arange(row_id.shape[0]), action]
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.logs.contract import LogDataError
 
@@ -55,6 +56,7 @@ class Dataset:
 
     @property
     def n_classes(self) -> int:
+        """The number of classes k (the bandit's actions)."""
         return len(self.classes)
 
     def __len__(self) -> int:
@@ -82,6 +84,7 @@ def data_folder(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def sha256_of(data: bytes) -> str:
+    """The SHA-256 of ``data`` as hex: what the data sets' manifest records for each file."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -89,7 +92,7 @@ def dataset_path(name: str, data_dir=None, fetch: bool = True) -> Path:
     """Path of a verified copy of data set ``name``, fetching it when absent."""
     entries = manifest()
     if name not in entries:
-        raise ValueError(f"unknown data set {name!r}; choose from {', '.join(entries)}")
+        raise UserError(f"unknown data set {name!r}; choose from {', '.join(entries)}")
     entry = entries[name]
     path = data_folder(data_dir) / entry["file"]
     if not path.exists():

@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 
 from dr_scale.core import keyed_random
+from dr_scale.core.errors import UserError
 from dr_scale.experiments.classification.datasets import NAMES, load_dataset
 
 
@@ -47,5 +48,5 @@ def dataset_names(option) -> list[str]:
     names = [s.strip() for s in option.split(",")] if isinstance(option, str) else list(option)
     unknown = [n for n in names if n not in NAMES]
     if unknown:
-        raise ValueError(f"unknown data set(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+        raise UserError(f"unknown data set(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
     return names

@@ -47,6 +47,7 @@ class VisitsPart(Held):
 
     @property
     def X(self) -> sp.csr_matrix:
+        """The part's binary features as CSR (n, d): x_ij = 1 for each listed feature."""
         return binary_csr(self.indptr, self.indices, self.n_features)
 
 

@@ -83,6 +83,7 @@ class Settings(Model):
 
     @property
     def n_fits(self) -> int:
+        """F = fractions × repetitions: the fits one pass computes together."""
         return len(self.fractions) * self.repetitions
 
 
@@ -98,6 +99,7 @@ class Projections:
 
     @classmethod
     def of(cls, t: np.ndarray) -> Projections:
+        """The count, sum and minimum of the projections t of one part."""
         return cls(t.shape[0], t.sum(), float(t.min()) if t.size else np.inf)
 
     def __add__(self, other: Projections) -> Projections:
@@ -145,6 +147,7 @@ class Lifted(Held):
 
     @property
     def matrix(self) -> sp.csr_matrix:
+        """L as a binary CSR matrix (the rows of every fit, all columns)."""
         return binary_csr(self.indptr, self.indices, self.n_cols)
 
     def fits(self, first: int, stop: int) -> sp.csr_matrix:
@@ -176,6 +179,7 @@ class Population:
 
     @classmethod
     def of(cls, visits: np.ndarray, p: np.ndarray) -> Population:
+        """The population sums of one part: n, Σ v, Σ v², Σ p, Σ p·v."""
         return cls(len(visits), visits.sum(), (visits ** 2).sum(), p.sum(), (p * visits).sum())
 
     def __add__(self, other: Population) -> Population:
@@ -198,7 +202,12 @@ class FitSums(Held):
 
     @classmethod
     def empty(cls, n_fits: int, d: int) -> FitSums:
-        return cls(*(np.zeros(n_fits) for _ in range(5)), *(np.zeros((n_fits, d)) for _ in range(3)), Population())
+        """Zero sums of ``n_fits`` fits over ``d`` features: the identity of ``+``."""
+        def zeros(*shape: int) -> np.ndarray:
+            """Zeros of shape (F, *shape)."""
+            return np.zeros((n_fits, *shape))
+
+        return cls(zeros(), zeros(), zeros(), zeros(), zeros(), zeros(d), zeros(d), zeros(d), Population())
 
     def __add__(self, other: FitSums) -> FitSums:
         return FitSums(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
@@ -334,6 +343,7 @@ class ExperimentResult:
         return out
 
     def mean_rmse_reduction(self) -> float:
+        """The mean over the fractions of DR's RMSE reduction, 1 − RMSE_DR / RMSE_IPS (NaN entries skipped)."""
         return float(np.nanmean([r["dr_rmse_reduction"] for r in self.per_fraction()]))
 
 
@@ -365,6 +375,7 @@ def run_experiment(parts: PartSet, settings: Settings | None = None, *, progress
     clock = time.perf_counter()
 
     def lap(name):
+        """Record the seconds since the previous lap as stage ``name``."""
         nonlocal clock
         now = time.perf_counter()
         timings[name] = round(now - clock, 3)

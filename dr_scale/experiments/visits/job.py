@@ -64,6 +64,8 @@ def embedded_dataset(rows: int, features: int, seed: int, cache: str = "", clien
 
 
 def run(config: dict, client=None, progress: bool = False) -> int:
+    """Run a visits job (``dr-scale run`` of a ``kind = "visits"`` file): validate ``config``, compute the experiment
+    and write its outputs; the exit status (0)."""
     job = validate(VisitsJob, config)
     settings, c = job.settings(), job.model_dump()
     options = storage_options(c["storage_options"] or None)  # credentials: job file, else the environment
@@ -84,6 +86,7 @@ def run(config: dict, client=None, progress: bool = False) -> int:
 
 
 def print_summary(result) -> None:
+    """Print the calibration line and one line per fraction: IPS and DR bias and RMSE, and DR's reduction."""
     cal = result.calibration
     print(f"{result.n_rows:,} rows: true mean {cal['true_mean']:.3f}, mean propensity {cal['mean_propensity']:.3f}, "
           f"naive sampled mean {cal['naive_sampled_mean']:.2f} ({100 * cal['naive_bias']:.1f}% bias)")

@@ -20,6 +20,8 @@ CSV_COLUMNS = ("fraction", "repetitions", "mean_subsample", "mean_sampled", "rid
 
 
 def results_dict(result, data: str = "") -> dict:
+    """The experiment's results as the JSON-ready dict of results.json: settings, calibration, timings and per
+    fraction the IPS and DR bias and RMSE."""
     s = result.settings
     return {
         "data": data, "rows": result.n_rows, "features": result.n_features, "parts": result.n_parts,
@@ -75,6 +77,7 @@ def size_note(n_rows: int) -> str:
 
 
 def summary_markdown(res: dict) -> str:
+    """summary.md: the setting, the calibration and a table of IPS vs DR per fraction."""
     rows, cal = res["per_fraction"], res["calibration"]
     better = sum(r["dr_rmse"] < r["ips_rmse"] for r in rows)
     lines = [
@@ -111,7 +114,7 @@ def write_outputs(result, out: str, *, data: str = "", storage_options: dict | N
     """Write results.json, results.csv, rmse.png, bias.png and summary.md into ``out``."""
     res = results_dict(result, data)
     fs, root = url_to_fs(out, storage_options)
-    files = {
+    files: dict[str, bytes | str] = {
         "results.json": strict_json.dumps(res, indent=2),
         "results.csv": _csv(res["per_fraction"]),
         "rmse.png": _panel(res["per_fraction"], "rmse", result.truth),

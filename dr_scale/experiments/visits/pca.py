@@ -61,6 +61,8 @@ class RowSample:
 
     @classmethod
     def of(cls, size: int, keys: np.ndarray, X: sp.csr_matrix) -> RowSample:
+        """The ``size`` rows of X with the smallest keys, sorted by key: a sample that merges to the same rows in any
+        order."""
         rows = np.arange(keys.shape[0]) if keys.shape[0] <= size else np.argpartition(keys, size - 1)[:size]
         rows = rows[np.argsort(keys[rows], kind="stable")]  # only the kept rows are sorted
         X = X[rows]
@@ -68,6 +70,7 @@ class RowSample:
 
     @property
     def X(self) -> sp.csr_matrix:
+        """The sampled rows as a binary CSR matrix."""
         return binary_csr(self.indptr, self.indices, self.n_features)
 
     def __add__(self, other: RowSample) -> RowSample:
@@ -86,6 +89,7 @@ class FirstPass:
 
     @classmethod
     def of(cls, part, sample_size: int) -> FirstPass:
+        """One part's column sums, row count and keyed row sample (the first pass of the principal component)."""
         X = part.X
         keys = keyed_random.uniform(part.row_id, 0, "principal-component-start")
         return cls(np.asarray(X.sum(axis=0)).ravel(), len(part), RowSample.of(sample_size, keys, X))
@@ -103,6 +107,7 @@ def _covariance_matvec(gram, mu: np.ndarray, n: int):
     """v ↦ C v = (1/n) Xᵀ(X v) − μ(μ·v), with ``gram(v)`` = Xᵀ(X v) in memory or as a pass over the parts."""
 
     def matvec(v):
+        """C v = XᵀX v / n − μ (μ·v): the covariance times v, without forming C."""
         v = np.asarray(v, dtype=np.float64).ravel()
         return gram(v) / n - mu * (mu @ v)
     return matvec
@@ -120,6 +125,7 @@ def first_component(parts: PartSet, *, tol: float = 1e-11, progress: bool = Fals
                                  np.full(d, 1.0 / np.sqrt(d)), tol)
     with Passes("principal component: Lanczos", progress) as passes:
         def gram(v):
+            """XᵀX v over every part: one pass."""
             total = parts.sum(_gram_matvec, v)
             passes.step()
             return total

@@ -33,6 +33,7 @@ import functools
 import numpy as np
 
 from dr_scale.core import keyed_random
+from dr_scale.core.errors import ParameterError, UserError
 
 KERNELS = ("density", "gaussian")
 MIN_PROPENSITY = 1e-300
@@ -46,10 +47,10 @@ def sampler_parameters(m: float, mbar: float) -> tuple[float, float]:
 def propensity(t: np.ndarray, m: float, mbar: float, kernel: str = "density") -> np.ndarray:
     """p_i = min{N(t_i; m + (m̄−m)/3, (m̄−m)/4), 1} (or the unnormalized kernel)."""
     if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        raise ParameterError(f"`kernel` must be one of {KERNELS}, got {kernel!r}")
     centre, scale = sampler_parameters(m, mbar)
     if not scale > 0:
-        raise ValueError(f"the projections have no spread (min {m}, mean {mbar}); cannot define the sampler")
+        raise UserError(f"the projections have no spread (min {m}, mean {mbar}); cannot define the sampler")
     log_height = -np.log(scale * np.sqrt(2.0 * np.pi)) if kernel == "density" else 0.0
     k = np.subtract(t, centre, dtype=np.float64)  # then, in place: log k = log height − z²/2, z = (t − c)/s
     k *= 1.0 / scale
@@ -70,16 +71,17 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
     one radix sort of r gives (ordering by row too would take a second sort).
     """
     if not 0 < fraction <= 1:
-        raise ValueError(f"fractions must lie in (0, 1], got {fraction}")
+        raise ParameterError(f"`fraction` must lie in (0, 1], got {fraction}")
     alive = np.arange(row_id.shape[0], dtype=np.int32 if row_id.shape[0] < 2**31 else np.int64)
     ids = row_id
     position_type = np.int32 if repetitions < 2**30 else np.int64  # holds position + R + 1
     position = np.full(alive.shape[0], -1, dtype=position_type)
     log_q = np.log1p(-fraction) if fraction < 1 else -np.inf
-    rows, reps = [], []
+    alive_per_k: list[np.ndarray] = []
+    position_per_k: list[np.ndarray] = []
     k = 0
     while alive.size:
-        step = 1
+        step: int | np.ndarray = 1
         if fraction < 1:  # step = min(⌊log(1 − U)/log(1 − f)⌋, R) + 1, computed in place
             gap = keyed_random.uniform(ids, seed, "subsample", fraction_index, k)
             np.negative(gap, out=gap)
@@ -92,10 +94,10 @@ def memberships(row_id: np.ndarray, fraction: float, repetitions: int, seed: int
         position = position + step  # a new array: the previous one was kept in ``reps``
         keep = position < repetitions
         alive, ids, position = alive[keep], ids[keep], position[keep]
-        rows.append(alive)
-        reps.append(position)
+        alive_per_k.append(alive)
+        position_per_k.append(position)
         k += 1
-    rows, reps = np.concatenate(rows), np.concatenate(reps)
+    rows, reps = np.concatenate(alive_per_k), np.concatenate(position_per_k)
     order = np.argsort(reps.astype(np.min_scalar_type(repetitions)), kind="stable")  # a radix sort
     return rows[order], reps[order]
 
