@@ -53,13 +53,13 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.settings import MODELS
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
-from dr_scale.outofcore.settings import MODELS
 from dr_scale.policies.target import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,

@@ -12,7 +12,7 @@ z = x·w_a + b_a — the per-action form of :mod:`dr_scale.outofcore.glm` (binar
 can follow π / π₀ in x separately for every action: k (d + 1) parameters per fold, for logs with a
 modest number of actions. a'_i is drawn by the row's id (:mod:`dr_scale.core.keyed_random`, purpose
 ``BALANCE_PURPOSE``): the same pair whatever the partitioning. It is cross-fitted with the keyed folds of
-:func:`dr_scale.logs.parts.fold_of`: fold model f is fitted on the pairs of the rows of the other folds and
+:func:`dr_scale.crossfit.parts.fold_of`: fold model f is fitted on the pairs of the rows of the other folds and
 gives the weights ŵ_i = exp(z_{f, a_i}(x_i)) of the rows of fold f, so no row's weight comes from a model
 that saw it. Every L-BFGS step is one pass over the parts (one task per part, the states summed in the
 parts' order), so the fit is the same locally and on a cluster.
@@ -27,8 +27,8 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.parts import fold_of
 from dr_scale.logs.contract import Partition, list_parts, log_metadata, read_partition
-from dr_scale.logs.parts import fold_of
 from dr_scale.outofcore import glm
 from dr_scale.policies.target import Policy, SparseProbs, UniformMixture, parse_policy
 

@@ -7,7 +7,7 @@ the multinomial logistic model π̂₀(a | x) = softmax_a(x·W[:, a] + b_a) mini
 
 — scikit-learn's ``LogisticRegression(C=1/λ)`` multinomial objective — solved by L-BFGS with one pass over
 the parts per step for all models at once (:mod:`dr_scale.outofcore.glm`, which says why L-BFGS). The parts
-are read once, grouped by (fold, action) as the reward fitter groups them (:mod:`dr_scale.logs.parts`), and
+are read once, grouped by (fold, action) as the reward fitter groups them (:mod:`dr_scale.crossfit.parts`), and
 kept between passes in memory or spilled to local files.
 
 **Cross-fitting** (``folds=K``): fold model j is fitted on the rows whose fold is not j, with the same keyed
@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import logsumexp
 
+from dr_scale.crossfit.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
+from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.logs.contract import partition_from_table, read_table
 from dr_scale.logs.filters import filter_of
-from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
 from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
-from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
 
 #: The columns a propensity fit reads (``propensity`` too where the log has it, unused).
@@ -75,7 +75,7 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
                       active: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, D + 1) += per model F its data log loss's gradient (D = (d + 1)·k: W row-major, then b) and, in
     the last column, the log loss, over the part's rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
-    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
     k, d = n_actions, n_features
     D = (d + 1) * k
     if total is None:

@@ -50,8 +50,7 @@ import numpy as np
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import number
-from dr_scale.logs.contract import action_vocabulary
-from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
+from dr_scale.crossfit.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
     SAMPLE_PURPOSE,
     Extent,
     Fits,
@@ -70,11 +69,7 @@ from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-expo
     sample_of,
     scan_lambdas,
 )
-from dr_scale.outofcore import glm, ridge
-from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import PartSet, given, load_part
-from dr_scale.outofcore.products import add_transposed_product
-from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
+from dr_scale.crossfit.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
     LAMBDA_GRID,
     MAX_ITER,
     RTOL,
@@ -86,6 +81,11 @@ from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exp
     check_lam,
     check_positive,
 )
+from dr_scale.logs.contract import action_vocabulary
+from dr_scale.outofcore import glm, ridge
+from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.passes import PartSet, given, load_part
+from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
 
@@ -184,7 +184,7 @@ def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_action
     """(index of the λ of ``grid`` with the smallest out-of-fold squared error on the sample, the search's
     record — error per λ and action, the sample's rows and R² per action —, passes).
 
-    The grid is scanned as :func:`~dr_scale.logs.parts.scan_lambdas` says (the errors of the λ not fitted are
+    The grid is scanned as :func:`~dr_scale.crossfit.parts.scan_lambdas` says (the errors of the λ not fitted are
     recorded as None).
     """
     fits = Fits(folds, n_actions, full=False)
@@ -335,7 +335,7 @@ def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, acti
                        columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
     Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
-    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
     d = x.shape[1] - 1
     if total is None:
         total = np.zeros((x.shape[0], d + 2))

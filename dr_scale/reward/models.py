@@ -27,8 +27,7 @@ import numpy as np
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import ParameterFileError, read_linear_file
-from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
+from dr_scale.crossfit.folded import (  # noqa: F401 — re-exported where first defined
     FoldedLinearModel,
     _linear,
     checked_actions,
@@ -38,7 +37,8 @@ from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first def
     predict_by_fold,
     save_model,
 )
-from dr_scale.logs.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
+from dr_scale.crossfit.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
+from dr_scale.io.parameter_files import ParameterFileError, read_linear_file
 
 
 class RewardModel(Protocol):

@@ -9,7 +9,7 @@ ridge regression on the logged rows' features φ(x_i, a_i) = (x_i, f_{a_i}, x_i 
     min_θ Σ_i (r_i − b − φ_i·θ)² + λ ‖θ‖²     (the intercept b not penalised),
 
 on the pass engine of the per-action fitters (:func:`fit_shared_model`): the log's parts read once by
-:func:`dr_scale.logs.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
+:func:`dr_scale.crossfit.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
 Dask cluster's workers), then :func:`dr_scale.outofcore.ridge.fit`'s conjugate gradients, each iteration one pass
 over the parts that computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ (memory O(part + d·D_A)). For 0/1 rewards the
 logistic form (:class:`SharedLogisticRewardModel`),
@@ -17,8 +17,8 @@ logistic form (:class:`SharedLogisticRewardModel`),
     ρ̂(x, a) = σ(b + φ(x, a)·θ),   min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖θ‖²,   z_i = b + φ_i·θ,
 
 by :func:`dr_scale.outofcore.glm.minimize` (L-BFGS, one pass per step). Cross-fitting (``folds=K``): K fold
-models by the keyed folds of :func:`dr_scale.logs.parts.fold_of`, beside the full-data model, in the same passes;
-λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.logs.parts.scan_lambdas`). Predictions for a
+models by the keyed folds of :func:`dr_scale.crossfit.parts.fold_of`, beside the full-data model, in the same passes;
+λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.crossfit.parts.scan_lambdas`). Predictions for a
 policy's listed actions only (:meth:`SharedRidgeRewardModel.predict_pairs`).
 """
 
@@ -58,7 +58,7 @@ class SharedRidgeRewardModel:
     """ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a (the module docstring); ``predict`` and ``predict_pairs``.
 
     Cross-fitted (``fold_theta`` given): fold model j, fitted on the rows whose fold
-    (:func:`~dr_scale.logs.parts.fold_of`, keyed by ``fold_seed``) is not j, predicts the rows of fold j when
+    (:func:`~dr_scale.crossfit.parts.fold_of`, keyed by ``fold_seed``) is not j, predicts the rows of fold j when
     ``predict``/``predict_pairs`` are given their ``row_id`` — as :class:`~dr_scale.reward.models.LinearRewardModel`'s
     fold models do; without row ids the full-data model predicts.
 
@@ -146,8 +146,8 @@ class SharedRidgeRewardModel:
 
     def _fold_ids(self, row_id, n: int):
         """Each row's fold, or None when the full-data model predicts (no row ids, or no fold models)."""
-        from dr_scale.logs.folded import checked_row_id
-        from dr_scale.logs.parts import fold_of
+        from dr_scale.crossfit.folded import checked_row_id
+        from dr_scale.crossfit.parts import fold_of
 
         row_id = checked_row_id(row_id, n)
         return None if row_id is None or not self.folds else fold_of(np.asarray(row_id), self.folds, self.fold_seed)
@@ -156,7 +156,7 @@ class SharedRidgeRewardModel:
         """The linear score z(x_i, a) = b + x·β_x + f_a·β_f + x·B·f_a for every action (or the given ones)."""
         fold = self._fold_ids(row_id, X.shape[0])
         if fold is not None:
-            from dr_scale.logs.folded import predict_by_fold
+            from dr_scale.crossfit.folded import predict_by_fold
 
             width = self.n_actions if actions is None else len(actions)
             return predict_by_fold(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X), fold, width,
@@ -327,8 +327,8 @@ def check_model_catalogue(model, catalogue, name: str) -> None:
 
 # -- fitting on the pass engine -------------------------------------------------------------
 # Every function of one part below is summed over the parts by the pass engine (dr_scale.outofcore.passes); the
-# parts are grouped by (fold, action) (dr_scale.logs.parts.group), so the rows of fold f are the contiguous run of
-# blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.logs.parts.Fits` over the folds with one
+# parts are grouped by (fold, action) (dr_scale.crossfit.parts.group), so the rows of fold f are the contiguous run of
+# blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.crossfit.parts.Fits` over the folds with one
 # "action": fold model j on the folds f ≠ j, the full-data model on all of them.
 def fold_rows(part, f: int, k: int, d: int):
     """(X, the logged actions, the rewards) of the part's rows in fold f (views of the part's arrays)."""
@@ -472,14 +472,14 @@ def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progr
 def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np.ndarray, settings, *,
                         progress: bool = False, stages=None, name: str = "the log") -> SharedRidgeRewardModel:
     """The shared model on parts grouped by (fold, action) over ``settings.folds`` folds
-    (:func:`dr_scale.logs.parts.read_grouped_parts`), ``n_rows`` rows in all: ridge or logistic as
+    (:func:`dr_scale.crossfit.parts.read_grouped_parts`), ``n_rows`` rows in all: ridge or logistic as
     ``settings.model`` says (None: logistic when every reward is 0 or 1, one pass —
     :func:`dr_scale.reward.fitting.model_kind`, the per-action rule); λ as ``settings.lam`` says (``"auto"``:
-    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.logs.parts.scan_lambdas`);
+    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.crossfit.parts.scan_lambdas`);
     then the K fold models and the full-data model in the same passes.
     """
-    from dr_scale.logs.parts import Fits, keyed_sample, scan_lambdas
-    from dr_scale.outofcore.settings import Stages
+    from dr_scale.crossfit.parts import Fits, keyed_sample, scan_lambdas
+    from dr_scale.crossfit.settings import Stages
     from dr_scale.reward.fitting import model_kind
 
     stages = stages or Stages(progress)
@@ -590,7 +590,7 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     Examples
     --------
     >>> import tempfile
-    >>> from dr_scale.outofcore.settings import FitSettings
+    >>> from dr_scale.crossfit.settings import FitSettings
     >>> from dr_scale.synthetic.item_world import generate_item_bandit
     >>> folder = tempfile.TemporaryDirectory()
     >>> _ = generate_item_bandit(folder.name + "/log", rows=2000, seed=1, features=100, actions=200,
@@ -600,12 +600,12 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
     >>> folder.cleanup()
     """
+    from dr_scale.crossfit.parts import read_grouped_parts
+    from dr_scale.crossfit.settings import FitSettings, Stages
     from dr_scale.io.cache import spill_root
     from dr_scale.logs.contract import action_vocabulary, log_metadata
-    from dr_scale.logs.parts import read_grouped_parts
     from dr_scale.outofcore.compute import check_client
     from dr_scale.outofcore.passes import spill_folder
-    from dr_scale.outofcore.settings import FitSettings, Stages
 
     settings = settings or FitSettings()
     if not isinstance(settings, FitSettings):
@@ -656,7 +656,7 @@ def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: 
     -------
     SharedRidgeRewardModel
     """
-    from dr_scale.outofcore.settings import FitSettings
+    from dr_scale.crossfit.settings import FitSettings
 
     return fit_shared_model(logs, FitSettings(lam=lam, rtol=tol, max_iter=max_iter, n_features=n_features,
                                               model="ridge"), storage_options=storage_options)
@@ -665,7 +665,7 @@ def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: 
 def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, seed: int = 0):
     """(a :class:`~dr_scale.outofcore.passes.PartSet` on the local scheduler, rows) of in-memory
     :class:`~dr_scale.logs.contract.Partition` objects, grouped by (fold, action) as the log's parts are."""
-    from dr_scale.logs.parts import LogPart, group
+    from dr_scale.crossfit.parts import LogPart, group
     from dr_scale.outofcore.passes import PartSet, given
 
     grouped_parts = []
@@ -717,7 +717,7 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     >>> bool(np.allclose(model.interaction, 1.0, atol=1e-4)), round(model.intercept, 3)
     (True, 0.3)
     """
-    from dr_scale.outofcore.settings import FitSettings
+    from dr_scale.crossfit.settings import FitSettings
 
     F = np.asarray(item_features, dtype=np.float64)
     held, rows = in_memory_parts(parts(), F.shape[0])

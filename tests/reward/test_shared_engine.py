@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.logs.contract import Partition
-from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.reward.shared import (
     SharedLogisticRewardModel,
     SharedRidgeRewardModel,

@@ -1,6 +1,6 @@
 """Linear scores with cross-fitted fold models, as the fitted models predict them: the checks of a ``predict``
 call's ``actions`` and ``row_id``, the linear scores X·coef + intercept, and predictions fold by fold (row i by
-fold model fold(row_id_i), :func:`dr_scale.logs.parts.fold_of`, which never saw it).
+fold model fold(row_id_i), :func:`dr_scale.crossfit.parts.fold_of`, which never saw it).
 
 :class:`FoldedLinearModel` is the one base of the models fitted so: the reward models
 (:mod:`dr_scale.reward.models`) and the estimated logging policy (:mod:`dr_scale.propensity.model`).
@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.parts import fold_of
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
-from dr_scale.logs.parts import fold_of
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
@@ -136,7 +136,7 @@ class FoldedLinearModel:
 
     A subclass maps the scores to what it predicts (ρ̂ for the reward models, π̂₀ for the propensity model) and
     names its file's ``KIND``. Given the rows' ids, row i is predicted by fold model fold(row_id_i)
-    (:func:`~dr_scale.logs.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
+    (:func:`~dr_scale.crossfit.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
     full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model`), never a
     pickle.
 
@@ -151,7 +151,7 @@ class FoldedLinearModel:
     fold_intercept : numpy.ndarray, shape (K, k), optional
         The fold models' intercepts (with ``fold_coef``).
     fold_seed : int, default 0
-        The key of the rows' folds (:func:`~dr_scale.logs.parts.fold_of`).
+        The key of the rows' folds (:func:`~dr_scale.crossfit.parts.fold_of`).
     metadata : dict, optional
         What the fit recorded (λ, rows per action, folds, the data's fingerprint …; saved as JSON).
     """

@@ -17,12 +17,12 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.contract import LogDataError, binary_csr, list_parts, log_metadata, read_partition
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.compute import check_client
 from dr_scale.outofcore.passes import Held, PartSet, given, spill_folder
-from dr_scale.outofcore.settings import FitSettings, Stages
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
