@@ -34,6 +34,7 @@ _API = {
                                "fit_shared_ridge"),
     "dr_scale.propensity.model": ("PropensityModel",),
     "dr_scale.propensity.fitting": ("fit_propensity_model",),
+    "dr_scale.core.errors": ("ConvergenceWarning",),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 
@@ -72,6 +73,8 @@ __all__ = [
     "SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model", "fit_shared_ridge",
     # the logging policy estimated from a log
     "PropensityModel", "fit_propensity_model",
+    # an iterative fit stopped before its tolerance
+    "ConvergenceWarning",
     # learning a policy from a log (paper Sec. 4)
     "LearnSettings", "learn_policy",
     # the logged-data contract, and raw tables into it

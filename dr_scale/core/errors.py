@@ -25,6 +25,12 @@ class UserError(ValueError):
     """
 
 
+class ConvergenceWarning(UserWarning):
+    """An iterative fit stopped at its most passes (``max_iter``) before its stopping rule (``rtol``) held: the
+    model is usable but not solved to the tolerance asked for. Raise ``max_iter`` or ``rtol``, or catch it
+    (``warnings.simplefilter("error", dr_scale.ConvergenceWarning)``) to make it an error."""
+
+
 class ParameterError(UserError):
     """A bad argument of a library function: the message names the function's parameters
     (``rows``, ``window``), never a command-line flag.
