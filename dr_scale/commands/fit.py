@@ -234,7 +234,7 @@ def shared_summary(model) -> str:
     d, da = m["n_features"], m["action_features"]
     search = m.get("lambda_search")
     lines = [model_line(model),
-             f"λ = {m['lambda']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
+             f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
              f"features ({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m.get('folds') or 'no'} "
              f"folds, {m['passes']} {'L-BFGS' if m.get('method') == 'L-BFGS' else 'CG'} passes"
              + (f" (+ {search['passes']} on the λ sample)" if search else "")

@@ -118,10 +118,10 @@ def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
     Examples
     --------
     >>> import numpy as np
-    >>> losses = {0.1: 5.0, 1.0: 3.0, 10.0: 4.0, 100.0: 6.0}
-    >>> best, seen, passes = scan_lambdas([0.1, 1.0, 10.0, 100.0], lambda lam: (np.array([losses[lam]]), 2))
-    >>> best, [None if v is None else float(v[0]) for v in seen], passes  # 0.1 is past the minimum: not fitted
-    (1, [None, 3.0, 4.0, 6.0], 8)
+    >>> losses = {0.01: 5.0, 0.1: 4.0, 1.0: 3.0, 10.0: 6.0}
+    >>> best, seen, passes = scan_lambdas([0.01, 0.1, 1.0, 10.0], lambda lam: (np.array([losses[lam]]), 2))
+    >>> best, [None if v is None else float(v[0]) for v in seen], passes  # 0.1 rose: 0.01 is not fitted
+    (2, [None, 4.0, 3.0, 6.0], 6)
     """
     losses, passes = [None] * len(grid), 0
     for i in sorted(range(len(grid)), key=lambda i: -grid[i]):

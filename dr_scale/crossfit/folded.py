@@ -83,6 +83,18 @@ def model_arrays(model, kind: str | None = None) -> dict:
     return arrays
 
 
+def read_metadata(text: str) -> dict:
+    """A model file's metadata from its JSON, λ as ``lam`` (files of the shared models written ``lambda``).
+
+    >>> read_metadata('{"lambda": 10.0, "rows": 5}')
+    {'lam': 10.0, 'rows': 5}
+    """
+    metadata = json.loads(text)
+    if "lambda" in metadata and "lam" not in metadata:
+        metadata = {("lam" if key == "lambda" else key): value for key, value in metadata.items()}
+    return metadata
+
+
 def save_model(model, url: str, storage_options: dict | None = None, kind: str | None = None) -> None:
     """Write :func:`model_arrays` as a ``.npz``, atomically (never a pickle)."""
     write_npz(url, storage_options, **model_arrays(model, kind))
@@ -118,7 +130,7 @@ def load_model(cls, url: str, storage_options: dict | None, where: str, kind: st
             if not (np.isfinite(model.fold_coef).all() and np.isfinite(model.fold_intercept).all()):
                 raise ValueError("the fold models have NaN or infinite entries")
         if "metadata" in arrays:
-            model.metadata = json.loads(str(arrays["metadata"]))
+            model.metadata = read_metadata(str(arrays["metadata"]))
     except (KeyError, ValueError, TypeError) as exc:
         raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
             from None

@@ -68,7 +68,7 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     assert code == 0, err
     from dr_scale.policies.target import ItemScorerPolicy
 
-    assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lambda"] == 100.0
+    assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lam"] == 100.0
 
 
 def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
@@ -94,7 +94,7 @@ def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsy
     assert code == 0, err
     assert "model: shared logistic (every reward is 0 or 1)" in printed and "(auto)" in printed
     model = LinearRewardModel.load(str(out))
-    assert model.folds == 2 and model.metadata["lambda"] in model.metadata["lambda_search"]["grid"]
+    assert model.folds == 2 and model.metadata["lam"] in model.metadata["lambda_search"]["grid"]
     p = model.predict(np.eye(200)[:5])
     assert p.min() > 0 and p.max() < 1
 

@@ -81,7 +81,7 @@ def test_lambda_auto_picks_the_least_out_of_fold_error_of_the_grid():
             total += np.sum((r[~train] - np.column_stack([np.ones((~train).sum()), phi[~train]]) @ theta) ** 2)
         errors.append(total)
     fitted = [e for e in search["out_of_fold_sse"] if e is not None]
-    assert model.metadata["lambda"] == grid[int(np.argmin(errors))]
+    assert model.metadata["lam"] == grid[int(np.argmin(errors))]
     for got, want in zip(search["out_of_fold_sse"], errors):
         if got is not None:
             assert sum(got) == pytest.approx(want, rel=1e-7)
