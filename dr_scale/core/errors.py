@@ -47,7 +47,7 @@ class ParameterError(UserError):
     '--days must be between 1 and --rows (10), got 11'
     """
 
-    _MARK = re.compile(r"`([A-Za-z_]\w*)`")
+    _MARK = re.compile(r"`((?!\d)\w+)`")  # a parameter: a word not starting with a digit (λ too)
 
     def __init__(self, message: str):
         super().__init__(message)  # the marked message: it survives pickling (a Dask worker's error)

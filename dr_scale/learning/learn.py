@@ -54,6 +54,7 @@ import scipy.sparse as sp
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.settings import MODELS
+from dr_scale.io.config import PositiveFinite, check, tolerance
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.contract import action_vocabulary, list_parts, log_metadata
 from dr_scale.outofcore import ridge
@@ -70,7 +71,6 @@ from dr_scale.reward.fitting import (
     UnloggedActionWarning,
     check_int,
     check_lam,
-    check_positive,
     fit_on_parts,
     read_grouped_part,
 )
@@ -386,9 +386,9 @@ class LearnSettings:
             raise ParameterError(f"`learner` must be one of {', '.join(LEARNERS)}, got {self.learner!r}")
         put(self, "lam", check_lam(self.lam, allow_none=True))
         put(self, "folds", check_int(self.folds, "folds", 2))
-        put(self, "rtol", check_positive(self.rtol, "rtol"))
+        put(self, "rtol", tolerance(self.rtol, "rtol"))
         put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
-        put(self, "epsilon", check_positive(self.epsilon, "epsilon"))
+        put(self, "epsilon", float(check(PositiveFinite, "epsilon", self.epsilon)))
         put(self, "seed", check_int(self.seed, "seed", 0))
         put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
         put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))

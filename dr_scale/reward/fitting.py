@@ -78,7 +78,6 @@ from dr_scale.crossfit.settings import (  # noqa: F401 — the settings, re-expo
     Stages,
     check_int,
     check_lam,
-    check_positive,
 )
 from dr_scale.logs.contract import action_vocabulary
 from dr_scale.outofcore import glm, ridge
