@@ -30,6 +30,7 @@ _API = {
                           "TopKPolicy", "UniformPolicy", "parse_policy",
                           "SparsePolicy", "ItemScorerPolicy", "SparseProbs"),
     "dr_scale.reward.models": ("LinearRewardModel", "RewardModel"),
+    "dr_scale.reward.files": ("load_reward_model",),
     "dr_scale.reward.shared": ("SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model",
                                "fit_shared_ridge"),
     "dr_scale.propensity.model": ("PropensityModel",),
@@ -69,7 +70,7 @@ __all__ = [
     "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy", "LinearPolicy", "SoftmaxPolicy", "parse_policy",
     "SparsePolicy", "ItemScorerPolicy", "SparseProbs",
     # the reward model ρ̂
-    "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model",
+    "RewardModel", "LinearRewardModel", "FitSettings", "fit_reward_model", "load_reward_model",
     "SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model", "fit_shared_ridge",
     # the logging policy estimated from a log
     "PropensityModel", "fit_propensity_model",

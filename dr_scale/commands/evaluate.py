@@ -35,7 +35,7 @@ from dr_scale.ope.estimators import (
 )
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.reward.models import LinearRewardModel
+from dr_scale.reward.files import load_reward_model
 
 
 def add_parser(sub) -> None:
@@ -120,7 +120,7 @@ def run(args) -> int:
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
-    model = LinearRewardModel.load(model_path, opts) if model_path else None
+    model = load_reward_model(model_path, opts) if model_path else None
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
     estimated = args.estimate_propensity or propensity is not None
     names = parse_estimator_list(args.estimators, "--estimators") if args.estimators else (

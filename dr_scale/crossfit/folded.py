@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.parts import fold_of
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, linear_arrays, read_npz_file, write_npz
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
@@ -106,18 +106,36 @@ def file_kind(arrays: dict) -> str:
 
 
 KIND_NAMES = {"linear": "a linear (ridge) reward model", "logistic": "a logistic reward model",
-              "propensity": "a propensity model (the estimated logging policy)"}
+              "propensity": "a propensity model (the estimated logging policy)",
+              "shared": "a shared reward model (over the actions' features)"}
+#: Each model file's ``kind`` → the class that reads it (``cls.from_arrays``): the one table every loader
+#: dispatches on (:func:`register_kind`, :func:`load_model_file`).
+MODEL_FILES: dict[str, type] = {}
 
 
-def load_model(cls, url: str, storage_options: dict | None, where: str, kind: str = "linear",
-               arrays: dict | None = None):
-    """``cls(coef, intercept)`` with the fold models and metadata of the ``.npz`` at ``url`` (``arrays``: already
-    read), a file of ``kind`` (:func:`file_kind`); anything else a ``ParameterFileError`` naming ``where``."""
-    arrays = read_linear_file(url, storage_options, where) if arrays is None else arrays
-    if file_kind(arrays) != kind:
-        found = file_kind(arrays)
-        raise ParameterFileError(f"{where}: holds {KIND_NAMES.get(found, repr(found))}, not "
-                                 f"{KIND_NAMES.get(kind, repr(kind))}")
+def register_kind(cls):
+    """Class decorator: files whose ``kind`` is ``cls.KIND`` are read by ``cls.from_arrays(arrays, where)``."""
+    MODEL_FILES[cls.KIND] = cls
+    return cls
+
+
+def load_model_file(url: str, storage_options: dict | None, what: str, kinds: tuple[str, ...]):
+    """The model in the ``.npz`` at ``url``, read once and made by the class registered for its ``kind``
+    (:data:`MODEL_FILES`); a file of a kind not in ``kinds`` is a ``ParameterFileError`` naming the file (as
+    ``what``, e.g. "reward model") and what it holds."""
+    where = f"{what} {url}"
+    arrays = read_npz_file(url, storage_options, where)
+    kind = file_kind(arrays)
+    if kind not in kinds or kind not in MODEL_FILES:
+        raise ParameterFileError(f"{where}: holds {KIND_NAMES.get(kind, repr(kind))}, not "
+                                 + " or ".join(KIND_NAMES.get(k, repr(k)) for k in kinds))
+    return MODEL_FILES[kind].from_arrays(arrays, where)
+
+
+def linear_model(cls, arrays: dict, where: str):
+    """``cls(coef, intercept)`` with the fold models and metadata of a linear model file's ``arrays``; bad arrays
+    a ``ParameterFileError`` naming ``where``."""
+    arrays = linear_arrays(arrays, where)
     model = cls(arrays["coef"], arrays["intercept"])
     try:
         if "fold_coef" in arrays:
@@ -149,7 +167,7 @@ class FoldedLinearModel:
     A subclass maps the scores to what it predicts (ρ̂ for the reward models, π̂₀ for the propensity model) and
     names its file's ``KIND``. Given the rows' ids, row i is predicted by fold model fold(row_id_i)
     (:func:`~dr_scale.crossfit.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
-    full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model`), never a
+    full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model_file`), never a
     pickle.
 
     Parameters
@@ -250,6 +268,11 @@ class FoldedLinearModel:
         save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
 
     @classmethod
+    def from_arrays(cls, arrays: dict, where: str):
+        """The model of a file's arrays (:func:`linear_model`)."""
+        return linear_model(cls, arrays, where)
+
+    @classmethod
     def load(cls, url: str, storage_options: dict | None = None):
         """Read a model saved by :meth:`save`, a file of this class's ``KIND``; anything else is a
         ``ParameterFileError`` naming the file.
@@ -266,4 +289,4 @@ class FoldedLinearModel:
         FoldedLinearModel
             The model, with its fold models and metadata if the file has them.
         """
-        return load_model(cls, url, storage_options, f"{cls.WHAT} {url}", cls.KIND)
+        return load_model_file(url, storage_options, cls.WHAT, (cls.KIND,))

@@ -487,9 +487,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     fs, paths = list_parts(logs, storage_options)
     model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
-        from dr_scale.reward.models import LinearRewardModel
+        from dr_scale.reward.files import load_reward_model
 
-        reward_model = LinearRewardModel.load(reward_model, storage_options)
+        reward_model = load_reward_model(reward_model, storage_options)
     d, k = log_shape(fs, paths, settings.n_features, settings.n_actions, reward_model)
     crossfit = method != "ips" and reward_model is None
     with stages.stage("read", f"{len(paths)} part(s)") as passes:

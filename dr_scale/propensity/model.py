@@ -18,11 +18,12 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import softmax
 
-from dr_scale.crossfit.folded import FoldedLinearModel, _linear
+from dr_scale.crossfit.folded import FoldedLinearModel, _linear, register_kind
 
 KIND = "propensity"
 
 
+@register_kind
 @dataclass
 class PropensityModel(FoldedLinearModel):
     """The estimated logging policy π̂₀(a | x) = softmax_a(x·coef[:, a] + intercept[a]).

@@ -36,7 +36,7 @@ from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.engine import Family, Objective, Solved, fit_log, fit_parts
-from dr_scale.crossfit.folded import read_metadata
+from dr_scale.crossfit.folded import load_model_file, read_metadata, register_kind
 from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.outofcore import glm, ridge
@@ -45,16 +45,7 @@ from dr_scale.outofcore import glm, ridge
 KIND = "shared"
 
 
-def is_shared_file(url: str, storage_options: dict | None = None) -> bool:
-    """Whether the ``.npz`` at ``url`` is a shared model's (its ``kind``); False for anything unreadable."""
-    try:
-        fs, path = url_to_fs(url, storage_options)
-        with fs.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
-            return "kind" in z.files and str(z["kind"]) == KIND
-    except Exception:  # noqa: BLE001 - not a shared model's file: the linear loader says what it is
-        return False
-
-
+@register_kind
 @dataclass(eq=False)
 class SharedRidgeRewardModel:
     """ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a (the module docstring); ``predict`` and ``predict_pairs``.
@@ -105,6 +96,8 @@ class SharedRidgeRewardModel:
     fold_seed: int = 0
     #: How the linear score z maps to ρ̂: ``"identity"`` (ridge) or ``"logistic"`` (σ(z), 0/1 rewards).
     LINK: ClassVar[str] = "identity"
+    #: The ``kind`` its file records (:data:`KIND`).
+    KIND: ClassVar[str] = KIND
 
     def __post_init__(self):
         self.beta_x = np.asarray(self.beta_x, dtype=np.float64)
@@ -207,7 +200,8 @@ class SharedRidgeRewardModel:
         return own if not self.folds else own + (self.fold_theta, np.array([self.fold_seed]))
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (``LinearRewardModel.load`` dispatches on it) and
+        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (:func:`dr_scale.reward.files.load_reward_model`
+        dispatches on it) and
         its ``link``."""
         buf = io.BytesIO()
         extra = {} if not self.folds else {"fold_theta": self.fold_theta,
@@ -223,21 +217,16 @@ class SharedRidgeRewardModel:
     def load(cls, url: str, storage_options: dict | None = None) -> SharedRidgeRewardModel:
         """Read a model saved by :meth:`save` — a :class:`SharedLogisticRewardModel` if its ``link`` is logistic;
         anything else is a ``ParameterFileError`` naming the file."""
+        return load_model_file(url, storage_options, "reward model", (KIND,))
+
+    @classmethod
+    def from_arrays(cls, a: dict, where: str) -> SharedRidgeRewardModel:
+        """The model of a shared model file's arrays, its class by the file's ``link``."""
         from dr_scale.io.parameter_files import ParameterFileError
 
-        where = f"reward model {url}"
-        fs, path = url_to_fs(url, storage_options)
-        if not fs.exists(path) or fs.isdir(path):
-            raise ParameterFileError(f"{where}: no such file")
-        try:
-            with fs.open(path, "rb") as f:
-                a = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
-        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-            raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
         missing = [k for k in ("intercept", "beta_x", "beta_f", "interaction", "item_features") if k not in a]
-        if missing or str(a.get("kind", KIND)) != KIND:
-            raise ParameterFileError(f"{where}: not a shared reward model (kind {str(a.get('kind', 'linear'))!r}"
-                                     + (f", no {', '.join(missing)}" if missing else "") + ")")
+        if missing:
+            raise ParameterFileError(f"{where}: not a shared reward model (no {', '.join(missing)})")
         link = str(a.get("link", "identity"))
         target = {"identity": SharedRidgeRewardModel, "logistic": SharedLogisticRewardModel}.get(link)
         if target is None:

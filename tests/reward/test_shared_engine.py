@@ -116,7 +116,7 @@ def test_logistic_is_sklearns_on_the_explicit_features():
 
 def test_logistic_refused_for_other_rewards_and_the_file_round_trips(tmp_path):
     from dr_scale.core.errors import ParameterError
-    from dr_scale.reward.models import LinearRewardModel
+    from dr_scale.reward.files import load_reward_model
 
     parts, X, F, a, r, row_id, phi = _world(4)
     with pytest.raises(ParameterError, match="model logistic needs rewards 0 or 1"):
@@ -124,6 +124,6 @@ def test_logistic_refused_for_other_rewards_and_the_file_round_trips(tmp_path):
     parts, X, F, a, r, row_id, phi = _world(4, binary=True)
     model = _fit(parts, F, X.shape[1], 2, lam=1.0)
     model.save(str(tmp_path / "m.npz"))
-    again = LinearRewardModel.load(str(tmp_path / "m.npz"))
+    again = load_reward_model(str(tmp_path / "m.npz"))
     assert type(again) is SharedLogisticRewardModel and again.folds == 2
     np.testing.assert_array_equal(again.predict(X, row_id=row_id), model.predict(X, row_id=row_id))
