@@ -49,7 +49,16 @@ class Solved:
     extra: object = None
 
 
-class Objective(abc.ABC):
+class Reads:
+    """How a fitter reads one part: through the contract (:func:`~dr_scale.crossfit.parts.read_log_part`) unless it
+    says otherwise (the estimated logging policy: without propensities; the balancing weights: the pairs)."""
+
+    def read_part(self, fs, path: str, n_features: int | None, n_actions: int | None):
+        """One part of the log at ``path`` as a :class:`~dr_scale.crossfit.parts.LogPart`."""
+        return read_log_part(fs, path, n_features, n_actions)
+
+
+class Objective(Reads, abc.ABC):
     """One model family as the driver fits it (module docstring): its sums, its solve at λ, its out-of-fold loss and
     the model it makes. An objective is sent to the workers with the passes' functions: keep it small."""
 
@@ -62,6 +71,8 @@ class Objective(abc.ABC):
     per_action: bool = True
     #: What a fit is in stage lines: ``"ridge models"``, ``"multinomial model(s)"`` …
     what: str = "models"
+    #: Whether the full-data model is fitted beside the K fold models (the balancing weights: fold models only).
+    full: bool = True
 
     def fits(self, folds: int, n_actions: int, full: bool) -> Fits:
         """The fits over ``folds`` fold models (and the full-data one if ``full``)."""
@@ -97,7 +108,7 @@ class Objective(abc.ABC):
         """The fitted model (full-data model and fold models) and what its metadata adds to the driver's record."""
 
 
-class Family(abc.ABC):
+class Family(Reads, abc.ABC):
     """Objectives of which the data chooses one once the parts are read (the reward models: ridge, or logistic
     when every reward is 0 or 1)."""
 
@@ -189,7 +200,7 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
             lam, search, passes = search_lambda(objective, sample, sample_d, k, settings, progress)
             del sample
             p.append(passes)
-    fits = objective.fits(folds or 0, k, full=True)
+    fits = objective.fits(folds or 0, k, full=objective.full)
     with stages.stage(objective.label, f"{fits.count} {objective.what} on all rows, λ = {lam:g}") as p:
         solved = objective.solve(parts, sums, d, lam, fits, settings, progress)
         p.append(solved.passes)
@@ -201,20 +212,17 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
                           n_actions=k, passes=int(solved.passes))
     if search is not None:
         model.metadata["lambda_search"] = search
-    if folds:
-        model.fold_seed = settings.seed
     return model
 
 
 def fit_log(logs: str, settings: FitSettings | None, objective: Objective | Family, *, client=None,
-            storage_options: dict | None = None, progress: bool = False, n_actions: int | None = None,
-            read_part=read_log_part):
+            storage_options: dict | None = None, progress: bool = False, n_actions: int | None = None):
     """The objective's model on the log at ``logs``: ``settings`` (None: ``FitSettings()``) and ``client`` checked,
-    the parts read by ``read_part`` (a function of (fs, path, d, k) giving a
-    :class:`~dr_scale.crossfit.parts.LogPart`) and grouped (:func:`~dr_scale.crossfit.parts.read_grouped_parts`;
-    d and k from ``settings``, else ``n_actions`` or the log's metadata, else the data) in the spill folder of
-    ``settings.spill``, then :func:`fit_parts`; the model's metadata gets the data's fingerprint (``rows:hash``,
-    :class:`~dr_scale.crossfit.parts.Extent`) and the passes of each stage."""
+    the parts read by the objective (:meth:`Reads.read_part`) and grouped
+    (:func:`~dr_scale.crossfit.parts.read_grouped_parts`; d and k from ``settings``, else ``n_actions`` or the log's
+    metadata, else the data) in the spill folder of ``settings.spill``, then :func:`fit_parts`; the model's
+    metadata gets the data's fingerprint (``rows:hash``, :class:`~dr_scale.crossfit.parts.Extent`) and the passes
+    of each stage."""
     settings = settings or FitSettings()
     if not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
@@ -230,7 +238,7 @@ def fit_log(logs: str, settings: FitSettings | None, objective: Objective | Fami
             parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
                                                              settings.seed, client=client, progress=progress,
                                                              folder=folder, logs=str(logs),
-                                                             read_part=read_part)
+                                                             read_part=objective.read_part)
             p.append(passes)
         model = fit_parts(parts, extent.n, d, k, settings, objective, progress=progress, stages=stages)
         del parts

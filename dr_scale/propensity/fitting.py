@@ -160,6 +160,9 @@ class PropensityObjective(Objective):
     per_action: ClassVar[bool] = False
     what: ClassVar[str] = "multinomial model(s)"
 
+    def read_part(self, fs, path, n_features, n_actions):
+        return read_policy_part(fs, path, n_features, n_actions)
+
     def count(self, part, n_features, groups, n_actions):
         return counts(part, n_features)
 
@@ -190,14 +193,16 @@ class PropensityObjective(Objective):
         coef, (intercept, result) = solved.x, solved.extra
         n_fit = _fit_counts(sums[0], fits, n_actions).astype(int)
         rows = n_fit[-1]
-        model = PropensityModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata={
-            "rows": int(rows.sum()), "rows_per_action": rows.tolist(),
-            "relative_gradient": [float(v) for v in result.relative_gradient],
-            "mean_log_loss": float(result.loss[-1] - 0.5 * lam * float(np.sum(coef[-1] ** 2)) / max(rows.sum(), 1)),
-            "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
-            "unlogged_in_fold_models": [np.flatnonzero((n_fit[j] == 0) & (rows > 0)).tolist()
-                                        for j in range(fits.folds)],
-            "method": "L-BFGS", "model": "multinomial logistic"})
+        metadata = {"rows": int(rows.sum()), "rows_per_action": rows.tolist(),
+                    "relative_gradient": [float(v) for v in result.relative_gradient],
+                    "mean_log_loss": float(result.loss[-1] - 0.5 * lam * float(np.sum(coef[-1] ** 2))
+                                           / max(rows.sum(), 1)),
+                    "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
+                    "unlogged_in_fold_models": [np.flatnonzero((n_fit[j] == 0) & (rows > 0)).tolist()
+                                                for j in range(fits.folds)],
+                    "method": "L-BFGS", "model": "multinomial logistic"}
+        model = PropensityModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), fold_seed=settings.seed,
+                                metadata=metadata)
         if fits.folds:
             model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
         return model
@@ -265,4 +270,4 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     >>> folder.cleanup()
     """
     return fit_log(logs, settings, PropensityObjective(), client=client, storage_options=storage_options,
-                   progress=progress, read_part=read_policy_part)
+                   progress=progress)

@@ -239,7 +239,7 @@ class RidgeObjective(Objective):
         coef = solved.x.reshape(-1, k, d).transpose(0, 2, 1)
         intercept = solved.extra.reshape(-1, k)
         rows = n_fit[-1].astype(int)
-        model = LinearRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1], metadata={
+        model = LinearRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1], fold_seed=settings.seed, metadata={
             "model": "ridge", "model_chosen_by": self.chosen_by, "method": "conjugate gradients",
             "rows": int(rows.sum()), "rows_per_action": rows.tolist(),
             "unlogged_actions": np.flatnonzero(rows == 0).tolist()})
@@ -444,7 +444,8 @@ class LogisticObjective(Objective):
         coef = x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
         intercept = x[:, d].reshape(-1, k)
         rows = n_fit[-1].astype(int)
-        model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata={
+        model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), fold_seed=settings.seed,
+                                    metadata={
             "model": "logistic", "model_chosen_by": self.chosen_by, "method": "L-BFGS", "rows": int(rows.sum()),
             "rows_per_action": rows.tolist(), "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
             "constant_actions": constant.tolist(), "separated_actions": separated.tolist()})
