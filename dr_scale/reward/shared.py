@@ -18,7 +18,7 @@ logistic form (:class:`SharedLogisticRewardModel`),
 
 by :func:`dr_scale.outofcore.glm.minimize` (L-BFGS, one pass per step). Cross-fitting (``folds=K``): K fold
 models by the keyed folds of :func:`dr_scale.crossfit.parts.fold_of`, beside the full-data model, in the same passes;
-λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.crossfit.parts.scan_lambdas`). Predictions for a
+λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.crossfit.engine.scan_lambdas`). Predictions for a
 policy's listed actions only (:meth:`SharedRidgeRewardModel.predict_pairs`).
 """
 
