@@ -26,9 +26,29 @@ class UserError(ValueError):
 
 
 class ConvergenceWarning(UserWarning):
-    """An iterative fit stopped at its most passes (``max_iter``) before its stopping rule (``rtol``) held: the
-    model is usable but not solved to the tolerance asked for. Raise ``max_iter`` or ``rtol``, or catch it
-    (``warnings.simplefilter("error", dr_scale.ConvergenceWarning)``) to make it an error."""
+    """An iterative fit stopped at its most passes (``max_iter``) before its stopping rule (``rtol``) held.
+
+    The model is usable but not solved to the tolerance asked for: raise ``max_iter`` or ``rtol``, or make the
+    warning an error (``warnings.simplefilter("error", dr_scale.ConvergenceWarning)``). Every fitter of the
+    cross-fitting engine gives it (:mod:`dr_scale.crossfit.engine`).
+
+    Parameters
+    ----------
+    message : str
+        Which fit, how many of its models did not converge, rtol and max_iter.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("ρ̂: 2 fit(s) did not reach rtol 1e-08 in 5 passes", ConvergenceWarning)
+    >>> caught[0].category.__name__
+    'ConvergenceWarning'
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
 
 
 class ParameterError(UserError):
