@@ -82,8 +82,9 @@ class Objective(Reads, abc.ABC):
     def count(self, part: GroupedPart, n_features: int, groups: int, n_actions: int):
         """The part's term of the first pass (an array or tuple of arrays, summed over the parts)."""
 
-    def sums(self, parts: PartSet, n_features: int, counts) -> tuple[object, int]:
-        """(the statistics the solves need, from the first pass's ``counts`` and further passes; those passes)."""
+    def sums(self, parts: PartSet, n_features: int, counts, fits: Fits) -> tuple[object, int]:
+        """(the statistics the solves of ``fits`` need, from the first pass's ``counts`` and further passes; those
+        passes)."""
         return counts, 0
 
     @abc.abstractmethod
@@ -154,8 +155,8 @@ def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, setting
     """(the λ chosen, the search's record, its passes) on the keyed sample (one part, over the search's folds)."""
     sk = settings.search_folds
     counts = sample.sum(objective.count, d, sk, k)
-    sums, passes = objective.sums(sample, d, counts)
     fits = objective.fits(sk, k, full=False)
+    sums, passes = objective.sums(sample, d, counts, fits)
 
     def loss_at(lam):
         solved = objective.solve(sample, sums, d, lam, fits, settings, progress)
@@ -181,13 +182,14 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
     d, k, folds = n_features, n_actions, settings.folds
     groups, auto = max(folds or 1, 1), settings.lam == "auto"
     share = min(1.0, settings.search_rows / max(n_rows, 1.0))
+    fits = objective.fits(folds or 0, k, full=objective.full)
     with stages.stage(f"{objective.label} sums", "per (fold, action) block" + (", and the λ sample" if auto else "")
                       ) as p:
         if auto:
             counts, sampled = parts.sum_and_derive(_count_and_sample, objective, d, groups, k, share, settings.seed)
         else:
             counts = parts.sum(objective.count, d, groups, k)
-        sums, passes = objective.sums(parts, d, counts)
+        sums, passes = objective.sums(parts, d, counts, fits)
         p.append(1 + passes)
     search, lam = None, settings.lam
     if auto:
@@ -200,7 +202,6 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
             lam, search, passes = search_lambda(objective, sample, sample_d, k, settings, progress)
             del sample
             p.append(passes)
-    fits = objective.fits(folds or 0, k, full=objective.full)
     with stages.stage(objective.label, f"{fits.count} {objective.what} on all rows, λ = {lam:g}") as p:
         solved = objective.solve(parts, sums, d, lam, fits, settings, progress)
         p.append(solved.passes)

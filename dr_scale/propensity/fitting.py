@@ -166,7 +166,7 @@ class PropensityObjective(Objective):
     def count(self, part, n_features, groups, n_actions):
         return counts(part, n_features)
 
-    def sums(self, parts, n_features, counted):
+    def sums(self, parts, n_features, counted, fits):
         return (counted[:counted.size - n_features], counted[counted.size - n_features:]), 0
 
     def solve(self, parts, sums, n_features, lam, fits, settings, progress):

@@ -211,11 +211,13 @@ class RidgeObjective(Objective):
     def count(self, part, n_features, groups, n_actions):
         return block_counts(part, n_features)
 
-    def sums(self, parts, n_features, counts):
-        return block_sums(parts, n_features, counts), 2
+    def sums(self, parts, n_features, counts, fits):
+        """The fits' ridge statistics (:meth:`Fits.stats`) from the block sums (:func:`block_sums`, two passes
+        beside the counts): the (B, d) block sums are not kept beside them."""
+        return fits.stats(block_sums(parts, n_features, counts)), 2
 
     def solve(self, parts, sums, n_features, lam, fits, settings, progress):
-        fit, intercept = solve(parts, fits.stats(sums), lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
+        fit, intercept = solve(parts, sums, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
                                progress=progress)
         return Solved(fit.coef, fit.iterations, fit.converged, intercept)
 
@@ -224,17 +226,17 @@ class RidgeObjective(Objective):
 
     def search_record(self, sample, sums, n_features, folds, n_actions, losses):
         """The sample's rows (per action) and the out-of-fold R² = 1 − SSE / Σ (r − r̄)² per λ and action."""
-        n = sums[0].reshape(folds, n_actions).sum(axis=0)
+        n = sums.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
         sy, syy = sample.sum(reward_moments, n_actions)
         with np.errstate(invalid="ignore", divide="ignore"):
             r2 = [None if e is None else np.where(n > 1, 1.0 - e / (syy - sy * sy / np.where(n > 0, n, 1)), np.nan)
                   for e in losses]
-        return {"sample_rows": int(n.sum()), "sample_rows_per_action": n.astype(int).tolist(),
+        return {"sample_rows": int(round(n.sum())), "sample_rows_per_action": np.rint(n).astype(int).tolist(),
                 "out_of_fold_r2": [None if r is None else [_finite(v) for v in r] for r in r2]}
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
         d, k = n_features, n_actions
-        n_fit = fits.combine(sums[0]).reshape(-1, k)
+        n_fit = sums.n.reshape(-1, k)
         _warn_unlogged(self.name, n_fit, solved.extra.reshape(-1, k), fits.folds)
         coef = solved.x.reshape(-1, k, d).transpose(0, 2, 1)
         intercept = solved.extra.reshape(-1, k)
@@ -402,7 +404,7 @@ class LogisticObjective(Objective):
     def count(self, part, n_features, groups, n_actions):
         return logistic_counts(part, n_features)
 
-    def sums(self, parts, n_features, counts):
+    def sums(self, parts, n_features, counts, fits):
         blocks = (counts.size - n_features) // 2
         return (counts[:blocks], counts[blocks:2 * blocks], counts[2 * blocks:]), 0
 
