@@ -177,7 +177,7 @@ def run(args) -> int:
     log_filter = getattr(logs, "log_filter", None)
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
-        from dr_scale.reward.fitting import summary
+        from dr_scale.reward.summary import summary
 
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")

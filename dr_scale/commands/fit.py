@@ -140,7 +140,7 @@ def model_options_given(args) -> list[str]:
 
 
 def run(args) -> int:
-    from dr_scale.reward.fitting import summary
+    from dr_scale.reward.summary import summary
 
     opts, logs = log_and_output(args)
     if args.model in SHARED_MODELS:
@@ -192,7 +192,7 @@ def _run_shared(args, logs, opts) -> int:
 
 def shared_summary(model) -> str:
     """A shared model's figures: the model and why, λ (and its search), rows, parameters, folds, passes."""
-    from dr_scale.reward.fitting import model_line
+    from dr_scale.reward.summary import model_line
 
     m = model.metadata
     d, da = m["n_features"], m["action_features"]
