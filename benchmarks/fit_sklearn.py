@@ -79,7 +79,7 @@ def side_fit(args) -> dict:
     model = fit_reward_model(args.logs, FitSettings(lam=args.lam, rtol=args.rtol))
     total = _since(start)
     np.savez(args.result, coef=model.coef, intercept=model.intercept)
-    return {"total": total, "peak_rss_mib": _peak_rss_mib(), "cg_passes": model.metadata["cg_iterations"]}
+    return {"total": total, "peak_rss_mib": _peak_rss_mib(), "cg_passes": model.metadata["passes"]}
 
 
 def side_passes(args) -> dict:

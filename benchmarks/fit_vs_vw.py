@@ -98,7 +98,7 @@ def fitted(command: list[str], out: str) -> dict:
     model = LinearRewardModel.load(out)
     result["model"] = model
     result["lam"] = float(model.metadata["lam"])
-    result["passes"] = model.metadata.get("cg_iterations")
+    result["passes"] = model.metadata.get("passes")
     return result
 
 

@@ -97,7 +97,7 @@ def main(hash_bits: int = 10, folds: int = 5) -> None:
                 name = f"shared {kind}"
                 shared = fit_shared_model(fold_log, FitSettings(lam="auto", lam_grid=GRID, model=kind))
                 sizes[name] = 1 + d + F.shape[1] + d * F.shape[1]
-                notes[name].append(f"{shared.metadata['lambda']:g}")
+                notes[name].append(f"{shared.metadata['lam']:g}")
                 _fill(predicted[name], row_id, test,
                       lambda t, m=shared: m.predict_pairs(t.X, t.action[:, None])[:, 0])
             mean = float(np.concatenate([p.reward for p in train]).mean())

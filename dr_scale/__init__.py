@@ -33,9 +33,11 @@ _API: dict[str, tuple[str, ...]] = {
                           "LoggingPolicy", "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy",
                           "LinearPolicy", "SoftmaxPolicy", "parse_policy", "SparsePolicy", "ItemScorerPolicy",
                           "SparseProbs", "ActionDistribution"),
-    # the reward model ρ̂
+    # the reward model ρ̂ and the settings of every cross-fitted fit
     "dr_scale.reward.models": ("RewardModel", "LinearRewardModel", "LogisticRewardModel"),
-    "dr_scale.reward.fitting": ("FitSettings", "fit_reward_model"),
+    "dr_scale.reward.files": ("load_reward_model",),
+    "dr_scale.crossfit.settings": ("FitSettings",),
+    "dr_scale.reward.fitting": ("fit_reward_model",),
     "dr_scale.reward.shared": ("SharedRidgeRewardModel", "SharedLogisticRewardModel", "fit_shared_model",
                                "fit_shared_ridge"),
     # the logging policy estimated from a log
@@ -48,8 +50,9 @@ _API: dict[str, tuple[str, ...]] = {
     "dr_scale.logs.filters": ("LogFilter",),
     "dr_scale.logs.opened": ("OpenedLog", "open_log"),
     "dr_scale.logs.importing": ("import_log", "ImportSummary", "from_pandas", "from_dask"),
-    # the errors that are the user's to fix (any other error is a bug of dr-scale)
-    "dr_scale.core.errors": ("UserError", "ParameterError"),
+    # the errors that are the user's to fix (any other error is a bug of dr-scale), and an iterative fit stopped
+    # before its tolerance
+    "dr_scale.core.errors": ("UserError", "ParameterError", "ConvergenceWarning"),
 }
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 

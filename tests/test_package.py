@@ -116,8 +116,8 @@ NOT_YET_DOCUMENTED = (
     "dr_scale/commands/evaluate.py", "dr_scale/commands/fit.py", "dr_scale/commands/fit_propensity.py",
     "dr_scale/commands/generate.py", "dr_scale/commands/import_.py", "dr_scale/commands/learn.py",
     "dr_scale/commands/report.py", "dr_scale/commands/run.py",
-    "dr_scale/logs/contract.py", "dr_scale/logs/filters.py", "dr_scale/logs/parts.py", "dr_scale/logs/folded.py",
-    "dr_scale/ope/", "dr_scale/outofcore/settings.py", "dr_scale/policies/", "dr_scale/propensity/",
+    "dr_scale/logs/contract.py", "dr_scale/logs/filters.py", "dr_scale/crossfit/",
+    "dr_scale/ope/", "dr_scale/policies/", "dr_scale/propensity/",
     "dr_scale/reward/",
 )
 

@@ -36,7 +36,7 @@ from dr_scale.ope.estimators import (
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.policies import parse_policy
-from dr_scale.reward.models import LinearRewardModel
+from dr_scale.reward.files import load_reward_model
 
 
 def add_parser(sub) -> None:
@@ -121,7 +121,7 @@ def run(args) -> int:
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
-    model = LinearRewardModel.load(model_path, opts) if model_path else None
+    model = load_reward_model(model_path, opts) if model_path else None
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
     baseline = [args.baseline] if args.baseline not in (None, LOGGING) else []
     parsed = {spec: parse_policy(spec, opts) for spec in dict.fromkeys([*policies, *baseline])}  # each file read once
@@ -180,7 +180,7 @@ def run(args) -> int:
     log_filter = logs.log_filter
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
-        from dr_scale.reward.fitting import summary
+        from dr_scale.reward.summary import summary
 
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")

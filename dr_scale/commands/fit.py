@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from dr_scale.commands.common import (
     POSITIVE_INT,
     SEED,
@@ -22,7 +20,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.core.errors import check_output_file
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import Folds, option
+from dr_scale.io.config import Folds, option, penalty, rule_option, tolerance
 from dr_scale.outofcore.compute import dask_session
 
 if TYPE_CHECKING:
@@ -103,44 +101,10 @@ SHARED_MODELS = ("shared", "shared-ridge", "shared-logistic")
 SHARED_LINKS = {"shared": None, "shared-ridge": "ridge", "shared-logistic": "logistic"}
 
 
-#: The smallest λ taken: a subnormal float64 (below 2.2e-308) has lost its precision.
-MIN_LAMBDA = float(np.finfo(np.float64).tiny)
-#: The smallest --rtol taken: conjugate gradients cannot reach a relative residual below float64's precision.
-MIN_RTOL = float(np.finfo(np.float64).eps)
-
-
-def parse_lambda(text: str):
-    """``--lam``: a finite λ ≥ 2.2e-308 (float64's smallest normal number), or ``auto``."""
-    import argparse
-
-    if text == "auto":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"λ must be a positive number or 'auto', got {text!r}")
-    if not np.isfinite(value):
-        raise argparse.ArgumentTypeError(f"λ must be a finite number (an infinite penalty fits nothing), got {text!r}")
-    if value < MIN_LAMBDA:
-        raise argparse.ArgumentTypeError(f"λ = {text} is below float64's smallest normal number ({MIN_LAMBDA:.3g}); "
-                                         "give a larger λ")
-    return value
-
-
-def parse_rtol(text: str) -> float:
-    """``--rtol``: a relative residual in [2.2e-16, 1) that conjugate gradients can reach in float64."""
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (MIN_RTOL <= value < 1):
-        raise argparse.ArgumentTypeError(f"rtol must be in [{MIN_RTOL:.3g}, 1) (float64's precision is "
-                                         f"{MIN_RTOL:.3g}: a smaller residual is never reached), got {text!r}")
-    return value
+#: ``--lam``: λ by the one rule of every fitter (:func:`dr_scale.io.config.penalty`), or ``auto``.
+parse_lambda = rule_option(penalty, "λ")
+#: ``--rtol``: a relative tolerance by the one rule of every fitter (:func:`dr_scale.io.config.tolerance`).
+parse_rtol = rule_option(tolerance, "rtol")
 
 
 def fit_settings(args):
@@ -180,7 +144,7 @@ def model_options_given(args) -> list[str]:
 
 
 def run(args) -> int:
-    from dr_scale.reward.fitting import summary
+    from dr_scale.reward.summary import summary
 
     opts, logs = log_and_output(args)
     if args.model in SHARED_MODELS:
@@ -232,13 +196,13 @@ def _run_shared(args, logs, opts) -> int:
 
 def shared_summary(model) -> str:
     """A shared model's figures: the model and why, λ (and its search), rows, parameters, folds, passes."""
-    from dr_scale.reward.fitting import model_line
+    from dr_scale.reward.summary import model_line
 
     m = model.metadata
     d, da = m["n_features"], m["action_features"]
     search = m.get("lambda_search")
     lines = [model_line(model),
-             f"λ = {m['lambda']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
+             f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
              f"features ({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m.get('folds') or 'no'} "
              f"folds, {m['passes']} {'L-BFGS' if m.get('method') == 'L-BFGS' else 'CG'} passes"
              + (f" (+ {search['passes']} on the λ sample)" if search else "")

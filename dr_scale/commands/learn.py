@@ -174,7 +174,7 @@ def _run_scorer(args, logs, opts) -> int:
           f"{meta['passes']} passes{'' if meta['converged'] else ', not converged'})")
     if "reward_model" in meta:
         m = meta["reward_model"]
-        print(f"reward model ρ̂: shared ridge, λ = {m.get('lambda'):g}, "
+        print(f"reward model ρ̂: shared ridge, λ = {m.get('lam'):g}, "
               f"{meta['reward_model_folds'] or 'no'} fold models")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

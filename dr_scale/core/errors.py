@@ -64,6 +64,32 @@ class UserError(ValueError):
         super().__init__(message)  # the one argument: it survives pickling (a Dask worker's error)
 
 
+class ConvergenceWarning(UserWarning):
+    """An iterative fit stopped at its most passes (``max_iter``) before its stopping rule (``rtol``) held.
+
+    The model is usable but not solved to the tolerance asked for: raise ``max_iter`` or ``rtol``, or make the
+    warning an error (``warnings.simplefilter("error", dr_scale.ConvergenceWarning)``). Every fitter of the
+    cross-fitting engine gives it (:mod:`dr_scale.crossfit.engine`).
+
+    Parameters
+    ----------
+    message : str
+        Which fit, how many of its models did not converge, rtol and max_iter.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("ρ̂: 2 fit(s) did not reach rtol 1e-08 in 5 passes", ConvergenceWarning)
+    >>> caught[0].category.__name__
+    'ConvergenceWarning'
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+
 class ParameterError(UserError):
     """A bad argument of a library function: the message names the function's parameters
     (``rows``, ``window``), never a command-line flag.
@@ -87,7 +113,7 @@ class ParameterError(UserError):
     '--days must be between 1 and --rows (10), got 11'
     """
 
-    _MARK = re.compile(r"`([A-Za-z_]\w*)`")
+    _MARK = re.compile(r"`((?!\d)\w+)`")  # a parameter: a word not starting with a digit (λ too)
 
     def __str__(self) -> str:
         return self.naming({})

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
+import sys
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -51,6 +53,78 @@ Folds = Annotated[int, Field(ge=2)]
 PropensityFloor = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 #: The uniform share ε of a generated logging policy, in [0, 0.5] (:mod:`dr_scale.synthetic.bandit`).
 UniformShare = Annotated[float, Field(ge=0, le=0.5, allow_inf_nan=False)]
+#: The smallest penalty λ taken: float64's smallest normal number (a subnormal λ has lost its precision).
+MIN_PENALTY = sys.float_info.min
+#: The smallest relative tolerance taken: float64's precision (no solve in float64 reaches a smaller residual).
+MIN_RTOL = sys.float_info.epsilon
+
+
+def _number(value) -> float | None:
+    """``value`` as a float (a string as the command line gives it), or None if it is no number."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+
+
+def penalty(value, name: str = "lam", auto: bool = True):
+    """λ by the one rule of every fitter, from the command line to the solver: a finite number ≥ 2.2e-308
+    (:data:`MIN_PENALTY`), or ``"auto"`` where ``auto``; anything else a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``name``. A string is read as a number.
+
+    >>> penalty("10"), penalty("auto"), penalty(2)
+    (10.0, 'auto', 2.0)
+    >>> penalty(0)
+    Traceback (most recent call last):
+    ...
+    dr_scale.core.errors.ParameterError: lam must be a positive number or 'auto', got 0
+    """
+    if auto and value == "auto" and isinstance(value, str):
+        return value
+    number = _number(value)
+    if number is None or not number > 0:
+        raise ParameterError(f"`{name}` must be a positive number{' or ' + repr('auto') if auto else ''}, "
+                             f"got {value!r}")
+    if not math.isfinite(number):
+        raise ParameterError(f"`{name}` must be a finite number (an infinite penalty fits nothing), got {value!r}")
+    if number < MIN_PENALTY:
+        raise ParameterError(f"`{name}` = {value} is below float64's smallest normal number ({MIN_PENALTY:.3g}); "
+                             "give a larger λ")
+    return number
+
+
+def tolerance(value, name: str = "rtol") -> float:
+    """A solver's relative tolerance (CG's ‖residual‖ ≤ rtol ‖rhs‖, L-BFGS's ‖∇L‖ ≤ rtol ‖∇L(x₀)‖) by the one rule
+    of every fitter: a number in [2.2e-16, 1) (:data:`MIN_RTOL`, float64's precision); anything else a
+    :class:`~dr_scale.core.errors.ParameterError` naming ``name``. A string is read as a number.
+
+    >>> tolerance("1e-6")
+    1e-06
+    >>> tolerance(1e-20)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dr_scale.core.errors.ParameterError: rtol must be in [2.22e-16, 1) (float64's precision ...), got 1e-20
+    """
+    number = _number(value)
+    if number is None or not MIN_RTOL <= number < 1:
+        raise ParameterError(f"`{name}` must be in [{MIN_RTOL:.3g}, 1) (float64's precision is {MIN_RTOL:.3g}: a "
+                             f"smaller residual is never reached), got {value!r}")
+    return number
+
+
+def rule_option(rule, name: str, **kwargs):
+    """An ``argparse`` ``type=`` checking a command-line value by ``rule`` (:func:`penalty`, :func:`tolerance`),
+    its messages naming ``name``."""
+    def convert(text: str):
+        try:
+            return rule(text, name, **kwargs)
+        except ParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
 
 
 class ConfigError(UserError):

@@ -28,8 +28,9 @@ def write_npz(url: str, storage_options: dict | None, **arrays: np.ndarray) -> N
     atomic_write(fs, path, buf.getvalue())
 
 
-def read_linear_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:
-    """Every array of the ``.npz`` at ``url``, with ``coef`` and ``intercept`` checked (:func:`checked_linear`)."""
+def read_npz_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``url`` (read once, never a pickle); a missing, folder or unreadable file is a
+    :class:`ParameterFileError` naming ``where``."""
     fs, path = url_to_fs(url, storage_options)
     if fs.isdir(path):
         raise ParameterFileError(f"{where}: is a folder; give the .npz file")
@@ -42,9 +43,22 @@ def read_linear_file(url: str, storage_options: dict | None, where: str) -> dict
             arrays = {k: z[k] for k in z.files} if isinstance(z, np.lib.npyio.NpzFile) else None
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
         raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-    if arrays is None or "coef" not in arrays or "intercept" not in arrays:
-        found = ", ".join(sorted(arrays)) if arrays else "a single array"
-        raise ParameterFileError(f"{where}: expected arrays 'coef' (d × k) and 'intercept' (k), found {found}")
+    if arrays is None:
+        raise ParameterFileError(f"{where}: a single array, not an .npz of named arrays")
+    return arrays
+
+
+def read_linear_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``url``, with ``coef`` and ``intercept`` checked (:func:`linear_arrays`)."""
+    return linear_arrays(read_npz_file(url, storage_options, where), where)
+
+
+def linear_arrays(arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """A linear file's ``arrays`` with ``coef`` and ``intercept`` checked (:func:`checked_linear`); a file without
+    them is a :class:`ParameterFileError` naming ``where``."""
+    if "coef" not in arrays or "intercept" not in arrays:
+        raise ParameterFileError(f"{where}: expected arrays 'coef' (d × k) and 'intercept' (k), found "
+                                 f"{', '.join(sorted(arrays)) or 'none'}")
     arrays["coef"], arrays["intercept"] = checked_linear(arrays["coef"], arrays["intercept"], where)
     return arrays
 

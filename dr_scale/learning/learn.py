@@ -54,13 +54,14 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.settings import MODELS
+from dr_scale.io.config import PositiveFinite, check, tolerance
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
-from dr_scale.outofcore.settings import MODELS
 from dr_scale.policies import LinearPolicy
 from dr_scale.reward.fitting import (
     RTOL,
@@ -71,7 +72,6 @@ from dr_scale.reward.fitting import (
     UnloggedActionWarning,
     check_int,
     check_lam,
-    check_positive,
     fit_on_parts,
     read_grouped_part,
 )
@@ -400,9 +400,9 @@ class LearnSettings:
             raise ParameterError(f"`learner` must be one of {', '.join(LEARNERS)}, got {self.learner!r}")
         put(self, "lam", check_lam(self.lam, allow_none=True))
         put(self, "folds", check_int(self.folds, "folds", 2))
-        put(self, "rtol", check_positive(self.rtol, "rtol"))
+        put(self, "rtol", tolerance(self.rtol, "rtol"))
         put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
-        put(self, "epsilon", check_positive(self.epsilon, "epsilon"))
+        put(self, "epsilon", float(check(PositiveFinite, "epsilon", self.epsilon)))
         put(self, "seed", check_int(self.seed, "seed", 0))
         put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
         put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
@@ -504,9 +504,9 @@ def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_mod
     fs, paths = logs.listing()
     model_name = f"the reward model {reward_model}" if isinstance(reward_model, str) else "the reward model"
     if isinstance(reward_model, str):
-        from dr_scale.reward.models import LinearRewardModel
+        from dr_scale.reward.files import load_reward_model
 
-        reward_model = LinearRewardModel.load(reward_model, storage_options)
+        reward_model = load_reward_model(reward_model, storage_options)
     d, k = log_shape(logs, settings.n_features, settings.n_actions, reward_model)
     crossfit = method != "ips" and reward_model is None
     with stages.stage("read", f"{len(paths)} part(s)") as passes:

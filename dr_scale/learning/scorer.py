@@ -234,7 +234,7 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     >>> bool(best[np.arange(2000), chosen].mean() > 0.9 * best.max(axis=1).mean())
     True
     """
-    from dr_scale.outofcore.settings import FitSettings
+    from dr_scale.crossfit.settings import FitSettings
     from dr_scale.reward.shared import fit_shared_on_parts, in_memory_parts
 
     F = np.asarray(item_features.toarray() if sp.issparse(item_features) else item_features, dtype=np.float64)
@@ -287,12 +287,12 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     -------
     ItemScorerPolicy
     """
+    from dr_scale.crossfit.parts import read_grouped_parts
+    from dr_scale.crossfit.settings import FitSettings
     from dr_scale.io.cache import spill_root
     from dr_scale.logs.opened import open_log
-    from dr_scale.logs.parts import read_grouped_parts
     from dr_scale.outofcore.compute import check_client
     from dr_scale.outofcore.passes import spill_folder
-    from dr_scale.outofcore.settings import FitSettings
     from dr_scale.reward.models import check_fitted_log
     from dr_scale.reward.shared import check_model_catalogue, fit_shared_on_parts, log_and_catalogue
 

@@ -12,25 +12,31 @@ z = x·w_a + b_a — the per-action form of :mod:`dr_scale.outofcore.glm` (binar
 can follow π / π₀ in x separately for every action: k (d + 1) parameters per fold, for logs with a
 modest number of actions. a'_i is drawn by the row's id (:mod:`dr_scale.core.keyed_random`, purpose
 ``BALANCE_PURPOSE``): the same pair whatever the partitioning. It is cross-fitted with the keyed folds of
-:func:`dr_scale.logs.parts.fold_of`: fold model f is fitted on the pairs of the rows of the other folds and
+:func:`dr_scale.crossfit.parts.fold_of`: fold model f is fitted on the pairs of the rows of the other folds and
 gives the weights ŵ_i = exp(z_{f, a_i}(x_i)) of the rows of fold f, so no row's weight comes from a model
-that saw it. Every L-BFGS step is one pass over the parts (one task per part, the states summed in the
-parts' order), so the fit is the same locally and on a cluster.
+that saw it. The fit is the per-action logistic objective on the pairs, the class as the reward, driven by the
+cross-fitting engine (:mod:`dr_scale.crossfit.engine`): every L-BFGS step is one pass over the parts (one task per
+part, the states summed in the parts' order), so the fit is the same locally and on a cluster.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.engine import fit_log, fit_parts
+from dr_scale.crossfit.parts import GroupedPart, LogPart, fold_of, group
+from dr_scale.crossfit.settings import FitSettings
+from dr_scale.io.config import penalty
 from dr_scale.logs.contract import Partition, read_partition
 from dr_scale.logs.opened import open_log
-from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore import glm
+from dr_scale.outofcore.passes import PartSet
 from dr_scale.policies import Policy, parse_policy
+from dr_scale.reward.fitting import LogisticObjective
 
 #: The purpose of the keyed draw of a'_i ~ π(·|x_i).
 BALANCE_PURPOSE = "balancing draw"
@@ -49,6 +55,7 @@ class BalancingModel:
     seed: int = 0
     passes: int = 0
     converged: bool = True
+    metadata: dict = field(default_factory=dict)
 
     @property
     def folds(self) -> int:
@@ -66,35 +73,67 @@ class BalancingModel:
         return np.exp(z)
 
 
-def _pass_terms(part: Partition, policy: Policy, x: np.ndarray, active: np.ndarray, k: int, d: int, folds: int,
-                seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One part's (loss (F,), gradient (F, d + 1), pairs (F,)) of the F = folds · k fits at their points x."""
-    F = folds * k
-    loss, grad, count = np.zeros(F), np.zeros((F, d + 1)), np.zeros(F)
-    if len(part) == 0:
-        return loss, grad, count
-    fold = fold_of(part.row_id, folds, seed)
-    drawn = policy.distribution(part, k).draw(part.row_id, seed, BALANCE_PURPOSE)  # a'_i ~ π(·|x_i)
-    for label, actions in ((0.0, part.action), (1.0, drawn)):
-        for f in range(folds):
-            for a in range(k):
-                j = f * k + a
-                rows = np.flatnonzero((fold != f) & (actions == a))
-                count[j] += rows.size
-                if active[j] and rows.size:
-                    glm.add_binary_terms(loss, grad, part.X[rows], np.full(rows.size, label), x[j, :-1], x[j, -1], j)
-    return loss, grad, count
+def pairs(part: Partition, policy: Policy, n_actions: int, seed: int) -> LogPart:
+    """The part's 2n pairs (module docstring): each row as (x_i, a_i) of class 0 and (x_i, a'_i), a'_i ~ π(·|x_i)
+    drawn by the row's id, of class 1 — the class in ``reward``, both pairs under the row's id (so its fold)."""
+    X = sp.csr_matrix(sp.vstack([part.X, part.X], format="csr"), dtype=np.float64)
+    drawn = policy.distribution(part, n_actions).draw(part.row_id, seed, BALANCE_PURPOSE)  # a'_i ~ π(·|x_i)
+    n = len(part)
+    return LogPart(np.concatenate([part.row_id, part.row_id]), X.indptr, X.indices, X.data,
+                   np.concatenate([np.asarray(part.action, dtype=np.int64), drawn]),
+                   np.r_[np.zeros(n), np.ones(n)], np.ones(2 * n))
+
+
+def _pairs_of(part, policy: Policy, n_actions: int, folds: int, seed: int) -> GroupedPart:
+    """The pairs of ``part`` (a Partition, or a callable giving one) grouped by (fold, action)."""
+    return group(pairs(part() if callable(part) else part, policy, n_actions, seed), folds, n_actions, seed)
+
+
+@dataclass
+class BalancingObjective(LogisticObjective):
+    """The classifier of logged against π-drawn pairs as an objective of the cross-fitting driver: the per-action
+    logistic regression (:class:`~dr_scale.reward.fitting.LogisticObjective`) on the pairs, the class as the reward,
+    fold models only — fold model f gives the weights of the rows of fold f."""
+
+    policy: Policy | None = None
+    seed: int = 0
+    label: ClassVar[str] = "balancing weights"
+    what: ClassVar[str] = "classifiers"
+    full: ClassVar[bool] = False
+
+    def read_part(self, fs, path, n_features, n_actions):
+        part = read_partition(fs, path, n_features=n_features, n_actions=n_actions, extra_columns=self.policy.columns)
+        return pairs(part, self.policy, n_actions, self.seed)
+
+    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        d, k = n_features, n_actions
+        coef = solved.x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
+        return BalancingModel(np.ascontiguousarray(coef), solved.x[:, d].reshape(-1, k), settings.seed,
+                              int(solved.passes), bool(solved.converged.all()), {"rows": int(sums[0].sum()) // 2})
+
+
+def _settings(folds: int, lam: float, seed: int, rtol: float, max_iter: int) -> FitSettings:
+    """The driver's settings of a balancing fit (λ and rtol by the fitters' one rule; K ≥ 2 folds)."""
+    if folds < 2:
+        raise ParameterError(f"`folds` must be at least 2 (the weights are cross-fitted), got {folds}")
+    return FitSettings(lam=penalty(lam, "lam", auto=False), folds=folds, seed=seed, rtol=rtol, max_iter=max_iter)
 
 
 def fit_balancing_model(parts, policy: Policy | str, n_actions: int, n_features: int, *, folds: int = 2,
                         lam: float = 1.0, seed: int = 0, rtol: float = 1e-6, max_iter: int = 200,
                         client=None) -> BalancingModel:
-    """Fit the cross-fitted classifier of logged against π-drawn pairs (module docstring) by L-BFGS passes.
+    """Fit the cross-fitted classifier of logged against π-drawn pairs (module docstring) by the cross-fitting
+    driver (:func:`dr_scale.crossfit.engine.fit_parts`): L-BFGS, one pass over the pairs per step.
+
+    For each fold f and action a, on the pairs of the rows of the other folds whose action (logged or drawn) is a,
+
+        (w, b) = argmin Σ_i [log(1 + e^{z_i}) − C_i z_i] + (λ/2) ‖w‖²,   z_i = x_i·w + b   (b not penalised).
 
     Parameters
     ----------
     parts : list of Partition, or of zero-argument callables returning one
-        The log's parts; a callable is called in its task on every pass (out of core: one part in memory per task).
+        The log's parts; each is read once and its pairs kept between passes (in memory, or on ``client``'s
+        workers).
     policy : Policy or str
         The target policy π.
     n_actions, n_features : int
@@ -114,38 +153,21 @@ def fit_balancing_model(parts, policy: Policy | str, n_actions: int, n_features:
     -------
     BalancingModel
     """
-    import dask
-
-    from dr_scale.outofcore.compute import compute
-
-    if folds < 2:
-        raise ParameterError(f"`folds` must be at least 2 (the weights are cross-fitted), got {folds}")
+    settings = _settings(folds, lam, seed, rtol, max_iter)
     policy = parse_policy(policy)
-    k, d, F = n_actions, n_features, folds * n_actions
-    penalty = np.r_[np.ones(d, bool), False]
-
-    def task(part, x, active):
-        return _pass_terms(part() if callable(part) else part, policy, x, active, k, d, folds, seed)
-
-    def evaluate(x, active):
-        terms = compute(*[dask.delayed(task)(p, x, active) for p in parts], client=client)
-        loss, grad, count = (np.sum([t[i] for t in terms], axis=0) for i in range(3))
-        return glm.penalised(loss, grad, x, lam, count, penalty)
-
-    x0 = np.zeros((F, d + 1))  # w = 0, b = 0: the balanced classes' log odds at the start
-    fit = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter)
-    coef = fit.x[:, :-1].reshape(folds, k, d).transpose(0, 2, 1)
-    return BalancingModel(np.ascontiguousarray(coef), fit.x[:, -1].reshape(folds, k), seed, fit.passes,
-                          bool(fit.converged.all()))
+    held = PartSet.build(_pairs_of, [(p, policy, n_actions, folds, seed) for p in parts], client)
+    rows = held.sum(len)
+    return fit_parts(held, rows, n_features, n_actions, settings, BalancingObjective(policy=policy, seed=seed))
 
 
 def fit_balancing_model_on_log(logs, policy: Policy | str, *, folds: int = 2, lam: float = 1.0, seed: int = 0,
                                storage_options: dict | None = None, client=None, log_filter=None,
                                **settings) -> BalancingModel:
-    """:func:`fit_balancing_model` on the Parquet log ``logs`` (a URL or an opened log; d and k by the log's rule,
-    :meth:`~dr_scale.logs.opened.OpenedLog.dimensions`): each pass's task
-    reads its part, so memory is one part per task. ``Evaluation(balancing_model=…)`` then gives BIPW these
-    weights in place of the ``importance_weight`` column.
+    """:func:`fit_balancing_model` on the Parquet log ``logs`` (a URL or an opened log,
+    :func:`~dr_scale.logs.opened.open_log`) by the cross-fitting driver (:func:`dr_scale.crossfit.engine.fit_log`:
+    its parts read once as their pairs and kept between passes in memory, on a cluster's workers, or spilled to
+    local files); k and d from its metadata, else π's k and the data.
+    ``Evaluation(balancing_model=…)`` then gives BIPW these weights in place of the ``importance_weight`` column.
 
     Examples
     --------
@@ -156,15 +178,7 @@ def fit_balancing_model_on_log(logs, policy: Policy | str, *, folds: int = 2, la
     ((2, 50, 3), True)
     """
     policy = parse_policy(policy, storage_options)
+    fit = _settings(folds, lam, seed, settings.get("rtol", 1e-6), settings.get("max_iter", 200))
     logs = open_log(logs, storage_options, log_filter)
-    fs, paths = logs.listing()
-    d, k = logs.dimensions(fitted=(policy,))
-    if k is None or d is None:
-        raise ParameterError(f"`logs` {logs}: its metadata has no dr_scale.n_actions / dr_scale.n_features; write "
-                             "it with dr_scale.write_log")
-
-    def reader(path):
-        return lambda: read_partition(fs, path, n_features=d, n_actions=k, extra_columns=policy.columns)
-
-    return fit_balancing_model([reader(p) for p in paths], policy, k, d, folds=folds, lam=lam, seed=seed,
-                               client=client, **settings)
+    return fit_log(logs, fit, BalancingObjective(policy=policy, seed=seed), client=client,
+                   storage_options=storage_options, n_actions=policy.n_actions)

@@ -7,7 +7,7 @@ the multinomial logistic model π̂₀(a | x) = softmax_a(x·W[:, a] + b_a) mini
 
 — scikit-learn's ``LogisticRegression(C=1/λ)`` multinomial objective — solved by L-BFGS with one pass over
 the parts per step for all models at once (:mod:`dr_scale.outofcore.glm`, which says why L-BFGS). The parts
-are read once, grouped by (fold, action) as the reward fitter groups them (:mod:`dr_scale.logs.parts`), and
+are read once, grouped by (fold, action) as the reward fitter groups them (:mod:`dr_scale.crossfit.parts`), and
 kept between passes in memory or spilled to local files.
 
 **Cross-fitting** (``folds=K``): fold model j is fitted on the rows whose fold is not j, with the same keyed
@@ -15,9 +15,10 @@ folds fold(i) = ⌊K · u(row_id_i)⌋ as the reward model ρ̂ of the same ``se
 (:meth:`~dr_scale.propensity.model.PropensityModel.predict_proba` given row ids). The full-data model is
 fitted in the same passes.
 
-**λ = "auto"**: as the reward fitter's rule, on a keyed sample of at most ``search_rows`` rows the K fold
-models are fitted for each λ of the grid (from the largest down, stopping at the first λ whose error rises)
-and the λ with the smallest out-of-fold log loss Σ_i −log π̂₀^{(f_i)}(a_i | x_i) is used on all rows.
+**λ = "auto"**: the driver's rule (:func:`dr_scale.crossfit.engine.scan_lambdas`): on a keyed sample of at most
+``search_rows`` rows the K fold models are fitted for each λ of the grid (from the largest down, stopping at the
+first λ whose error rises) and the λ with the smallest out-of-fold log loss Σ_i −log π̂₀^{(f_i)}(a_i | x_i)
+is used on all rows.
 
 **An action a fit has no rows of** (never logged, or logged only in the held-out fold) has no data: its
 weights are 0 and its intercept log(½ / (n + k/2)) (its add-½ share), since its maximum-likelihood
@@ -26,17 +27,19 @@ probability is 0; the metadata lists such actions.
 
 from __future__ import annotations
 
-import warnings
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 from scipy.special import logsumexp
 
+from dr_scale.crossfit.engine import Objective, Solved, fit_log, fit_parts
+from dr_scale.crossfit.parts import Fits, GroupedPart, LogPart, present_columns
+from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.logs.contract import partition_from_table, read_table
-from dr_scale.logs.parts import Fits, GroupedPart, LogPart, fit_log, keyed_sample, present_columns, scan_lambdas
 from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
-from dr_scale.outofcore.settings import FitSettings, Stages
 from dr_scale.propensity.model import PropensityModel
 
 #: The columns a propensity fit reads (``propensity`` too where the log has it, unused).
@@ -74,7 +77,7 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
                       active: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, D + 1) += per model F its data log loss's gradient (D = (d + 1)·k: W row-major, then b) and, in
     the last column, the log loss, over the part's rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
-    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
     k, d = n_actions, n_features
     D = (d + 1) * k
     if total is None:
@@ -146,72 +149,71 @@ def _fit_counts(block_n: np.ndarray, fits: Fits, k: int) -> np.ndarray:
     return np.stack(rows)
 
 
+@dataclass
+class PropensityObjective(Objective):
+    """π̂₀ as the cross-fitting driver fits it (module docstring): rows per (fold, action) block and Σ x² per feature,
+    the multinomial fits at λ on the present features (:func:`solve`), the out-of-fold log loss."""
+
+    label: ClassVar[str] = "π̂₀"
+    loss: ClassVar[str] = "log_loss"
+    per_action: ClassVar[bool] = False
+    what: ClassVar[str] = "multinomial model(s)"
+
+    def read_part(self, fs, path, n_features, n_actions):
+        return read_policy_part(fs, path, n_features, n_actions)
+
+    def count(self, part, n_features, groups, n_actions):
+        return counts(part, n_features)
+
+    def sums(self, parts, n_features, counted, fits):
+        return (counted[:counted.size - n_features], counted[counted.size - n_features:]), 0
+
+    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        """The fits by :func:`solve` on the features some row has, their weights put back in d rows (0 elsewhere)."""
+        block_n, squares = sums
+        present = squares > 0
+        columns, m = present_columns(present)
+        k = block_n.size // fits.groups
+        coef_m, intercept, result = solve(parts, block_n, columns, squares[present], lam, fits, m, k,
+                                          rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
+        coef = np.zeros((coef_m.shape[0], n_features, k))
+        coef[:, present] = coef_m[:, :int(present.sum())]
+        return Solved(coef, result.passes, result.converged, (intercept, result))
+
+    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        return out_of_fold_log_loss(part, solved.x, solved.extra[0], folds)
+
+    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        rows = int(sums[0].sum())
+        return {"sample_rows": rows,
+                "mean_log_loss": [None if v is None else float(v.sum() / max(rows, 1)) for v in losses]}
+
+    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        coef, (intercept, result) = solved.x, solved.extra
+        n_fit = _fit_counts(sums[0], fits, n_actions).astype(int)
+        rows = n_fit[-1]
+        metadata = {"rows": int(rows.sum()), "rows_per_action": rows.tolist(),
+                    "relative_gradient": [float(v) for v in result.relative_gradient],
+                    "mean_log_loss": float(result.loss[-1] - 0.5 * lam * float(np.sum(coef[-1] ** 2))
+                                           / max(rows.sum(), 1)),
+                    "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
+                    "unlogged_in_fold_models": [np.flatnonzero((n_fit[j] == 0) & (rows > 0)).tolist()
+                                                for j in range(fits.folds)],
+                    "method": "L-BFGS", "model": "multinomial logistic"}
+        model = PropensityModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), fold_seed=settings.seed,
+                                metadata=metadata)
+        if fits.folds:
+            model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
+        return model
+
+
 def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, settings: FitSettings, *,
                  progress: bool = False, stages: Stages | None = None) -> PropensityModel:
     """π̂₀ on parts grouped by (fold, action) over ``settings.folds`` folds, ``n_rows`` rows in all (module
-    docstring): λ as ``settings.lam`` says, then the K fold models and the full-data model in the same passes."""
-    stages = stages or Stages(progress)
-    d, k, folds = n_features, n_actions, settings.folds
-    with stages.stage("π̂₀ counts", "rows per (fold, action) block") as p:
-        total = parts.sum(counts, d)
-        groups = max(folds or 1, 1)
-        block_n, squares = total[:groups * k], total[groups * k:]
-        present = squares > 0
-        p.append(1)
-    search, lam = None, settings.lam
-    if lam == "auto":
-        share = min(1.0, settings.search_rows / max(n_rows, 1))
-        sk = settings.search_folds
-        with stages.stage("π̂₀ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold log loss of "
-                                  f"{'the sampled' if share < 1 else 'all'} rows") as p:
-            sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
-            sample_n = sample.sum(counts, sd)
-            s_block, s_squares = sample_n[:sk * k], sample_n[sk * k:]
-            fits = Fits(sk, 1, full=False)
-
-            def loss_at(lam):
-                coef, intercept, result = solve(sample, s_block, None, s_squares, lam, fits, sd, k,
-                                                rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                return sample.sum(out_of_fold_log_loss, coef, intercept, sk), result.passes + 1
-
-            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
-            passes += 2
-            lam = settings.lam_grid[best]
-            rows = int(s_block.sum())
-            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": rows,
-                      "out_of_fold_log_loss": [None if v is None else [float(e) for e in v] for v in losses],
-                      "mean_log_loss": [None if v is None else float(v.sum() / max(rows, 1)) for v in losses],
-                      "chosen": best, "passes": passes}
-            p.append(passes)
-            del sample
-    fits = Fits(folds or 0, 1, full=True)
-    with stages.stage("π̂₀", f"{fits.count} multinomial model(s) on all rows, λ = {lam:g}") as p:
-        columns, m = present_columns(present)
-        coef_m, intercept, result = solve(parts, block_n, columns, squares[present], lam, fits, m, k,
-                                          rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-        coef = np.zeros((coef_m.shape[0], d, k))
-        coef[:, present] = coef_m[:, :int(present.sum())]
-        p.append(result.passes)
-    if not result.converged.all():
-        warnings.warn(f"propensity: {int((~result.converged).sum())} model(s) did not reach rtol {settings.rtol:g} "
-                      f"in {settings.max_iter} passes", RuntimeWarning, stacklevel=2)
-    n_fit = _fit_counts(block_n, fits, k).astype(int)
-    rows = n_fit[-1]
-    metadata = {"lam": float(lam), "rows": int(rows.sum()), "rows_per_action": rows.tolist(), "folds": folds or 0,
-                "n_features": d, "n_actions": k, "seed": settings.seed, "rtol": settings.rtol,
-                "passes": int(result.passes), "relative_gradient": [float(v) for v in result.relative_gradient],
-                "mean_log_loss": float(result.loss[-1] - 0.5 * lam * float(np.sum(coef[-1] ** 2)) / max(rows.sum(), 1)),
-                "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
-                "unlogged_in_fold_models": [np.flatnonzero((n_fit[j] == 0) & (rows > 0)).tolist()
-                                            for j in range(folds or 0)],
-                "method": "L-BFGS", "model": "multinomial logistic"}
-    if search is not None:
-        metadata["lambda_search"] = search
-    model = PropensityModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata=metadata)
-    if folds:
-        model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
-        model.fold_seed = settings.seed
-    return model
+    docstring), by the cross-fitting driver (:func:`dr_scale.crossfit.engine.fit_parts`): λ as ``settings.lam``
+    says, then the K fold models and the full-data model in the same passes."""
+    return fit_parts(parts, n_rows, n_features, n_actions, settings, PropensityObjective(), progress=progress,
+                     stages=stages)
 
 
 def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, client=None,
@@ -266,5 +268,5 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     ((2000, 3), True)
     >>> folder.cleanup()
     """
-    return fit_log(logs, settings, fit_on_parts, client=client, storage_options=storage_options, progress=progress,
-                   read_part=read_policy_part)
+    return fit_log(logs, settings, PropensityObjective(), client=client, storage_options=storage_options,
+                   progress=progress)

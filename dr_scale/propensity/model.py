@@ -4,7 +4,7 @@
 
 fitted by :func:`dr_scale.propensity.fitting.fit_propensity_model` (L2-regularised multinomial logistic
 regression, :mod:`dr_scale.outofcore.glm`). A cross-fitted model also holds K fold models; given the rows'
-ids, row i is predicted by fold model fold(row_id_i) (:func:`dr_scale.logs.parts.fold_of`, the same keyed
+ids, row i is predicted by fold model fold(row_id_i) (:func:`dr_scale.crossfit.parts.fold_of`, the same keyed
 folds as the reward model ρ̂'s), which was fitted without row i — the estimated propensity of a row never
 comes from a model that saw it (Chernozhukov et al. 2018, cross-fitting). Saved as a ``.npz`` of arrays
 and JSON with ``kind = "propensity"``, never a pickle.
@@ -18,18 +18,19 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import softmax
 
-from dr_scale.logs.folded import FoldedLinearModel, _linear
+from dr_scale.crossfit.folded import FoldedLinearModel, _linear, register_kind
 
 KIND = "propensity"
 
 
+@register_kind
 @dataclass
 class PropensityModel(FoldedLinearModel):
     """The estimated logging policy π̂₀(a | x) = softmax_a(x·coef[:, a] + intercept[a]).
 
-    The fields are those of :class:`~dr_scale.logs.folded.FoldedLinearModel`: a cross-fitted model also has
+    The fields are those of :class:`~dr_scale.crossfit.folded.FoldedLinearModel`: a cross-fitted model also has
     ``fold_coef`` (K, d, k) and ``fold_intercept`` (K, k), the fold models, and ``fold_seed``, the key of
-    :func:`~dr_scale.logs.parts.fold_of`; given the rows' ids, :meth:`predict_proba` predicts row i with
+    :func:`~dr_scale.crossfit.parts.fold_of`; given the rows' ids, :meth:`predict_proba` predicts row i with
     fold model fold(row_id_i), which was fitted without it; without ids, with the full-data model.
 
     Parameters

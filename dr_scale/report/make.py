@@ -39,7 +39,8 @@ from dr_scale.report.policies_file import PoliciesFile, load_policies
 from dr_scale.report.render import primary_estimator, redact, report_dict, write_report
 from dr_scale.report.state_cache import StateCache
 from dr_scale.report.training import check_training_overlap
-from dr_scale.reward.models import LinearRewardModel, check_model_actions
+from dr_scale.reward.files import load_reward_model
+from dr_scale.reward.models import check_model_actions
 
 EXIT_OK, EXIT_BAD_PARTITIONS, EXIT_ALERT = 0, 3, 4
 CACHE_FOLDER = "state-cache"
@@ -48,7 +49,7 @@ CACHE_FOLDER = "state-cache"
 def evaluations_of(pf: PoliciesFile, storage_options: dict | None = None) -> dict[str, Evaluation]:
     """One :class:`Evaluation` per candidate policy, sharing the reward model, each with V − V(logging)."""
     try:
-        model = LinearRewardModel.load(pf.reward_model, storage_options) if pf.reward_model else None
+        model = load_reward_model(pf.reward_model, storage_options) if pf.reward_model else None
     except UserError as exc:
         raise ConfigError(f"reward_model: {exc}", pf.source) from None
     propensity = None

@@ -44,37 +44,30 @@ policy takes the action.
 from __future__ import annotations
 
 import warnings
-from functools import partial
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.core.numbers import number
-from dr_scale.logs.contract import action_vocabulary
-from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
+from dr_scale.crossfit.engine import Family, Objective, Solved, fit_log, fit_parts
+from dr_scale.crossfit.parts import (  # noqa: F401 — the parts and folds, re-exported for the fitters' callers
     SAMPLE_PURPOSE,
     Extent,
     Fits,
     GroupedPart,
     LogPart,
     concatenated,
-    fit_log,
     group,
     group_blocks,
     grouped,
-    keyed_sample,
     present_columns,
     read_grouped_part,
     read_grouped_parts,
     read_log_part,
     sample_of,
-    scan_lambdas,
 )
-from dr_scale.outofcore import glm, ridge
-from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.passes import PartSet, given, load_part
-from dr_scale.outofcore.products import add_transposed_product
-from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exported where they were first defined
+from dr_scale.crossfit.settings import (  # noqa: F401 — the settings, re-exported for the fitters' callers
     LAMBDA_GRID,
     MAX_ITER,
     RTOL,
@@ -84,8 +77,11 @@ from dr_scale.outofcore.settings import (  # noqa: F401 — the settings, re-exp
     Stages,
     check_int,
     check_lam,
-    check_positive,
 )
+from dr_scale.logs.contract import action_vocabulary
+from dr_scale.outofcore import glm, ridge
+from dr_scale.outofcore.passes import PartSet
+from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
 
@@ -179,123 +175,95 @@ def solve(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, *, rt
     return fit, np.where(n > 0, fit.intercept.reshape(n.shape), pooled).ravel()
 
 
-def choose_lambda(sample: PartSet, stats: ridge.RidgeStats, folds: int, n_actions: int, grid, *, rtol: float,
-                  max_iter: int, progress: bool = False) -> tuple[int, dict, int]:
-    """(index of the λ of ``grid`` with the smallest out-of-fold squared error on the sample, the search's
-    record — error per λ and action, the sample's rows and R² per action —, passes).
-
-    The grid is scanned as :func:`~dr_scale.logs.parts.scan_lambdas` says (the errors of the λ not fitted are
-    recorded as None).
-    """
-    fits = Fits(folds, n_actions, full=False)
-    sums = []  # Σ r and Σ r² per action, the same at every λ
-
-    def error_at(lam):
-        fit, intercept = solve(sample, stats, lam, fits, rtol=rtol, max_iter=max_iter, progress=progress)
-        errors, sy, syy = sample.sum(out_of_fold_errors, fit.coef, intercept, folds)
-        sums[:] = sy, syy
-        return errors, fit.iterations + 1
-
-    best, sse, passes = scan_lambdas(grid, error_at)
-    sy, syy = sums
-    n = stats.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r2 = [None if e is None else np.where(n > 1, 1.0 - e / (syy - sy * sy / np.where(n > 0, n, 1)), np.nan)
-              for e in sse]
-    return best, {"grid": [float(v) for v in grid], "sample_rows": int(round(n.sum())),
-                  "sample_rows_per_action": np.rint(n).astype(int).tolist(),
-                  "out_of_fold_sse": [None if e is None else [float(v) for v in e] for e in sse],
-                  "out_of_fold_r2": [None if r is None else [_finite(v) for v in r] for r in r2], "chosen": best,
-                  "passes": passes}, passes
+def reward_moments(part: GroupedPart, n_actions: int) -> np.ndarray:
+    """(2, k): per action Σ r_i and Σ r_i² over the part's rows."""
+    return np.stack([np.bincount(part.action, weights=part.reward, minlength=n_actions),
+                     np.bincount(part.action, weights=part.reward ** 2, minlength=n_actions)])
 
 
 def _finite(v: float):
     return float(v) if np.isfinite(v) else None
 
 
+@dataclass
+class RewardModels(Family):
+    """The per-action reward models ρ̂: ridge, or logistic for 0/1 rewards, as ``settings.model`` says, else by the
+    rewards (:func:`model_kind`). ``name``: the log in warnings."""
+
+    name: str = "the log"
+
+    def objective(self, parts: PartSet, settings: FitSettings) -> Objective:
+        kind, chosen_by = model_kind(parts, settings, self.name)
+        return (LogisticObjective if kind == "logistic" else RidgeObjective)(self.name, chosen_by)
+
+
+@dataclass
+class RidgeObjective(Objective):
+    """Per-action ridge ρ̂ (module docstring): block sums, block CG at λ, the out-of-fold squared error."""
+
+    name: str = "the log"
+    chosen_by: str = "model"
+    label: ClassVar[str] = "ρ̂"
+    loss: ClassVar[str] = "sse"
+    what: ClassVar[str] = "ridge models"
+
+    def count(self, part, n_features, groups, n_actions):
+        return block_counts(part, n_features)
+
+    def sums(self, parts, n_features, counts, fits):
+        """The fits' ridge statistics (:meth:`Fits.stats`) from the block sums (:func:`block_sums`, two passes
+        beside the counts): the (B, d) block sums are not kept beside them."""
+        return fits.stats(block_sums(parts, n_features, counts)), 2
+
+    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        fit, intercept = solve(parts, sums, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
+                               progress=progress)
+        return Solved(fit.coef, fit.iterations, fit.converged, intercept)
+
+    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        return out_of_fold_errors(part, solved.x, solved.extra, folds)[0]
+
+    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        """The sample's rows (per action) and the out-of-fold R² = 1 − SSE / Σ (r − r̄)² per λ and action."""
+        n = sums.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
+        sy, syy = sample.sum(reward_moments, n_actions)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r2 = [None if e is None else np.where(n > 1, 1.0 - e / (syy - sy * sy / np.where(n > 0, n, 1)), np.nan)
+                  for e in losses]
+        return {"sample_rows": int(round(n.sum())), "sample_rows_per_action": np.rint(n).astype(int).tolist(),
+                "out_of_fold_r2": [None if r is None else [_finite(v) for v in r] for r in r2]}
+
+    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        d, k = n_features, n_actions
+        n_fit = sums.n.reshape(-1, k)
+        _warn_unlogged(self.name, n_fit, solved.extra.reshape(-1, k), fits.folds)
+        coef = solved.x.reshape(-1, k, d).transpose(0, 2, 1)
+        intercept = solved.extra.reshape(-1, k)
+        rows = n_fit[-1].astype(int)
+        model = LinearRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1], fold_seed=settings.seed, metadata={
+            "model": "ridge", "model_chosen_by": self.chosen_by, "method": "conjugate gradients",
+            "rows": int(rows.sum()), "rows_per_action": rows.tolist(),
+            "unlogged_actions": np.flatnonzero(rows == 0).tolist()})
+        if fits.folds:
+            model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1]
+        return model
+
+
 def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
                  progress: bool = False, stages: Stages | None = None, name: str = "the log"
                  ) -> LinearRewardModel:
-    """ρ̂ on parts grouped by (fold, action) over ``settings.folds`` folds (:func:`group`), ``n_rows`` rows in all.
+    """ρ̂ on parts grouped by (fold, action) over ``settings.folds`` folds (:func:`group`), ``n_rows`` rows in all, by
+    the cross-fitting driver (:func:`dr_scale.crossfit.engine.fit_parts`).
 
     λ as ``settings.lam`` says (``"auto"``: the out-of-fold error on the keyed sample); then the K·k fold models
     and the k full-data models in the same passes (module docstring). The model's metadata records λ (and its
-    search), rows per action, folds, seed, rtol, the CG passes and the actions without rows.
+    search), rows per action, folds, seed, rtol, the passes and the actions without rows.
 
-    ``settings.model``: ``"ridge"``, ``"logistic"`` (:func:`fit_logistic_on_parts`, a
-    :class:`~dr_scale.reward.models.LogisticRewardModel`), or None — logistic when every reward is 0 or 1 (one
-    pass counts the others), ridge otherwise.
+    ``settings.model``: ``"ridge"``, ``"logistic"`` (a :class:`~dr_scale.reward.models.LogisticRewardModel`), or
+    None — logistic when every reward is 0 or 1 (one pass counts the others), ridge otherwise.
     """
-    stages = stages or Stages(progress)
-    kind, chosen_by = model_kind(parts, settings, name)
-    if kind == "logistic":
-        model = fit_logistic_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress,
-                                      stages=stages, name=name)
-        model.metadata["model_chosen_by"] = chosen_by
-        return model
-    model = _fit_ridge_on_parts(parts, n_rows, n_features, n_actions, settings, progress=progress, stages=stages,
-                                name=name)
-    model.metadata.update(model="ridge", model_chosen_by=chosen_by)
-    return model
-
-
-def _fit_ridge_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
-                        progress: bool = False, stages: Stages | None = None, name: str = "the log"
-                        ) -> LinearRewardModel:
-    d, k, folds = n_features, n_actions, settings.folds
-    auto = settings.lam == "auto"
-    share = min(1.0, settings.search_rows / max(n_rows, 1.0))
-    derive = auto and (share < 1 or settings.search_folds != (folds or 1))
-    with stages.stage("ρ̂ sums", "per (fold, action) block" + (", and the λ sample" if derive else "")) as p:
-        if derive:
-            counts, sampled = parts.sum_and_derive(_counts_and_sample, d, share, settings.seed)
-        else:
-            counts = parts.sum(block_counts, d)
-        sums = block_sums(parts, d, counts)
-        p.append(3)
-    search = None
-    lam = settings.lam
-    if auto:
-        if derive:
-            one, sample_d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)],
-                                         settings.search_folds, k, settings.seed)
-            sample = PartSet.build(given, [(one,)], parts.client, spill=parts.spill)  # one part: small passes
-            sample_stats = Fits(settings.search_folds, k, False).stats(block_sums(sample, sample_d))
-            del sampled, one
-        else:
-            sample, sample_stats = parts, Fits(folds, k, False).stats(sums)
-        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold error of "
-                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
-            best, search, passes = choose_lambda(sample, sample_stats, settings.search_folds, k, settings.lam_grid,
-                                                 rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-            p.append(passes + (3 if derive else 0))
-        del sample, sample_stats
-        lam = settings.lam_grid[best]
-    fits = Fits(folds or 0, k, full=True)
-    stats, n_fit = fits.stats(sums), fits.combine(sums[0]).reshape(-1, k)
-    del sums  # the (B, d) block sums: not needed beside the fits' statistics
-    with stages.stage("ρ̂", f"{fits.count} ridge models on all rows, λ = {lam:g}") as p:
-        fit, intercept = solve(parts, stats, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
-                               progress=progress)
-        p.append(fit.iterations)
-    del stats
-    if not fit.converged.all():
-        warnings.warn(f"ridge: {int((~fit.converged).sum())} fit(s) did not reach rtol {settings.rtol:g} in "
-                      f"{settings.max_iter} CG iterations", RuntimeWarning, stacklevel=2)
-    _warn_unlogged(name, n_fit, intercept.reshape(-1, k), folds or 0)
-    coef = fit.coef.reshape(-1, k, d).transpose(0, 2, 1)
-    intercept = intercept.reshape(-1, k)
-    rows = n_fit[-1].astype(int)
-    metadata = {"lam": float(lam), "rows": int(rows.sum()), "rows_per_action": rows.tolist(), "folds": folds or 0,
-                "n_features": d, "n_actions": k, "seed": settings.seed, "rtol": settings.rtol,
-                "cg_iterations": fit.iterations, "unlogged_actions": np.flatnonzero(rows == 0).tolist()}
-    if search is not None:
-        metadata["lambda_search"] = search
-    model = LinearRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1], metadata=metadata)
-    if folds:
-        model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1]
-        model.fold_seed = settings.seed
-    return model
+    return fit_parts(parts, n_rows, n_features, n_actions, settings, RewardModels(name), progress=progress,
+                     stages=stages)
 
 
 # -- logistic ρ̂ for 0/1 rewards ----------------------------------------------------------------
@@ -335,7 +303,7 @@ def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, acti
                        columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
     Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
-    features renumbered to the d present ones (:func:`~dr_scale.logs.parts.present_columns`)."""
+    features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
     d = x.shape[1] - 1
     if total is None:
         total = np.zeros((x.shape[0], d + 2))
@@ -413,94 +381,78 @@ def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: in
     return result, result.x
 
 
-def fit_logistic_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, settings: FitSettings, *,
-                          progress: bool = False, stages: Stages | None = None, name: str = "the log"
-                          ) -> LogisticRewardModel:
-    """Logistic ρ̂_a(x) = σ(x·w_a + b_a) for 0/1 rewards on parts grouped by (fold, action), the sibling of the ridge
-    fit (module docstring): for each action and fold model, on its rows,
+@dataclass
+class LogisticObjective(Objective):
+    """Logistic ρ̂_a(x) = σ(x·w_a + b_a) for 0/1 rewards, the sibling of the ridge fit (module docstring): for each
+    action and fold model, on its rows,
 
         (w, b) = argmin Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖w‖²,   z_i = x_i·w + b   (b not penalised)
 
-    — scikit-learn's ``LogisticRegression(C=1/λ)`` — by L-BFGS, all fits at once, one pass per step. λ = "auto":
-    the grid's λ with the least out-of-fold log loss on the keyed sample (the ridge rule with the log loss). A
-    fit whose rows the features separate perfectly still has finite weights (the penalty λ‖w‖²/2 grows
-    without bound along the separating direction): one warning names the actions and λ.
+    — scikit-learn's ``LogisticRegression(C=1/λ)`` — by L-BFGS, all fits at once, one pass per step, on the
+    features some row has (:func:`~dr_scale.crossfit.parts.present_columns`); scored by the out-of-fold log loss.
+    A fit whose rows the features separate perfectly still has finite weights (the penalty λ‖w‖²/2 grows without
+    bound along the separating direction): one warning names the actions and λ.
     """
-    stages = stages or Stages(progress)
-    d, k, folds = n_features, n_actions, settings.folds
-    groups = max(folds or 1, 1)
-    with stages.stage("ρ̂ sums", "rows and rewards per (fold, action) block") as p:
-        total = parts.sum(logistic_counts, d)
-        block_n, block_sy, squares = total[:groups * k], total[groups * k:2 * groups * k], total[2 * groups * k:]
+
+    name: str = "the log"
+    chosen_by: str = "model"
+    label: ClassVar[str] = "ρ̂"
+    loss: ClassVar[str] = "log_loss"
+    what: ClassVar[str] = "logistic models"
+
+    def count(self, part, n_features, groups, n_actions):
+        return logistic_counts(part, n_features)
+
+    def sums(self, parts, n_features, counts, fits):
+        blocks = (counts.size - n_features) // 2
+        return (counts[:blocks], counts[blocks:2 * blocks], counts[2 * blocks:]), 0
+
+    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        """The fits by :func:`solve_logistic` on the present features, their weights put back in d columns (0
+        elsewhere); with the full-data models, also each one's misclassified rows (:func:`misclassified`)."""
+        block_n, block_sy, squares = sums
         present = squares > 0
-        p.append(2)
-    search, lam = None, settings.lam
-    if lam == "auto":
-        share = min(1.0, settings.search_rows / max(n_rows, 1.0))
-        sk = settings.search_folds
-        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold log loss of "
-                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
-            sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
-            counted = sample.sum(logistic_counts, sd)
-            s_fits = Fits(sk, k, full=False)
-            s_n, s_sy = s_fits.combine(counted[:sk * k]), s_fits.combine(counted[sk * k:2 * sk * k])
-
-            def loss_at(lam):
-                result, x = solve_logistic(sample, s_n, s_sy, sd, None, counted[2 * sk * k:],
-                                           float(counted[:sk * k].sum()), lam, s_fits,
-                                           rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
-                return sample.sum(out_of_fold_log_loss, x, sk, k), result.passes + 1
-
-            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
-            passes += 3
-            lam = settings.lam_grid[best]
-            n_sample = counted[:sk * k].reshape(sk, k).sum(axis=0)
-            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(n_sample.sum()),
-                      "sample_rows_per_action": n_sample.astype(int).tolist(),
-                      "out_of_fold_log_loss": [None if v is None else [float(e) for e in v] for v in losses],
-                      "chosen": best, "passes": passes}
-            p.append(passes)
-            del sample
-    fits = Fits(folds or 0, k, full=True)
-    n, sy = fits.combine(block_n), fits.combine(block_sy)
-    with stages.stage("ρ̂", f"{fits.count} logistic models on all rows, λ = {lam:g}") as p:
         columns, m = present_columns(present)
-        result, x_m = solve_logistic(parts, n, sy, m, columns, squares[present], float(block_n.sum()), lam, fits,
-                                     rtol=settings.rtol,
+        result, x_m = solve_logistic(parts, fits.combine(block_n), fits.combine(block_sy), m, columns,
+                                     squares[present], float(block_n.sum()), lam, fits, rtol=settings.rtol,
                                      max_iter=settings.max_iter, progress=progress)
-        wrong = parts.sum(misclassified, x_m, fits, columns)
-        x = np.zeros((x_m.shape[0], d + 1))  # the features no row has: weight 0
+        x = np.zeros((x_m.shape[0], n_features + 1))  # the features no row has: weight 0
         x[:, np.r_[present, True]] = x_m[:, np.r_[np.arange(int(present.sum())), m]]
-        p.append(result.passes + 1)
-    if not result.converged.all():
-        warnings.warn(f"logistic ρ̂: {int((~result.converged).sum())} fit(s) did not reach rtol {settings.rtol:g} in "
-                      f"{settings.max_iter} passes", RuntimeWarning, stacklevel=2)
-    full = slice(fits.folds * k, None)
-    mixed = (sy > 0) & (sy < n)
-    separated = np.flatnonzero(mixed[full] & (wrong[full] == 0))
-    if separated.size:
-        warnings.warn(f"{name}: the features separate the 0 and 1 rewards of action(s) {', '.join(map(str, separated))}"
-                      f" perfectly; the L2 penalty λ = {lam:g} keeps their weights finite (‖w‖ up to "
-                      f"{np.linalg.norm(x[full][separated, :d], axis=1).max():.3g})", SeparatedRewardsWarning,
-                      stacklevel=3)
-    n_fit = n.reshape(-1, k)
-    _warn_unlogged(name, n_fit, x[:, d].reshape(-1, k), folds or 0, logit=True)
-    constant = np.flatnonzero(~mixed[full] & (n[full] > 0))
-    coef = x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
-    intercept = x[:, d].reshape(-1, k)
-    rows = n_fit[-1].astype(int)
-    metadata = {"lam": float(lam), "rows": int(rows.sum()), "rows_per_action": rows.tolist(), "folds": folds or 0,
-                "n_features": d, "n_actions": k, "seed": settings.seed, "rtol": settings.rtol, "model": "logistic",
-                "method": "L-BFGS", "passes": int(result.passes),
-                "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
-                "constant_actions": constant.tolist(), "separated_actions": separated.tolist()}
-    if search is not None:
-        metadata["lambda_search"] = search
-    model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), metadata=metadata)
-    if folds:
-        model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
-        model.fold_seed = settings.seed
-    return model
+        wrong = parts.sum(misclassified, x_m, fits, columns) if fits.full else None
+        return Solved(x, result.passes + fits.full, result.converged, wrong)
+
+    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        return out_of_fold_log_loss(part, solved.x, folds, n_actions)
+
+    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        n = sums[0].reshape(folds, n_actions).sum(axis=0)
+        return {"sample_rows": int(n.sum()), "sample_rows_per_action": n.astype(int).tolist()}
+
+    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        d, k, x = n_features, n_actions, solved.x
+        n, sy = fits.combine(sums[0]), fits.combine(sums[1])
+        full = slice(fits.folds * k, None)
+        mixed = (sy > 0) & (sy < n)
+        separated = np.flatnonzero(mixed[full] & (solved.extra[full] == 0))
+        if separated.size:
+            warnings.warn(f"{self.name}: the features separate the 0 and 1 rewards of action(s) "
+                          f"{', '.join(map(str, separated))} perfectly; the L2 penalty λ = {lam:g} keeps their weights "
+                          f"finite (‖w‖ up to {np.linalg.norm(x[full][separated, :d], axis=1).max():.3g})",
+                          SeparatedRewardsWarning, stacklevel=4)
+        n_fit = n.reshape(-1, k)
+        _warn_unlogged(self.name, n_fit, x[:, d].reshape(-1, k), fits.folds, logit=True)
+        constant = np.flatnonzero(~mixed[full] & (n[full] > 0))
+        coef = x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
+        intercept = x[:, d].reshape(-1, k)
+        rows = n_fit[-1].astype(int)
+        model = LogisticRewardModel(np.ascontiguousarray(coef[-1]), intercept[-1].copy(), fold_seed=settings.seed,
+                                    metadata={
+            "model": "logistic", "model_chosen_by": self.chosen_by, "method": "L-BFGS", "rows": int(rows.sum()),
+            "rows_per_action": rows.tolist(), "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
+            "constant_actions": constant.tolist(), "separated_actions": separated.tolist()})
+        if fits.folds:
+            model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
+        return model
 
 
 class SeparatedRewardsWarning(UserWarning):
@@ -526,11 +478,6 @@ def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, 
                             f"for them is the pooled mean reward of the other folds (w = 0)")
     if messages:
         warnings.warn(f"{name}: " + "; ".join(messages), UnloggedActionWarning, stacklevel=3)
-
-
-def _counts_and_sample(_, part, d: int, share: float, seed: int):
-    """The part's block counts, and its rows in the λ sample (a step of :meth:`PartSet.sum_and_derive`)."""
-    return block_counts(part, d), sample_of(part, share, d, seed)
 
 
 def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=None,
@@ -583,81 +530,9 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     ('LogisticRewardModel', (100, 3), 10.0, [843, 828, 329])
     >>> folder.cleanup()
     """
-    model = fit_log(logs, settings, partial(fit_on_parts, name=str(logs)), client=client,
-                    storage_options=storage_options, progress=progress)
+    model = fit_log(logs, settings, RewardModels(str(logs)), client=client, storage_options=storage_options,
+                    progress=progress)
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
         model.metadata["actions"] = vocabulary
     return model
-
-
-def model_line(model: LinearRewardModel) -> str | None:
-    """The reward model fitted and why: ``model: logistic (every reward is 0 or 1)`` (None for a model that does
-    not record it)."""
-    m = model.metadata
-    if "model" not in m:
-        return None
-    why = m.get("model_chosen_by")
-    return f"model: {m['model']}" + ("" if why is None else f" ({'--model' if why == 'model' else why})")
-
-
-def summary(model: LinearRewardModel) -> str:
-    """A fitted model's figures as text: the model, λ, rows, and per action its rows, intercept, ‖w‖ and the
-    out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
-    m = model.metadata
-    first = model_line(model)
-    text = _logistic_summary(model) if m.get("model") == "logistic" else _ridge_summary(model)
-    return f"{first}\n{text}" if first else text
-
-
-def _logistic_summary(model: LinearRewardModel) -> str:
-    m = model.metadata
-    search = m.get("lambda_search")
-    lines = [_fit_line(m, f"{m['passes']} L-BFGS passes"),
-             f"{'action':>6} {'rows':>12} {'mean ρ̂ at x=0':>14} {'‖w‖':>10}"
-             + (f" {'sample log loss':>16}" if search else "")]
-    for a in range(model.n_actions):
-        line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {float(glm.expit(model.intercept[a])):>14.6g} "
-                f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
-        if search:
-            rows = search["sample_rows_per_action"][a]
-            loss = search["out_of_fold_log_loss"][search["chosen"]][a]
-            line += f" {number(loss / rows if rows else None, 4):>16}"
-        lines.append(line)
-    if search:
-        lines.append(_search_line(search, "out-of-fold log loss", "out_of_fold_log_loss"))
-    return "\n".join(lines)
-
-
-def _ridge_summary(model: LinearRewardModel) -> str:
-    m = model.metadata
-    search = m.get("lambda_search")
-    lines = [_fit_line(m, f"{m['cg_iterations']} CG passes"),
-             f"{'action':>6} {'rows':>12} {'intercept':>12} {'‖w‖':>10}"
-             + (f" {'sample R²':>12} {'sample MSE':>12}" if search else "")]
-    for a in range(model.n_actions):
-        line = (f"{a:>6} {m['rows_per_action'][a]:>12,} {model.intercept[a]:>12.6g} "
-                f"{np.linalg.norm(model.coef[:, a]):>10.4g}")
-        if search:
-            rows = search["sample_rows_per_action"][a]
-            r2, sse = search["out_of_fold_r2"][search["chosen"]][a], search["out_of_fold_sse"][search["chosen"]][a]
-            line += f" {number(r2, 4):>12} {number(sse / rows if rows else None, 4):>12}"
-        lines.append(line)
-    if search:
-        lines.append(_search_line(search, "out-of-fold squared error", "out_of_fold_sse"))
-    return "\n".join(lines)
-
-
-def _fit_line(m: dict, passes: str) -> str:
-    """The first line of a fit's summary, from its metadata ``m``: λ, rows, d, k, folds, ``passes``, fingerprint."""
-    search = m.get("lambda_search")
-    return (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {passes}"
-            + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
-
-
-def _search_line(search: dict, loss: str, key: str) -> str:
-    """The last line of a fit's summary after a λ search: the total out-of-fold ``loss`` (``search[key]``) per λ."""
-    return f"{loss} on {search['sample_rows']:,} sampled rows per λ: " + ", ".join(
-        f"{g:g}: {'not fitted' if row is None else f'{sum(row):.6g}'}" for g, row in zip(search["grid"], search[key]))
-

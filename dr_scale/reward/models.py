@@ -27,18 +27,18 @@ import numpy as np
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import ParameterFileError, read_linear_file
-from dr_scale.logs.folded import (  # noqa: F401 — re-exported where first defined
+from dr_scale.crossfit.folded import (  # noqa: F401 — re-exported where first defined
     FoldedLinearModel,
     _linear,
     checked_actions,
     checked_row_id,
     file_kind,
-    load_model,
+    load_model_file,
     predict_by_fold,
+    register_kind,
     save_model,
 )
-from dr_scale.logs.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
+from dr_scale.crossfit.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
 
 
 class RewardModel(Protocol):
@@ -160,6 +160,7 @@ def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[n
     return action, reward, k
 
 
+@register_kind
 @dataclass
 class LinearRewardModel(FoldedLinearModel):
     """A linear reward model: ρ̂_a(x) = x·coef[:, a] + intercept[a], the form of the paper's ridge models.
@@ -243,12 +244,11 @@ class LinearRewardModel(FoldedLinearModel):
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
-        """Read a model saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file.
+        """Read a linear model's file saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file
+        (a reward model of any kind loads by :func:`dr_scale.reward.files.load_reward_model`).
 
         The file's ``kind`` decides the class: ``LinearRewardModel.load`` of a logistic model's file returns a
-        :class:`LogisticRewardModel`, of a shared model's (``kind = "shared"``) a
-        :class:`~dr_scale.reward.shared.SharedRidgeRewardModel` (every reward model file loads through it);
-        ``LogisticRewardModel.load`` takes logistic files only.
+        :class:`LogisticRewardModel`; ``LogisticRewardModel.load`` takes logistic files only.
 
         Parameters
         ----------
@@ -262,19 +262,11 @@ class LinearRewardModel(FoldedLinearModel):
         LinearRewardModel
             The model, with its fold models and metadata if the file has them.
         """
-        where = f"{cls.WHAT} {url}"
-        from dr_scale.reward.shared import SharedRidgeRewardModel, is_shared_file
-
-        if is_shared_file(url, storage_options):  # a shared model's file (kind "shared"): its own class
-            if cls is not LinearRewardModel:
-                raise ParameterFileError(f"{where}: is a shared reward model (kind 'shared'), not {cls.KIND}; load "
-                                         "it with LinearRewardModel.load")
-            return SharedRidgeRewardModel.load(url, storage_options)
-        arrays = read_linear_file(url, storage_options, where)
-        target = LogisticRewardModel if cls is LinearRewardModel and file_kind(arrays) == "logistic" else cls
-        return load_model(target, url, storage_options, where, target.KIND, arrays)
+        kinds = (LinearRewardModel.KIND, LogisticRewardModel.KIND) if cls is LinearRewardModel else (cls.KIND,)
+        return load_model_file(url, storage_options, cls.WHAT, kinds)
 
 
+@register_kind
 @dataclass
 class LogisticRewardModel(LinearRewardModel):
     """A logistic reward model for 0/1 rewards: ρ̂_a(x) = σ(x·coef[:, a] + intercept[a]), σ(z) = 1/(1 + e^{−z}).

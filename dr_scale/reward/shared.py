@@ -9,7 +9,7 @@ ridge regression on the logged rows' features φ(x_i, a_i) = (x_i, f_{a_i}, x_i 
     min_θ Σ_i (r_i − b − φ_i·θ)² + λ ‖θ‖²     (the intercept b not penalised),
 
 on the pass engine of the per-action fitters (:func:`fit_shared_model`): the log's parts read once by
-:func:`dr_scale.logs.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
+:func:`dr_scale.crossfit.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
 Dask cluster's workers), then :func:`dr_scale.outofcore.ridge.fit`'s conjugate gradients, each iteration one pass
 over the parts that computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ (memory O(part + d·D_A)). For 0/1 rewards the
 logistic form (:class:`SharedLogisticRewardModel`),
@@ -17,8 +17,8 @@ logistic form (:class:`SharedLogisticRewardModel`),
     ρ̂(x, a) = σ(b + φ(x, a)·θ),   min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖θ‖²,   z_i = b + φ_i·θ,
 
 by :func:`dr_scale.outofcore.glm.minimize` (L-BFGS, one pass per step). Cross-fitting (``folds=K``): K fold
-models by the keyed folds of :func:`dr_scale.logs.parts.fold_of`, beside the full-data model, in the same passes;
-λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.logs.parts.scan_lambdas`). Predictions for a
+models by the keyed folds of :func:`dr_scale.crossfit.parts.fold_of`, beside the full-data model, in the same passes;
+λ = ``"auto"`` by the per-action models' rule (:func:`dr_scale.crossfit.engine.scan_lambdas`). Predictions for a
 policy's listed actions only (:meth:`SharedRidgeRewardModel.predict_pairs`).
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import json
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -36,6 +35,9 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
+from dr_scale.crossfit.engine import Family, Objective, Solved, fit_log, fit_parts
+from dr_scale.crossfit.folded import load_model_file, read_metadata, register_kind
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.outofcore import glm, ridge
 
@@ -43,22 +45,13 @@ from dr_scale.outofcore import glm, ridge
 KIND = "shared"
 
 
-def is_shared_file(url: str, storage_options: dict | None = None) -> bool:
-    """Whether the ``.npz`` at ``url`` is a shared model's (its ``kind``); False for anything unreadable."""
-    try:
-        fs, path = url_to_fs(url, storage_options)
-        with fs.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
-            return "kind" in z.files and str(z["kind"]) == KIND
-    except Exception:  # noqa: BLE001 - not a shared model's file: the linear loader says what it is
-        return False
-
-
+@register_kind
 @dataclass(eq=False)
 class SharedRidgeRewardModel:
     """ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a (the module docstring); ``predict`` and ``predict_pairs``.
 
     Cross-fitted (``fold_theta`` given): fold model j, fitted on the rows whose fold
-    (:func:`~dr_scale.logs.parts.fold_of`, keyed by ``fold_seed``) is not j, predicts the rows of fold j when
+    (:func:`~dr_scale.crossfit.parts.fold_of`, keyed by ``fold_seed``) is not j, predicts the rows of fold j when
     ``predict``/``predict_pairs`` are given their ``row_id`` — as :class:`~dr_scale.reward.models.LinearRewardModel`'s
     fold models do; without row ids the full-data model predicts.
 
@@ -103,6 +96,8 @@ class SharedRidgeRewardModel:
     fold_seed: int = 0
     #: How the linear score z maps to ρ̂: ``"identity"`` (ridge) or ``"logistic"`` (σ(z), 0/1 rewards).
     LINK: ClassVar[str] = "identity"
+    #: The ``kind`` its file records (:data:`KIND`).
+    KIND: ClassVar[str] = KIND
 
     def __post_init__(self):
         self.beta_x = np.asarray(self.beta_x, dtype=np.float64)
@@ -146,8 +141,8 @@ class SharedRidgeRewardModel:
 
     def _fold_ids(self, row_id, n: int):
         """Each row's fold, or None when the full-data model predicts (no row ids, or no fold models)."""
-        from dr_scale.logs.folded import checked_row_id
-        from dr_scale.logs.parts import fold_of
+        from dr_scale.crossfit.folded import checked_row_id
+        from dr_scale.crossfit.parts import fold_of
 
         row_id = checked_row_id(row_id, n)
         return None if row_id is None or not self.folds else fold_of(np.asarray(row_id), self.folds, self.fold_seed)
@@ -156,7 +151,7 @@ class SharedRidgeRewardModel:
         """The linear score z(x_i, a) = b + x·β_x + f_a·β_f + x·B·f_a for every action (or the given ones)."""
         fold = self._fold_ids(row_id, X.shape[0])
         if fold is not None:
-            from dr_scale.logs.folded import predict_by_fold
+            from dr_scale.crossfit.folded import predict_by_fold
 
             width = self.n_actions if actions is None else len(actions)
             return predict_by_fold(sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X), fold, width,
@@ -205,7 +200,8 @@ class SharedRidgeRewardModel:
         return own if not self.folds else own + (self.fold_theta, np.array([self.fold_seed]))
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (``LinearRewardModel.load`` dispatches on it) and
+        """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (:func:`dr_scale.reward.files.load_reward_model`
+        dispatches on it) and
         its ``link``."""
         buf = io.BytesIO()
         extra = {} if not self.folds else {"fold_theta": self.fold_theta,
@@ -221,21 +217,16 @@ class SharedRidgeRewardModel:
     def load(cls, url: str, storage_options: dict | None = None) -> SharedRidgeRewardModel:
         """Read a model saved by :meth:`save` — a :class:`SharedLogisticRewardModel` if its ``link`` is logistic;
         anything else is a ``ParameterFileError`` naming the file."""
+        return load_model_file(url, storage_options, "reward model", (KIND,))
+
+    @classmethod
+    def from_arrays(cls, a: dict, where: str) -> SharedRidgeRewardModel:
+        """The model of a shared model file's arrays, its class by the file's ``link``."""
         from dr_scale.io.parameter_files import ParameterFileError
 
-        where = f"reward model {url}"
-        fs, path = url_to_fs(url, storage_options)
-        if not fs.exists(path) or fs.isdir(path):
-            raise ParameterFileError(f"{where}: no such file")
-        try:
-            with fs.open(path, "rb") as f:
-                a = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
-        except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
-            raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
         missing = [k for k in ("intercept", "beta_x", "beta_f", "interaction", "item_features") if k not in a]
-        if missing or str(a.get("kind", KIND)) != KIND:
-            raise ParameterFileError(f"{where}: not a shared reward model (kind {str(a.get('kind', 'linear'))!r}"
-                                     + (f", no {', '.join(missing)}" if missing else "") + ")")
+        if missing:
+            raise ParameterFileError(f"{where}: not a shared reward model (no {', '.join(missing)})")
         link = str(a.get("link", "identity"))
         target = {"identity": SharedRidgeRewardModel, "logistic": SharedLogisticRewardModel}.get(link)
         if target is None:
@@ -244,7 +235,7 @@ class SharedRidgeRewardModel:
             raise ParameterFileError(f"{where}: a shared ridge model, not a shared logistic one")
         try:
             return target(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
-                          json.loads(str(a["metadata"])) if "metadata" in a else {},
+                          read_metadata(str(a["metadata"])) if "metadata" in a else {},
                           a.get("fold_theta"), int(a.get("fold_seed", 0)))
         except (ParameterError, ValueError) as exc:
             raise ParameterFileError(f"{where}: {exc}") from None
@@ -327,8 +318,8 @@ def check_model_catalogue(model, catalogue, name: str) -> None:
 
 # -- fitting on the pass engine -------------------------------------------------------------
 # Every function of one part below is summed over the parts by the pass engine (dr_scale.outofcore.passes); the
-# parts are grouped by (fold, action) (dr_scale.logs.parts.group), so the rows of fold f are the contiguous run of
-# blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.logs.parts.Fits` over the folds with one
+# parts are grouped by (fold, action) (dr_scale.crossfit.parts.group), so the rows of fold f are the contiguous run of
+# blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.crossfit.parts.Fits` over the folds with one
 # "action": fold model j on the folds f ≠ j, the full-data model on all of them.
 def fold_rows(part, f: int, k: int, d: int):
     """(X, the logged actions, the rewards) of the part's rows in fold f (views of the part's arrays)."""
@@ -469,77 +460,88 @@ def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progr
     return result, result.x
 
 
+@dataclass
+class SharedObjective(Objective):
+    """The shared model (module docstring) as the cross-fitting driver fits it: per fold (n, Σ r, Σ φ, Σ φ², Σ r φ),
+    conjugate gradients (ridge) or L-BFGS (``logistic``) at λ, the out-of-fold squared error or log loss; one fit
+    per fold for all actions."""
+
+    item_features: np.ndarray
+    name: str = "the log"
+    logistic: bool = False
+    chosen_by: str = "model"
+    label: ClassVar[str] = "ρ̂"
+    per_action: ClassVar[bool] = False
+
+    @property
+    def loss(self) -> str:
+        return "log_loss" if self.logistic else "sse"
+
+    @property
+    def kind(self) -> str:
+        return "logistic" if self.logistic else "ridge"
+
+    @property
+    def what(self) -> str:
+        return f"shared {self.kind} model(s)"
+
+    def count(self, part, n_features, groups, n_actions):
+        return shared_sums(part, self.item_features, n_features, groups, n_actions)
+
+    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        F, k = self.item_features, self.item_features.shape[0]
+        if self.logistic:
+            result, theta = _solve_logistic(parts, sums, lam, fits, F, n_features, k, settings, progress)
+            return Solved(theta, result.passes, result.converged)
+        fit, theta = _solve_ridge(parts, _stats(sums, fits), lam, fits, F, n_features, k, settings, progress)
+        return Solved(theta, fit.iterations, fit.converged)
+
+    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        return shared_out_of_fold(part, solved.x, self.item_features, n_features, n_actions, folds, self.logistic)[0]
+
+    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        return {"sample_rows": int(sums[0].sum())}
+
+    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        F, d = self.item_features, n_features
+        theta = np.column_stack([solved.x[:, -1], solved.x[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
+        metadata = {"rows": int(sums[0].sum()), "kind": f"shared {self.kind}", "model": f"shared {self.kind}",
+                    "model_chosen_by": self.chosen_by, "action_features": F.shape[1],
+                    "method": "L-BFGS" if self.logistic else "conjugate gradients"}
+        cls = SharedLogisticRewardModel if self.logistic else SharedRidgeRewardModel
+        return cls(*unflatten(theta[-1], d, F.shape[1]), F, metadata, theta[:-1].copy() if fits.folds else None,
+                   settings.seed)
+
+
+@dataclass
+class SharedModels(Family):
+    """The shared model over ``item_features``: ridge, or logistic for 0/1 rewards, as ``settings.model`` says,
+    else by the rewards (the per-action rule, :func:`dr_scale.reward.fitting.model_kind`)."""
+
+    item_features: np.ndarray
+    name: str = "the log"
+
+    def __post_init__(self):
+        self.item_features = np.asarray(self.item_features, dtype=np.float64)
+
+    def objective(self, parts, settings) -> SharedObjective:
+        from dr_scale.reward.fitting import model_kind
+
+        kind, chosen_by = model_kind(parts, settings, self.name)
+        return SharedObjective(self.item_features, self.name, kind == "logistic", chosen_by)
+
+
 def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np.ndarray, settings, *,
                         progress: bool = False, stages=None, name: str = "the log") -> SharedRidgeRewardModel:
     """The shared model on parts grouped by (fold, action) over ``settings.folds`` folds
-    (:func:`dr_scale.logs.parts.read_grouped_parts`), ``n_rows`` rows in all: ridge or logistic as
-    ``settings.model`` says (None: logistic when every reward is 0 or 1, one pass —
-    :func:`dr_scale.reward.fitting.model_kind`, the per-action rule); λ as ``settings.lam`` says (``"auto"``:
-    the grid's λ with the least out-of-fold loss on the keyed sample, :func:`dr_scale.logs.parts.scan_lambdas`);
-    then the K fold models and the full-data model in the same passes.
+    (:func:`dr_scale.crossfit.parts.read_grouped_parts`), ``n_rows`` rows in all, by the cross-fitting driver
+    (:func:`dr_scale.crossfit.engine.fit_parts`): ridge or logistic as ``settings.model`` says (None: logistic when
+    every reward is 0 or 1); λ as ``settings.lam`` says (``"auto"``: the grid's λ with the least out-of-fold loss on
+    the keyed sample); then the K fold models and the full-data model in the same passes.
     """
-    from dr_scale.logs.parts import Fits, keyed_sample, scan_lambdas
-    from dr_scale.outofcore.settings import Stages
-    from dr_scale.reward.fitting import model_kind
-
-    stages = stages or Stages(progress)
-    kind, chosen_by = model_kind(parts, settings, name)
-    logistic = kind == "logistic"
-    solve = _solve_logistic if logistic else _solve_ridge
-    F, d, folds = np.asarray(item_features, dtype=np.float64), int(n_features), settings.folds
-    k, da = F.shape
-    with stages.stage("ρ̂ sums", "per fold: rows, Σ φ, Σ φ², Σ r φ") as p:
-        sums = parts.sum(shared_sums, F, d, max(folds or 1, 1), k)
-        p.append(1)
-    search, lam = None, settings.lam
-    if lam == "auto":
-        share = min(1.0, settings.search_rows / max(n_rows, 1.0))
-        sk = settings.search_folds
-        derive = share < 1 or sk != (folds or 1)
-        loss_name = "log loss" if logistic else "squared error"
-        with stages.stage("ρ̂ λ", f"up to {len(settings.lam_grid)} values by the out-of-fold {loss_name} of "
-                                 f"{'the sampled' if share < 1 else 'all'} rows") as p:
-            if derive:
-                sample, sd = keyed_sample(parts, share, d, sk, k, settings.seed)
-                sample_sums = sample.sum(shared_sums, F, sd, sk, k)
-            else:
-                sample, sd, sample_sums = parts, d, sums
-            s_fits = Fits(sk, 1, full=False)
-            s_stats = _stats(sample_sums, s_fits)
-
-            def loss_at(value):
-                result, theta = solve(sample, s_stats if not logistic else sample_sums, value, s_fits, F, sd, k,
-                                      settings, progress)
-                losses = sample.sum(shared_out_of_fold, theta, F, sd, k, sk, logistic)[0]
-                return losses, (result.passes if logistic else result.iterations) + 1
-
-            best, losses, passes = scan_lambdas(settings.lam_grid, loss_at)
-            search = {"grid": [float(v) for v in settings.lam_grid], "sample_rows": int(sample_sums[0].sum()),
-                      "out_of_fold_log_loss" if logistic else "out_of_fold_sse":
-                          [None if v is None else [float(e) for e in v] for v in losses],
-                      "chosen": best, "passes": passes}
-            p.append(passes + (3 if derive else 0))
-            del sample
-        lam = settings.lam_grid[best]
-    fits = Fits(folds or 0, 1, full=True)
-    with stages.stage("ρ̂", f"{fits.count} shared {kind} model(s) on all rows, λ = {lam:g}") as p:
-        result, theta = solve(parts, _stats(sums, fits) if not logistic else sums, lam, fits, F, d, k, settings,
-                              progress)
-        passes = result.iterations if not logistic else result.passes
-        p.append(passes)
-    if not result.converged.all():
-        warnings.warn(f"shared {kind} ρ̂: {int((~result.converged).sum())} fit(s) did not reach rtol "
-                      f"{settings.rtol:g} in {settings.max_iter} passes", RuntimeWarning, stacklevel=2)
-    theta = np.column_stack([theta[:, -1], theta[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
-    rows = int(sums[0].sum())
-    metadata = {"lambda": float(lam), "passes": int(passes), "rows": rows, "kind": f"shared {kind}",
-                "model": f"shared {kind}", "model_chosen_by": chosen_by, "folds": folds or 0, "seed": settings.seed,
-                "rtol": settings.rtol, "n_features": d, "n_actions": k, "action_features": da,
-                "method": "L-BFGS" if logistic else "conjugate gradients"}
-    if search is not None:
-        metadata["lambda_search"] = search
-    cls = SharedLogisticRewardModel if logistic else SharedRidgeRewardModel
-    return cls(*unflatten(theta[-1], d, da), F, metadata, theta[:-1].copy() if folds else None, settings.seed)
+    family = SharedModels(item_features, name)
+    return fit_parts(parts, n_rows, int(n_features), family.item_features.shape[0], settings, family,
+                     progress=progress, stages=stages)
 
 
 def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
@@ -591,7 +593,7 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     Examples
     --------
     >>> import tempfile
-    >>> from dr_scale.outofcore.settings import FitSettings
+    >>> from dr_scale.crossfit.settings import FitSettings
     >>> from dr_scale.synthetic.item_world import generate_item_bandit
     >>> folder = tempfile.TemporaryDirectory()
     >>> _ = generate_item_bandit(folder.name + "/log", rows=2000, seed=1, features=100, actions=200,
@@ -601,35 +603,17 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
     >>> folder.cleanup()
     """
-    from dr_scale.io.cache import spill_root
-    from dr_scale.logs.contract import action_vocabulary, log_metadata
-    from dr_scale.logs.parts import read_grouped_parts
-    from dr_scale.outofcore.compute import check_client
-    from dr_scale.outofcore.passes import spill_folder
-    from dr_scale.outofcore.settings import FitSettings, Stages
+    from dr_scale.logs.contract import action_vocabulary
 
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
+    if settings is not None and not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, got {type(settings).__name__}")
-    check_client(client)
-    fs, paths, catalogue = log_and_catalogue(logs, storage_options, "a model shared across actions needs their "
-                                                                    "features")
+    _, _, catalogue = log_and_catalogue(logs, storage_options, "a model shared across actions needs their features")
     k = catalogue.n_actions
-    if settings.n_actions is not None and settings.n_actions != k:
+    if settings is not None and settings.n_actions is not None and settings.n_actions != k:
         raise ParameterError(f"`n_actions` is {settings.n_actions}, but the log's action catalogue lists {k} actions")
-    d = settings.n_features or log_metadata(fs, paths[0]).get("n_features")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, d, k, settings.folds, settings.seed,
-                                                             client=client, progress=progress, folder=folder,
-                                                             logs=str(logs))
-            p.append(passes)
-        model = fit_shared_on_parts(parts, extent.n, d, catalogue.features.toarray(), settings, progress=progress,
-                                    stages=stages, name=str(logs))
-        del parts
-    model.metadata.update(logs=str(logs), fingerprint=f"{extent.n}:{extent.fingerprint:016x}",
-                          stage_passes=stages.passes())
+    model = fit_log(logs, settings, SharedModels(catalogue.features.toarray(), str(logs)), client=client,
+                    storage_options=storage_options, progress=progress, n_actions=k)
+    model.metadata["logs"] = str(logs)
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:
         model.metadata["actions"] = vocabulary
@@ -657,8 +641,6 @@ def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: 
     -------
     SharedRidgeRewardModel
     """
-    from dr_scale.outofcore.settings import FitSettings
-
     return fit_shared_model(logs, FitSettings(lam=lam, rtol=tol, max_iter=max_iter, n_features=n_features,
                                               model="ridge"), storage_options=storage_options)
 
@@ -666,7 +648,7 @@ def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: 
 def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, seed: int = 0):
     """(a :class:`~dr_scale.outofcore.passes.PartSet` on the local scheduler, rows) of in-memory
     :class:`~dr_scale.logs.contract.Partition` objects, grouped by (fold, action) as the log's parts are."""
-    from dr_scale.logs.parts import LogPart, group
+    from dr_scale.crossfit.parts import LogPart, group
     from dr_scale.outofcore.passes import PartSet, given
 
     grouped_parts = []
@@ -718,8 +700,6 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     >>> bool(np.allclose(model.interaction, 1.0, atol=1e-4)), round(model.intercept, 3)
     (True, 0.3)
     """
-    from dr_scale.outofcore.settings import FitSettings
-
     F = np.asarray(item_features, dtype=np.float64)
     held, rows = in_memory_parts(parts(), F.shape[0])
     return fit_shared_on_parts(held, rows, n_features, F,

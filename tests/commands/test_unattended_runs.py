@@ -722,7 +722,7 @@ def test_a_fit_on_scaled_rewards_is_the_scaled_fit(tmp_path):
     a, b = (fit_reward_model(str(logs), FitSettings(folds=3)) for logs in (plain, scaled))
     assert np.array_equal(b.coef, a.coef * 2.0 ** 330) and np.array_equal(b.intercept, a.intercept * 2.0 ** 330)
     assert np.array_equal(b.fold_coef, a.fold_coef * 2.0 ** 330)
-    assert b.metadata["lam"] == a.metadata["lam"] and b.metadata["cg_iterations"] == a.metadata["cg_iterations"] > 0
+    assert b.metadata["lam"] == a.metadata["lam"] and b.metadata["passes"] == a.metadata["passes"] > 0
 
 
 def _log_without_features(tmp_path: Path, unseen=(2, 5)) -> Path:

@@ -131,7 +131,7 @@ def test_bad_options_are_clear_errors(world, tmp_path, capsys, args, message):
 def test_settings_are_checked_at_construction_naming_the_parameter():
     for kwargs, message in [({"method": "snips"}, "method must be one of dr, ips, dm"),
                             ({"learner": "tree"}, "learner must be one of ridge, dlm"),
-                            ({"lam": -1.0}, "lam should be greater than 0"),
+                            ({"lam": -1.0}, "lam must be a positive number"),
                             ({"folds": 1}, "folds should be greater than or equal to 2"),
                             ({"max_iter": 0}, "max_iter should be greater than or equal to 1")]:
         with pytest.raises(ValueError, match=message):

@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.learning.scorer import learn_item_scorer
 from dr_scale.logs.contract import Partition
-from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.reward.shared import fit_shared_on_parts, in_memory_parts
 
 

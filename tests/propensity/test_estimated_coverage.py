@@ -28,12 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from dr_scale.crossfit.parts import LogPart, group
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.logs.contract import partition_from_table
-from dr_scale.logs.parts import LogPart, group
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.passes import given as given_part
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity import fitting as propensity_fitting
 from dr_scale.reward import fitting as reward_fitting
 from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from conftest import cli
 
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.logs.contract import read_log
 from dr_scale.logs.importing import import_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity.fitting import fit_propensity_model
 
 OBD = Path(__file__).parents[1] / "fixtures" / "obd"

@@ -18,10 +18,10 @@ import scipy.sparse as sp
 from scipy.special import softmax
 
 from dr_scale.core import keyed_random
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.parameter_files import ParameterFileError
 from dr_scale.logs.contract import csr_to_features, write_log
-from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity.fitting import fit_propensity_model
 from dr_scale.propensity.model import PropensityModel
 from dr_scale.reward.models import LinearRewardModel
@@ -105,7 +105,7 @@ def test_the_full_data_model_is_sklearns_multinomial_logistic_regression(logs):
 def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
     """A pass covers a part's rows CHUNK_ROWS at a time (bounded temporaries): chunks that split the actions'
     blocks still give scikit-learn's solution, and the same model as one chunk per block up to the sums' order."""
-    import dr_scale.logs.parts as parts
+    import dr_scale.crossfit.parts as parts
 
     X, action, _ = logs["data"]
     whole = fit_propensity_model(logs[1], FitSettings(lam=3.0, rtol=1e-7))

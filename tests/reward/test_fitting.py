@@ -193,10 +193,10 @@ def test_d_and_k_come_from_the_data_when_the_metadata_lacks_them(logs, tmp_path)
 
 
 def test_settings_are_checked_at_construction_naming_the_parameter():
-    for kwargs, message in [({"lam": 0}, "lam should be greater than 0"),
+    for kwargs, message in [({"lam": 0}, "lam must be a positive number"),
                             ({"lam": "best"}, "lam must be a positive number or 'auto'"),
                             ({"folds": 1}, "folds should be greater than or equal to 2"),
-                            ({"rtol": float("nan")}, "rtol should be a finite number"),
+                            ({"rtol": float("nan")}, "rtol must be in"),
                             ({"max_iter": 0}, "max_iter should be greater than or equal to 1"),
                             ({"lam_grid": ()}, "lam_grid must be a non-empty sequence")]:
         with pytest.raises(ValueError, match=message):

@@ -91,7 +91,7 @@ def test_each_actions_model_is_sklearns_logistic_regression(logs):
 
 def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
     """A pass covers a block's rows CHUNK_ROWS at a time (bounded temporaries): still scikit-learn's solution."""
-    import dr_scale.logs.parts as parts
+    import dr_scale.crossfit.parts as parts
 
     X, action, reward, _ = logs["data"]
     monkeypatch.setattr(parts, "CHUNK_ROWS", 97)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dr_scale import Evaluation, evaluate_log
+from dr_scale.reward.files import load_reward_model
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 from dr_scale.reward.shared import SharedRidgeRewardModel, fit_shared_from_log
 from dr_scale.synthetic.item_world import generate_item_bandit
@@ -34,13 +35,15 @@ def shared_file(item_log, tmp_path_factory):
 def test_fit_writes_the_shared_kind_and_the_loader_dispatches(item_log, shared_file):
     with np.load(shared_file) as z:
         assert str(z["kind"]) == "shared"
-    model = LinearRewardModel.load(str(shared_file))
+    model = load_reward_model(str(shared_file))
     assert isinstance(model, SharedRidgeRewardModel) and model.n_actions == 500 and model.n_features == 200
     direct = fit_shared_from_log(str(item_log), lam=100.0)
     X = np.eye(200)[:5]
     assert np.array_equal(model.predict(X), direct.predict(X))
-    with pytest.raises(Exception, match="shared reward model .kind .shared.., not logistic"):
+    with pytest.raises(Exception, match="holds a shared reward model .*, not a logistic reward model"):
         LogisticRewardModel.load(str(shared_file))
+    with pytest.raises(Exception, match="holds a shared reward model .*, not a linear .ridge. reward model"):
+        LinearRewardModel.load(str(shared_file))  # a linear model's loader reads linear files only
 
 
 def test_evaluate_with_the_shared_model_file(item_log, shared_file, tmp_path, capsys):
@@ -68,7 +71,7 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     assert code == 0, err
     from dr_scale.policies import ItemScorerPolicy
 
-    assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lambda"] == 100.0
+    assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lam"] == 100.0
 
 
 def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
@@ -93,8 +96,8 @@ def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsy
                              "--no-progress")
     assert code == 0, err
     assert "model: shared logistic (every reward is 0 or 1)" in printed and "(auto)" in printed
-    model = LinearRewardModel.load(str(out))
-    assert model.folds == 2 and model.metadata["lambda"] in model.metadata["lambda_search"]["grid"]
+    model = load_reward_model(str(out))
+    assert model.folds == 2 and model.metadata["lam"] in model.metadata["lambda_search"]["grid"]
     p = model.predict(np.eye(200)[:5])
     assert p.min() > 0 and p.max() < 1
 

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.logs.contract import Partition
-from dr_scale.logs.parts import fold_of
-from dr_scale.outofcore.settings import FitSettings
 from dr_scale.reward.shared import (
     SharedLogisticRewardModel,
     SharedRidgeRewardModel,
@@ -81,7 +81,7 @@ def test_lambda_auto_picks_the_least_out_of_fold_error_of_the_grid():
             total += np.sum((r[~train] - np.column_stack([np.ones((~train).sum()), phi[~train]]) @ theta) ** 2)
         errors.append(total)
     fitted = [e for e in search["out_of_fold_sse"] if e is not None]
-    assert model.metadata["lambda"] == grid[int(np.argmin(errors))]
+    assert model.metadata["lam"] == grid[int(np.argmin(errors))]
     for got, want in zip(search["out_of_fold_sse"], errors):
         if got is not None:
             assert sum(got) == pytest.approx(want, rel=1e-7)
@@ -116,7 +116,7 @@ def test_logistic_is_sklearns_on_the_explicit_features():
 
 def test_logistic_refused_for_other_rewards_and_the_file_round_trips(tmp_path):
     from dr_scale.core.errors import ParameterError
-    from dr_scale.reward.models import LinearRewardModel
+    from dr_scale.reward.files import load_reward_model
 
     parts, X, F, a, r, row_id, phi = _world(4)
     with pytest.raises(ParameterError, match="model logistic needs rewards 0 or 1"):
@@ -124,6 +124,6 @@ def test_logistic_refused_for_other_rewards_and_the_file_round_trips(tmp_path):
     parts, X, F, a, r, row_id, phi = _world(4, binary=True)
     model = _fit(parts, F, X.shape[1], 2, lam=1.0)
     model.save(str(tmp_path / "m.npz"))
-    again = LinearRewardModel.load(str(tmp_path / "m.npz"))
+    again = load_reward_model(str(tmp_path / "m.npz"))
     assert type(again) is SharedLogisticRewardModel and again.folds == 2
     np.testing.assert_array_equal(again.predict(X, row_id=row_id), model.predict(X, row_id=row_id))

@@ -46,7 +46,7 @@ def test_pairs_equal_the_columns_and_the_file_round_trips(tmp_path):
     assert np.allclose(model.predict_pairs(X, actions), np.take_along_axis(model.predict(X), actions, axis=1))
     model.save(str(tmp_path / "m.npz"))
     again = SharedRidgeRewardModel.load(str(tmp_path / "m.npz"))
-    assert np.array_equal(again.predict(X), model.predict(X)) and again.metadata["lambda"] == 1.0
+    assert np.array_equal(again.predict(X), model.predict(X)) and again.metadata["lam"] == 1.0
 
 
 @pytest.mark.slow

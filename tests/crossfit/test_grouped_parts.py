@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from dr_scale.crossfit.engine import search_lambda
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
@@ -97,7 +99,9 @@ def test_lambda_is_the_first_minimum_of_the_out_of_fold_error_scanning_down_the_
     fits = Fits(FOLDS, K, full=False)
     stats = fits.stats(grouped.block_sums(partset, D))
     grid = (0.01, 1.0, 1e6)
-    best, search, passes = grouped.choose_lambda(partset, stats, FOLDS, K, grid, rtol=1e-10, max_iter=200)
+    settings = FitSettings(folds=FOLDS, seed=SEED, lam_grid=grid, rtol=1e-10, max_iter=200)
+    _, search, passes = search_lambda(grouped.RidgeObjective(), partset, D, K, settings, progress=False)
+    best = search["chosen"]
     errors = []
     for lam in grid:
         fit, intercept = grouped.solve(partset, stats, lam, fits, rtol=1e-10, max_iter=200)

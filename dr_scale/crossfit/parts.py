@@ -2,8 +2,8 @@
 (:class:`LogPart`), grouped by (cross-fitting fold, action) (:class:`GroupedPart`), the keyed folds
 (:func:`fold_of`) and the keyed λ sample (:func:`sample_of`), and which fits use which block (:class:`Fits`).
 
-Shared by the per-action reward models (:mod:`dr_scale.reward.fitting`) and the estimated logging policy
-(:mod:`dr_scale.propensity.fitting`), so that both cross-fit with the same folds: row i is in fold
+Every fitter driven by :mod:`dr_scale.crossfit.engine` (the reward models, the estimated logging policy) reads
+through them, so that all cross-fit with the same folds: row i is in fold
 
     fold(i) = ⌊K · u(row_id_i)⌋,    u = keyed_random.uniform(row_id, seed, "cross-fit fold").
 """
@@ -16,14 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.cache import spill_root
+from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
-from dr_scale.logs.opened import open_log
 from dr_scale.outofcore import ridge
-from dr_scale.outofcore.compute import check_client
-from dr_scale.outofcore.passes import Held, PartSet, given, spill_folder
-from dr_scale.outofcore.settings import FitSettings, Stages
+from dr_scale.outofcore.passes import Held, PartSet
 
 FOLD_PURPOSE = "cross-fit fold"
 SAMPLE_PURPOSE = "lambda sample"
@@ -205,34 +201,6 @@ def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: 
     return parts, extent, d, k, 2 if n_features and n_actions else 3
 
 
-def fit_log(logs: str, settings: FitSettings | None, fit, *, client=None, storage_options: dict | None = None,
-            progress: bool = False, read_part=None):
-    """The fitters' one way from a log to a model: ``settings`` (None: ``FitSettings()``) and ``client`` checked,
-    the parts of ``logs`` read and grouped (:func:`read_grouped_parts` by ``read_part``; d and k from ``settings``,
-    else the log's metadata, else the data) in the spill folder of ``settings.spill``, then
-    ``fit(parts, n, d, k, settings, progress=, stages=)`` on them. The model it returns gets the data's
-    fingerprint (``rows:hash``, :class:`Extent`) and the passes of each stage in its metadata."""
-    settings = settings or FitSettings()
-    if not isinstance(settings, FitSettings):
-        raise ParameterError(f"`settings` must be a FitSettings, e.g. FitSettings(folds=2), got "
-                             f"{type(settings).__name__} {settings!r:.80}")
-    check_client(client)
-    logs = open_log(logs, storage_options)
-    (fs, paths), meta = logs.listing(), logs.metadata
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or meta.get("n_actions")
-    stages = Stages(progress)
-    with spill_folder(settings.spill, client, disk=spill_root()) as folder:
-        with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:
-            parts, extent, d, k, passes = read_grouped_parts(fs, paths, n_features, n_actions, settings.folds,
-                                                             settings.seed, client=client, progress=progress,
-                                                             folder=folder, logs=str(logs), read_part=read_part)
-            p.append(passes)
-        model = fit(parts, extent.n, d, k, settings, progress=progress, stages=stages)
-    model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
-    return model
-
-
 def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:
     """The parts' rows as one part grouped by (fold over ``folds`` folds, action) (each block's rows in the parts'
     order), its features renumbered 0 … m − 1 in the order of their ids (m, the number of distinct features,
@@ -304,38 +272,3 @@ def present_columns(present: np.ndarray) -> tuple[np.ndarray, int]:
     columns = np.full(present.size, -1, dtype=np.int32)
     columns[present] = np.arange(int(present.sum()), dtype=np.int32)
     return columns, max(int(present.sum()), 1)
-
-
-def _sample_step(_, part: GroupedPart, share: float, n_features: int, seed: int):
-    return np.zeros(1), sample_of(part, share, n_features, seed)
-
-
-def keyed_sample(parts, share: float, n_features: int, folds: int, n_actions: int, seed: int):
-    """(a PartSet of one part: the rows of ``parts`` in the keyed λ sample (:func:`sample_of`), grouped over
-    ``folds`` folds, its features renumbered (:func:`concatenated`); the sample's number of features) — two passes
-    over ``parts``."""
-    from dr_scale.outofcore.compute import compute
-    from dr_scale.outofcore.passes import load_part
-
-    _, sampled = parts.sum_and_derive(_sample_step, share, n_features, seed)
-    one, d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)], folds, n_actions, seed)
-    return PartSet.build(given, [(one,)], parts.client, spill=parts.spill), d
-
-
-def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
-    """The fitters' λ rule: (index of the λ of ``grid`` with the least total out-of-fold loss, ties to the first
-    in ``grid``; each λ's per-action losses, None where not fitted; passes), ``loss_at(λ)`` giving (per-action
-    losses, passes) on the keyed sample (:func:`keyed_sample`).
-
-    The grid is scanned from the largest λ down (the best conditioned, fewest passes) and the scan stops at the
-    first λ whose loss exceeds the least so far: the out-of-fold loss is taken to be unimodal in λ (falling while
-    the penalty's bias dominates, rising once the variance does), so the smaller, costlier penalties past the
-    minimum are not fitted."""
-    losses, passes = [None] * len(grid), 0
-    for i in sorted(range(len(grid)), key=lambda i: -grid[i]):
-        losses[i], used = loss_at(grid[i])
-        passes += used
-        if losses[i].sum() > min(v.sum() for v in losses if v is not None):
-            break
-    best = min((i for i in range(len(grid)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
-    return best, losses, passes

@@ -1,6 +1,6 @@
 """Linear scores with cross-fitted fold models, as the fitted models predict them: the checks of a ``predict``
 call's ``actions`` and ``row_id``, the linear scores X·coef + intercept, and predictions fold by fold (row i by
-fold model fold(row_id_i), :func:`dr_scale.logs.parts.fold_of`, which never saw it).
+fold model fold(row_id_i), :func:`dr_scale.crossfit.parts.fold_of`, which never saw it).
 
 :class:`FoldedLinearModel` is the one base of the models fitted so: the reward models
 (:mod:`dr_scale.reward.models`) and the estimated logging policy (:mod:`dr_scale.propensity.model`).
@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
-from dr_scale.logs.parts import fold_of
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, linear_arrays, read_npz_file, write_npz
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
@@ -83,6 +83,18 @@ def model_arrays(model, kind: str | None = None) -> dict:
     return arrays
 
 
+def read_metadata(text: str) -> dict:
+    """A model file's metadata from its JSON, λ as ``lam`` (files of the shared models written ``lambda``).
+
+    >>> read_metadata('{"lambda": 10.0, "rows": 5}')
+    {'lam': 10.0, 'rows': 5}
+    """
+    metadata = json.loads(text)
+    if "lambda" in metadata and "lam" not in metadata:
+        metadata = {("lam" if key == "lambda" else key): value for key, value in metadata.items()}
+    return metadata
+
+
 def save_model(model, url: str, storage_options: dict | None = None, kind: str | None = None) -> None:
     """Write :func:`model_arrays` as a ``.npz``, atomically (never a pickle)."""
     write_npz(url, storage_options, **model_arrays(model, kind))
@@ -94,18 +106,36 @@ def file_kind(arrays: dict) -> str:
 
 
 KIND_NAMES = {"linear": "a linear (ridge) reward model", "logistic": "a logistic reward model",
-              "propensity": "a propensity model (the estimated logging policy)"}
+              "propensity": "a propensity model (the estimated logging policy)",
+              "shared": "a shared reward model (over the actions' features)"}
+#: Each model file's ``kind`` → the class that reads it (``cls.from_arrays``): the one table every loader
+#: dispatches on (:func:`register_kind`, :func:`load_model_file`).
+MODEL_FILES: dict[str, type] = {}
 
 
-def load_model(cls, url: str, storage_options: dict | None, where: str, kind: str = "linear",
-               arrays: dict | None = None):
-    """``cls(coef, intercept)`` with the fold models and metadata of the ``.npz`` at ``url`` (``arrays``: already
-    read), a file of ``kind`` (:func:`file_kind`); anything else a ``ParameterFileError`` naming ``where``."""
-    arrays = read_linear_file(url, storage_options, where) if arrays is None else arrays
-    if file_kind(arrays) != kind:
-        found = file_kind(arrays)
-        raise ParameterFileError(f"{where}: holds {KIND_NAMES.get(found, repr(found))}, not "
-                                 f"{KIND_NAMES.get(kind, repr(kind))}")
+def register_kind(cls):
+    """Class decorator: files whose ``kind`` is ``cls.KIND`` are read by ``cls.from_arrays(arrays, where)``."""
+    MODEL_FILES[cls.KIND] = cls
+    return cls
+
+
+def load_model_file(url: str, storage_options: dict | None, what: str, kinds: tuple[str, ...]):
+    """The model in the ``.npz`` at ``url``, read once and made by the class registered for its ``kind``
+    (:data:`MODEL_FILES`); a file of a kind not in ``kinds`` is a ``ParameterFileError`` naming the file (as
+    ``what``, e.g. "reward model") and what it holds."""
+    where = f"{what} {url}"
+    arrays = read_npz_file(url, storage_options, where)
+    kind = file_kind(arrays)
+    if kind not in kinds or kind not in MODEL_FILES:
+        raise ParameterFileError(f"{where}: holds {KIND_NAMES.get(kind, repr(kind))}, not "
+                                 + " or ".join(KIND_NAMES.get(k, repr(k)) for k in kinds))
+    return MODEL_FILES[kind].from_arrays(arrays, where)
+
+
+def linear_model(cls, arrays: dict, where: str):
+    """``cls(coef, intercept)`` with the fold models and metadata of a linear model file's ``arrays``; bad arrays
+    a ``ParameterFileError`` naming ``where``."""
+    arrays = linear_arrays(arrays, where)
     model = cls(arrays["coef"], arrays["intercept"])
     try:
         if "fold_coef" in arrays:
@@ -118,7 +148,7 @@ def load_model(cls, url: str, storage_options: dict | None, where: str, kind: st
             if not (np.isfinite(model.fold_coef).all() and np.isfinite(model.fold_intercept).all()):
                 raise ValueError("the fold models have NaN or infinite entries")
         if "metadata" in arrays:
-            model.metadata = json.loads(str(arrays["metadata"]))
+            model.metadata = read_metadata(str(arrays["metadata"]))
     except (KeyError, ValueError, TypeError) as exc:
         raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
             from None
@@ -136,8 +166,8 @@ class FoldedLinearModel:
 
     A subclass maps the scores to what it predicts (ρ̂ for the reward models, π̂₀ for the propensity model) and
     names its file's ``KIND``. Given the rows' ids, row i is predicted by fold model fold(row_id_i)
-    (:func:`~dr_scale.logs.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
-    full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model`), never a
+    (:func:`~dr_scale.crossfit.parts.fold_of` keyed by ``fold_seed``), which never saw it; without ids, by the
+    full-data model. Saved as a ``.npz`` of arrays and JSON (:func:`save_model`, :func:`load_model_file`), never a
     pickle.
 
     Parameters
@@ -151,7 +181,7 @@ class FoldedLinearModel:
     fold_intercept : numpy.ndarray, shape (K, k), optional
         The fold models' intercepts (with ``fold_coef``).
     fold_seed : int, default 0
-        The key of the rows' folds (:func:`~dr_scale.logs.parts.fold_of`).
+        The key of the rows' folds (:func:`~dr_scale.crossfit.parts.fold_of`).
     metadata : dict, optional
         What the fit recorded (λ, rows per action, folds, the data's fingerprint …; saved as JSON).
     """
@@ -238,6 +268,11 @@ class FoldedLinearModel:
         save_model(self, url, storage_options, None if self.KIND == "linear" else self.KIND)
 
     @classmethod
+    def from_arrays(cls, arrays: dict, where: str):
+        """The model of a file's arrays (:func:`linear_model`)."""
+        return linear_model(cls, arrays, where)
+
+    @classmethod
     def load(cls, url: str, storage_options: dict | None = None):
         """Read a model saved by :meth:`save`, a file of this class's ``KIND``; anything else is a
         ``ParameterFileError`` naming the file.
@@ -254,4 +289,4 @@ class FoldedLinearModel:
         FoldedLinearModel
             The model, with its fold models and metadata if the file has them.
         """
-        return load_model(cls, url, storage_options, f"{cls.WHAT} {url}", cls.KIND)
+        return load_model_file(url, storage_options, cls.WHAT, (cls.KIND,))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.config import Folds, NonNegativeInt, PositiveFinite, PositiveInt, check
+from dr_scale.io.config import Folds, NonNegativeInt, PositiveInt, check, penalty, tolerance
 
 #: The penalties ``lam="auto"`` chooses from (binary or standardised features, rewards in [0, 1]).
 LAMBDA_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -31,13 +31,9 @@ MODELS = ("ridge", "logistic")
 
 
 def check_lam(lam, parameter: str = "lam", allow_none: bool = False):
-    """``lam`` as a float, or ``"auto"`` (or None if allowed); a :class:`~dr_scale.core.errors.ParameterError`
-    naming ``parameter`` otherwise (the rule of ``--lam``: a positive finite number or ``"auto"``)."""
-    if lam == "auto" and isinstance(lam, str) or lam is None and allow_none:
-        return lam
-    if isinstance(lam, str):
-        raise ParameterError(f"`{parameter}` must be a positive number or 'auto', got {lam!r}")
-    return check(PositiveFinite, parameter, lam)
+    """``lam`` as a float, or ``"auto"`` (or None if allowed), by the one rule of λ
+    (:func:`dr_scale.io.config.penalty`: a finite number ≥ 2.2e-308, or ``"auto"``)."""
+    return None if lam is None and allow_none else penalty(lam, parameter)
 
 
 def check_int(value, parameter: str, low: int, allow_none: bool = False):
@@ -49,11 +45,6 @@ def check_int(value, parameter: str, low: int, allow_none: bool = False):
                      int(value) if isinstance(value, np.integer) else value))
 
 
-def check_positive(value, parameter: str) -> float:
-    """``value`` as a positive finite float (the rule :data:`~dr_scale.io.config.PositiveFinite`)."""
-    return float(check(PositiveFinite, parameter, value))
-
-
 @dataclass(frozen=True)
 class FitSettings:
     """How :func:`fit_reward_model` fits ρ̂; checked at construction (errors name the parameter).
@@ -62,8 +53,9 @@ class FitSettings:
     sample of ``search_rows`` rows, module docstring); ``folds``: K ≥ 2 fold models for cross-fitting
     beside the full-data one, or None; ``seed``: the key of the folds and of the λ sample;
     ``rtol``, ``max_iter``: every CG solve (the search's and the final one) stops when
-    ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes. The default rtol = 1e-2 is sized
-    to the statistical error, not to the arithmetic: on the generated 1M-row log (2^18 features, 10
+    ‖residual‖ ≤ rtol ‖rhs‖ for every fit, or after ``max_iter`` passes (λ and rtol by the rules of the
+    command line, :func:`dr_scale.io.config.penalty` and :func:`~dr_scale.io.config.tolerance`). The default
+    rtol = 1e-2 is sized to the statistical error, not to the arithmetic: on the generated 1M-row log (2^18 features, 10
     actions, ``folds=5``, λ = 100 as chosen) the fold models' out-of-fold squared error over all rows at
     rtol 1e-2 (7 CG passes) is 0.005% above the exact solve's (48 passes at 1e-10) — a twentieth of the
     error's own relative standard error there (0.10%), a hundredth of a 0.5% tolerance — at the
@@ -131,15 +123,12 @@ class FitSettings:
         put(self, "lam", check_lam(self.lam))
         put(self, "folds", check_int(self.folds, "folds", 2, allow_none=True))
         put(self, "seed", check_int(self.seed, "seed", 0))
-        put(self, "rtol", check_positive(self.rtol, "rtol"))
+        put(self, "rtol", tolerance(self.rtol, "rtol"))
         put(self, "max_iter", check_int(self.max_iter, "max_iter", 1))
         grid = tuple(self.lam_grid) if isinstance(self.lam_grid, (tuple, list, np.ndarray)) else None
         if not grid:
             raise ParameterError(f"`lam_grid` must be a non-empty sequence of positive numbers, got {self.lam_grid!r}")
-        put(self, "lam_grid", tuple(check_lam(float(v) if isinstance(v, np.floating) else v, "lam_grid")
-                                    for v in grid))
-        if "auto" in self.lam_grid:
-            raise ParameterError("`lam_grid` must hold positive numbers, not 'auto'")
+        put(self, "lam_grid", tuple(penalty(v, "lam_grid", auto=False) for v in grid))
         put(self, "search_rows", check_int(self.search_rows, "search_rows", 1))
         put(self, "n_features", check_int(self.n_features, "n_features", 1, allow_none=True))
         put(self, "n_actions", check_int(self.n_actions, "n_actions", 1, allow_none=True))
