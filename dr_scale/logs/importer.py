@@ -51,16 +51,9 @@ import pyarrow.parquet as pq
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.strict_json import dumps
-from dr_scale.logs.contract import (
-    META_ACTIONS,
-    META_FEATURES,
-    SPEC_FILE,
-    LogDataError,
-    Partition,
-    partition_from_table,
-    propensity_fault,
-    write_parquet,
-)
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, Partition, propensity_fault
+from dr_scale.logs.listing import SPEC_FILE
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import (
     CATALOGUE_FILE,
     Columns,
@@ -73,6 +66,7 @@ from dr_scale.logs.spec import (
     read_spec,
     saved_spec,
 )
+from dr_scale.logs.writing import write_parquet
 
 #: Bytes per block of an uncompressed CSV / JSON-lines file.
 DEFAULT_BLOCKSIZE = 16 << 20

@@ -26,9 +26,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.logs.contract import Partition, read_partition
+from dr_scale.logs.contract import Partition
 from dr_scale.logs.opened import open_log
 from dr_scale.logs.parts import fold_of
+from dr_scale.logs.reading import read_partition
 from dr_scale.outofcore import glm
 from dr_scale.policies import Policy, parse_policy
 

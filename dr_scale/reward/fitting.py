@@ -50,7 +50,7 @@ import numpy as np
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import number
-from dr_scale.logs.contract import action_vocabulary
+from dr_scale.logs.listing import action_vocabulary
 from dr_scale.logs.parts import (  # noqa: F401 — the parts and folds, re-exported where they were first defined
     SAMPLE_PURPOSE,
     Extent,

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from conftest import cli
 
-from dr_scale.logs.contract import read_log
 from dr_scale.logs.importer import import_log
+from dr_scale.logs.reading import read_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity.fitting import fit_propensity_model

@@ -19,8 +19,9 @@ from scipy.special import softmax
 
 from dr_scale.core import keyed_random
 from dr_scale.io.parameter_files import ParameterFileError
-from dr_scale.logs.contract import csr_to_features, write_log
 from dr_scale.logs.parts import fold_of
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.outofcore.settings import FitSettings
 from dr_scale.propensity.fitting import fit_propensity_model
 from dr_scale.propensity.model import PropensityModel
