@@ -185,7 +185,6 @@ def combined(array: pa.ChunkedArray | pa.Array) -> pa.Array:
     return array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
 
 
-
 def first_bad(mask: np.ndarray, row_id: np.ndarray):
     """The id of the first row where ``mask`` holds (its position when there are no row ids), or None."""
     bad = np.flatnonzero(mask)
