@@ -77,7 +77,7 @@ def write_evaluate_log(url: str, copies: int, parts: int) -> tuple[int, str]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.writing import write_log
     from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, make_example
 
     table, model, _ = make_example(seed=0)

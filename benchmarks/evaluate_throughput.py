@@ -25,7 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import features_to_csr, list_parts, read_table, write_log
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.reading import read_table
+from dr_scale.logs.sparse import features_to_csr
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.outofcore.compute import compute
 from dr_scale.reward.models import LinearRewardModel

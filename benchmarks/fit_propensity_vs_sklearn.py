@@ -49,7 +49,7 @@ def read_rows(url: str):
     """(X csr, actions, propensities) of the rows ``url`` names, in memory."""
     import scipy.sparse as sp
 
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
 
     parts = read_log(url, n_features=FEATURES, n_actions=ACTIONS)
     return (sp.vstack([p.X for p in parts]).tocsr(), np.concatenate([p.action for p in parts]),
@@ -58,7 +58,7 @@ def read_rows(url: str):
 
 def read_actions(url: str) -> np.ndarray:
     """The actions of the rows ``url`` names (their features not read)."""
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
 
     return np.concatenate([p.action for p in read_log(url, n_features=FEATURES, n_actions=ACTIONS,
                                                        with_features=False)])

@@ -1,6 +1,6 @@
 """``dr-scale fit`` against what a user would write, measured side by side in one run.
 
-The baseline reads the whole log into one CSR matrix (dr_scale.logs.contract.read_log, the
+The baseline reads the whole log into one CSR matrix (dr_scale.logs.reading.read_log, the
 project's own fast reader) and fits scikit-learn's ``Ridge(alpha=λ,
 solver="sparse_cg", tol=rtol)`` on each action's rows. ``fit_reward_model`` solves the
 same objective, min Σ_{i: a_i=a} (r_i − b_a − x_i·w_a)² + λ‖w_a‖² with b_a unpenalised,
@@ -50,7 +50,8 @@ def side_sklearn(args) -> dict:
     import scipy.sparse as sp
     from sklearn.linear_model import Ridge
 
-    from dr_scale.logs.contract import list_parts, log_metadata, read_log
+    from dr_scale.logs.listing import list_parts, log_metadata
+    from dr_scale.logs.reading import read_log
 
     start = _clock()
     fs, paths = list_parts(args.logs)
@@ -87,7 +88,8 @@ def side_passes(args) -> dict:
     import dask
 
     from dr_scale.io.cache import spill_root
-    from dr_scale.logs.contract import list_parts, log_metadata, read_partition
+    from dr_scale.logs.listing import list_parts, log_metadata
+    from dr_scale.logs.reading import read_partition
     from dr_scale.outofcore.compute import compute
     from dr_scale.outofcore.passes import PartSet, spill_folder
     from dr_scale.reward.fitting import Fits, add_fit_gram, read_grouped_part

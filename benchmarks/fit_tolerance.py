@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--rtols", default="1e-1,3e-2,1e-2,3e-3,1e-3,1e-4,1e-6,1e-10")
     args = ap.parse_args()
 
-    from dr_scale.logs.contract import list_parts, log_metadata
+    from dr_scale.logs.listing import list_parts, log_metadata
     from dr_scale.outofcore.passes import PartSet
     from dr_scale.reward.fitting import (
         Fits,

@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 import dr_scale
 from dr_scale import LinearRewardModel, read_log
-from dr_scale.logs.contract import list_parts
+from dr_scale.logs.listing import list_parts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from learn_vs_vw_scale import linked, timed, vw_text  # noqa: E402

@@ -53,7 +53,7 @@ numeric = ["num_*"]
 BASELINE = r'''
 import sys, numpy as np, pandas as pd, pyarrow as pa
 from sklearn.feature_extraction import FeatureHasher
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 raw, out = sys.argv[1], sys.argv[2]
 df = pd.read_csv(raw)
 cats = [c for c in df.columns if c.startswith("cat_")]

@@ -34,7 +34,8 @@ from dr_scale.experiments.classification.bandit import losses_from_labels, to_ba
 from dr_scale.experiments.classification.datasets import NAMES, load_dataset
 from dr_scale.experiments.classification.protocol import dataset_key, split_rows
 from dr_scale.learning.learn import LearnSettings
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 
 
 def standardised(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dr_scale.logs.contract import list_parts, log_metadata
+from dr_scale.logs.listing import list_parts, log_metadata
 from dr_scale.synthetic.truth import true_value
 
 

@@ -18,7 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dr_scale import Evaluation, evaluate_partitions
-from dr_scale.logs.contract import list_parts, partition_from_table, read_catalogue
+from dr_scale.logs.catalogue import read_catalogue
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.reading import partition_from_table
 
 NAMES = ["IPS", "SNIPS", "MIPS", "SNMIPS"]
 

@@ -32,8 +32,11 @@ import tempfile
 import numpy as np
 import pyarrow.parquet as pq
 
-from dr_scale.logs.contract import list_parts, log_metadata, read_catalogue, read_log, write_log
+from dr_scale.logs.catalogue import read_catalogue
 from dr_scale.logs.importing import import_log
+from dr_scale.logs.listing import list_parts, log_metadata
+from dr_scale.logs.reading import read_log
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.fitting import FitSettings, fit_reward_model
 from dr_scale.reward.shared import fit_shared_model
 

@@ -59,7 +59,7 @@ def child(out: str, argv: list[str]) -> int:
             code = frame.f_code
             if "dr_scale" in code.co_filename:
                 opener = opener or code.co_name
-                if code.co_name == "read_table" and code.co_filename.endswith("contract.py"):
+                if code.co_name == "read_table" and frame.f_globals.get("__name__", "").startswith("dr_scale.logs."):
                     purpose = "data"
             frame = frame.f_back
         opens.append((str(path), purpose if "r" in mode else "write", opener))

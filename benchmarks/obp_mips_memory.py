@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import obp_equality  # noqa: E402,F401 - stand-in torch for obp, as the equality benchmark does
 
 from dr_scale import Evaluation, evaluate_partitions  # noqa: E402
-from dr_scale.logs.contract import list_parts, read_catalogue, read_partition  # noqa: E402
+from dr_scale.logs.catalogue import read_catalogue
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.reading import read_partition  # noqa: E402
 from dr_scale.policies import SparsePolicy  # noqa: E402
 from dr_scale.synthetic.item_world import make_item_world  # noqa: E402
 

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.report.make import compute_report
 from dr_scale.report.render import write_report

@@ -210,7 +210,7 @@ def run_fit(client, logs: str, log: list[Pass]):
 def run_evaluate(client, logs: str, log: list[Pass]):
     """evaluate's one pass (all estimators, a linear ρ̂ of the log's d × k): a task per part, reduced by a tree
     of fan-in 8; its task time is that of every task of the pass."""
-    from dr_scale.logs.contract import list_parts, log_metadata
+    from dr_scale.logs.listing import list_parts, log_metadata
     from dr_scale.ope.estimators import ESTIMATORS
     from dr_scale.ope.evaluation import Evaluation, evaluate_log
     from dr_scale.reward.models import LinearRewardModel

@@ -33,7 +33,8 @@ from sklearn.linear_model import Ridge
 from dr_scale.experiments.visits.experiment import PAPER_FRACTIONS, Settings, load_parts, run_experiment
 from dr_scale.experiments.visits.job import embedded_dataset
 from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
-from dr_scale.logs.contract import features_to_csr, list_parts
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.sparse import features_to_csr
 from dr_scale.outofcore.lanczos import orient
 from dr_scale.outofcore.passes import spill_folder
 

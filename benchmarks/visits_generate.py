@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from dr_scale.logs.contract import csr_to_features, with_log_metadata
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import with_log_metadata
 from dr_scale.synthetic.visits import DEFAULT_FEATURES, GlobalModel, generate_part, global_model
 
 

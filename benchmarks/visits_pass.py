@@ -43,7 +43,8 @@ from dr_scale.experiments.visits.experiment import fit_sampler, load_parts
 from dr_scale.experiments.visits.job import embedded_dataset
 from dr_scale.experiments.visits.logged import full_data_sums, write_logged_view
 from dr_scale.experiments.visits.sampler import propensity
-from dr_scale.logs.contract import list_parts, read_partition
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.reading import read_partition
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation
 from dr_scale.outofcore.compute import compute

@@ -46,7 +46,10 @@ _API: dict[str, tuple[str, ...]] = {
     # learning a policy from a log (paper Sec. 4)
     "dr_scale.learning.learn": ("LearnSettings", "learn_policy"),
     # the logged-data contract, and raw tables into it
-    "dr_scale.logs.contract": ("read_log", "write_log", "Partition", "LogDataError", "Catalogue", "read_catalogue"),
+    "dr_scale.logs.contract": ("Partition", "LogDataError"),
+    "dr_scale.logs.reading": ("read_log",),
+    "dr_scale.logs.writing": ("write_log",),
+    "dr_scale.logs.catalogue": ("Catalogue", "read_catalogue"),
     "dr_scale.logs.filters": ("LogFilter",),
     "dr_scale.logs.opened": ("OpenedLog", "open_log"),
     "dr_scale.logs.importing": ("import_log", "ImportSummary", "from_pandas", "from_dask"),

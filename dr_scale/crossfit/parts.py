@@ -17,7 +17,9 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import LogDataError, binary_csr, read_partition
+from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.reading import read_partition
+from dr_scale.logs.sparse import binary_csr
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.passes import Held, PartSet
 

@@ -1,9 +1,9 @@
 """Which rows of a log to read: a range of days and a keyed train/test split (:class:`LogFilter`).
 
 Every reader of the log contract applies a filter in the same place
-(:func:`dr_scale.logs.contract.list_parts` keeps the part files of the chosen days,
-:func:`~dr_scale.logs.contract.read_partition` and
-:func:`~dr_scale.logs.contract.partition_from_table` keep the chosen rows of a part), so the
+(:func:`dr_scale.logs.listing.list_parts` keeps the part files of the chosen days,
+:func:`~dr_scale.logs.reading.read_partition` and
+:func:`~dr_scale.logs.reading.partition_from_table` keep the chosen rows of a part), so the
 commands, the Python API, a local run and a cluster select the same rows.
 
 **Days.** ``days="2019-11-24:2019-11-28"`` keeps the part files under a hive-style

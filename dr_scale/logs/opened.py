@@ -1,10 +1,10 @@
 """One log, opened once: its URL, storage options and filter, its parts listed and its footers read once.
 
 :func:`open_log` gives an :class:`OpenedLog`, which every function taking a log accepts in place of its URL
-(:func:`~dr_scale.logs.contract.list_parts`, :func:`~dr_scale.logs.contract.log_metadata`,
-:func:`~dr_scale.logs.contract.has_propensity`, :func:`~dr_scale.logs.contract.log_footprint`,
-:func:`~dr_scale.logs.contract.action_vocabulary`, :func:`~dr_scale.logs.contract.read_catalogue`,
-:func:`~dr_scale.logs.contract.read_log`, the fitters, the evaluator, the learners and the report): a command
+(:func:`~dr_scale.logs.listing.list_parts`, :func:`~dr_scale.logs.listing.log_metadata`,
+:func:`~dr_scale.logs.listing.has_propensity`, :func:`~dr_scale.logs.listing.log_footprint`,
+:func:`~dr_scale.logs.listing.action_vocabulary`, :func:`~dr_scale.logs.catalogue.read_catalogue`,
+:func:`~dr_scale.logs.reading.read_log`, the fitters, the evaluator, the learners and the report): a command
 opens its log once, and each fact of the log costs one round trip to the store in the whole command
 (each part's footer at most one read besides the reads of its rows; docs/benchmarks.md counts them on S3).
 
@@ -21,20 +21,19 @@ import threading
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import url_to_fs
-from dr_scale.logs.contract import (
-    Catalogue,
+from dr_scale.logs.catalogue import Catalogue, read_catalogue
+from dr_scale.logs.contract import Partition
+from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.listing import (
     Footprint,
     ListedLog,
-    Partition,
     action_vocabulary,
     footprint_of,
     list_parts,
-    read_catalogue,
     read_footer,
-    read_partition,
     schema_facts,
 )
-from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.reading import read_partition
 
 #: What the state of a pickled log keeps (the rest is read again where needed).
 _PICKLED = ("url", "log_filter", "_fs", "_parts")
@@ -67,7 +66,7 @@ class OpenedLog(ListedLog):
         has the ``propensity`` column.
     footprint
         Rows, largest feature id and action of the whole log from its footers
-        (:class:`~dr_scale.logs.contract.Footprint`).
+        (:class:`~dr_scale.logs.listing.Footprint`).
     vocabulary, catalogue
         The action vocabulary and the action catalogue at the log's root, or None.
     fingerprint
@@ -113,7 +112,7 @@ class OpenedLog(ListedLog):
 
     # -- the listing ---------------------------------------------------------------------------------
     def listing(self) -> tuple[object, list]:
-        """(the filesystem, the part files), listed on first use (:func:`~dr_scale.logs.contract.list_parts`), past
+        """(the filesystem, the part files), listed on first use (:func:`~dr_scale.logs.listing.list_parts`), past
         any listing an earlier reader of the store in this process left in the filesystem's cache."""
         if self._parts is None:
             with self._lock:
@@ -135,7 +134,7 @@ class OpenedLog(ListedLog):
         return [str(p) for p in self.parts]
 
     def read(self, part, **kwargs) -> Partition:
-        """One part read and validated with this log's filter (:func:`~dr_scale.logs.contract.read_partition`)."""
+        """One part read and validated with this log's filter (:func:`~dr_scale.logs.reading.read_partition`)."""
         return read_partition(self.fs, str(part), log_filter=self.log_filter, **kwargs)
 
     # -- the footers -----------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from pydantic import Field, field_validator
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.config import ConfigError, Model, read_config_file, validate
-from dr_scale.logs.contract import CATALOGUE_FILE  # noqa: F401 - the optional item catalogue beside a log
+from dr_scale.logs.catalogue import CATALOGUE_FILE  # noqa: F401 - the optional item catalogue beside a log
 
 #: The file stored beside an imported log: the vocabulary and the hashing spec.
 SPEC_VERSION = 1
@@ -316,7 +316,7 @@ class Vocabulary:
 
 
 def saved_spec(spec: ImportSpec, columns: Columns, vocabulary: Vocabulary) -> dict:
-    """The document stored as :data:`dr_scale.logs.contract.SPEC_FILE` beside a log: what a later import needs."""
+    """The document stored as :data:`dr_scale.logs.listing.SPEC_FILE` beside a log: what a later import needs."""
     return {
         "version": SPEC_VERSION,
         "hashing": {"library": HASH_LIBRARY, "function": "MurmurHash3_x86_32", "seed": 0,

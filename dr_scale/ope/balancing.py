@@ -32,8 +32,9 @@ from dr_scale.crossfit.engine import fit_log, fit_parts
 from dr_scale.crossfit.parts import GroupedPart, LogPart, fold_of, group
 from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.config import penalty
-from dr_scale.logs.contract import Partition, read_partition
+from dr_scale.logs.contract import Partition
 from dr_scale.logs.opened import open_log
+from dr_scale.logs.reading import read_partition
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.policies import Policy, parse_policy
 from dr_scale.reward.fitting import LogisticObjective

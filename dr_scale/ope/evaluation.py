@@ -24,19 +24,13 @@ import pyarrow as pa
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.keyed_random import row_hash
 from dr_scale.core.numbers import estimate, number
-from dr_scale.logs.contract import (
-    SPEC_FILE,
-    Catalogue,
-    LogDataError,
-    Partition,
-    numeric_values,
-    partition_from_table,
-    propensity_fault,
-    read_partition,
-    table_from_pandas,
-)
+from dr_scale.logs.catalogue import Catalogue
+from dr_scale.logs.contract import LogDataError, Partition, numeric_values, propensity_fault
 from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.opened import OpenedLog, open_log
+from dr_scale.logs.reading import partition_from_table, read_partition
+from dr_scale.logs.writing import table_from_pandas
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import (
     Difference,

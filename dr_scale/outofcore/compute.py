@@ -52,7 +52,7 @@ WORKER_CONFIG = {
 #: What a ``LocalCluster``'s worker processes import once, in the one process they are forked from
 #: (:func:`_forked_workers`), instead of each on its own: Dask's worker (about 0.6 s of CPU), the data
 #: contract's readers (pyarrow, fsspec) and the pass engine with numpy and scipy.sparse.
-WORKER_PRELOAD = ("distributed", "scipy.sparse", "dr_scale.logs.contract", "dr_scale.outofcore.passes")
+WORKER_PRELOAD = ("distributed", "scipy.sparse", "dr_scale.logs.reading", "dr_scale.outofcore.passes")
 
 #: Dask config key of the memory limit of each ``--local-workers`` worker (default ``"auto"``: the machine's
 #: memory over the workers; environment ``DASK_DR_SCALE__WORKER_MEMORY_LIMIT=6GiB``). Beyond 70% of it a

@@ -7,7 +7,7 @@ probabilities, one action per row, each row's listed actions, or a uniform mixtu
 behind it). The kinds (``spec`` holds the grammar):
 
 * ``constant:A`` — always action A (the paper's visits experiment uses π ≡ 1); on a log with
-  an action vocabulary (:func:`dr_scale.logs.contract.action_vocabulary`) A is the action's own
+  an action vocabulary (:func:`dr_scale.logs.listing.action_vocabulary`) A is the action's own
   value (``constant:item_42``), and ``constant:#N`` is the action with id N on any log;
 * ``topk:A,B,…`` — uniform over the listed actions (values or ``#N`` ids, as ``constant``):
   π(a|x) = 1/m for each of the m listed actions;

@@ -7,7 +7,8 @@ import hashlib
 
 import numpy as np
 
-from dr_scale.logs.contract import LogDataError, Partition, check_target_actions
+from dr_scale.logs.contract import LogDataError, Partition
+from dr_scale.logs.targets import check_target_actions
 from dr_scale.policies.distributions import ActionDistribution
 
 

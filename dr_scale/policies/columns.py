@@ -1,10 +1,25 @@
-"""Policies stored in the log, one decision per row: an action column, a probabilities column, listed actions."""
+"""Policies stored in the log, one decision per row: an action column, a probabilities column, listed actions.
+
+The first two read the contract's target-policy columns (:mod:`dr_scale.logs.targets`); the listed actions are
+a list<struct<action, prob>> column, read by :func:`sparse_target_lists` and written by :func:`sparse_target_column`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dr_scale.logs.contract import first_list_length, sparse_target_lists, target_actions, target_probabilities
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dr_scale.logs.contract import LogDataError, Partition, combined, first_bad, first_null, is_number
+from dr_scale.logs.targets import (
+    check_distributions,
+    check_target_actions,
+    first_list_length,
+    target_actions,
+    target_probabilities,
+)
 from dr_scale.policies.base import Policy
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs, SparseProbs
 
@@ -101,7 +116,7 @@ class ProbsColumnPolicy(Policy):
 class SparsePolicy(Policy):
     """A policy stored per row as the actions it may take with their probabilities: spec ``sparse:NAME``.
 
-    The column NAME is a list<struct<action: int, prob: float>> (:func:`dr_scale.logs.contract.sparse_target_lists`):
+    The column NAME is a list<struct<action: int, prob: float>> (:func:`sparse_target_lists`):
     row i's pairs (a, π(a|x_i)), the probabilities summing to 1, every action not listed at probability 0.
     Its distribution is :class:`~dr_scale.policies.distributions.SparseProbs`: O(n·K) for lists of at most K
     actions, whatever k.
@@ -133,3 +148,69 @@ class SparsePolicy(Policy):
 
     def __str__(self):
         return f"sparse:{self.column}"
+
+
+#: The struct fields of a sparse target-policy column: list<struct<action: integer, prob: floating>>.
+SPARSE_FIELDS = ("action", "prob")
+
+
+def sparse_target_lists(part: Partition, column: str, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """A policy's listed actions and their probabilities per row, from ``column`` (list<struct<action, prob>>).
+
+    Returns ``(actions, probs)``, both (n, K) with K the longest list; shorter rows are padded with action 0 at
+    probability 0. Each row's probabilities must be a distribution (:func:`check_distributions`), its actions in
+    [0, k) when k is known, each listed at most once. Memory is O(n·K), whatever the number of actions k.
+    """
+    col = combined(part.table.column(column))
+    typ = col.type
+    ok = (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and pa.types.is_struct(typ.value_type)
+    names = [typ.value_type.field(i).name for i in range(typ.value_type.num_fields)] if ok else []
+    if not ok or not set(SPARSE_FIELDS) <= set(names) \
+            or not pa.types.is_integer(typ.value_type.field("action").type) \
+            or not is_number(typ.value_type.field("prob").type):
+        raise LogDataError(part.source, column, f"wrong type {typ}: sparse: policies read a "
+                                                "list<struct<action: int, prob: float>> per row")
+    if col.null_count:
+        raise LogDataError(part.source, column, "null list", int(part.row_id[first_null(col)]))
+    flat = pc.list_flatten(col)
+    offsets = (col.offsets.to_numpy() - col.offsets[0].as_py()).astype(np.int64)
+    n = len(col)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0))
+    if n and width == 0 or (lengths == 0).any():
+        row = int(np.flatnonzero(lengths == 0)[0]) if n else 0
+        raise LogDataError(part.source, column, "an empty list of actions", int(part.row_id[row]))
+    action_flat, prob_flat = flat.field("action"), flat.field("prob")
+    for values, name in ((action_flat, "action"), (prob_flat, "prob")):
+        if values.null_count:
+            row = int(np.searchsorted(offsets, first_null(values), side="right") - 1)
+            raise LogDataError(part.source, column, f"null {name}", int(part.row_id[row]))
+    row_of = np.repeat(np.arange(n), lengths)
+    slot = np.arange(len(flat)) - offsets[row_of]
+    actions = np.zeros((n, width), dtype=np.int64)
+    probs = np.zeros((n, width))
+    actions[row_of, slot] = action_flat.to_numpy(zero_copy_only=False)
+    probs[row_of, slot] = prob_flat.to_numpy(zero_copy_only=False)
+    if k is not None:
+        check_target_actions(actions.ravel(), k, part.source, column, np.repeat(part.row_id, width))
+    elif actions.size and actions.min() < 0:
+        check_target_actions(actions.ravel(), np.iinfo(np.int64).max, part.source, column,
+                             np.repeat(part.row_id, width))
+    check_distributions(probs, part.source, column, part.row_id)
+    if width > 1:
+        ordered = np.sort(np.where(probs > 0, actions, -1 - np.arange(width)), axis=1)
+        repeated = (np.diff(ordered, axis=1) == 0).any(axis=1)
+        if repeated.any():
+            raise LogDataError(part.source, column, "an action listed twice", first_bad(repeated, part.row_id))
+    return actions, probs
+
+
+def sparse_target_column(actions: np.ndarray, probs: np.ndarray) -> pa.Array:
+    """The list<struct<action: int64, prob: float64>> column of (n, K) ``actions`` and ``probs`` (slots of
+    probability 0 dropped): what :func:`sparse_target_lists` reads."""
+    keep = probs > 0
+    offsets = np.zeros(actions.shape[0] + 1, dtype=np.int32)
+    np.cumsum(keep.sum(axis=1), out=offsets[1:])
+    values = pa.StructArray.from_arrays([pa.array(actions[keep].astype(np.int64)), pa.array(probs[keep])],
+                                        names=list(SPARSE_FIELDS))
+    return pa.ListArray.from_arrays(pa.array(offsets), values)

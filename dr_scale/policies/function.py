@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import check_distributions
+from dr_scale.logs.targets import check_distributions
 from dr_scale.policies.base import Policy
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
 

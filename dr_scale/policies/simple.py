@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import SPEC_FILE
+from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.policies.base import Policy
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, SparseProbs, UniformMixture
 

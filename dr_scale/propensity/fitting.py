@@ -37,7 +37,7 @@ from scipy.special import logsumexp
 from dr_scale.crossfit.engine import Objective, Solved, fit_log, fit_parts
 from dr_scale.crossfit.parts import Fits, GroupedPart, LogPart, present_columns
 from dr_scale.crossfit.settings import FitSettings, Stages
-from dr_scale.logs.contract import partition_from_table, read_table
+from dr_scale.logs.reading import partition_from_table, read_table
 from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.propensity.model import PropensityModel
@@ -261,7 +261,7 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     >>> model = fit_propensity_model(logs, FitSettings(folds=2, lam=10.0))
     >>> model.coef.shape, model.folds, model.metadata["rows_per_action"]
     ((100, 3), 2, [843, 828, 329])
-    >>> from dr_scale.logs.contract import read_log
+    >>> from dr_scale.logs.reading import read_log
     >>> part = read_log(logs)[0]
     >>> p = model.predict_proba(part.X, row_id=part.row_id)  # each row by the fold model that did not see it
     >>> p.shape, bool(abs(p.sum(axis=1) - 1).max() < 1e-12)

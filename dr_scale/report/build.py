@@ -20,7 +20,9 @@ from typing import Any, cast
 import dask
 
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, log_metadata, read_partition
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError
+from dr_scale.logs.listing import log_metadata
+from dr_scale.logs.reading import read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.mergeable import Mergeable, merge_all

@@ -89,7 +89,7 @@ def check_policies_fit(evaluations: dict[str, Evaluation], pf: PoliciesFile) -> 
 def check_propensities(evaluations: dict[str, Evaluation], fs, parts, logs: str) -> None:
     """A log share without propensities, where an estimator needs them and no propensity model is given: one line
     (exit 2) before any partition is read, not every partition reported bad."""
-    from dr_scale.logs.contract import has_propensity
+    from dr_scale.logs.listing import has_propensity
 
     if not parts or has_propensity(fs, min(parts, key=lambda p: p.path).path):
         return

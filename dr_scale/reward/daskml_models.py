@@ -32,7 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from dr_scale.logs.contract import list_parts, log_metadata, read_partition
+from dr_scale.logs.listing import list_parts, log_metadata
+from dr_scale.logs.reading import read_partition
 from dr_scale.outofcore.compute import compute
 from dr_scale.reward.sklearn_models import SklearnRewardModel
 

@@ -78,7 +78,7 @@ from dr_scale.crossfit.settings import (  # noqa: F401 — the settings, re-expo
     check_int,
     check_lam,
 )
-from dr_scale.logs.contract import action_vocabulary
+from dr_scale.logs.listing import action_vocabulary
 from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_product

@@ -2,7 +2,7 @@
 
     ρ̂(x, a) = b + x·β_x + f_a·β_f + x·B·f_a
 
-with f_a the action's features (the log's action catalogue, :class:`~dr_scale.logs.contract.Catalogue`),
+with f_a the action's features (the log's action catalogue, :class:`~dr_scale.logs.catalogue.Catalogue`),
 so the parameter count, 1 + d + D_A + d·D_A, does not grow with the number of actions k. Fitted by
 ridge regression on the logged rows' features φ(x_i, a_i) = (x_i, f_{a_i}, x_i ⊗ f_{a_i}),
 
@@ -285,7 +285,7 @@ class SharedLogisticRewardModel(SharedRidgeRewardModel):
 def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = None) -> None:
     """:func:`check_model_catalogue` of each (model, name) pair against the catalogue of the log at ``logs``, read
     once and only if a model is a shared one."""
-    from dr_scale.logs.contract import read_catalogue
+    from dr_scale.logs.catalogue import read_catalogue
 
     shared = [(m, name) for m, name in models if isinstance(m, SharedRidgeRewardModel)]
     if shared:
@@ -548,7 +548,8 @@ def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
     """(fs, the log's part paths, its action catalogue); a log without a catalogue is a
     :class:`~dr_scale.core.errors.UserError` saying what ``needs`` it."""
     from dr_scale.core.errors import UserError
-    from dr_scale.logs.contract import list_parts, read_catalogue
+    from dr_scale.logs.catalogue import read_catalogue
+    from dr_scale.logs.listing import list_parts
 
     fs, paths = list_parts(logs, storage_options)  # a missing log is said as such, before its catalogue
     catalogue = read_catalogue(logs, storage_options)
@@ -603,7 +604,7 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
     >>> folder.cleanup()
     """
-    from dr_scale.logs.contract import action_vocabulary
+    from dr_scale.logs.listing import action_vocabulary
 
     if settings is not None and not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, got {type(settings).__name__}")

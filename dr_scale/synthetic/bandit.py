@@ -48,7 +48,8 @@ from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
-from dr_scale.logs.contract import binary_csr, compact_index, with_log_metadata
+from dr_scale.logs.sparse import binary_csr, compact_index
+from dr_scale.logs.writing import with_log_metadata
 from dr_scale.outofcore.compute import compute
 
 #: Bump when the generator's output changes for the same options.

@@ -19,7 +19,8 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.models import LinearRewardModel
 
 N_FEATURES, N_ACTIONS, ROWS_PER_DAY, DAYS = 50, 3, 2000, 7

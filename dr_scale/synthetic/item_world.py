@@ -8,7 +8,7 @@ binary features in 40 fields). The world's parameters, drawn from ``default_rng(
   features are active per row, so z's entries are ≈ N(0, 1));
 * L category centroids g_c ∈ R^{D_A}, N(0, I); each action a has the category (its embedding)
   e(a) ∈ {0 … L−1} (a balanced random assignment, k ≥ L) and the features f_a = g_{e(a)} + 0.5 ξ_a,
-  ξ_a ~ N(0, I) — the *catalogue*, written to ``_actions.parquet`` (:class:`~dr_scale.logs.contract.Catalogue`);
+  ξ_a ~ N(0, I) — the *catalogue*, written to ``_actions.parquet`` (:class:`~dr_scale.logs.catalogue.Catalogue`);
 * the reward r ~ Bernoulli(q(x, a)), q(x, a) = σ(b + γ z(x)·g_{e(a)} / √D_A), b = −1, γ = 1.5: the
   reward depends on the item through its category only (MIPS's no-direct-effect assumption, Saito &
   Joachims 2022), so the categories carry all the item's effect;
@@ -47,9 +47,12 @@ from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
-from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, Partition, sparse_target_column, with_log_metadata
+from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
+from dr_scale.logs.contract import Partition
+from dr_scale.logs.writing import with_log_metadata
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies import ItemScorerPolicy
+from dr_scale.policies.columns import sparse_target_column
 from dr_scale.synthetic.bandit import MANIFEST, make_world, part_paths
 
 GENERATOR_VERSION = 1

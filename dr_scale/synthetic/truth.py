@@ -15,7 +15,9 @@ import dask
 import numpy as np
 import pyarrow.compute as pc
 
-from dr_scale.logs.contract import LogDataError, combined, list_parts, log_metadata, read_partition
+from dr_scale.logs.contract import LogDataError, combined
+from dr_scale.logs.listing import list_parts, log_metadata
+from dr_scale.logs.reading import read_partition
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies import ArrayValues, Policy, parse_policy
 

@@ -46,7 +46,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
-from dr_scale.logs.contract import with_log_metadata, write_parquet
+from dr_scale.logs.writing import with_log_metadata, write_parquet
 from dr_scale.outofcore.compute import compute
 
 #: Bump when the generator's output changes, so cached sets are regenerated.

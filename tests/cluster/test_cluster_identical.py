@@ -20,7 +20,7 @@ import pytest
 from conftest import evaluation
 from distributed.protocol.pickle import dumps
 
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import evaluate_log, log_states
 from dr_scale.outofcore.mergeable import tree_reduce
 from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES

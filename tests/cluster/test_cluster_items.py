@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dr_scale.logs.contract import read_catalogue
+from dr_scale.logs.catalogue import read_catalogue
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.synthetic.item_world import generate_item_bandit
 from tests.conftest import cli

@@ -26,7 +26,9 @@ from conftest import cli, error_line
 
 from dr_scale.cli import main
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import LogDataError, csr_to_features, write_log
+from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.models import LinearRewardModel
 
 D, K = 6, 3

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.models import LinearRewardModel
 
 N, D, K = 60, 5, 3

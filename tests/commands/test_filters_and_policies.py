@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import read_log
 from dr_scale.logs.filters import LogFilter, in_test
+from dr_scale.logs.reading import read_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import LinearPolicy
 from dr_scale.reward.models import LinearRewardModel

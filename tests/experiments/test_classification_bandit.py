@@ -7,7 +7,8 @@ import pytest
 
 from dr_scale.experiments.classification.bandit import log_actions, losses_from_labels, to_bandit
 from dr_scale.experiments.classification.loss_models import PerActionRidge
-from dr_scale.logs.contract import partition_from_table, read_log, write_log
+from dr_scale.logs.reading import partition_from_table, read_log
+from dr_scale.logs.writing import write_log
 
 
 def _problem(n=60, d=3, k=4, seed=0):

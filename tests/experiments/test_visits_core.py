@@ -11,7 +11,7 @@ from dr_scale.core import keyed_random
 from dr_scale.experiments.visits.data import part_from_arrays
 from dr_scale.experiments.visits.pca import RowSample, first_component
 from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
-from dr_scale.logs.contract import features_to_csr
+from dr_scale.logs.sparse import features_to_csr
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.synthetic import visits as generate
 

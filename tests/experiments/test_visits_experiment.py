@@ -25,7 +25,8 @@ from scipy.stats import norm
 from dr_scale.cli import main
 from dr_scale.experiments.visits.experiment import Settings, load_parts, run_experiment
 from dr_scale.experiments.visits.sampler import logging_actions, memberships
-from dr_scale.logs.contract import features_to_csr, write_parquet
+from dr_scale.logs.sparse import features_to_csr
+from dr_scale.logs.writing import write_parquet
 from dr_scale.ope.estimators import IPS, DoublyRobust
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import Spilled, spill_folder, task_count
@@ -178,7 +179,7 @@ def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
 def test_logged_view_is_a_valid_log_matching_the_full_data_pass(visits_sets, tmp_path, capsys):
     from dr_scale.experiments.visits.experiment import fit_sampler
     from dr_scale.experiments.visits.logged import full_data_sums, logging_draw, write_logged_view
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
     from dr_scale.ope.estimators import IPS
 
     parts = load_parts(visits_sets[1])

@@ -14,14 +14,10 @@ import scipy.sparse as sp
 from dr_scale.cli import build_parser, main
 from dr_scale.commands.common import option_flags
 from dr_scale.core.errors import ParameterError, UserError, describe
-from dr_scale.logs.contract import (
-    MIN_PROPENSITY,
-    ROW_SUM_TOLERANCE,
-    LogDataError,
-    csr_to_features,
-    partition_from_table,
-    write_log,
-)
+from dr_scale.logs.contract import MIN_PROPENSITY, ROW_SUM_TOLERANCE, LogDataError
+from dr_scale.logs.reading import partition_from_table
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.estimators import IPS
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.policies import ProbsColumnPolicy
@@ -148,8 +144,8 @@ def test_one_propensity_rule_for_arrays_and_logs(tmp_path, propensity):
 
 
 def test_the_log_contract_imports_nothing_from_the_policies():
-    """logdata checks its target columns itself: importing it loads no policy code (no import cycle)."""
-    code = "import sys, dr_scale.logs.contract; print('dr_scale.policies' in sys.modules)"
+    """The writer checks the target columns itself (logs.targets): importing it loads no policy code (no cycle)."""
+    code = "import sys, dr_scale.logs.writing; print('dr_scale.policies' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -234,7 +230,7 @@ def test_write_log_refuses_a_dataframe_and_names_the_conversion(tmp_path):
 
 
 def test_read_log_refuses_unknown_options_and_a_column_name_as_a_string(example_log):
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
 
     with pytest.raises(ParameterError, match="read_log has no parameter 'columns'"):
         read_log(example_log, columns=["target_action"])

@@ -21,7 +21,7 @@ import pytest
 import scipy.sparse as sp
 
 from dr_scale.learning.learn import LearnSettings, learn_policy
-from dr_scale.logs.contract import read_log
+from dr_scale.logs.reading import read_log
 from dr_scale.outofcore import ridge
 from dr_scale.synthetic.bandit import generate_bandit
 

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from dr_scale import Evaluation, evaluate_log
 from dr_scale.learning.scorer import _all_pairs_gram, learn_item_scorer
-from dr_scale.logs.contract import Partition, read_log
+from dr_scale.logs.contract import Partition
+from dr_scale.logs.reading import read_log
 from dr_scale.policies import ItemScorerPolicy
 from dr_scale.synthetic.item_world import generate_item_bandit, make_item_world
 from tests.conftest import cli, error_line

@@ -6,15 +6,11 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.logs.contract import (
-    LogDataError,
-    csr_to_features,
-    features_to_csr,
-    list_parts,
-    read_log,
-    read_partition,
-    write_log,
-)
+from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.listing import list_parts
+from dr_scale.logs.reading import read_log, read_partition
+from dr_scale.logs.sparse import csr_to_features, features_to_csr
+from dr_scale.logs.writing import write_log
 
 
 def good_table(n=50, d=20, k=3, seed=0, values=False):
@@ -172,14 +168,14 @@ def test_unreadable_and_missing_files(tmp_path):
 
 
 def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
-    import dr_scale.logs.contract as logdata
+    import dr_scale.logs.writing as writing
 
     table, _ = good_table()
 
     def explode(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(logdata.pq, "write_table", explode)
+    monkeypatch.setattr(writing.pq, "write_table", explode)
     with pytest.raises(RuntimeError):
         write_log(table, str(tmp_path / "one.parquet"))
     assert list(tmp_path.iterdir()) == []

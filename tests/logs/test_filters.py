@@ -9,9 +9,12 @@ import pytest
 from conftest import evaluation
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.logs.contract import LogDataError, list_parts, partition_from_table, read_log, write_log
+from dr_scale.logs.contract import LogDataError
 from dr_scale.logs.filters import DayRange, LogFilter, PartFile, in_test, log_root
+from dr_scale.logs.listing import list_parts
 from dr_scale.logs.opened import OpenedLog, open_log
+from dr_scale.logs.reading import partition_from_table, read_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import evaluate_dataframe, evaluate_log
 from dr_scale.reward.models import fold_of
 from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES, example_paths

@@ -25,9 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import SPEC_FILE, read_log, write_log
 from dr_scale.logs.importing import from_dask, from_pandas, import_log
+from dr_scale.logs.listing import SPEC_FILE
+from dr_scale.logs.reading import read_log
 from dr_scale.logs.spec import hash_keys
+from dr_scale.logs.writing import write_log
 
 OBD = Path(__file__).parents[1] / "fixtures" / "obd"
 K = 80

@@ -8,17 +8,11 @@ from pathlib import Path
 import pytest
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.logs.contract import (
-    action_vocabulary,
-    has_propensity,
-    list_parts,
-    log_footprint,
-    log_metadata,
-    read_catalogue,
-    write_log,
-)
+from dr_scale.logs.catalogue import read_catalogue
 from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.listing import action_vocabulary, has_propensity, list_parts, log_footprint, log_metadata
 from dr_scale.logs.opened import OpenedLog, open_log
+from dr_scale.logs.writing import write_log
 from dr_scale.synthetic.bandit import generate_bandit
 from dr_scale.synthetic.example import example_paths
 

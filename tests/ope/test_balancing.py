@@ -15,7 +15,9 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.logs.contract import Partition, csr_to_features, write_log
+from dr_scale.logs.contract import Partition
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.balancing import fit_balancing_model, fit_balancing_model_on_log
 from dr_scale.ope.estimators import BalancedIPW
 from dr_scale.ope.evaluation import Evaluation, evaluate_log

@@ -11,7 +11,9 @@ import pytest
 import scipy.sparse as sp
 from test_sparse_and_mips import ALL, small_log  # noqa: F401 — the fixture
 
-from dr_scale.logs.contract import CATALOGUE_FILE, Catalogue, csr_to_features, write_log, write_parquet
+from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log, write_parquet
 from dr_scale.ope.estimators import MIPS, ReplayMethod, make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import DenseProbs, SparseProbs, UniformMixture, parse_policy
@@ -67,7 +69,7 @@ def test_closed_form_equals_the_dense_probabilities(small_log, spec):  # noqa: F
 
 
 def test_distributions_are_closed_forms_and_dense_on_request(small_log):  # noqa: F811 — the fixture
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
 
     folder, a, _ = small_log
     part = read_log(str(folder), extra_columns=("target_probs", "top"))[0]
@@ -132,7 +134,7 @@ def test_uniform_with_a_reward_model_at_many_actions_predicts_by_blocks(tmp_path
     table = _large_log(tmp_path / "log", n, k)
     rng = np.random.default_rng(1)
     model = LinearRewardModel(coef=rng.normal(0, 0.1, (5, k)), intercept=rng.uniform(0.2, 0.6, k))
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
 
     parts = read_log(str(tmp_path / "log"))
     X = sp.vstack([p.X for p in parts]).tocsr()

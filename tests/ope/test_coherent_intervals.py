@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dr_scale.logs.contract import partition_from_table
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.ope.evaluation import LOGGING, Evaluation, evaluate_partitions
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.synthetic.bandit import generate_rows, make_world

@@ -12,7 +12,10 @@ from conftest import ALL_ESTIMATORS, evaluation
 
 from dr_scale.cli import main
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import LogDataError, csr_to_features, read_log, write_log
+from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.reading import read_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_dataframe, evaluate_log, evaluate_partitions
 from dr_scale.reward.models import LinearRewardModel
@@ -40,7 +43,7 @@ def numpy_result(table, model):
 
 
 def read_log_from_table(table):
-    from dr_scale.logs.contract import partition_from_table
+    from dr_scale.logs.reading import partition_from_table
 
     return [partition_from_table(table, "<memory>", N_FEATURES, N_ACTIONS)]
 

@@ -221,7 +221,7 @@ def _log_with_weights(example, tmp_path, n_parts):
     """The example log in ``n_parts`` parts with a column importance_weight: the target's weights times e^ε."""
     import pyarrow as pa
 
-    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.writing import write_log
     from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
 
     table, _, _ = example
@@ -264,7 +264,7 @@ def test_bipw_on_a_log_without_its_column_or_with_a_policy_baseline_is_refused(e
     code, _, err = cli(capsys, "evaluate", url, "--policy", "column:target_action", "--estimators", "BIPW",
                        "--baseline", "constant:0", "--no-progress")
     assert code == 2 and "compare with the baseline 'logging'" in error_line(err)
-    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.writing import write_log
     from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
 
     write_log(example[0], str(tmp_path / "bare"), n_features=N_FEATURES, n_actions=N_ACTIONS)

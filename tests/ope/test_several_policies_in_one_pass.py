@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import dr_scale.logs.contract as contract
+import dr_scale.logs.reading as reading
 from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Comparison, ComparisonResult, ComparisonState, Evaluation, evaluate_log
@@ -44,13 +44,13 @@ def test_a_comparison_equals_separate_runs(baseline):
 
 def test_a_dict_of_evaluations_reads_each_part_once(monkeypatch):
     reads = []
-    original = contract.read_table
+    original = reading.read_table
 
     def counting(fs, path, *args, **kwargs):
         reads.append(path)
         return original(fs, path, *args, **kwargs)
 
-    monkeypatch.setattr(contract, "read_table", counting)
+    monkeypatch.setattr(reading, "read_table", counting)
     result = evaluate_log(LOGS, {s: Evaluation(s) for s in SPECS})
     assert len(reads) == len(set(reads)) == 7  # one per part (7 days), for the four policies
     assert set(result.to_dict()["policies"]) == set(SPECS)
@@ -59,7 +59,7 @@ def test_a_dict_of_evaluations_reads_each_part_once(monkeypatch):
 
 def test_comparison_states_merge_and_round_trip():
     comparison = Comparison({s: Evaluation(s, n_actions=3) for s in SPECS[:2]})
-    parts = contract.read_log(LOGS, extra_columns=["target_action"])
+    parts = reading.read_log(LOGS, extra_columns=["target_action"])
     states = [comparison.state(p) for p in parts]
     total = states[0]
     for s in states[1:]:
@@ -85,8 +85,8 @@ def test_bad_comparisons_name_the_parameter(evaluations, baseline, words):
 def test_a_comparison_on_a_dask_dataframe_equals_the_log(tmp_path, example):
     import dask.dataframe as dd
 
-    from dr_scale.logs.contract import write_log
     from dr_scale.logs.filters import LogFilter
+    from dr_scale.logs.writing import write_log
     from dr_scale.ope.evaluation import evaluate_dataframe
     from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
 

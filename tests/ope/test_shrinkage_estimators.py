@@ -361,7 +361,7 @@ def test_parquet_parts_and_dask_equal_the_numpy_path(tmp_path, example):
     errors and chosen λ (a deterministic target: the per-row quantities come from its actions)."""
     import dask.dataframe as dd
 
-    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.writing import write_log
     from dr_scale.ope.evaluation import Evaluation, evaluate_dataframe, evaluate_log
     from dr_scale.synthetic.example import N_ACTIONS, N_FEATURES
 
@@ -374,7 +374,7 @@ def test_parquet_parts_and_dask_equal_the_numpy_path(tmp_path, example):
         results.append(evaluate_log(url, Evaluation("column:target_action", estimators, reward_model=model)))
     results.append(evaluate_dataframe(dd.read_parquet(str(tmp_path / "log7")),
                                       Evaluation("column:target_action", estimators, reward_model=model)))
-    from dr_scale.logs.contract import partition_from_table
+    from dr_scale.logs.reading import partition_from_table
 
     part = partition_from_table(table, "<memory>", N_FEATURES, N_ACTIONS)
     arrays = dict(reward=part.reward, action=part.action, propensity=part.propensity,

@@ -7,18 +7,14 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
-from dr_scale.logs.contract import (
-    CATALOGUE_FILE,
-    Catalogue,
-    LogDataError,
-    csr_to_features,
-    sparse_target_column,
-    write_log,
-    write_parquet,
-)
+from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
+from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log, write_parquet
 from dr_scale.ope.estimators import IPS, MIPS, SNIPS, SNMIPS, RowInputs, make_estimators, marginal_weights
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import ItemScorerPolicy, SparseProbs, parse_policy, top_k_softmax
+from dr_scale.policies.columns import sparse_target_column
 from dr_scale.reward.models import LinearRewardModel, predict_pairs
 
 ALL = ["DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR", "SwitchDR(tau=5)", "ClippedDR(max_weight=5)"]

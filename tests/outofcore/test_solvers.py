@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 from conftest import random_binary
 
-from dr_scale.logs.contract import binary_csr
+from dr_scale.logs.sparse import binary_csr
 from dr_scale.outofcore import products, ridge
 from dr_scale.outofcore.lanczos import leading_eigenpair
 from dr_scale.outofcore.passes import PartSet, tree_nodes

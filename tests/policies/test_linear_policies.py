@@ -9,7 +9,8 @@ import scipy.sparse as sp
 
 from dr_scale.cli import main
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import LinearPolicy, SoftmaxPolicy, parse_policy
 from dr_scale.report.policies_file import load_policies

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from dr_scale.core.errors import UserError
-from dr_scale.logs.contract import SPEC_FILE, action_vocabulary, read_log, write_log
+from dr_scale.logs.listing import SPEC_FILE, action_vocabulary
+from dr_scale.logs.reading import read_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import (

@@ -30,7 +30,7 @@ import pytest
 
 from dr_scale.crossfit.parts import LogPart, group
 from dr_scale.crossfit.settings import FitSettings
-from dr_scale.logs.contract import partition_from_table
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.passes import given as given_part
@@ -139,7 +139,7 @@ BIG_ROWS, BIG_D, BIG_K = 1_000_000, 1024, 10
 def test_estimated_propensities_correlate_with_the_true_ones_at_1m_rows(tmp_path):
     """The model class and the fitter at 1M rows: the full-data model (the fold models are fitted on 80% of the
     rows in the same passes, six times the work)."""
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
     from dr_scale.propensity.fitting import fit_propensity_model
     from dr_scale.synthetic.bandit import generate_bandit
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import cli
 
 from dr_scale.crossfit.settings import FitSettings
-from dr_scale.logs.contract import read_log
 from dr_scale.logs.importing import import_log
+from dr_scale.logs.reading import read_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.propensity.fitting import fit_propensity_model
 

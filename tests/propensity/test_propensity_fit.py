@@ -21,7 +21,8 @@ from dr_scale.core import keyed_random
 from dr_scale.crossfit.parts import fold_of
 from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.parameter_files import ParameterFileError
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.propensity.fitting import fit_propensity_model
 from dr_scale.propensity.model import PropensityModel
 from dr_scale.reward.models import LinearRewardModel

@@ -122,7 +122,7 @@ def test_bad_thresholds_are_named(data, message):
 # -- through the command --------------------------------------------------------------------------------------
 def write_stream(root, seed: int, days: int, stop: bool) -> str:
     """A stream's days as a date-partitioned log (the context as the one active feature; π in ``target_action``)."""
-    from dr_scale.logs.contract import write_log
+    from dr_scale.logs.writing import write_log
 
     logs = str(root / "logs")
     stream = daily_logs(WORLD, days=days, rows_per_day=ROWS, seed=seed, stop_action=STOP_ACTION if stop else None,

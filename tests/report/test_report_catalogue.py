@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dr_scale.logs.contract import CATALOGUE_FILE, read_catalogue, write_parquet
+from dr_scale.logs.catalogue import CATALOGUE_FILE, read_catalogue
+from dr_scale.logs.writing import write_parquet
 from dr_scale.ope.diagnostics import UNLOGGED_EXAMPLES
 from dr_scale.report.make import make_report
 from dr_scale.report.policies_file import parse_policies

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation
 from dr_scale.report.build import build_states, fill_dimensions
 from dr_scale.report.make import evaluations_of

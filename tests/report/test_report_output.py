@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.report import render
 from dr_scale.report.build import build_states

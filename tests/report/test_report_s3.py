@@ -16,7 +16,7 @@ import s3fs
 from s3_server import s3_bucket, s3_endpoint  # noqa: F401 - fixtures
 
 from dr_scale.cli import main
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.report.make import compute_report
 from dr_scale.reward.models import LinearRewardModel

@@ -9,7 +9,8 @@ from sklearn.linear_model import Ridge
 from sklearn.tree import DecisionTreeRegressor
 from test_fitting import D, K, N, make_log
 
-from dr_scale.logs.contract import read_log, write_log
+from dr_scale.logs.reading import read_log
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.reward.fitting import FitSettings, UnloggedActionWarning, fit_reward_model
 from dr_scale.reward.models import fold_of

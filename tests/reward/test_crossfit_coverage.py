@@ -25,7 +25,7 @@ import pytest
 import scipy.linalg
 from threadpoolctl import threadpool_limits
 
-from dr_scale.logs.contract import partition_from_table
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.reward.fitting import FitSettings, fit_reward_model

@@ -8,7 +8,7 @@ import pytest
 from sklearn.linear_model import SGDRegressor
 from test_fitting import D, K, make_log
 
-from dr_scale.logs.contract import write_log
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.daskml_models import incremental_reward_model, predict_log
 
 

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 
 from dr_scale.cli import main
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.fitting import SAMPLE_PURPOSE, FitSettings, UnloggedActionWarning, fit_reward_model
 from dr_scale.reward.models import LinearRewardModel, fold_of
 

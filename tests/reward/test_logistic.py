@@ -20,7 +20,8 @@ from dr_scale.cli import main
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
 from dr_scale.io.parameter_files import ParameterFileError
-from dr_scale.logs.contract import csr_to_features, write_log
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import write_log
 from dr_scale.reward.fitting import FitSettings, SeparatedRewardsWarning, UnloggedActionWarning, fit_reward_model
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel, fold_of
 

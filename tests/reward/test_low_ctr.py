@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dr_scale.logs.contract import partition_from_table, write_log
+from dr_scale.logs.reading import partition_from_table
+from dr_scale.logs.writing import write_log
 from dr_scale.ope.estimators import make_estimators
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.reward.fitting import FitSettings, fit_reward_model

@@ -126,7 +126,7 @@ def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_l
                        "--no-progress")
     assert code == 0, err
     model = SharedRidgeRewardModel.load(str(out))
-    from dr_scale.logs.contract import read_log
+    from dr_scale.logs.reading import read_log
     from dr_scale.policies import parse_policy
 
     policy = parse_policy("sparse:target_topk")

@@ -54,7 +54,7 @@ def test_dr_on_the_item_world_with_the_shared_model(tmp_path):
     """On the item world (the reward depends on the item's category centroid, which its features carry), the
     shared model's held-out squared error beats the constant model's, and DR with it is near the truth."""
     from dr_scale import Evaluation, evaluate_partitions
-    from dr_scale.logs.contract import partition_from_table
+    from dr_scale.logs.reading import partition_from_table
     from dr_scale.synthetic.item_world import generate_item_rows, make_item_world
 
     world = make_item_world(3, 100, 1000, 4, 10, 10)

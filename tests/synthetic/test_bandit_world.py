@@ -10,7 +10,7 @@ import pytest
 
 from dr_scale.cli import main
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import read_log
+from dr_scale.logs.reading import read_log
 from dr_scale.synthetic.bandit import MANIFEST, WorldSettings, field_starts, generate_bandit, make_world, part_paths
 
 D, K = 512, 4

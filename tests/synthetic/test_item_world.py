@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dr_scale import Evaluation, evaluate_log
-from dr_scale.logs.contract import read_catalogue, read_log
+from dr_scale.logs.catalogue import read_catalogue
+from dr_scale.logs.reading import read_log
 from dr_scale.synthetic.item_world import generate_item_bandit, make_item_world
 from tests.conftest import cli, error_line
 
@@ -110,7 +111,7 @@ def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
     """100 logs of 2,000 rows (disjoint row ranges) of one world of 10^4 items in 20 categories: MIPS's rmse is at
     most half of IPS's, each log's error measured against the mean of its rows' truth."""
     from dr_scale import evaluate_partitions
-    from dr_scale.logs.contract import partition_from_table
+    from dr_scale.logs.reading import partition_from_table
     from dr_scale.synthetic.item_world import generate_item_rows
 
     world = make_item_world(11, 1000, 10_000, 8, 20, 10)

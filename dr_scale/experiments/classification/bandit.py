@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.logs.contract import csr_to_features
+from dr_scale.logs.sparse import csr_to_features
 
 LOGGING_PURPOSE = "classification-logging"
 

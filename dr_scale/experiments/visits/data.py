@@ -13,19 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dr_scale.logs.contract import (
-    LogDataError,
-    binary_csr,
-    check_feature_indices,
-    combined,
-    compact_index,
-    feature_arrays,
-    first_null,
-    list_parts,
-    log_metadata,
-    numeric_values,
-    read_table,
-)
+from dr_scale.logs.contract import LogDataError, check_feature_indices, combined, first_null, numeric_values
+from dr_scale.logs.listing import list_parts, log_metadata
+from dr_scale.logs.reading import read_table
+from dr_scale.logs.sparse import binary_csr, compact_index, feature_arrays
 from dr_scale.outofcore.passes import Held
 
 COLUMNS = ["row_id", "features", "visits"]

@@ -48,7 +48,7 @@ from dr_scale.experiments.visits.data import VisitsPart, read_visits_part, visit
 from dr_scale.experiments.visits.pca import first_component
 from dr_scale.experiments.visits.sampler import logging_actions, memberships, propensity
 from dr_scale.io.config import Model, NonNegativeInt, PositiveFinite, PositiveInt
-from dr_scale.logs.contract import binary_csr, compact_index, ones
+from dr_scale.logs.sparse import binary_csr, compact_index, ones
 from dr_scale.outofcore import ridge
 from dr_scale.outofcore.blocks import solve_in_blocks
 from dr_scale.outofcore.compute import compute

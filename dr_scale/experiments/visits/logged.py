@@ -21,7 +21,8 @@ from dr_scale.core import keyed_random
 from dr_scale.experiments.visits.data import VisitsPart
 from dr_scale.experiments.visits.sampler import propensity
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.logs.contract import csr_to_features, with_log_metadata, write_parquet
+from dr_scale.logs.sparse import csr_to_features
+from dr_scale.logs.writing import with_log_metadata, write_parquet
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.passes import PartSet, load_part
 

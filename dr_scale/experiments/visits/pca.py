@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
-from dr_scale.logs.contract import binary_csr
+from dr_scale.logs.sparse import binary_csr
 from dr_scale.outofcore.lanczos import leading_eigenpair, orient
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.progress import Passes

@@ -14,12 +14,14 @@ import pyarrow.parquet as pq
 
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError
-from dr_scale.logs.contract import CATALOGUE_FILE, LogDataError, write_parquet
+from dr_scale.logs.catalogue import CATALOGUE_FILE
+from dr_scale.logs.contract import LogDataError
 from dr_scale.logs.importing.convert import with_shape
 from dr_scale.logs.importing.features import hashed_features, list_column
 from dr_scale.logs.importing.fields import Rows, as_text, combined
 from dr_scale.logs.importing.raw import format_of
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary
+from dr_scale.logs.writing import write_parquet
 
 
 def read_items(spec: ImportSpec, spec_source: str, storage_options: dict | None = None):

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.logs.contract import Partition, partition_from_table
+from dr_scale.logs.contract import Partition
 from dr_scale.logs.importing.convert import convert_table
 from dr_scale.logs.importing.fields import as_text, combined
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, read_spec
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import atomic_write, interrupts_deferred, url_to_fs
 from dr_scale.io.strict_json import dumps
-from dr_scale.logs.contract import SPEC_FILE
 from dr_scale.logs.importing.convert import file_id_of
+from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.spec import load_saved
 
 

@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dr_scale.logs.contract import partition_from_table
 from dr_scale.logs.importing.convert import convert_table, with_shape
 from dr_scale.logs.importing.features import union
 from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.importing.raw import Block, RawTable, block_bytes, line_count, read_tables
+from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary
 
 

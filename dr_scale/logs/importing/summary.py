@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from dr_scale.logs.contract import CATALOGUE_FILE
+from dr_scale.logs.catalogue import CATALOGUE_FILE
 from dr_scale.logs.importing.features import collisions
 from dr_scale.logs.importing.passes import BlockStats
 from dr_scale.logs.spec import ImportSpec
