@@ -68,7 +68,7 @@ class LogPart(Held):
 
 
 def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
-    """Read one part through the logged-data contract (:func:`dr_scale.logs.contract.read_partition`)."""
+    """Read one part through the logged-data contract (:func:`dr_scale.logs.reading.read_partition`)."""
     part = read_partition(fs, path, n_features=n_features, n_actions=n_actions)
     too_big = np.flatnonzero(np.abs(part.reward) > MAX_ABS_REWARD)
     if too_big.size:
