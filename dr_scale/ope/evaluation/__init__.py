@@ -15,8 +15,10 @@ One module per idea:
 * :mod:`.states` — :class:`PolicyState`, one policy's mergeable state, and :class:`PartitionSource`, a part read
   into a state;
 * :mod:`.results` — :class:`EvaluationResult` and its rendering (:func:`estimate_dict`, ``to_dict``, ``table``);
-* :mod:`.specification` — :class:`Evaluation`, what is evaluated (frozen), and the rows it forms from π(· | x)
-  on a partition;
+* :mod:`.specification` — :class:`Evaluation`, what is evaluated (frozen), a partition's state and the result;
+* :mod:`.rows` — the per-row quantities an evaluation forms on a partition from π(· | x) as one
+  :class:`~dr_scale.policies.distributions.ActionDistribution`: p̂_i, w_i, ρ̂_π(x_i), ρ̂_{a_i}(x_i), the marginal
+  and importance weights;
 * :mod:`.comparison` — several policies on the same rows: :class:`Comparison`, :class:`ComparisonState`,
   :class:`ComparisonResult`;
 * :mod:`.reading` — an evaluation completed by the log's facts (:func:`with_log_defaults`) and run on a log

@@ -14,6 +14,7 @@ from dr_scale.core.numbers import estimate, number
 from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.ope.diagnostics import Coverage
 from dr_scale.ope.evaluation.results import EvaluationResult
+from dr_scale.ope.evaluation.rows import policy_rows, with_propensities
 from dr_scale.ope.evaluation.specification import LOGGING, Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
 
@@ -193,10 +194,10 @@ class Comparison(PartitionSource):
         for e in paired.values():
             key = (id(e.propensity_model), e.propensity_floor)
             if key not in estimated:
-                estimated[key] = e.with_propensities(part)
+                estimated[key] = with_propensities(e, part)
         parts = {n: estimated[id(e.propensity_model), e.propensity_floor] for n, e in paired.items()}
         with np.errstate(over="ignore", invalid="ignore"):
-            inputs = {n: e._inputs(parts[n][0]) for n, e in paired.items()}
+            inputs = {n: policy_rows(e, parts[n][0]) for n, e in paired.items()}
             rows = {n: rows for n, (rows, _, _) in inputs.items()}
             states = {}
             for n, e in paired.items():

@@ -2,10 +2,8 @@
 
 An evaluation names the target policy π, the estimators, the reward model ρ̂ (for DM, DR), a baseline and the
 log's columns it reads. On a partition it forms, per row, w_i = π(a_i|x_i) / p̂_i and ρ̂_π(x_i) = Σ_a π(a|x_i)
-ρ̂_a(x_i) from π's :class:`~dr_scale.policies.distributions.ActionDistribution` (Dudík, Langford & Li 2011,
-Sec. 2), with the estimated propensities of a propensity model, MIPS's marginal weights and BIPW's importance
-weights where an estimator reads them; every estimator turns the rows into a
-:class:`~dr_scale.ope.moments.Moments` state (:class:`~dr_scale.ope.evaluation.states.PolicyState`), and
+ρ̂_a(x_i) (Dudík, Langford & Li 2011, Sec. 2; :mod:`~dr_scale.ope.evaluation.rows`); every estimator turns the
+rows into a :class:`~dr_scale.ope.moments.Moments` state (:class:`~dr_scale.ope.evaluation.states.PolicyState`), and
 :meth:`Evaluation.result` the merged state into an :class:`~dr_scale.ope.evaluation.results.EvaluationResult`.
 An evaluation is frozen: a copy with other fields is ``dataclasses.replace(evaluation, …)``.
 """
@@ -18,20 +16,15 @@ import numpy as np
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.core.keyed_random import row_hash
-from dr_scale.logs.contract import Catalogue, LogDataError, Partition, numeric_values, propensity_fault
+from dr_scale.logs.contract import Catalogue, LogDataError, Partition, numeric_values
 from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import Difference, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.ope.evaluation.results import EvaluationResult
+from dr_scale.ope.evaluation.rows import policy_rows, with_propensities
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
-from dr_scale.policies import ActionDistribution, ChosenActions, Policy, parse_policy
+from dr_scale.policies import ActionDistribution, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
-from dr_scale.reward.models import (
-    check_fitted_log,
-    checks_fitted_log,
-    mean_over_actions,
-    predict_columns,
-    predict_pairs,
-)
+from dr_scale.reward.models import check_fitted_log, checks_fitted_log
 
 #: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
 EMBEDDING_PROPENSITY = "embedding_propensity"
@@ -42,27 +35,6 @@ IMPORTANCE_WEIGHT = "importance_weight"
 #: The baseline that stands for the logging policy: its value is the logged rewards' mean.
 LOGGING = "logging"
 
-
-
-@dataclass(frozen=True)
-class _ModelValues:
-    """The reward model's ρ̂_a(x_i) of a partition's rows as :class:`~dr_scale.policies.distributions.ActionValues`,
-    by blocks of actions (:func:`~dr_scale.reward.models.predict_columns`, ``predict_pairs``, ``mean_over_actions``),
-    each row by the fold model that did not see it (``row_id``)."""
-
-    model: object
-    X: object
-    row_id: np.ndarray
-    k: int
-
-    def columns(self, actions: np.ndarray) -> np.ndarray:
-        return predict_columns(self.model, self.X, actions, self.row_id)
-
-    def pairs(self, actions: np.ndarray) -> np.ndarray:
-        return predict_pairs(self.model, self.X, actions, self.row_id)
-
-    def mean(self) -> np.ndarray:
-        return mean_over_actions(self.model, self.X, self.k, self.row_id)
 
 
 @dataclass(frozen=True)
@@ -236,40 +208,6 @@ class Evaluation(PartitionSource):
                                                   "BIPW alone "
                                                   "(docs/propensities.md)")
 
-    def with_propensities(self, part: Partition) -> tuple[Partition, np.ndarray | None]:
-        """The partition with the propensities the estimators use, and π̂₀'s (n, k) probabilities (or None).
-
-        With a propensity model: p̂_i = max(π̂₀(a_i | x_i), floor), each row predicted by the fold model that did not
-        see it (``row_id``). Without one, a log with propensities is used as it is; a log without them is refused
-        when an estimator needs them, and gets p = 1 placeholders (which DM never reads) otherwise.
-        """
-        if self.propensity_model is None:
-            if part.has_propensity or len(part) == 0:
-                return part, None
-            if self.needs_propensity:
-                raise self.missing_propensity(part.source)
-            return replace(part, propensity=np.ones(len(part))), None
-        probs = self._estimated(part)
-        p_hat = np.maximum(probs[np.arange(len(part)), part.action], self.propensity_floor)
-        return replace(part, propensity=p_hat), probs
-
-    def _estimated(self, part: Partition) -> np.ndarray:
-        """π̂₀(· | x_i), (n, k), checked: finite, ≥ 0, rows summing to 1."""
-        import inspect
-
-        model = self.propensity_model
-        kwargs = {"row_id": part.row_id} if "row_id" in inspect.signature(model.predict_proba).parameters else {}
-        probs = np.asarray(model.predict_proba(part.X, **kwargs), dtype=np.float64)
-        k = self.n_actions or probs.shape[1]
-        if probs.shape != (len(part), k):
-            raise UserError(f"{self._propensity_name()} gives {probs.shape[1]} probabilities per row, but the log "
-                            f"{part.source} has k = {k} actions: use a propensity model fitted on this log")
-        bad = ~np.isfinite(probs).all(axis=1) | (probs < 0).any(axis=1) | (np.abs(probs.sum(axis=1) - 1) > 1e-6)
-        if bad.any():
-            raise UserError(f"{self._propensity_name()} gives no distribution on {part.source} (e.g. row_id="
-                            f"{int(part.row_id[np.flatnonzero(bad)[0]])}): check its coefficients and the features")
-        return probs
-
     def _model_name(self) -> str:
         return f"the reward model {self.model_source}" if self.model_source else "the reward model"
 
@@ -327,75 +265,7 @@ class Evaluation(PartitionSource):
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
         """
-        return self._inputs(part, policy)[0]
-
-    def _inputs(self, part: Partition, policy: Policy | None = None) -> tuple[RowInputs, ActionDistribution, int]:
-        """:meth:`rows`, with π(· | x_i) (:class:`~dr_scale.policies.distributions.ActionDistribution`) and k."""
-        rows, target, k = self._policy_inputs(part, policy)
-        if not self.needs_importance_weight or (policy is not None and policy is not self.policy):
-            return rows, target, k
-        if self.balancing_model is not None:  # the cross-fitted classifier's odds (dr_scale.ope.balancing)
-            return (replace(rows, importance_weight=self.balancing_model.weights(part.X, part.action, part.row_id)),
-                    target, k)
-        column = self.importance_weight
-        if column not in part.table.column_names:
-            raise LogDataError(part.source, column, "missing column: BIPW reads the estimated importance weights "
-                               "ŵ(x_i, a_i) of the evaluated policy from it (docs/estimators.md)")
-        weight = numeric_values(part.table.column(column), part.source, column, part.row_id).astype(np.float64)
-        bad = ~(np.isfinite(weight) & (weight >= 0))
-        if bad.any():
-            raise LogDataError(part.source, column, "an estimated importance weight is negative, NaN or infinite",
-                               int(part.row_id[np.flatnonzero(bad)[0]]))
-        return replace(rows, importance_weight=weight), target, k
-
-    def _policy_inputs(self, part: Partition, policy: Policy | None = None
-                       ) -> tuple[RowInputs, ActionDistribution, int]:
-        """The rows of π from its :class:`~dr_scale.policies.distributions.ActionDistribution` on the partition:
-        w_i = π(a_i|x_i) / p̂_i and, with a reward model, ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i) and ρ̂_{a_i}(x_i), the
-        model asked for the actions π takes only (:class:`_ModelValues`)."""
-        policy = policy or self.policy
-        if policy.needs_k and self.n_actions is None:
-            raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
-                            "model, or a log with dr_scale.n_actions metadata or an action vocabulary")
-        k = self.n_actions or int(max(part.action.max(initial=0), getattr(policy, "action", None) or 0) + 1)
-        if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.simple.LoggingPolicy)
-            logged = ChosenActions(part.action, k)  # the one-sample stand-in for π₀ in the diagnostics
-            reward_hat = None if self.reward_model is None else self._finite(logged.value(self._values(part, k)), part)
-            ones = np.ones(len(part))
-            return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
-                    logged, k)
-        target = policy.distribution(part, k)
-        reward_hat_pi = reward_hat_logged = None
-        if self.reward_model is not None:
-            reward_hat_pi, reward_hat_logged = target.value_and_logged(part.action, self._values(part, k))
-            reward_hat_pi, reward_hat_logged = self._finite(reward_hat_pi, part), self._finite(reward_hat_logged, part)
-        rows = RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action),
-                                                 reward_hat_pi, reward_hat_logged)
-        return self._marginal(part, rows, target, k), target, k
-
-    def _values(self, part: Partition, k: int) -> _ModelValues:
-        """ρ̂_a(x_i) of the partition's rows, by blocks of actions, each row by the fold model that did not see it."""
-        return _ModelValues(self.reward_model, part.X, part.row_id, k)
-
-    def _marginal(self, part: Partition, rows: RowInputs, target: ActionDistribution, k: int) -> RowInputs:
-        """``rows`` with MIPS's marginal weights w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i), when an estimator
-        needs them: p_π(e_i|x_i) from π and the catalogue's e(a), p_π₀ from the log's column."""
-        if not self.needs_embedding:
-            return rows
-        catalogue = self.catalogue
-        if catalogue is None or catalogue.embedding is None:
-            raise UserError("MIPS and SNMIPS need the actions' embedding e(a): the log has no action catalogue "
-                            "with an embedding column (_actions.parquet); give one as `catalogue`")
-        embedding = catalogue.embedding
-        if embedding.size < k:
-            raise UserError(f"the action catalogue ({catalogue.source}) lists {embedding.size} actions, the log "
-                            f"has k = {k}")
-        column = self.embedding_propensity
-        p0 = numeric_values(part.table.column(column), part.source, column, part.row_id).astype(np.float64)
-        fault = propensity_fault(p0)
-        if fault is not None:
-            raise LogDataError(part.source, column, fault[1], int(part.row_id[np.flatnonzero(fault[0])[0]]))
-        return replace(rows, embedding_weight=target.category_probability(embedding, embedding[part.action]) / p0)
+        return policy_rows(self, part, policy)[0]
 
     @property
     def checks_log(self) -> bool:
@@ -407,13 +277,6 @@ class Evaluation(PartitionSource):
         """Whether the log must be the one the cross-fitted propensity model was fitted on (its fingerprint)."""
         return not self.allow_other_log and checks_fitted_log(self.propensity_model)
 
-    def _finite(self, reward_hat, part: Partition):
-        if reward_hat is not None and not np.isfinite(reward_hat).all():
-            row = int(part.row_id[np.flatnonzero(~np.isfinite(reward_hat).reshape(len(part), -1).all(axis=1))[0]])
-            raise UserError(f"{self._model_name()} predicts a NaN or infinite reward on {part.source} "
-                            f"(e.g. row_id={row}): check its coefficients and the features' values")
-        return reward_hat
-
     def state(self, part: Partition) -> PolicyState:
         """The partition's mergeable state. Float overflow here (rewards near 10³⁰⁸) is not warned about
         row by row: the sums come out non-finite and :meth:`result` refuses them with one clear error."""
@@ -422,8 +285,8 @@ class Evaluation(PartitionSource):
 
     def _state(self, part: Partition) -> PolicyState:
         logged = part.propensity if part.has_propensity else None
-        part, probs = self.with_propensities(part)
-        rows, target, k = self._inputs(part)
+        part, probs = with_propensities(self, part)
+        rows, target, k = policy_rows(self, part)
         base = None
         if self.baseline is not None:
             base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
