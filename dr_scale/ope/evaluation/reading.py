@@ -1,0 +1,280 @@
+"""Evaluate on a log: an :class:`~dr_scale.ope.evaluation.specification.Evaluation` or a
+:class:`~dr_scale.ope.evaluation.comparison.Comparison` completed by the log's facts (its d and k, vocabulary,
+action catalogue, the keyed split it reads), one state per part, tree-reduced (``dask.bag``), on an opened log's
+Parquet parts (:func:`evaluate_log`), a Dask DataFrame (:func:`evaluate_dataframe`) or partitions in memory
+(:func:`evaluate_partitions`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import dask.bag as db
+
+from dr_scale.core.errors import ParameterError, UserError
+from dr_scale.logs.contract import LogDataError, Partition
+from dr_scale.logs.filters import LogFilter
+from dr_scale.logs.listing import SPEC_FILE
+from dr_scale.logs.opened import OpenedLog, open_log
+from dr_scale.logs.writing import table_from_pandas
+from dr_scale.ope.evaluation.comparison import Comparison, ComparisonResult
+from dr_scale.ope.evaluation.results import EvaluationResult
+from dr_scale.ope.evaluation.specification import Evaluation, check_evaluation
+from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.mergeable import merge_all, tree_reduce
+from dr_scale.policies import Policy
+from dr_scale.reward.models import check_model_actions, on_other_half
+
+
+def with_log_defaults(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
+    """A copy of ``evaluation`` with its d and k by the log's rule (:meth:`~dr_scale.logs.opened.OpenedLog.dimensions`:
+    as given, else the log's metadata or vocabulary, else its reward or propensity model's), and its policies'
+    actions named by value resolved by the log's vocabulary; a model or policy of another log's d or k is refused.
+    A comparison's evaluations each so, and they must agree on k."""
+    if isinstance(evaluation, Comparison):
+        filled = {n: with_log_defaults(e, logs) for n, e in evaluation.evaluations.items()}
+        ks = {e.n_actions for e in filled.values()}
+        if len(ks) > 1:
+            raise UserError(f"the policies' evaluations disagree on the number of actions k ({sorted(ks, key=str)}); "
+                            "give the same n_actions and reward model to all")
+        return Comparison(filled, evaluation.baseline)
+    actions, meta, first_path = logs.vocabulary, logs.metadata, logs.paths[0]
+    if actions is not None and meta.get("n_actions", len(actions)) != len(actions):
+        raise LogDataError(first_path, "action", f"the log's metadata says {meta['n_actions']} actions, its "
+                                                 f"vocabulary ({SPEC_FILE}) lists {len(actions)}")
+    if actions is not None:
+        meta["n_actions"] = len(actions)
+    evaluation = replace(evaluation, policy=evaluation.policy.resolve(actions),
+                         baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
+                         else evaluation.baseline)
+    model = evaluation.reward_model
+    check_model_actions(model, actions, evaluation._model_name())
+    for what, letter in (("n_actions", "k"), ("n_features", "d")):
+        given = getattr(model, what, None)
+        if what in meta and given is not None and given != meta[what]:
+            raise UserError(f"{evaluation._model_name()} has {letter} = {given} {what[2:]}, but the log's metadata "
+                            f"({first_path}) says {letter} = {meta[what]}; use a model fitted for this log")
+    propensity = evaluation.propensity_model
+    for what, letter in (("n_actions", "k"), ("n_features", "d")):
+        given = getattr(propensity, what, None)
+        if what in meta and given is not None and given != meta[what]:
+            raise UserError(f"{evaluation._propensity_name()} has {letter} = {given} {what[2:]}, but the log's "
+                            f"metadata ({first_path}) says {letter} = {meta[what]}: it estimates another log's "
+                            "logging policy; fit one on this log (dr-scale fit-propensity, or --estimate-propensity)")
+    policy_k = evaluation.policy.n_actions
+    if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
+        raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
+                                                 f"{evaluation.policy} has {policy_k}")
+    n_features, n_actions = logs.dimensions(evaluation.n_features, evaluation.n_actions, (model, propensity))
+    return replace(evaluation, n_features=n_features, n_actions=n_actions,
+                   k_source=(evaluation.k_source if evaluation.n_actions is not None
+                             else f"the log's metadata ({first_path})" if n_actions else None))
+
+
+def log_states(logs, evaluation: Evaluation | Comparison, storage_options: dict | None = None,
+               log_filter: LogFilter | None = None) -> db.Bag:
+    """A bag with one state per Parquet part of the log ``logs`` (a URL or an opened log, :func:`open_log`)
+    (:class:`PolicyState`, or a :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
+    return _log_states(open_log(logs, storage_options, log_filter), evaluation)[1]
+
+
+def _log_states(logs: OpenedLog, evaluation):
+    """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
+    evaluation = with_log_defaults(evaluation, logs)
+    evaluation = _on_other_half(evaluation, logs.log_filter)
+    if not logs.has_propensity:
+        for e in (evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation]):
+            if e.propensity_model is None and e.needs_propensity:
+                raise e.missing_propensity(str(logs))
+    evaluation = _with_catalogue(evaluation, logs)
+    from dr_scale.reward.shared import check_log_catalogue
+
+    check_log_catalogue([(e.reward_model, e._model_name()) for e in (
+        evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], logs)
+    fs, parts = logs.listing()
+    return evaluation, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: evaluation.file_state(fs, p))
+
+
+def _with_catalogue(evaluation, logs: OpenedLog):
+    """``evaluation`` with the log's action catalogue where a marginalized estimator needs it and none was given."""
+    if isinstance(evaluation, Comparison):
+        if not any(e.needs_embedding and e.catalogue is None for e in evaluation.evaluations.values()):
+            return evaluation
+        return Comparison({n: e if e.catalogue is not None else replace(e, catalogue=logs.catalogue)
+                           for n, e in evaluation.evaluations.items()}, evaluation.baseline)
+    if not evaluation.needs_embedding or evaluation.catalogue is not None:
+        return evaluation
+    return replace(evaluation, catalogue=logs.catalogue)
+
+
+def _on_other_half(evaluation, read: LogFilter | None):
+    """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
+    the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
+    predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's. The rule is
+    :func:`~dr_scale.reward.models.check_fitted_log`'s (:func:`~dr_scale.reward.models.on_other_half`, known
+    before the rows are read; their fingerprint, compared in :meth:`Evaluation.result`, after)."""
+    if read is None:
+        return evaluation
+    if isinstance(evaluation, Comparison):
+        return Comparison({n: _on_other_half(e, read) for n, e in evaluation.evaluations.items()},
+                          evaluation.baseline)
+    return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
+
+
+def evaluate_log(logs, evaluation: Evaluation | Comparison | dict, *, client=None,
+                 storage_options: dict | None = None, progress: bool = False,
+                 log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
+
+    Each part's state (the moments of the estimators' per-row terms, the weights' diagnostics) is
+    computed where the part is read and tree-reduced; only the states travel.
+
+    Parameters
+    ----------
+    logs : str or OpenedLog
+        The log (any fsspec URL), or the log opened with its storage options and filter
+        (:func:`~dr_scale.logs.opened.open_log`).
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``: each part is
+        read once for all of them, and each policy is compared with the first).
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    storage_options : dict or None
+        fsspec's options for ``logs``.
+    progress : bool
+        Show the progress on stderr.
+    log_filter : LogFilter, optional
+        The days and the split's rows to read (:mod:`dr_scale.logs.filters`).
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+
+    See Also
+    --------
+    evaluate_dataframe : The same on a Dask DataFrame.
+    evaluate_partitions : The same in memory.
+
+    Examples
+    --------
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> result = evaluate_log(logs, {"uniform": Evaluation("uniform"), "always 1": Evaluation("constant:1")},
+    ...                       log_filter=LogFilter(split="test"))
+    >>> list(result.results), result.baseline, sorted(result.results["always 1"].differences)
+    (['uniform', 'always 1'], 'uniform', ['IPS', 'SNIPS'])
+    """
+    logs = open_log(logs, storage_options, log_filter)
+    evaluation, states = _log_states(logs, _checked(evaluation))
+    (state,) = compute(tree_reduce(states), client=client, progress=progress)
+    if state.rows == 0:
+        raise LogDataError(str(logs), None, "the log has no rows; nothing to evaluate" if not logs.log_filter
+                           else f"no rows of the log are selected ({logs.log_filter}); nothing to evaluate")
+    return evaluation.result(state)
+
+
+def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, client=None, progress: bool = False,
+                       log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
+    """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition.
+
+    The frame's columns are the contract's (docs/data-contract.md; :func:`~dr_scale.logs.importing.frames.from_dask`
+    makes them from raw columns). It carries no log metadata: give k as ``n_actions`` or with a reward model.
+
+    Parameters
+    ----------
+    ddf : dask.dataframe.DataFrame
+        The logged rows.
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
+    client : distributed.Client or None
+        Run on this Dask cluster (default: Dask's local threaded scheduler).
+    progress : bool
+        Show the progress on stderr.
+    log_filter : LogFilter or None
+        Its split's rows, and its days by a ``date`` column.
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        As :func:`evaluate_log`'s.
+
+    See Also
+    --------
+    evaluate_log : The same on a log's files.
+
+    Examples
+    --------
+    >>> import dask.dataframe as dd
+    >>> from dr_scale import LogFilter
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> logs, _ = example_paths()
+    >>> ddf = dd.read_parquet(logs)  # 7 partitions, one per day, with a date column
+    >>> two_days = LogFilter(days="2026-11-01:2026-11-02")
+    >>> result = evaluate_dataframe(ddf, Evaluation("uniform", ["IPS", "SNIPS"], n_actions=3), log_filter=two_days)
+    >>> round(result.estimates["IPS"].value, 4), result.estimates["IPS"].n
+    (0.4145, 4000)
+    """
+    evaluation = _checked(evaluation)
+    if not callable(getattr(ddf, "to_delayed", None)):
+        raise ParameterError(f"`ddf` must be a dask DataFrame with the logged-data columns (a pandas one: "
+                             f"dask.dataframe.from_pandas(df, npartitions=…)), got {type(ddf).__name__}")
+
+    def state_of(pdf, i):
+        source = f"<dataframe partition {i}>"
+        return [evaluation.table_state(table_from_pandas(pdf, source), source, log_filter)]
+
+    import dask
+
+    parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
+    (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
+    return evaluation.result(state)
+
+
+def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict) -> \
+        EvaluationResult | ComparisonResult:
+    """Evaluate in memory on already-read partitions (small logs, tests).
+
+    The same per-part states as :func:`evaluate_log`'s, merged in the partitions' order.
+
+    Parameters
+    ----------
+    parts : list of Partition
+        The partitions, e.g. :func:`~dr_scale.logs.reading.read_log`'s or
+        :func:`~dr_scale.logs.importing.frames.from_pandas`'s.
+    evaluation : Evaluation, Comparison or dict of Evaluation
+        One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
+
+    Returns
+    -------
+    EvaluationResult or ComparisonResult
+        As :func:`evaluate_log`'s.
+
+    See Also
+    --------
+    evaluate_log : The same out of core on a log's files.
+
+    Examples
+    --------
+    >>> from dr_scale import read_log
+    >>> from dr_scale.synthetic.example import example_paths
+    >>> parts = read_log(example_paths()[0])
+    >>> result = evaluate_partitions(parts, Evaluation("uniform", ["IPS", "SNIPS"], n_actions=3))
+    >>> {name: round(e.value, 4) for name, e in result.estimates.items()}
+    {'IPS': 0.3959, 'SNIPS': 0.3999}
+    """
+    evaluation = _checked(evaluation)
+    if not isinstance(parts, (list, tuple)) or not all(isinstance(p, Partition) for p in parts):
+        got = (type(parts).__name__ if not isinstance(parts, (list, tuple)) else
+               "a list holding " + next(type(p).__name__ for p in parts if not isinstance(p, Partition)))
+        raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
+    return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
+
+
+def _checked(evaluation):
+    """An Evaluation, or a Comparison (from a dict of Evaluations); anything else is refused."""
+    if isinstance(evaluation, dict):
+        return Comparison(evaluation)
+    if isinstance(evaluation, Comparison):
+        return evaluation
+    check_evaluation(evaluation)
+    return evaluation
