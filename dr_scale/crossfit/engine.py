@@ -221,7 +221,8 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
     """The objective's model on the log ``logs`` (a URL, or opened: :func:`~dr_scale.logs.opened.open_log`, its
     parts listed and footers read once): ``settings`` (None: ``FitSettings()``) and ``client`` checked,
     the parts read by the objective (:meth:`Reads.read_part`) and grouped
-    (:func:`~dr_scale.crossfit.parts.read_grouped_parts`; d and k from ``settings``, else ``n_actions`` or the log's
+    (:func:`~dr_scale.crossfit.parts.read_grouped_parts`; d and k by the log's one rule,
+    :meth:`~dr_scale.logs.opened.OpenedLog.dimensions`: from ``settings`` (else ``n_actions``), else the log's
     metadata, else the data) in the spill folder of ``settings.spill``, then :func:`fit_parts`; the model's
     metadata gets the data's fingerprint (``rows:hash``, :class:`~dr_scale.crossfit.parts.Extent`) and the passes
     of each stage."""
@@ -231,9 +232,8 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
                              f"{type(settings).__name__} {settings!r:.80}")
     check_client(client)
     logs = open_log(logs, storage_options)
-    (fs, paths), meta = logs.listing(), logs.metadata
-    n_features = settings.n_features or meta.get("n_features")
-    n_actions = settings.n_actions or n_actions or meta.get("n_actions")
+    fs, paths = logs.listing()
+    n_features, n_actions = logs.dimensions(settings.n_features, settings.n_actions or n_actions)
     stages = Stages(progress)
     with spill_folder(settings.spill, client, disk=spill_root()) as folder:
         with stages.stage("read", f"{len(paths)} part(s) of {logs}") as p:

@@ -171,7 +171,7 @@ class OpenedLog(ListedLog):
         length of its action vocabulary), else **the data**: the d and k of the first of the ``fitted`` models
         (fitted on the log's rows) that has them, else None — the readers then size each part by its rows, the
         fitters by the largest id + 1 of the rows they read."""
-        meta, vocabulary = self.metadata, self.vocabulary
+        meta, vocabulary = dict(self.metadata), self.vocabulary
         if vocabulary is not None:
             meta.setdefault("n_actions", len(vocabulary))
         out = []

@@ -14,7 +14,7 @@ for any partitioning and any grouping of the merges (a tree reduction, local or 
   ``State.from_dict(d)``, with ``from_dict(s.to_dict())`` equal to ``s``.
 
 The states: :class:`~dr_scale.ope.moments.Moments`, :class:`~dr_scale.ope.diagnostics.WeightStats`,
-:class:`~dr_scale.ope.evaluation.PolicyState`, :class:`~dr_scale.reward.fitting.Extent`,
+:class:`~dr_scale.ope.evaluation.PolicyState`, :class:`~dr_scale.crossfit.parts.Extent`,
 :class:`~dr_scale.experiments.visits.experiment.Projections`,
 :class:`~dr_scale.experiments.visits.experiment.Population`, :class:`~dr_scale.experiments.visits.experiment.FitSums`,
 :class:`~dr_scale.experiments.visits.pca.RowSample`,

@@ -100,7 +100,7 @@ def checks_fitted_log(model) -> bool:
 def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
     """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
     :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
-    fingerprint (``rows:hash``, :class:`dr_scale.reward.fitting.Extent`) is ``fingerprint``, are not its own —
+    fingerprint (``rows:hash``, :class:`dr_scale.crossfit.parts.Extent`) is ``fingerprint``, are not its own —
     there row ids may name rows a fold model saw, and cross-fitting would be silently lost. The one rule of
     ``evaluate``, ``learn`` and their APIs: no check for a model without folds or without a recorded
     fingerprint, nor on the other half of the keyed split it was fitted on (``read``, a

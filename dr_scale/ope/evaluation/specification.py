@@ -311,7 +311,7 @@ class Evaluation(PartitionSource):
         base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
                         if base is not None and self.baseline != LOGGING else None)
         rows_hash = None
-        if self.checks_log or self.checks_propensity_log:  # the fits' fingerprint (reward.fitting.Extent)
+        if self.checks_log or self.checks_propensity_log:  # the fits' fingerprint (crossfit.parts.Extent)
             rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
                             .sum(dtype=np.uint64))
         marginal = base_marginal = None
