@@ -135,13 +135,15 @@ def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
     >>> best, [None if v is None else float(v[0]) for v in seen], passes  # 0.1 rose: 0.01 is not fitted
     (2, [None, 4.0, 3.0, 6.0], 6)
     """
-    losses, passes = [None] * len(grid), 0
+    losses: list[np.ndarray | None] = [None] * len(grid)
+    passes = 0
     for i in sorted(range(len(grid)), key=lambda i: -grid[i]):
-        losses[i], used = loss_at(grid[i])
+        loss, used = loss_at(grid[i])
+        losses[i] = loss
         passes += used
-        if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+        if loss.sum() > min(v.sum() for v in losses if v is not None):
             break
-    best = min((i for i in range(len(grid)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+    best = min((v.sum(), i) for i, v in enumerate(losses) if v is not None)[1]
     return best, losses, passes
 
 
@@ -151,7 +153,8 @@ def _count_and_sample(_, part: GroupedPart, objective: Objective, d: int, groups
     return objective.count(part, d, groups, k), sample_of(part, share, d, seed)
 
 
-def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, settings: FitSettings, progress: bool):
+def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, settings: FitSettings,
+                  progress: bool) -> tuple[float, dict, int]:
     """(the λ chosen, the search's record, its passes) on the keyed sample (one part, over the search's folds)."""
     sk = settings.search_folds
     counts = sample.sum(objective.count, d, sk, k)
@@ -192,7 +195,7 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
         sums, passes = objective.sums(parts, d, counts, fits)
         p.append(1 + passes)
     search, lam = None, settings.lam
-    if auto:
+    if isinstance(lam, str):  # "auto"
         with stages.stage(f"{objective.label} λ", f"up to {len(settings.lam_grid)} values by the out-of-fold "
                           f"{objective.loss.replace('_', ' ')} of {'the sampled' if share < 1 else 'all'} rows") as p:
             one, sample_d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)],

@@ -74,6 +74,7 @@ def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) 
                            "(their sums of squares would overflow float64); rescale the rewards",
                            int(part.row_id[too_big[0]]))
     X = part.X
+    assert X is not None  # read with its features
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
 
@@ -103,7 +104,7 @@ class Extent:
 class GroupedPart(LogPart):
     """A :class:`LogPart` whose rows are sorted by block b = fold·k + action: block b is rows [start[b], start[b+1])."""
 
-    start: np.ndarray = None
+    start: np.ndarray
 
     def block(self, b: int, n_features: int) -> sp.csr_matrix:
         """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""

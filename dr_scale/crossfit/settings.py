@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,13 +150,15 @@ class Stages:
     """The stages of a run: name, passes over the parts and seconds of each (``fit`` and ``learn`` print them)."""
 
     def __init__(self, progress: bool):
-        self.progress, self.done = progress, []
+        self.progress = progress
+        self.done: list[tuple[str, int, float]] = []
 
     @contextlib.contextmanager
-    def stage(self, name: str, detail: str = ""):
+    def stage(self, name: str, detail: str = "") -> Iterator[list[int]]:
         """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
         _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
-        passes, start = [], time.perf_counter()
+        passes: list[int] = []
+        start = time.perf_counter()
         yield passes
         self.done.append((name, int(sum(passes)), time.perf_counter() - start))
 

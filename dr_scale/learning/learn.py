@@ -413,8 +413,9 @@ class LearnSettings:
                            n_actions=n_actions, model=self.model)
 
 
-def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model: RewardModel | str | None = None,
-                 client: Client | None = None, storage_options: dict | None = None, spill: str | None = None,
+def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *,
+                 reward_model: RewardModel | str | None = None, client: Client | None = None,
+                 storage_options: dict | None = None, spill: str | None = None,
                  progress: bool = False, stages: Stages | None = None, allow_other_log: bool = False,
                  propensity_model: PropensityModel | None = None,
                  propensity_floor: float = 1e-3) -> LinearPolicy:

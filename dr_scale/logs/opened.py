@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from typing import Any
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import url_to_fs
@@ -91,7 +92,8 @@ class OpenedLog(ListedLog):
         if log_filter is not None and not isinstance(log_filter, LogFilter):
             raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
         self.url, self.storage_options, self.log_filter = os.fspath(url), storage_options, log_filter or None
-        self._fs = self._parts = None
+        self._fs: Any = None
+        self._parts: list[Any] | None = None
         self._facts: dict = {}
         self._footers: dict = {}
         self._lock = threading.RLock()
@@ -102,7 +104,7 @@ class OpenedLog(ListedLog):
         return {name: getattr(self, name) for name in _PICKLED}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"], None, state["log_filter"])
+        OpenedLog.__init__(self, state["url"], None, state["log_filter"])
         self._fs, self._parts = state["_fs"], state["_parts"]
 
     def __str__(self) -> str:

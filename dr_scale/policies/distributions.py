@@ -35,7 +35,9 @@ class ActionValues(Protocol):
     row's own listed actions, :meth:`mean` (1/k) Σ_a v(x_i, a) without an (n, k) array.
     """
 
-    k: int
+    @property
+    def k(self) -> int:
+        """The number of actions."""
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
         """v(x_i, a) for the (m,) ``actions``, (n, m)."""

@@ -13,7 +13,7 @@ from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
-from dr_scale.policies.distributions import ActionDistribution, SparseProbs
+from dr_scale.policies.distributions import SparseProbs
 
 
 def top_k_softmax(scores: np.ndarray, top_k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +120,7 @@ class ItemScorerPolicy(Policy):
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
         return np.asarray(X @ coef) @ self.item_features.T + self.item_bias
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part, k) -> SparseProbs:
         if k != self.n_actions:
             raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                                         f"{self.n_actions}")
