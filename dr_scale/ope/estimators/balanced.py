@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import Estimate, checked
@@ -76,8 +77,8 @@ class BalancedIPW(Estimator):
     def balanced(self, rows: RowInputs) -> RowInputs:
         """``rows`` with the clipped estimated weights ŵ_λ in place of w (what the state's moments are of)."""
         if rows.importance_weight is None:
-            raise ValueError("BIPW needs the estimated importance weights ŵ(x_i, a_i) (estimated_importance_weights; "
-                             "in a log, the column importance_weight)")
+            raise ParameterError("BIPW needs the estimated importance weights ŵ(x_i, a_i) "
+                                 "(`estimated_importance_weights`; in a log, the column importance_weight)")
         return RowInputs(rows.reward, np.minimum(rows.importance_weight, self.lambda_),
                          importance_weight=rows.importance_weight)
 
@@ -105,5 +106,6 @@ class BalancedIPW(Estimator):
         weights = check.vector("estimated_importance_weights", estimated_importance_weights, n)
         if not np.all(weights >= 0):
             i = int(np.flatnonzero(~(weights >= 0))[0])
-            raise ValueError(f"estimated_importance_weights must be non-negative and not NaN (index {i}: {weights[i]})")
+            raise ParameterError(f"`estimated_importance_weights` must be non-negative and not NaN (index {i}: "
+                                 f"{weights[i]})")
         return self.result(self.state(RowInputs(reward, weights, importance_weight=weights)))

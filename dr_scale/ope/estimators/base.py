@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.estimate import Estimate
 from dr_scale.ope.estimators.inputs import RowInputs
@@ -108,7 +109,7 @@ class Estimator(ABC):
             The state; states of disjoint batches merge with ``+``.
         """
         if self.needs_model and rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         return Moments.of(*self.terms(rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:

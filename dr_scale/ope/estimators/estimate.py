@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.intervals import CS_OPTIMAL_N, Summary, cs_rho, cs_threshold, el_interval
 
 #: The intervals :meth:`Estimate.ci` gives: Wald's, or the empirical-likelihood one.
@@ -106,9 +107,9 @@ class Estimate:
             z = ndtri(1 - alpha / 2)
             return (self.value - z * self.stderr, self.value + z * self.stderr)
         if method != "el":
-            raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"`method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.summary is None:
-            raise ValueError("this estimate has no empirical-likelihood interval")
+            raise ParameterError("`method` \"el\": this estimate has no empirical-likelihood interval")
         if self.n < 2:
             return (float("nan"), float("nan"))
         return el_interval(self.summary, alpha)
@@ -162,7 +163,7 @@ class Estimate:
         alpha = checked("Alpha", "alpha", alpha)
         rho = cs_rho(alpha, CS_OPTIMAL_N) if rho is None else checked("PositiveFinite", "rho", rho)
         if method not in INTERVAL_METHODS:
-            raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"`method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.n < 2 or not np.isfinite(self.stderr):
             return (float("nan"), float("nan"))
         c2 = cs_threshold(self.n, alpha, rho)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 
 
@@ -134,6 +135,6 @@ class RowInputs:
     def marginalized(self) -> RowInputs:
         """These rows with the marginal weights w(x_i, e_i) in place of w_i (what MIPS and SNMIPS see)."""
         if self.embedding_weight is None:
-            raise ValueError("MIPS needs the marginal weights p_π(e|x) / p_π₀(e|x): the action catalogue's "
-                             "embedding and the logging policy's embedding propensity")
+            raise ParameterError("MIPS needs the marginal weights p_π(e|x) / p_π₀(e|x) (`embedding_weight`): the "
+                                 "action catalogue's embedding and the logging policy's embedding propensity")
         return RowInputs(self.reward, self.embedding_weight, embedding_weight=self.embedding_weight)

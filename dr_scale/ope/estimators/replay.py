@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.ips import SNIPS
 from dr_scale.ope.intervals import Summary, summary_of
@@ -57,7 +58,8 @@ class ReplayMethod(Estimator):
 
     def terms(self, rows):
         if rows.target_prob is None:
-            raise ValueError("RM needs π(a_i|x_i), the target policy's probability of the logged action")
+            raise ParameterError("RM needs π(a_i|x_i) (`rows.target_prob`), the target policy's probability "
+                                 "of the logged action")
         matched = (rows.target_prob == 1.0).astype(np.float64)
         return [matched * rows.reward, matched]
 

@@ -218,7 +218,7 @@ class Shrinkage(Estimator):
         if self.lambda_ is not None:
             return super().state(rows)
         if self.needs_model and rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         z = self.terms(rows)
         return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
 

@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.dr import DoublyRobust
 from dr_scale.ope.estimators.estimate import checked
@@ -117,7 +118,7 @@ class _Thresholded(Estimator):
         if getattr(self, self.parameter) is not None:
             return super().state(rows)
         if rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         grid = np.array(self.thresholds)
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
