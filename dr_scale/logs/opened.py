@@ -126,14 +126,17 @@ class OpenedLog(ListedLog):
 
     @property
     def fs(self):
+        """The log's filesystem (fsspec), from :meth:`listing`."""
         return self.listing()[0]
 
     @property
     def parts(self) -> list:
+        """The part files, listed once (:meth:`listing`), in path order."""
         return self.listing()[1]
 
     @property
     def paths(self) -> list[str]:
+        """The part files' paths."""
         return [str(p) for p in self.parts]
 
     def read(self, part, **kwargs) -> Partition:
@@ -153,18 +156,22 @@ class OpenedLog(ListedLog):
 
     @property
     def footers(self) -> list:
+        """Every part's Parquet footer (:meth:`footer`), each read once."""
         return [self.footer(i) for i in range(len(self.parts))]
 
     @property
     def metadata(self) -> dict[str, int]:
+        """``n_features`` / ``n_actions`` of the first part's dr_scale schema metadata, where present."""
         return dict(schema_facts(self.footer(0))[0])
 
     @property
     def has_propensity(self) -> bool:
+        """Whether the log has a ``propensity`` column (the first part's schema)."""
         return schema_facts(self.footer(0))[1]
 
     @property
     def footprint(self) -> Footprint:
+        """The parts' rows and bytes from their footers (:func:`~dr_scale.logs.contract.footprint_of`), once."""
         return self._fact("footprint", lambda: footprint_of(self.footers))
 
     def dimensions(self, n_features: int | None = None, n_actions: int | None = None,
@@ -188,10 +195,12 @@ class OpenedLog(ListedLog):
     # -- files beside the parts -------------------------------------------------------------------------
     @property
     def vocabulary(self) -> list | None:
+        """The action vocabulary beside the log (the values its action ids name), or None; read once."""
         return self._fact("vocabulary", lambda: action_vocabulary(self.url, self.storage_options))
 
     @property
     def catalogue(self) -> Catalogue | None:
+        """The action catalogue beside the log (the actions' features and categories), or None; read once."""
         return self._fact("catalogue", lambda: read_catalogue(self.url, self.storage_options))
 
     @property

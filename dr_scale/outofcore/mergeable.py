@@ -52,10 +52,12 @@ class Mergeable(Protocol):
 class Persisted(Mergeable, Protocol):
     """A mergeable state that round-trips through a JSON-ready dict."""
 
-    def to_dict(self) -> dict: ...
+    def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
 
     @classmethod
-    def from_dict(cls, d: dict) -> Persisted: ...
+    def from_dict(cls, d: dict) -> Persisted:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
 
 
 def merge_all(states: Iterable[Mergeable]) -> Mergeable | None:

@@ -58,11 +58,13 @@ SCHEMA_VERSION = 1
 
 
 @overload
-def redact(url: str) -> str: ...
+def redact(url: str) -> str:
+    """A URL redacted is a str."""
 
 
 @overload
-def redact(url: None) -> None: ...
+def redact(url: None) -> None:
+    """None stays None."""
 
 
 def redact(url: str | None) -> str | None:

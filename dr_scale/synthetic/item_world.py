@@ -154,15 +154,19 @@ class CategoryValues:
 
     @property
     def k(self) -> int:
+        """The number of actions k."""
         return int(self.embedding.shape[0])
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
+        """q(x_i, e(a)) for the (m,) ``actions``, (n, m)."""
         return self.q[:, self.embedding[actions]]
 
     def pairs(self, actions: np.ndarray) -> np.ndarray:
+        """q(x_i, e(a_ij)) for each row's own (n, K) ``actions``, (n, K)."""
         return np.take_along_axis(self.q, self.embedding[actions], axis=1)
 
     def mean(self) -> np.ndarray:
+        """(1/k) Σ_a q(x_i, e(a)), (n,)."""
         return self.q[:, self.embedding].mean(axis=1)
 
 

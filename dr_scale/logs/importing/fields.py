@@ -44,6 +44,7 @@ def _bad_positions(array: pa.Array, convert: Callable[[pa.Array], pa.Array]) -> 
     out: list[int] = []
 
     def walk(lo: int, hi: int) -> None:
+        """Bisect rows [lo, hi): the refused positions among them into ``out``."""
         try:
             convert(array.slice(lo, hi - lo))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):

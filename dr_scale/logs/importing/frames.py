@@ -122,6 +122,7 @@ def from_dask(ddf: dd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequ
     cols = Columns(spec, list(ddf.columns), source, "the Dask DataFrame")
 
     def survey(pdf: pd.DataFrame) -> tuple[int, set[str]]:
+        """(rows, distinct action values as text) of one pandas partition."""
         text = as_text(combined(_frame_table(pdf[[cols.action]]).column(0)))
         return len(pdf), {v for v in pc.unique(text).to_pylist() if v is not None}
 
@@ -131,6 +132,7 @@ def from_dask(ddf: dd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequ
     d, k = 1 << spec.hash_bits, len(vocabulary)
 
     def convert(pdf: pd.DataFrame, partition_info: dict | None = None) -> pd.DataFrame:
+        """Partition ``partition_info["number"]`` in the log contract, its row ids from its first row's position."""
         i = partition_info["number"] if partition_info else 0
         out = convert_table(_frame_table(pdf), cols, spec, vocabulary, source=f"<dataframe partition {i}>",
                             line0=int(starts[i]), kind="row", position0=int(starts[i]), values=True)
