@@ -134,6 +134,7 @@ class ItemScorerPolicy(Policy):
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically."""
         buf = io.BytesIO()
+        assert self.item_bias is not None  # set in __post_init__
         np.savez(buf, coef=self.coef, item_features=self.item_features, item_bias=self.item_bias,
                  top_k=np.array(self.top_k), temperature=np.array(self.temperature),
                  metadata=np.array(json.dumps(self.metadata)))

@@ -80,6 +80,7 @@ class ConstantPolicy(Policy):
 
     def distribution(self, part, k) -> ActionDistribution:
         if self.action is None:
+            assert self.item is not None  # a constant policy names its action by id or by value
             action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
         return ChosenActions(self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>"), k)
 
@@ -147,6 +148,7 @@ class TopKPolicy(Policy):
     def distribution(self, part, k) -> ActionDistribution:
         if self.ids is None:
             self.resolve(None)  # the error: values without a vocabulary
+        assert self.ids is not None
         ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
         if len(self.ids) == 1:
             return ChosenActions(np.full(len(part), ids[0]), k)
