@@ -62,17 +62,33 @@ class Objective(Reads, abc.ABC):
     """One model family as the driver fits it (module docstring): its sums, its solve at λ, its out-of-fold loss and
     the model it makes. An objective is sent to the workers with the passes' functions: keep it small."""
 
-    #: The model in stage lines: ``"ρ̂"``, ``"π̂₀"``.
-    label: str = "model"
-    #: The out-of-fold loss: ``"sse"`` (squared error) or ``"log_loss"``; the search records
-    #: ``out_of_fold_<loss>``.
-    loss: str = "sse"
-    #: One fit per (fold, action) (the per-action models) or one per fold for all actions.
-    per_action: bool = True
-    #: What a fit is in stage lines: ``"ridge models"``, ``"multinomial model(s)"`` …
-    what: str = "models"
-    #: Whether the full-data model is fitted beside the K fold models (the balancing weights: fold models only).
-    full: bool = True
+    # A subclass sets each of these as a class attribute, or a property where it depends on the objective's fields.
+    @property
+    def label(self) -> str:
+        """The model in stage lines: ``"ρ̂"``, ``"π̂₀"``."""
+        return "model"
+
+    @property
+    def loss(self) -> str:
+        """The out-of-fold loss: ``"sse"`` (squared error) or ``"log_loss"``; the search records
+        ``out_of_fold_<loss>``."""
+        return "sse"
+
+    @property
+    def per_action(self) -> bool:
+        """One fit per (fold, action) (the per-action models) or one per fold for all actions."""
+        return True
+
+    @property
+    def what(self) -> str:
+        """What a fit is in stage lines: ``"ridge models"``, ``"multinomial model(s)"`` …"""
+        return "models"
+
+    @property
+    def full(self) -> bool:
+        """Whether the full-data model is fitted beside the K fold models (the balancing weights: fold models
+        only)."""
+        return True
 
     def fits(self, folds: int, n_actions: int, full: bool) -> Fits:
         """The fits over ``folds`` fold models (and the full-data one if ``full``)."""

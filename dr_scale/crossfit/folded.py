@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, overload
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.parts import fold_of
@@ -38,7 +39,17 @@ def checked_actions(actions, k: int) -> np.ndarray | None:
     return a
 
 
-def checked_row_id(row_id, n: int) -> np.ndarray | None:
+@overload
+def checked_row_id(row_id: None, n: int) -> None:
+    """No ids: None."""
+
+
+@overload
+def checked_row_id(row_id: ArrayLike, n: int) -> np.ndarray:
+    """The ids as an array."""
+
+
+def checked_row_id(row_id: ArrayLike | None, n: int) -> np.ndarray | None:
     """``row_id`` of a ``predict`` call: one integer id per row of ``X`` (n), or None."""
     if row_id is None:
         return None

@@ -54,6 +54,7 @@ def read_policy_part(fs, path: str, n_features: int | None, n_actions: int | Non
         table = table.append_column("propensity", pa.array(np.ones(table.num_rows)))
     part = partition_from_table(table, path, n_features, n_actions, True)
     X = part.X
+    assert X is not None  # read with its features
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
 

@@ -28,7 +28,7 @@ import io
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -129,6 +129,7 @@ class SharedRidgeRewardModel:
 
     def _fold(self, j: int) -> SharedRidgeRewardModel:
         """Fold model j as a model of its own (its linear score)."""
+        assert self.fold_theta is not None  # a cross-fitted model's fold
         return SharedRidgeRewardModel(*unflatten(self.fold_theta[j], self.n_features, self.item_features.shape[1]),
                                       self.item_features)
 
@@ -195,17 +196,19 @@ class SharedRidgeRewardModel:
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests: a report's state cache keys on them)."""
-        own = (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction, self.item_features,
-               np.array([self.LINK == "logistic"], dtype=np.float64))
-        return own if not self.folds else own + (self.fold_theta, np.array([self.fold_seed]))
+        own: tuple[np.ndarray, ...] = (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction,
+                                       self.item_features, np.array([self.LINK == "logistic"], dtype=np.float64))
+        if self.fold_theta is None or not self.folds:
+            return own
+        return own + (self.fold_theta, np.array([self.fold_seed]))
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (:func:`dr_scale.reward.files.load_reward_model`
         dispatches on it) and
         its ``link``."""
         buf = io.BytesIO()
-        extra = {} if not self.folds else {"fold_theta": self.fold_theta,
-                                           "fold_seed": np.array(self.fold_seed, dtype=np.int64)}
+        extra: dict[str, Any] = {} if not self.folds else {"fold_theta": self.fold_theta,
+                                                           "fold_seed": np.array(self.fold_seed, dtype=np.int64)}
         np.savez(buf, intercept=np.array(self.intercept), beta_x=self.beta_x, beta_f=self.beta_f,
                  interaction=self.interaction, item_features=self.item_features,
                  metadata=np.array(json.dumps(self.metadata)), kind=np.array(KIND), link=np.array(self.LINK),
@@ -294,7 +297,7 @@ def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = N
             check_model_catalogue(model, catalogue, name)
 
 
-def unflatten(theta: np.ndarray, d: int, da: int) -> tuple:
+def unflatten(theta: np.ndarray, d: int, da: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """(b, β_x, β_f, B) from θ = (b, β_x, β_f, vec B) (B row-major, (d, D_A))."""
     return (float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da], theta[1 + d + da:].reshape(d, da))
 

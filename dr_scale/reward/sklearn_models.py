@@ -89,7 +89,7 @@ class CrossFittedRewardModel:
     """K fold models (model j fitted without fold j) and a full-data model; see :func:`cross_fit`."""
 
     fold_models: list
-    full: object
+    full: SklearnRewardModel
     seed: int = 0
 
     @property
