@@ -182,6 +182,7 @@ def run(args) -> int:
     if args.fit_reward_model:
         from dr_scale.reward.summary import summary
 
+        assert model is not None  # fitted in the session
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:
@@ -197,8 +198,8 @@ def run(args) -> int:
         print(f"{len(results)} policies on {where}, one pass over the log")
     else:
         print(f"policy {result.policy} on {where}")
-    for name, days in in_sample.items():
-        print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
+    for learned, days in in_sample.items():
+        print(f"IN-SAMPLE: {learned} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
     diagnostics = next((r.propensity for r in results.values() if r.propensity is not None), None)
     if diagnostics is not None:

@@ -92,7 +92,7 @@ class BalancedIPW(Estimator):
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient
 
-    def estimate(self, *, reward, action, target_probs, estimated_importance_weights, propensity=None,
+    def estimate(self, *, reward, action, target_probs, estimated_importance_weights=None, propensity=None,
                  reward_hat=None) -> Estimate:
         """Estimate from obp's arrays and the (n,) ``estimated_importance_weights`` ŵ(x_i, a_i) ≥ 0.
 
@@ -103,6 +103,8 @@ class BalancedIPW(Estimator):
         n = reward.shape[0]
         target_probs = check.probabilities("target_probs", target_probs, n)
         check.actions("action", action, n, target_probs.shape[1])
+        if estimated_importance_weights is None:
+            raise ParameterError("BIPW needs `estimated_importance_weights`, ŵ(x_i, a_i) per row")
         weights = check.vector("estimated_importance_weights", estimated_importance_weights, n)
         if not np.all(weights >= 0):
             i = int(np.flatnonzero(~(weights >= 0))[0])

@@ -12,7 +12,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.estimate import Estimate
 from dr_scale.ope.estimators.inputs import RowInputs
-from dr_scale.ope.intervals import Summary, summary_of
+from dr_scale.ope.intervals import Range, Summary, summary_of
 from dr_scale.ope.moments import Moments
 
 
@@ -82,7 +82,7 @@ class Estimator(ABC):
         """(value, gradient of the value in the means, chosen parameters) at a state."""
         return self.value_of(state.mean), self.gradient(state.mean), {}
 
-    def el_ranges(self, state: Moments) -> tuple:
+    def el_ranges(self, state: Moments) -> tuple[float, Range, Range, Range]:
         """The largest weight W seen, and the ranges of y at an unobserved row of weight 0, of y at
         one of weight W, and of the value (that of r).
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import Estimate
@@ -118,13 +119,15 @@ class MIPS(Estimator):
     def state(self, rows: RowInputs) -> Moments:
         return super().state(rows.marginalized())  # the interval's weight range: the marginal weights'
 
-    def estimate(self, *, reward, action, target_probs, action_embed, pi_b, propensity=None, reward_hat=None
-                 ) -> Estimate:
+    def estimate(self, *, reward, action, target_probs, action_embed=None, pi_b=None, propensity=None,
+                 reward_hat=None) -> Estimate:
         """Estimate from obp's dense arrays: ``pi_b`` and ``target_probs`` (n, k), ``action_embed`` (k,) e(a).
 
         ``propensity`` and ``reward_hat`` are accepted (and unused), so a log's arrays pass as they are.
         """
         check.vector("reward", reward)
+        if action_embed is None or pi_b is None:
+            raise ParameterError(f"{self.name} needs `action_embed`, e(a) per action, and `pi_b`, π₀(a|x_i)")
         w = marginal_weights(action, action_embed, pi_b, target_probs)
         return self.result(self.state(RowInputs(check.vector("reward", reward, w.shape[0]), w * 0.0, None, None, w)))
 

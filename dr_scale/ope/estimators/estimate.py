@@ -107,7 +107,7 @@ class Estimate:
             z = ndtri(1 - alpha / 2)
             return (self.value - z * self.stderr, self.value + z * self.stderr)
         if method != "el":
-            raise ParameterError(f"`method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"interval `method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.summary is None:
             raise ParameterError("`method` \"el\": this estimate has no empirical-likelihood interval")
         if self.n < 2:
@@ -163,12 +163,13 @@ class Estimate:
         alpha = checked("Alpha", "alpha", alpha)
         rho = cs_rho(alpha, CS_OPTIMAL_N) if rho is None else checked("PositiveFinite", "rho", rho)
         if method not in INTERVAL_METHODS:
-            raise ParameterError(f"`method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"interval `method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.n < 2 or not np.isfinite(self.stderr):
             return (float("nan"), float("nan"))
         c2 = cs_threshold(self.n, alpha, rho)
         if method == "el" and self.summary is not None:
-            return tuple(map(float, el_interval(self.summary, alpha, c2)))
+            lo, hi = el_interval(self.summary, alpha, c2)
+            return float(lo), float(hi)
         half = math.sqrt(c2) * float(self.stderr)
         return (float(self.value - half), float(self.value + half))
 

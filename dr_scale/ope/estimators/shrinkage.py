@@ -16,7 +16,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import checked
 from dr_scale.ope.estimators.inputs import RowInputs
-from dr_scale.ope.intervals import summary_of
+from dr_scale.ope.intervals import Range, summary_of
 from dr_scale.ope.moments import Moments
 
 #: Candidate λ of a tuned clipping / shrinkage estimator (``IPSTuning``, ``DRTuning``, ``DRos``) when none are given.
@@ -263,7 +263,7 @@ class Shrinkage(Estimator):
         best = self.choose(state)
         return float(state.mean[best]), np.eye(state.m)[best], {"lambda_": self.candidates[best]}
 
-    def el_ranges(self, state):
+    def el_ranges(self, state: Moments) -> tuple[float, Range, Range, Range]:
         """IPS's and DR's at λ = ∞; otherwise the interval is a plain mean's, which uses the rewards' range alone."""
         if self.lambda_ is not None and len(self.el_map[0]) == state.m:
             return super().el_ranges(state)

@@ -16,9 +16,10 @@ from dr_scale.ope.estimators.replay import ReplayMethod
 from dr_scale.ope.estimators.subgaussian import SubGaussianDR, SubGaussianIPS
 from dr_scale.ope.estimators.tuning import ClippedDR, DRos, DRTuning, IPSTuning, SwitchDR, SwitchDRTuning
 
-ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos,
-                                        SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning,
-                                        MIPS, SNMIPS, ReplayMethod, BalancedIPW)}
+ESTIMATORS: dict[str, type[Estimator]] = {
+    cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos, SubGaussianIPS,
+                              SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning, MIPS, SNMIPS, ReplayMethod,
+                              BalancedIPW)}
 #: The estimators a command runs when none are named (with a reward model; IPS and SNIPS without one).
 STANDARD_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR")
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
@@ -70,9 +71,9 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
         for arg in filter(None, (a.strip() for a in _ARG_COMMA.split(args))):
             key, eq, value = arg.partition("=")
             if not eq:
+                example = getattr(ESTIMATORS.get(name), "example", "")
                 raise UserError(f"estimator {spec!r}: write parameters as name=value"
-                                + (f", e.g. {ESTIMATORS[name].example}" if getattr(ESTIMATORS.get(name), "example",
-                                                                                   "") else ""))
+                                + (f", e.g. {example}" if example else ""))
             params[key.strip()] = value.strip().strip("'\"")
     if name not in ESTIMATORS:
         raise UserError(f"unknown estimator {name!r}" + (f" in {spec!r}" if spec != name else "")

@@ -147,7 +147,9 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     Equal to ``Moments.of`` of the G terms up to rounding; G = 11 terms cost ~7 bin
     sums instead of an (11, n) stack and product.
     """
-    c, w = rows.reward_hat_pi, rows.weight
+    c, logged, w = rows.reward_hat_pi, rows.reward_hat_logged, rows.weight
+    if c is None or logged is None:
+        raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
     n, size = c.size, grid.size
     if n == 0:
         return Moments.empty(size, 2)
@@ -157,9 +159,9 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j = 0 for every j (bin 0 is above no threshold)
     if positive.size < n:
         cc, w = cc[positive], w[positive]
-        d = rows.reward[positive] - rows.reward_hat_logged[positive]
+        d = rows.reward[positive] - logged[positive]
     else:
-        d = rows.reward - rows.reward_hat_logged
+        d = rows.reward - logged
     wd = w * d
     bins = np.searchsorted(grid, w, side="left")
 
