@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale fit`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("fit", help="fit per-action reward models ρ̂ (ridge, or logistic for 0/1 rewards) on a "
                                    "logged data set",
                        description="For each action a, on the rows that logged a, ridge regression with an "
@@ -144,6 +145,7 @@ def model_options_given(args) -> list[str]:
 
 
 def run(args) -> int:
+    """Run ``dr-scale fit``: the reward model fitted on the log and written; the exit status."""
     from dr_scale.reward.summary import summary
 
     opts, logs = log_and_output(args)

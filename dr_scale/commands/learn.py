@@ -30,6 +30,7 @@ SCORER_PASSES = 500
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale learn`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("learn", help="learn a linear policy from logged data (DR/IPS/DM-imputed rewards)",
                        description="Learn π(x) = argmax_a x·coef[:, a] + intercept[a] from a logged data set: "
                                    "impute every action's reward (DR, IPS or DM) and fit one score per action. "
@@ -76,6 +77,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``dr-scale learn``: a linear policy learned from the log (:func:`~dr_scale.learning.learn.learn_policy`)
+    and written; the exit status.
+    """
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it

@@ -178,6 +178,7 @@ def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, setting
     sums, passes = objective.sums(sample, d, counts, fits)
 
     def loss_at(lam):
+        """(per-action out-of-fold losses of the fits at λ = ``lam``, passes)."""
         solved = objective.solve(sample, sums, d, lam, fits, settings, progress)
         return sample.sum(objective.out_of_fold, solved, d, sk, k), solved.passes + 1
 

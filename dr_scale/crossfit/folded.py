@@ -122,7 +122,8 @@ class ModelFile(Protocol):
     KIND: ClassVar[str]
 
     @classmethod
-    def from_arrays(cls, arrays: dict, where: str) -> Any: ...
+    def from_arrays(cls, arrays: dict, where: str) -> Any:
+        """The model of a file's ``arrays``; ``where`` names the file in errors."""
 
 
 KIND_NAMES = {"linear": "a linear (ridge) reward model", "logistic": "a logistic reward model",

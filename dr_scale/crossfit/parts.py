@@ -95,6 +95,7 @@ class Extent:
 
     @classmethod
     def of(cls, part: LogPart) -> Extent:
+        """The extent of one part."""
         h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
         return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
                    int(h.sum(dtype=np.uint64)))
@@ -235,10 +236,12 @@ class Fits:
 
     @property
     def groups(self) -> int:
+        """The row groups of the sums: the K folds, or one group without folds."""
         return max(self.folds, 1)
 
     @property
     def count(self) -> int:
+        """The fits: (K + 1{full}) × the models per fold (k per-action models, or one)."""
         return (self.folds + self.full) * self.n_actions
 
     def of_block(self, f: int, a: int) -> list[int]:

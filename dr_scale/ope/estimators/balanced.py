@@ -72,6 +72,7 @@ class BalancedIPW(Estimator):
 
     @property
     def label(self) -> str:
+        """``BIPW``, or ``BIPW(lambda_=λ)`` with the weights clipped at λ."""
         return "BIPW" if self.lambda_ == math.inf else f"BIPW(lambda_={self.lambda_!r})"
 
     def balanced(self, rows: RowInputs) -> RowInputs:
@@ -83,10 +84,12 @@ class BalancedIPW(Estimator):
                          importance_weight=rows.importance_weight)
 
     def terms(self, rows):
+        """(ŵ_λ r_i, ŵ_λ) with ŵ_λ = min(ŵ(x_i, a_i), λ): V̂ = Σ ŵ_λ r_i / Σ ŵ_λ, self-normalized as SNIPS."""
         rows = self.balanced(rows)
         return [rows.weight * rows.reward, rows.weight]
 
     def state(self, rows: RowInputs) -> Moments:
+        """The moments of :meth:`terms` over the rows with the clipped estimated weights in place of w."""
         return super().state(self.balanced(rows))  # the interval's weight range: the clipped weights'
 
     value_of = SNIPS.value_of

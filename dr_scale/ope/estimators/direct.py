@@ -36,4 +36,5 @@ class DirectMethod(Estimator):
     needs_propensity: ClassVar[bool] = False
 
     def terms(self, rows):
+        """(ρ̂_π(x_i),) with ρ̂_π(x) = Σ_a π(a|x) ρ̂_a(x): V̂_DM = (1/n) Σ_i ρ̂_π(x_i)."""
         return [rows.reward_hat_pi]

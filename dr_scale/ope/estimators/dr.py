@@ -61,6 +61,7 @@ class DoublyRobust(Shrinkage):
     plain_at_inf: ClassVar[bool] = True
 
     def shrink(self, w, lam):
+        """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: DR as in Dudík, Langford & Li 2011, eq. 1)."""
         return np.minimum(w, lam)
 
 
@@ -93,12 +94,15 @@ class SNDR(Estimator):
     model_term: ClassVar[int | None] = 0
 
     def terms(self, rows):
+        """(ρ̂_π(x_i), w_i (r_i − ρ̂_{a_i}(x_i)), w_i)."""
         return [rows.reward_hat_pi, rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight]
 
     def value_of(self, means):
+        """V̂_SNDR = t̄₁ + t̄₂ / t̄₃ = (1/n) Σ ρ̂_π(x_i) + Σ w_i (r_i − ρ̂_{a_i}(x_i)) / Σ w_i; NaN when Σ w_i = 0."""
         return float(means[0] + means[1] / means[2]) if means[2] != 0 else float("nan")
 
     def gradient(self, means):
+        """∇(t̄₁ + t̄₂ / t̄₃) = (1, 1/t̄₃, −t̄₂/t̄₃²); NaN when t̄₃ = 0."""
         if means[2] == 0:  # no row with weight: the ratio, and its gradient, are undefined
             return np.full(3, np.nan)
         return np.array([1.0, 1.0 / means[2], -means[1] / means[2] ** 2])

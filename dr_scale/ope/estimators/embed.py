@@ -113,10 +113,14 @@ class MIPS(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # IPS's: the EL interval's constraint E[w] = 1
 
     def terms(self, rows):
+        """(w(x_i, e_i) r_i, w(x_i, e_i)) with the marginal weights w(x, e) = p_π(e|x) / p_π₀(e|x)
+        (Saito & Joachims 2022, eq. 3): V̂_MIPS = (1/n) Σ w(x_i, e_i) r_i.
+        """
         rows = rows.marginalized()
         return [rows.weight * rows.reward, rows.weight]
 
     def state(self, rows: RowInputs) -> Moments:
+        """The moments of :meth:`terms` over the rows with the marginal weights in place of w."""
         return super().state(rows.marginalized())  # the interval's weight range: the marginal weights'
 
     def estimate(self, *, reward, action, target_probs, action_embed=None, pi_b=None, propensity=None,

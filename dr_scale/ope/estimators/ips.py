@@ -64,6 +64,7 @@ class IPS(Shrinkage):
     plain_at_inf: ClassVar[bool] = True
 
     def shrink(self, w, lam):
+        """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: plain IPS)."""
         return np.minimum(w, lam)
 
 
@@ -98,12 +99,15 @@ class SNIPS(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
 
     def terms(self, rows):
+        """(w_i r_i, w_i)."""
         return [rows.weight * rows.reward, rows.weight]
 
     def value_of(self, means):
+        """V̂_SNIPS = t̄₁ / t̄₂ = Σ w_i r_i / Σ w_i; NaN when Σ w_i = 0."""
         return float(means[0] / means[1]) if means[1] != 0 else float("nan")
 
     def gradient(self, means):
+        """∇(t̄₁ / t̄₂) = (1/t̄₂, −t̄₁/t̄₂²); NaN when t̄₂ = 0."""
         if means[1] == 0:  # no row with weight: the ratio, and its gradient, are undefined
             return np.full(2, np.nan)
         return np.array([1.0 / means[1], -means[0] / means[1] ** 2])

@@ -57,6 +57,9 @@ class ReplayMethod(Estimator):
     needs_propensity: ClassVar[bool] = False
 
     def terms(self, rows):
+        """(1{π(a_i|x_i) = 1} r_i, 1{π(a_i|x_i) = 1}): the mean reward of the rows where the deterministic
+        π chose the logged action (Li, Chu, Langford & Wang 2011).
+        """
         if rows.target_prob is None:
             raise ParameterError("RM needs π(a_i|x_i) (`rows.target_prob`), the target policy's probability "
                                  "of the logged action")
@@ -67,4 +70,5 @@ class ReplayMethod(Estimator):
     gradient = SNIPS.gradient
 
     def summary(self, state, grad, value=None):
+        """The empirical-likelihood summary of a plain mean of the linearised terms."""
         return _plain_mean_summary(state, grad, value)

@@ -205,6 +205,9 @@ class Shrinkage(Estimator):
         return rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
 
     def terms(self, rows):
+        """The per-row terms: at a fixed λ, the term with ŵ_λ(w); at λ = ∞ (plain), (w r, w[, ρ̂_π]); with λ
+        tuned, one term per candidate λ, then the untouched term and w.
+        """
         if self.lambda_ == math.inf and self.plain_at_inf:
             return [self.term(rows, rows.weight), rows.weight, *([rows.reward_hat_pi] if self.needs_model else [])]
         if self.lambda_ is not None:
@@ -258,6 +261,9 @@ class Shrinkage(Estimator):
         return int(order[-1])
 
     def linearize(self, state):
+        """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
+        unit gradient and ``{"lambda_": λ}``.
+        """
         if self.lambda_ is not None:
             return super().linearize(state)
         best = self.choose(state)

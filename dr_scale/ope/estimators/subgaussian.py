@@ -23,6 +23,9 @@ class _SubGaussian:
     plain_at_inf: ClassVar[bool] = False
 
     def shrink(self, w, lam):
+        """ŵ_λ(w) = w / (1 − λ + λ w) (Metelli, Russo & Restelli 2021, the power-mean correction; 0 where the
+        denominator is 0).
+        """
         denominator = 1 - lam + lam * w
         return np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
 

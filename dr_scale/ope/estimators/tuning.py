@@ -107,10 +107,12 @@ class _Thresholded(Estimator):
 
     @property
     def thresholds(self) -> tuple[float, ...]:
+        """The thresholds: the one given, or the tuning grid and ∞."""
         value = getattr(self, self.parameter)
         return (value,) if value is not None else (*TUNING_GRID, float("inf"))
 
     def terms(self, rows):
+        """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`), one array per threshold."""
         return [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
 
     def state(self, rows: RowInputs) -> Moments:
@@ -123,6 +125,10 @@ class _Thresholded(Estimator):
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
     def linearize(self, state):
+        """At a given threshold, the base's; tuned, the threshold minimizing (|B̂_j| + z_{1−δ/2} ŝe(B̂_j))² + V̂_j,
+        B̂_j = t̄_j − t̄_DR the bias against DR (the last term), as obp's tuning does (ties: the largest threshold);
+        its unit gradient and the chosen threshold.
+        """
         if getattr(self, self.parameter) is not None:
             return super().linearize(state)
         cov = state.covariance() / state.n  # covariance of the means
@@ -166,9 +172,11 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     bins = np.searchsorted(grid, w, side="left")
 
     def per_bin(x):
+        """Σ of ``x`` per weight bin, (size,)."""
         return np.bincount(bins, weights=x, minlength=size)
 
     def scaled(factor, x):  # factor · x with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)
+        """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
         return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
 
     head = {k: np.cumsum(per_bin(x)) for k, x in
@@ -224,6 +232,7 @@ class SwitchDR(_Thresholded):
             object.__setattr__(self, "tau", checked("NonNegativeOrInf", "tau", self.tau))
 
     def corrected(self, rows, threshold):
+        """w_i (r_i − ρ̂_{a_i}(x_i)) 1{w_i ≤ τ}: the correction switched off above the threshold τ."""
         return np.where(rows.weight <= threshold, rows.weight * (rows.reward - rows.reward_hat_logged), 0.0)
 
 
@@ -266,6 +275,7 @@ class ClippedDR(_Thresholded):
             object.__setattr__(self, "max_weight", checked("PositiveOrInf", "max_weight", self.max_weight))
 
     def corrected(self, rows, threshold):
+        """min(w_i, M) (r_i − ρ̂_{a_i}(x_i)): the correction with its weight clipped at M."""
         return np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
 
 
@@ -299,6 +309,7 @@ class SwitchDRTuning(DoublyRobust):
     fixed_form: ClassVar[str] = "SwitchDR(tau={})"
 
     def shrink(self, w, lam):
+        """ŵ_λ(w) = w 1{w ≤ λ}."""
         return np.where(w <= lam, w, 0.0)
 
 
@@ -340,6 +351,7 @@ class DRos(DoublyRobust):
     example: ClassVar[str] = "DRos(lambda_=10) or DRos(lambdas=[10, 100, inf], tuning_method=mse)"
 
     def shrink(self, w, lam):
+        """ŵ_λ(w) = λ w / (w² + λ) (Su et al. 2020, optimistic shrinkage; w at λ = ∞)."""
         if lam == math.inf:
             return w
         denominator = w ** 2 + lam
