@@ -44,6 +44,7 @@ class ActionColumnPolicy(Policy):
         self.columns = (self.column,)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(a|x_i) = 1{a = the column's action on row i}."""
         return ChosenActions(target_actions(part, self.column, k), k)
 
     def __str__(self):
@@ -91,6 +92,7 @@ class ProbsColumnPolicy(Policy):
         return first_list_length(part, self.column)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(·|x_i) = the column's (k,) probabilities on row i, as a dense matrix."""
         return DenseProbs(target_probabilities(part, self.column, k))
 
     def __str__(self):
@@ -129,6 +131,7 @@ class SparsePolicy(Policy):
         self.columns = (self.column,)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(·|x_i) = the column's listed (action, probability) pairs on row i, never an (n, k) matrix."""
         return SparseProbs(*sparse_target_lists(part, self.column, k), k)
 
     def __str__(self):

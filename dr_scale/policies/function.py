@@ -53,6 +53,7 @@ class CallablePolicy(Policy):
         self.function()  # a missing module or function is an error now, not in the first task
 
     def function(self):
+        """The function ``module:function`` names, imported on first use."""
         module, _, name = self.target.partition(":")
         if not module or not name:
             raise UserError(f"policy callable:{self.target}: give callable:module:function")
@@ -71,6 +72,9 @@ class CallablePolicy(Policy):
         return function
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(·|x_i) from the function's output on (X, row_id): one action per row (a deterministic π) or
+        an (n, k) matrix of probabilities, checked.
+        """
         where = f"<callable:{self.target}>"
         try:
             out = np.asarray(self.function()(part.X, part.row_id))

@@ -94,6 +94,7 @@ class LinearPolicy(Policy):
 
     @property
     def n_features(self) -> int:
+        """d, the coefficients' rows."""
         return self.coef.shape[0]
 
     def scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
@@ -147,6 +148,7 @@ class LinearPolicy(Policy):
         missing, extra = [a for a in own if a not in here], [a for a in here if a not in own]
         if missing or extra or len(own) != len(here):
             def listed(values):
+                """The first five ``values`` as text."""
                 return ", ".join(map(repr, values[:5])) + (" …" if len(values) > 5 else "")
 
             raise UserError(f"policy {self.source} was learned on a log with other actions: "
@@ -173,6 +175,7 @@ class LinearPolicy(Policy):
         return np.argmax(self.choice_scores(X), axis=1)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(x_i) = argmax_a s_a(x_i), the first a among ties (:meth:`choice_scores`)."""
         self._check_k(k, part)
         return ChosenActions(np.argmax(self.choice_scores(part.X, part.source, part.row_id), axis=1), k)
 

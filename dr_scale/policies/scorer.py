@@ -121,6 +121,7 @@ class ItemScorerPolicy(Policy):
         return np.asarray(X @ coef) @ self.item_features.T + self.item_bias
 
     def distribution(self, part, k) -> SparseProbs:
+        """The top K items by s(x_i, a) and their softmax probabilities at the temperature, in chunks of rows."""
         if k != self.n_actions:
             raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                                         f"{self.n_actions}")

@@ -74,11 +74,13 @@ class ConstantPolicy(Policy):
             raise UserError("a constant policy needs an action")
 
     def resolve(self, actions):
+        """The policy with its action named by value resolved to its id in ``actions`` (the log's vocabulary)."""
         if self.item is None:
             return self
         return ConstantPolicy(action_id(self.item, actions, str(self)), self.item)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(a|x_i) = 1{a = the constant action}."""
         if self.action is None:
             assert self.item is not None  # a constant policy names its action by id or by value
             action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
@@ -138,6 +140,7 @@ class TopKPolicy(Policy):
             self.ids = tuple(action_id(i, None, str(self)) for i in self.items)  # ids until a vocabulary says otherwise
 
     def resolve(self, actions):
+        """The policy with its listed values resolved to ids in ``actions`` (the log's vocabulary)."""
         if actions is None and self.ids is not None:
             return self
         ids = tuple(action_id(i, actions, str(self)) for i in self.items)
@@ -146,6 +149,7 @@ class TopKPolicy(Policy):
         return TopKPolicy(self.items, ids)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(a|x_i) = 1/m for each of the m listed actions (one listed action: deterministic)."""
         if self.ids is None:
             self.resolve(None)  # the error: values without a vocabulary
         assert self.ids is not None
@@ -188,6 +192,7 @@ class UniformPolicy(Policy):
     needs_k = True
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π(a|x_i) = 1/k, in closed form (:class:`UniformMixture` with ε = 1)."""
         return UniformMixture(len(part), k, 1.0)  # in closed form: never an (n, k) array
 
     def __str__(self):
@@ -239,10 +244,12 @@ class EpsilonGreedyPolicy(Policy):
         self.n_actions = self.policy.n_actions
 
     def resolve(self, actions):
+        """The policy with its inner policy resolved against ``actions``."""
         inner = self.policy.resolve(actions)
         return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
 
     def distribution(self, part, k) -> ActionDistribution:
+        """π_ε(a|x_i) = ε/k + (1 − ε) π(a|x_i) of the inner policy π."""
         return self.policy.distribution(part, k).explored(self.epsilon)  # closed form unless π is (n, k) already
 
     def __str__(self):
@@ -273,6 +280,7 @@ class LoggingPolicy(Policy):
     on_policy = True
 
     def distribution(self, part, k) -> ActionDistribution:
+        """Never: the logging policy's probabilities of the actions not logged are not in the log (an error)."""
         raise UserError("policy logging: the logging policy's probabilities of the actions not logged are not in "
                         "the log; it can be evaluated (weights 1), not used where π(a|x) is needed for every a")
 
