@@ -87,6 +87,7 @@ class PropensityState:
 
     @classmethod
     def empty(cls, k: int, floor: float = DEFAULT_PROPENSITY_FLOOR) -> PropensityState:
+        """The state of no rows over k actions (the identity of ``+``)."""
         B = CALIBRATION_EDGES.size - 1
         return cls(0, float(floor), 0, 0.0, 0.0, np.zeros(k, np.int64), np.zeros((k, B), np.int64),
                    np.zeros((k, B)), np.zeros((k, B)), 0.0, 0, np.zeros(5), np.zeros(RATIO_EDGES.size + 1, np.int64))
@@ -133,6 +134,7 @@ class PropensityState:
         k = max(self.action_counts.size, other.action_counts.size)
 
         def pad(x):
+            """``x`` padded with zero rows to k actions."""
             return x if x.shape[0] == k else np.concatenate([x, np.zeros((k - x.shape[0],) + x.shape[1:], x.dtype)])
 
         return PropensityState(self.n + other.n, self.floor, self.floored + other.floored,
@@ -146,6 +148,7 @@ class PropensityState:
     # -- figures -------------------------------------------------------------------------
     @property
     def k(self) -> int:
+        """k, the actions counted."""
         return int(self.action_counts.size)
 
     def ece(self) -> float:
@@ -159,6 +162,7 @@ class PropensityState:
         return self.support_mass / self.n if self.n else math.nan
 
     def support_fails(self, share: float = SUPPORT_WARNING_SHARE) -> bool:
+        """Whether more than ``share`` of π's mass falls where π̂₀ < floor (:meth:`support_share`)."""
         return self.n > 0 and self.support_share() > share
 
     def log_losses(self) -> dict:
@@ -252,6 +256,7 @@ class PropensityState:
         return out
 
     def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
         return {"n": self.n, "floor": self.floor, "floored": self.floored, "log_loss_sum": self.log_loss_sum,
                 "brier_sum": self.brier_sum, "action_counts": self.action_counts.tolist(),
                 "bin_counts": self.bin_counts.tolist(), "bin_p": self.bin_p.tolist(), "bin_y": self.bin_y.tolist(),
@@ -260,6 +265,7 @@ class PropensityState:
 
     @classmethod
     def from_dict(cls, d: dict) -> PropensityState:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
         B = CALIBRATION_EDGES.size - 1
         k = len(d["action_counts"])
         return cls(int(d["n"]), float(d["floor"]), int(d["floored"]), float(d["log_loss_sum"]),

@@ -132,6 +132,7 @@ def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, squar
     n = n_fit.sum(axis=1)
 
     def evaluate(x, active):
+        """The penalised multinomial log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_softmax_terms, x, fits, k, d, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -161,12 +162,15 @@ class PropensityObjective(Objective):
     what: ClassVar[str] = "multinomial model(s)"
 
     def read_part(self, fs, path, n_features, n_actions):
+        """One part, with or without its propensity column (:func:`read_policy_part`)."""
         return read_policy_part(fs, path, n_features, n_actions)
 
     def count(self, part, n_features, groups, n_actions):
+        """A part's rows per (fold, action) block and its feature squares (:func:`counts`)."""
         return counts(part, n_features)
 
     def sums(self, parts, n_features, counted, fits):
+        """(rows per block, feature squares) from the counts, no more passes."""
         return (counted[:counted.size - n_features], counted[counted.size - n_features:]), 0
 
     def solve(self, parts, sums, n_features, lam, fits, settings, progress):
@@ -182,14 +186,17 @@ class PropensityObjective(Objective):
         return Solved(coef, result.passes, result.converged, (intercept, result))
 
     def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        """A part's log losses −Σ log π̂₀^{(−f(i))}(a_i|x_i) by the fold models that did not see the rows."""
         return out_of_fold_log_loss(part, solved.x, solved.extra[0], folds)
 
     def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        """The λ search's sample rows and mean out-of-fold log loss per λ (None where not fitted)."""
         rows = int(sums[0].sum())
         return {"sample_rows": rows,
                 "mean_log_loss": [None if v is None else float(v.sum() / max(rows, 1)) for v in losses]}
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        """The :class:`~dr_scale.propensity.model.PropensityModel` of the K fold models and the full-data one."""
         coef, (intercept, result) = solved.x, solved.extra
         n_fit = _fit_counts(sums[0], fits, n_actions).astype(int)
         rows = n_fit[-1]

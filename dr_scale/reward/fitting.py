@@ -163,6 +163,9 @@ def solve(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, *, rt
     """The fits at penalty λ by block CG, one pass over the parts per iteration; and their intercepts, where a
     fit had no rows the pooled mean reward of its rows over all actions (w = 0)."""
     def gram(P):
+        """The fits' Gram products (X_fᵀX_f + …) P for the search directions ``P``, one pass (zeros when every fit has
+        converged).
+        """
         active = P.any(axis=1)  # CG zeroes the directions of converged fits
         if not active.any():
             return np.zeros_like(P)
@@ -193,6 +196,7 @@ class RewardModels(Family):
     name: str = "the log"
 
     def objective(self, parts: PartSet, settings: FitSettings) -> Objective:
+        """The ridge or logistic objective for these parts, as ``settings.model`` (or the rewards) choose."""
         kind, chosen_by = model_kind(parts, settings, self.name)
         return (LogisticObjective if kind == "logistic" else RidgeObjective)(self.name, chosen_by)
 
@@ -208,6 +212,7 @@ class RidgeObjective(Objective):
     what: ClassVar[str] = "ridge models"
 
     def count(self, part, n_features, groups, n_actions):
+        """A part's rows per (fold, action) block and feature (:func:`block_counts`)."""
         return block_counts(part, n_features)
 
     def sums(self, parts, n_features, counts, fits):
@@ -216,11 +221,15 @@ class RidgeObjective(Objective):
         return fits.stats(block_sums(parts, n_features, counts)), 2
 
     def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        """The ridge fits min Σ (r_i − b − x_i·w)² + λ‖w‖² by conjugate gradients, the intercepts unpenalised."""
         fit, intercept = solve(parts, sums, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
                                progress=progress)
         return Solved(fit.coef, fit.iterations, fit.converged, intercept)
 
     def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        """A part's squared errors Σ (r_i − ρ̂^{(−f(i))}_{a_i}(x_i))² per action by the fold models that did not see
+        the rows.
+        """
         return out_of_fold_errors(part, solved.x, solved.extra, folds)[0]
 
     def search_record(self, sample, sums, n_features, folds, n_actions, losses):
@@ -234,6 +243,9 @@ class RidgeObjective(Objective):
                 "out_of_fold_r2": [None if r is None else [_finite(v) for v in r] for r in r2]}
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        """The :class:`~dr_scale.reward.models.LinearRewardModel` of the K fold models and the full-data one
+        (actions never logged warned about).
+        """
         d, k = n_features, n_actions
         n_fit = sums.n.reshape(-1, k)
         _warn_unlogged(self.name, n_fit, solved.extra.reshape(-1, k), fits.folds)
@@ -373,6 +385,7 @@ def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: in
                                  / rows[:, None], spread])
 
     def evaluate(x, active):
+        """The penalised log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -401,9 +414,11 @@ class LogisticObjective(Objective):
     what: ClassVar[str] = "logistic models"
 
     def count(self, part, n_features, groups, n_actions):
+        """A part's rows, positive rewards and feature squares per block (:func:`logistic_counts`)."""
         return logistic_counts(part, n_features)
 
     def sums(self, parts, n_features, counts, fits):
+        """(rows, positive rewards per block, feature squares) from the counts, no more passes."""
         blocks = (counts.size - n_features) // 2
         return (counts[:blocks], counts[blocks:2 * blocks], counts[2 * blocks:]), 0
 
@@ -422,13 +437,20 @@ class LogisticObjective(Objective):
         return Solved(x, result.passes + fits.full, result.converged, wrong)
 
     def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        """A part's log losses −Σ [r log σ(z) + (1 − r) log(1 − σ(z))] per action by the fold models that did
+        not see the rows.
+        """
         return out_of_fold_log_loss(part, solved.x, folds, n_actions)
 
     def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        """The λ search's sample rows, in all and per action."""
         n = sums[0].reshape(folds, n_actions).sum(axis=0)
         return {"sample_rows": int(n.sum()), "sample_rows_per_action": n.astype(int).tolist()}
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        """The :class:`~dr_scale.reward.models.LogisticRewardModel` of the K fold models and the full-data one
+        (separated actions warned about).
+        """
         d, k, x = n_features, n_actions, solved.x
         n, sy = fits.combine(sums[0]), fits.combine(sums[1])
         full = slice(fits.folds * k, None)

@@ -125,6 +125,7 @@ def check_model_actions(model, actions: list | None, name: str) -> None:
         return
 
     def listed(values):
+        """The first six ``values`` as text."""
         return ", ".join(map(repr, values[:6])) + (" …" if len(values) > 6 else "")
 
     raise ParameterError(f"{name} was fitted on a log whose actions are {listed(own)}; this log's are "

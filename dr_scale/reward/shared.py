@@ -116,10 +116,12 @@ class SharedRidgeRewardModel:
 
     @property
     def n_features(self) -> int:
+        """d, the context features."""
         return self.beta_x.size
 
     @property
     def n_actions(self) -> int:
+        """k, the items (rows of ``item_features``)."""
         return self.item_features.shape[0]
 
     @property
@@ -426,6 +428,7 @@ def _solve_ridge(parts, stats, lam, fits, item_features, d, k, settings, progres
     """The fits at penalty λ by :func:`dr_scale.outofcore.ridge.fit` (conjugate gradients, one pass per iteration):
     (the fit, θ (F, D + 1) as (β_x, β_f, vec B, b))."""
     def gram(P):
+        """The shared fits' Gram products for the search directions ``P``, one pass (zeros when all converged)."""
         active = P.any(axis=1)
         if not active.any():
             return np.zeros_like(P)
@@ -455,6 +458,7 @@ def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progr
     curvature = np.column_stack([(sxx * spread[:, None] + lam) / rows[:, None], spread])
 
     def evaluate(x, active):
+        """The penalised log loss and its gradient of the shared fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_shared_logistic_terms, x, item_features, fits, active, d, k)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -478,20 +482,25 @@ class SharedObjective(Objective):
 
     @property
     def loss(self) -> str:
+        """``"log_loss"`` (logistic) or ``"sse"`` (ridge)."""
         return "log_loss" if self.logistic else "sse"
 
     @property
     def kind(self) -> str:
+        """``"logistic"`` or ``"ridge"``."""
         return "logistic" if self.logistic else "ridge"
 
     @property
     def what(self) -> str:
+        """What a fit is in stage lines: ``shared ridge model(s)`` or ``shared logistic model(s)``."""
         return f"shared {self.kind} model(s)"
 
     def count(self, part, n_features, groups, n_actions):
+        """A part's shared sums per fold (n, Σ r, Σ φ, Σ φ², Σ r φ) (:func:`shared_sums`)."""
         return shared_sums(part, self.item_features, n_features, groups, n_actions)
 
     def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+        """The shared fits at λ: conjugate gradients (ridge) or L-BFGS (logistic), θ = (β_x, β_f, vec B, b) per fit."""
         F, k = self.item_features, self.item_features.shape[0]
         if self.logistic:
             result, theta = _solve_logistic(parts, sums, lam, fits, F, n_features, k, settings, progress)
@@ -500,12 +509,15 @@ class SharedObjective(Objective):
         return Solved(theta, fit.iterations, fit.converged)
 
     def out_of_fold(self, part, solved, n_features, folds, n_actions):
+        """A part's out-of-fold squared errors or log losses by the fold models that did not see the rows."""
         return shared_out_of_fold(part, solved.x, self.item_features, n_features, n_actions, folds, self.logistic)[0]
 
     def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+        """The λ search's sample rows."""
         return {"sample_rows": int(sums[0].sum())}
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        """The :class:`SharedRidgeRewardModel` (or logistic) of the full-data θ, with the fold models' θ."""
         F, d = self.item_features, n_features
         theta = np.column_stack([solved.x[:, -1], solved.x[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
         metadata = {"rows": int(sums[0].sum()), "kind": f"shared {self.kind}", "model": f"shared {self.kind}",
@@ -528,6 +540,7 @@ class SharedModels(Family):
         self.item_features = np.asarray(self.item_features, dtype=np.float64)
 
     def objective(self, parts, settings) -> SharedObjective:
+        """The shared ridge or logistic objective, as ``settings.model`` (or the rewards) choose."""
         from dr_scale.reward.fitting import model_kind
 
         kind, chosen_by = model_kind(parts, settings, self.name)

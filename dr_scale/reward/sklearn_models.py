@@ -50,6 +50,7 @@ class SklearnRewardModel:
 
     @property
     def n_actions(self) -> int:
+        """k, the per-action estimators."""
         return len(self.estimators)
 
     @classmethod
@@ -94,10 +95,12 @@ class CrossFittedRewardModel:
 
     @property
     def n_actions(self) -> int:
+        """k, the full-data model's actions."""
         return self.full.n_actions
 
     @property
     def folds(self) -> int:
+        """K, the fold models."""
         return len(self.fold_models)
 
     def predict(self, X, actions=None, row_id=None) -> np.ndarray:
