@@ -20,6 +20,7 @@ deterministic π: one action per row), :class:`SparseProbs` (each row's listed a
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -66,7 +67,7 @@ class ArrayValues:
     @property
     def k(self) -> int:
         """k, the array's columns."""
-        return self.array.shape[1]
+        return int(self.array.shape[1])
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
         """v(x_i, a) = ``array``[i, a] for the (m,) ``actions``, (n, m)."""
@@ -78,7 +79,8 @@ class ArrayValues:
 
     def mean(self) -> np.ndarray:
         """(1/k) Σ_a ``array``[i, a], (n,)."""
-        return self.array.mean(axis=1)
+        out: np.ndarray = self.array.mean(axis=1)
+        return out
 
 
 class ActionDistribution(abc.ABC):
@@ -164,11 +166,12 @@ class DenseProbs(ActionDistribution):
         object.__setattr__(self, "k", self.probs.shape[1])  # k, the matrix's columns
 
     def __len__(self) -> int:
-        return self.probs.shape[0]
+        return int(self.probs.shape[0])
 
     def _logged(self, action: np.ndarray) -> np.ndarray:
         """The flat positions of (i, a_i): ~2× faster to take than [i, a_i]."""
-        return np.arange(len(self)) * self.k + np.asarray(action)
+        out: np.ndarray = np.arange(len(self)) * self.k + np.asarray(action)
+        return out
 
     def at(self, action: np.ndarray) -> np.ndarray:
         """π(a_i | x_i) = ``probs``[i, a_i], (n,)."""
@@ -184,7 +187,9 @@ class DenseProbs(ActionDistribution):
 
     def value(self, values: ActionValues) -> np.ndarray:
         """Σ_a π(a|x_i) v(x_i, a), (n,), reading v only in the columns of actions some row takes."""
-        return (self.probs * self._where_taken(values)) @ np.ones(self.k)  # BLAS row sums: ~3× faster than einsum
+        # BLAS row sums: ~3× faster than einsum
+        out: np.ndarray = (self.probs * self._where_taken(values)) @ np.ones(self.k)
+        return out
 
     def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
         """(:meth:`value`, v(x_i, a_i)), both from the columns of the actions some row takes (v is 0 in the
@@ -199,7 +204,8 @@ class DenseProbs(ActionDistribution):
 
     def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
         """p_π(e_i|x_i) = Σ_a π(a|x_i) 1{e(a) = e_i}, (n,)."""
-        return (self.probs * (embedding[None, :self.k] == np.asarray(category)[:, None])).sum(axis=1)
+        out: np.ndarray = (self.probs * (embedding[None, :self.k] == np.asarray(category)[:, None])).sum(axis=1)
+        return out
 
     def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
         """a'_i ~ ``probs``[i] by the keyed categorical draw (:func:`~dr_scale.core.keyed_random.categorical`)."""
@@ -234,11 +240,12 @@ class ChosenActions(ActionDistribution):
     k: int
 
     def __len__(self) -> int:
-        return self.actions.shape[0]
+        return int(self.actions.shape[0])
 
     def at(self, action: np.ndarray) -> np.ndarray:
         """π(a_i | x_i) = 1{a_i = π(x_i)}, (n,)."""
-        return (np.asarray(action) == self.actions).astype(np.float64)
+        out: np.ndarray = (np.asarray(action) == self.actions).astype(np.float64)
+        return out
 
     def value(self, values: ActionValues) -> np.ndarray:
         """v(x_i, π(x_i)), from the columns of the actions π takes only (for a constant π one column, whatever k)."""
@@ -248,7 +255,8 @@ class ChosenActions(ActionDistribution):
         if taken.size == 1:
             return columns[:, 0]
         slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
-        return columns.take(np.arange(len(self)) * taken.size + slot[self.actions])
+        out: np.ndarray = columns.take(np.arange(len(self)) * taken.size + slot[self.actions])
+        return out
 
     def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
         """v(x_i, π(x_i)) serves as both: it is v(x_i, a_i) wherever π(a_i|x_i) = 1."""
@@ -261,7 +269,8 @@ class ChosenActions(ActionDistribution):
 
     def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
         """p_π(e_i|x_i) = 1{e(π(x_i)) = e_i}, (n,)."""
-        return (embedding[self.actions] == category).astype(np.float64)
+        out: np.ndarray = (embedding[self.actions] == category).astype(np.float64)
+        return out
 
     def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
         """π's own actions (a deterministic π draws what it chooses)."""
@@ -308,19 +317,22 @@ class SparseProbs(ActionDistribution):
     k: int
 
     def __len__(self) -> int:
-        return self.actions.shape[0]
+        return int(self.actions.shape[0])
 
     def _logged(self, action: np.ndarray) -> np.ndarray:
         """(n, K): whether slot j of row i lists the logged action a_i with positive probability."""
-        return (self.actions == np.asarray(action)[:, None]) & (self.probs > 0)
+        out: np.ndarray = (self.actions == np.asarray(action)[:, None]) & (self.probs > 0)
+        return out
 
     def at(self, action: np.ndarray) -> np.ndarray:
         """π(a_i | x_i) = Σ_j p_ij 1{a_ij = a_i, p_ij > 0} over the row's listed actions, (n,)."""
-        return (self.probs * self._logged(action)).sum(axis=1)
+        out: np.ndarray = (self.probs * self._logged(action)).sum(axis=1)
+        return out
 
     def value(self, values: ActionValues) -> np.ndarray:
         """Σ_j p_ij v(x_i, a_ij), (n,): O(n·K), v read at the listed actions only."""
-        return (self.probs * values.pairs(self.actions)).sum(axis=1)
+        out: np.ndarray = (self.probs * values.pairs(self.actions)).sum(axis=1)
+        return out
 
     def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
         """(:meth:`value`, Σ_j v(x_i, a_ij) 1{a_ij = a_i, p_ij > 0}): v at the listed actions only, O(n·K); the
@@ -336,12 +348,14 @@ class SparseProbs(ActionDistribution):
     def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
         """p_π(e_i|x_i) = Σ_j p_ij 1{e(a_ij) = e_i, p_ij > 0}, (n,)."""
         same = (embedding[self.actions] == np.asarray(category)[:, None]) & (self.probs > 0)
-        return (self.probs * same).sum(axis=1)
+        out: np.ndarray = (self.probs * same).sum(axis=1)
+        return out
 
     def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
         """a'_i = a_ij with j ~ (p_i1, …, p_iK) by the keyed categorical draw."""
         slot = keyed_random.categorical(self.probs, row_id, seed, purpose)
-        return self.actions[np.arange(len(self)), slot].astype(np.int64)
+        out: np.ndarray = self.actions[np.arange(len(self)), slot].astype(np.int64)
+        return out
 
     def dense(self) -> np.ndarray:
         """The (n, k) matrix, the listed probabilities added at their actions."""
@@ -392,10 +406,12 @@ class UniformMixture(ActionDistribution):
     def __len__(self) -> int:
         return self.n
 
-    def _mixed(self, uniform, of_inner) -> np.ndarray:
+    def _mixed(self, uniform: np.ndarray,
+               of_inner: Callable[[ActionDistribution], np.ndarray]) -> np.ndarray:
         """ε · ``uniform`` + (1 − ε) · ``of_inner``(π') (0 without π')."""
         inner = 0.0 if self.inner is None else of_inner(self.inner)
-        return uniform + (1 - self.epsilon) * inner
+        out: np.ndarray = uniform + (1 - self.epsilon) * inner
+        return out
 
     def at(self, action: np.ndarray) -> np.ndarray:
         """π(a_i|x_i) = ε/k + (1 − ε) π'(a_i|x_i), (n,)."""
