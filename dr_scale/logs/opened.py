@@ -172,7 +172,8 @@ class OpenedLog(ListedLog):
     @property
     def footprint(self) -> Footprint:
         """The parts' rows and bytes from their footers (:func:`~dr_scale.logs.contract.footprint_of`), once."""
-        return self._fact("footprint", lambda: footprint_of(self.footers))
+        out: Footprint = self._fact("footprint", lambda: footprint_of(self.footers))
+        return out
 
     def dimensions(self, n_features: int | None = None, n_actions: int | None = None,
                    fitted: tuple = ()) -> tuple[int | None, int | None]:
@@ -196,12 +197,14 @@ class OpenedLog(ListedLog):
     @property
     def vocabulary(self) -> list | None:
         """The action vocabulary beside the log (the values its action ids name), or None; read once."""
-        return self._fact("vocabulary", lambda: action_vocabulary(self.url, self.storage_options))
+        out: list[Any] | None = self._fact("vocabulary", lambda: action_vocabulary(self.url, self.storage_options))
+        return out
 
     @property
     def catalogue(self) -> Catalogue | None:
         """The action catalogue beside the log (the actions' features and categories), or None; read once."""
-        return self._fact("catalogue", lambda: read_catalogue(self.url, self.storage_options))
+        out: Catalogue | None = self._fact("catalogue", lambda: read_catalogue(self.url, self.storage_options))
+        return out
 
     @property
     def fingerprint(self) -> str:
@@ -211,7 +214,8 @@ class OpenedLog(ListedLog):
         added, removed, renamed or rewritten with other rows changes it; the same parts copied to another
         store or folder keep it. It does not hash the values themselves (two writes of the same row ids with
         other rewards of the same encoded size would share it)."""
-        return self._fact("fingerprint", self._fingerprint)
+        out: str = self._fact("fingerprint", self._fingerprint)
+        return out
 
     def _fingerprint(self) -> str:
         digest = hashlib.blake2b(digest_size=8)

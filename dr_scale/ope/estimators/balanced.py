@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
@@ -63,11 +64,11 @@ class BalancedIPW(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # SNIPS's
     example: ClassVar[str] = "BIPW(lambda_=50)"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # BIPW(): no pydantic import
             object.__setattr__(self, "lambda_", checked("NonNegativeOrInf", "lambda_", self.lambda_))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "BalancedIPW()" if self.lambda_ == math.inf else f"BalancedIPW(lambda_={self.lambda_!r})"
 
     @property
@@ -83,7 +84,7 @@ class BalancedIPW(Estimator):
         return RowInputs(rows.reward, np.minimum(rows.importance_weight, self.lambda_),
                          importance_weight=rows.importance_weight)
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(ŵ_λ r_i, ŵ_λ) with ŵ_λ = min(ŵ(x_i, a_i), λ): V̂ = Σ ŵ_λ r_i / Σ ŵ_λ, self-normalized as SNIPS."""
         rows = self.balanced(rows)
         return [rows.weight * rows.reward, rows.weight]
@@ -95,8 +96,9 @@ class BalancedIPW(Estimator):
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient
 
-    def estimate(self, *, reward, action, target_probs, estimated_importance_weights=None, propensity=None,
-                 reward_hat=None) -> Estimate:
+    def estimate(self, *, reward: ArrayLike, action: ArrayLike, target_probs: ArrayLike,
+                 estimated_importance_weights: ArrayLike | None = None, propensity: ArrayLike | None = None,
+                 reward_hat: ArrayLike | None = None) -> Estimate:
         """Estimate from obp's arrays and the (n,) ``estimated_importance_weights`` ŵ(x_i, a_i) ≥ 0.
 
         ``action`` and ``target_probs`` are checked as obp checks them (and unused, as obp's); ``propensity``

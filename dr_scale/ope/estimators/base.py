@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
@@ -76,7 +77,8 @@ class Estimator(ABC):
 
     def gradient(self, means: np.ndarray) -> np.ndarray:
         """∇g(t̄), the delta method's gradient; here that of the plain mean, (1, 0, …, 0)."""
-        return np.eye(1, means.size)[0]
+        out: np.ndarray = np.eye(1, means.size)[0]
+        return out
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """(value, gradient of the value in the means, chosen parameters) at a state."""
@@ -139,7 +141,8 @@ class Estimator(ABC):
                           *self.el_ranges(state), weighted=a.shape[0] == 2, estimate=value)
 
     # -- numpy API ----------------------------------------------------------
-    def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
+    def estimate(self, *, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_probs: ArrayLike,
+                 reward_hat: ArrayLike | None = None) -> Estimate:
         """Estimate the target policy's value from arrays (obp's argument layout).
 
         Parameters
@@ -172,6 +175,6 @@ class Estimator(ABC):
         rows = RowInputs.from_arrays(reward, action, propensity, target_probs, reward_hat)
         return self.result(self.state(rows))
 
-    def estimate_policy_value(self, **arrays) -> float:
+    def estimate_policy_value(self, **arrays: ArrayLike) -> float:
         """The point estimate alone, as obp's estimators return it."""
         return self.estimate(**arrays).value

@@ -25,7 +25,7 @@ class OnPolicy(Estimator):
     name: ClassVar[str] = "logging"
     needs_model: ClassVar[bool] = False
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(r_i,): the logging policy's value is the plain mean of the logged rewards."""
         return [rows.reward]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
@@ -174,7 +175,7 @@ class Estimate:
         return (float(self.value - half), float(self.value + half))
 
 
-def checked(rule: str, name: str, value):
+def checked(rule: str, name: str, value: Any) -> Any:
     """``value`` of the parameter ``name`` checked by the shared rule ``rule`` of :mod:`dr_scale.io.config`
     (as ``--clip``, ``--tau`` and a policies file's keys are); pydantic is imported on first use only."""
     from dr_scale.io import config

@@ -11,6 +11,7 @@ import numpy as np
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import SNIPS
 from dr_scale.ope.intervals import Summary, summary_of
 from dr_scale.ope.moments import Moments
@@ -56,7 +57,7 @@ class ReplayMethod(Estimator):
     needs_model: ClassVar[bool] = False
     needs_propensity: ClassVar[bool] = False
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(1{π(a_i|x_i) = 1} r_i, 1{π(a_i|x_i) = 1}): the mean reward of the rows where the deterministic
         π chose the logged action (Li, Chu, Langford & Wang 2011).
         """
@@ -69,6 +70,6 @@ class ReplayMethod(Estimator):
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient
 
-    def summary(self, state, grad, value=None):
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
         """The empirical-likelihood summary of a plain mean of the linearised terms."""
         return _plain_mean_summary(state, grad, value)
