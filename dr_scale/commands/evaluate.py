@@ -186,9 +186,10 @@ def run(args) -> int:
     log_filter = logs.log_filter
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
+        from dr_scale.reward.models import LinearRewardModel
         from dr_scale.reward.summary import summary
 
-        assert model is not None  # fitted in the session
+        assert isinstance(model, LinearRewardModel)  # the ridge or logistic model fitted in the session
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import url_to_fs
@@ -36,6 +37,10 @@ from dr_scale.logs.contract import (
     schema_facts,
 )
 from dr_scale.logs.filters import LogFilter
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+    from fsspec import AbstractFileSystem
 
 #: What the state of a pickled log keeps (the rest is read again where needed).
 _PICKLED = ("url", "log_filter", "_fs", "_parts")
@@ -86,7 +91,8 @@ class OpenedLog(ListedLog):
     16
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None, log_filter: LogFilter | None = None):
+    def __init__(self, url: str | os.PathLike, storage_options: dict | None = None,
+                 log_filter: LogFilter | None = None) -> None:
         if not isinstance(url, (str, os.PathLike)):
             raise UserError(f"expected a path or URL (a str), got {type(url).__name__} {url!r:.60}")
         if log_filter is not None and not isinstance(log_filter, LogFilter):
@@ -125,7 +131,7 @@ class OpenedLog(ListedLog):
         return self._fs, self._parts
 
     @property
-    def fs(self):
+    def fs(self) -> AbstractFileSystem:
         """The log's filesystem (fsspec), from :meth:`listing`."""
         return self.listing()[0]
 
@@ -139,12 +145,12 @@ class OpenedLog(ListedLog):
         """The part files' paths."""
         return [str(p) for p in self.parts]
 
-    def read(self, part, **kwargs) -> Partition:
+    def read(self, part: str | os.PathLike, **kwargs: Any) -> Partition:
         """One part read and validated with this log's filter (:func:`~dr_scale.logs.contract.read_partition`)."""
         return read_partition(self.fs, str(part), log_filter=self.log_filter, **kwargs)
 
     # -- the footers -----------------------------------------------------------------------------------
-    def footer(self, i: int = 0):
+    def footer(self, i: int = 0) -> pq.FileMetaData:
         """Part ``i``'s Parquet footer (``pyarrow.parquet.FileMetaData``), read once."""
         footer = self._footers.get(i)
         if footer is None:
@@ -234,7 +240,7 @@ class OpenedLog(ListedLog):
             digest.update(b"\n")
         return digest.hexdigest()
 
-    def _fact(self, name: str, read):
+    def _fact(self, name: str, read: Callable[[], Any]) -> Any:
         if name not in self._facts:
             with self._lock:
                 if name not in self._facts:
@@ -251,7 +257,8 @@ def _common_folder(paths: list[str]) -> str:
     return first[:first.rfind("/", 0, i) + 1] if len(paths) > 1 else first[:first.rfind("/") + 1]
 
 
-def open_log(logs, storage_options: dict | None = None, log_filter: LogFilter | None = None) -> OpenedLog:
+def open_log(logs: str | os.PathLike | OpenedLog, storage_options: dict | None = None,
+             log_filter: LogFilter | None = None) -> OpenedLog:
     """The log ``logs`` opened (:class:`OpenedLog`): a URL with its ``storage_options`` and ``log_filter``, or
     an opened log as it is (so that every entry point opens what it is given once).
 
