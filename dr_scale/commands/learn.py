@@ -16,6 +16,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.commands.fit import add_model_choice, parse_lambda
 from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.crossfit.settings import Stages
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
@@ -23,7 +24,6 @@ from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
-from dr_scale.reward.fitting import Stages
 
 #: Passes at most per solve of ``--learner scorer`` (its CG over all item pairs and its reward model's).
 SCORER_PASSES = 500
@@ -114,7 +114,7 @@ def run(args) -> int:
     p_settings = None
     if args.estimate_propensity:
         from dr_scale.commands.fit_propensity import DEFAULT_PROPENSITY_FOLDS
-        from dr_scale.reward.fitting import FitSettings
+        from dr_scale.crossfit.settings import FitSettings
 
         p_settings = FitSettings(folds=args.folds or DEFAULT_PROPENSITY_FOLDS, n_features=args.n_features,
                                  n_actions=args.n_actions)

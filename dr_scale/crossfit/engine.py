@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class Solved:
     x: np.ndarray
     passes: int
     converged: np.ndarray
-    extra: object = None
+    extra: Any = None
 
 
 class Reads:

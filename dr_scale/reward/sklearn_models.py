@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from dr_scale.reward.models import checked_actions, checked_row_id, checked_training_arrays, fold_of, predict_by_fold
+from dr_scale.crossfit.folded import checked_actions, checked_row_id, predict_by_fold
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.reward.models import checked_training_arrays
 
 
 def _rows(X, dense: bool):
