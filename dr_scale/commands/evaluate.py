@@ -40,6 +40,7 @@ from dr_scale.reward.files import load_reward_model
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale evaluate`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("evaluate", help="estimate a target policy's value from logged data",
                        description="Estimate a target policy's value on a logged data set (Parquet file, "
                                    "folder or URL). With no LOGS, runs on the bundled example log.")
@@ -100,6 +101,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``dr-scale evaluate``: the policies' estimates on the log (and the reward or propensity model it fits);
+    the exit status.
+    """
     logs, model_path = args.logs, args.reward_model
     policies = args.policy or ["column:target_action"]
     if len(set(policies)) != len(policies):
@@ -132,6 +136,8 @@ def run(args) -> int:
         names.append("DM")  # beside IPS/DR: it needs no propensity, where the estimated ones lack support
 
     def evaluation_with(reward_model, propensity_model, spec, baseline):
+        """The :class:`~dr_scale.ope.evaluation.Evaluation` of policy ``spec`` with these models, against
+        ``baseline``."""
         return Evaluation(parsed[spec], make_estimators(names, clip=args.clip, tau=args.tau),
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
                           model_source=model_path, baseline=parsed.get(baseline, baseline),
@@ -180,8 +186,10 @@ def run(args) -> int:
     log_filter = logs.log_filter
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
+        from dr_scale.reward.models import LinearRewardModel
         from dr_scale.reward.summary import summary
 
+        assert isinstance(model, LinearRewardModel)  # the ridge or logistic model fitted in the session
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:
@@ -197,8 +205,8 @@ def run(args) -> int:
         print(f"{len(results)} policies on {where}, one pass over the log")
     else:
         print(f"policy {result.policy} on {where}")
-    for name, days in in_sample.items():
-        print(f"IN-SAMPLE: {name} was learned on {days} of this log; its estimates are optimistic")
+    for learned, days in in_sample.items():
+        print(f"IN-SAMPLE: {learned} was learned on {days} of this log; its estimates are optimistic")
     print(result.table(args.alpha, args.interval))
     diagnostics = next((r.propensity for r in results.values() if r.propensity is not None), None)
     if diagnostics is not None:

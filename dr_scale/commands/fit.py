@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale fit`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("fit", help="fit per-action reward models ρ̂ (ridge, or logistic for 0/1 rewards) on a "
                                    "logged data set",
                        description="For each action a, on the rows that logged a, ridge regression with an "
@@ -60,10 +61,10 @@ def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
 def add_model_options(p, shared: bool = False) -> None:
     """--lam, --folds, --seed, --rtol, --n-features, --model (shared with ``evaluate --fit-reward-model``; ``shared``:
     ``--model shared`` too, for ``fit``)."""
-    from dr_scale.reward.fitting import LAMBDA_GRID as grid
-    from dr_scale.reward.fitting import RTOL as rtol
-    from dr_scale.reward.fitting import SEARCH_FOLDS as search_folds
-    from dr_scale.reward.fitting import SEARCH_ROWS as search_rows
+    from dr_scale.crossfit.settings import LAMBDA_GRID as grid
+    from dr_scale.crossfit.settings import RTOL as rtol
+    from dr_scale.crossfit.settings import SEARCH_FOLDS as search_folds
+    from dr_scale.crossfit.settings import SEARCH_ROWS as search_rows
 
     p = p.add_argument_group("fitting the reward model")
     p.add_argument("--lam", type=parse_lambda, metavar="λ|auto",
@@ -109,7 +110,7 @@ parse_rtol = rule_option(tolerance, "rtol")
 
 def fit_settings(args):
     """The :class:`dr_scale.reward.fitting.FitSettings` the options describe."""
-    from dr_scale.reward.fitting import FitSettings
+    from dr_scale.crossfit.settings import FitSettings
 
     given = {dest: getattr(args, dest) for _, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None}
     return FitSettings(**given, n_features=args.n_features, n_actions=args.n_actions)
@@ -144,6 +145,7 @@ def model_options_given(args) -> list[str]:
 
 
 def run(args) -> int:
+    """Run ``dr-scale fit``: the reward model fitted on the log and written; the exit status."""
     from dr_scale.reward.summary import summary
 
     opts, logs = log_and_output(args)

@@ -14,6 +14,7 @@ DEFAULT_PROPENSITY_FOLDS = 5
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale fit-propensity`` and its options to the sub-command parsers ``sub``."""
     from dr_scale.commands.fit import add_fit_arguments
 
     p = sub.add_parser("fit-propensity", help="estimate the logging policy π₀(a|x) of a log (multinomial logistic, "
@@ -104,6 +105,7 @@ def summary_lines(model) -> list[str]:
 
 
 def run(args) -> int:
+    """Run ``dr-scale fit-propensity``: the propensity model π̂₀ fitted on the log and written; the exit status."""
     from dr_scale.commands.fit import fit_and_write, log_and_output
 
     opts, logs = log_and_output(args)

@@ -17,6 +17,7 @@ from dr_scale.outofcore.compute import dask_session
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale generate`` (``visits``, ``bandit``) and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("generate", help="generate a synthetic data set (visits: the paper's Sec. 5.2 shape; "
                                         "bandit: a logged bandit with known truth)",
                        description="Generate a synthetic data set as Parquet parts, one Dask task per part.")
@@ -84,6 +85,9 @@ def _add_bandit_parser(kinds) -> None:
 
 
 def run_bandit(args) -> int:
+    """Run ``dr-scale generate bandit``: a logged bandit with known truth written as Parquet parts; the exit
+    status.
+    """
     from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
 
     opts = storage_options(args.storage_options)
@@ -120,6 +124,9 @@ def _run_items(args, opts) -> int:
 
 
 def run_visits(args) -> int:
+    """Run ``dr-scale generate visits``: the paper's Sec. 5.2 visits data set written as Parquet parts; the exit
+    status.
+    """
     from dr_scale.io.cache import spill_root
     from dr_scale.outofcore.passes import spill_folder
     from dr_scale.synthetic.visits import generate_visits

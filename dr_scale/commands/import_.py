@@ -9,6 +9,7 @@ DEFAULT_BLOCKSIZE = 16 << 20  # dr_scale.logs.importing.raw.DEFAULT_BLOCKSIZE, w
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale import`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("import", help="import a raw table (CSV, JSON lines, Parquet) as a logged data set",
                        description="Read a raw table — one file, a folder or a glob at any fsspec URL, compressed or "
                                    "not — out of core, map the action's values to ids 0..k-1, hash the features "
@@ -27,6 +28,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``dr-scale import``: the raw table imported as a log (:func:`~dr_scale.logs.importing.import_log`); the
+    exit status.
+    """
     from dr_scale.logs.importing import import_log
 
     opts = storage_options(args.storage_options)

@@ -16,6 +16,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.commands.fit import add_model_choice, parse_lambda
 from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.crossfit.settings import Stages
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
@@ -23,13 +24,13 @@ from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import spill_folder
-from dr_scale.reward.fitting import Stages
 
 #: Passes at most per solve of ``--learner scorer`` (its CG over all item pairs and its reward model's).
 SCORER_PASSES = 500
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale learn`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("learn", help="learn a linear policy from logged data (DR/IPS/DM-imputed rewards)",
                        description="Learn π(x) = argmax_a x·coef[:, a] + intercept[a] from a logged data set: "
                                    "impute every action's reward (DR, IPS or DM) and fit one score per action. "
@@ -76,6 +77,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``dr-scale learn``: a linear policy learned from the log (:func:`~dr_scale.learning.learn.learn_policy`)
+    and written; the exit status.
+    """
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
     check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
@@ -110,7 +114,7 @@ def run(args) -> int:
     p_settings = None
     if args.estimate_propensity:
         from dr_scale.commands.fit_propensity import DEFAULT_PROPENSITY_FOLDS
-        from dr_scale.reward.fitting import FitSettings
+        from dr_scale.crossfit.settings import FitSettings
 
         p_settings = FitSettings(folds=args.folds or DEFAULT_PROPENSITY_FOLDS, n_features=args.n_features,
                                  n_actions=args.n_actions)

@@ -21,6 +21,7 @@ from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale report`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser(
         "report", help="report on candidate policies over a log share (incremental, for cron)",
         description="Estimate candidate policies' values (DM, IPS, DR, SNIPS, SNDR with intervals and weight "
@@ -88,6 +89,9 @@ def _date(text: str) -> datetime.date:
 
 
 def run(args) -> int:
+    """Run ``dr-scale report``: the report over the log share's newest partitions written; the exit status (0 ok,
+    3 bad partitions).
+    """
     from dr_scale.commands.fit import model_options_given
     from dr_scale.commands.fit_propensity import check_propensity_options
     from dr_scale.core.errors import UserError

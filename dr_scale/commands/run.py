@@ -27,6 +27,7 @@ JOBS["report"] = "dr_scale.report.make:run_job"
 
 
 def add_parser(sub) -> None:
+    """Add ``dr-scale run`` and its options to the sub-command parsers ``sub``."""
     p = sub.add_parser("run", help="run a job specification (pipelines/*.toml)",
                        description="Run a job specification: " + ", ".join(JOBS or ["(none yet)"]))
     p.add_argument("job", help="path of a job file, e.g. pipelines/visits.toml")
@@ -54,6 +55,7 @@ def load_job(path: str, overrides: Sequence[str] = ()) -> dict:
 
 
 def run(args) -> int:
+    """Run ``dr-scale run``: the job file's job, with its ``--set`` overrides; the exit status."""
     config = load_job(args.job, args.set)
     module, _, function = JOBS[config["job"]].partition(":")
     try:

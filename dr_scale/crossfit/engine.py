@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class Solved:
     x: np.ndarray
     passes: int
     converged: np.ndarray
-    extra: object = None
+    extra: Any = None
 
 
 class Reads:
@@ -62,17 +63,33 @@ class Objective(Reads, abc.ABC):
     """One model family as the driver fits it (module docstring): its sums, its solve at λ, its out-of-fold loss and
     the model it makes. An objective is sent to the workers with the passes' functions: keep it small."""
 
-    #: The model in stage lines: ``"ρ̂"``, ``"π̂₀"``.
-    label: str = "model"
-    #: The out-of-fold loss: ``"sse"`` (squared error) or ``"log_loss"``; the search records
-    #: ``out_of_fold_<loss>``.
-    loss: str = "sse"
-    #: One fit per (fold, action) (the per-action models) or one per fold for all actions.
-    per_action: bool = True
-    #: What a fit is in stage lines: ``"ridge models"``, ``"multinomial model(s)"`` …
-    what: str = "models"
-    #: Whether the full-data model is fitted beside the K fold models (the balancing weights: fold models only).
-    full: bool = True
+    # A subclass sets each of these as a class attribute, or a property where it depends on the objective's fields.
+    @property
+    def label(self) -> str:
+        """The model in stage lines: ``"ρ̂"``, ``"π̂₀"``."""
+        return "model"
+
+    @property
+    def loss(self) -> str:
+        """The out-of-fold loss: ``"sse"`` (squared error) or ``"log_loss"``; the search records
+        ``out_of_fold_<loss>``."""
+        return "sse"
+
+    @property
+    def per_action(self) -> bool:
+        """One fit per (fold, action) (the per-action models) or one per fold for all actions."""
+        return True
+
+    @property
+    def what(self) -> str:
+        """What a fit is in stage lines: ``"ridge models"``, ``"multinomial model(s)"`` …"""
+        return "models"
+
+    @property
+    def full(self) -> bool:
+        """Whether the full-data model is fitted beside the K fold models (the balancing weights: fold models
+        only)."""
+        return True
 
     def fits(self, folds: int, n_actions: int, full: bool) -> Fits:
         """The fits over ``folds`` fold models (and the full-data one if ``full``)."""
@@ -135,13 +152,15 @@ def scan_lambdas(grid, loss_at) -> tuple[int, list, int]:
     >>> best, [None if v is None else float(v[0]) for v in seen], passes  # 0.1 rose: 0.01 is not fitted
     (2, [None, 4.0, 3.0, 6.0], 6)
     """
-    losses, passes = [None] * len(grid), 0
+    losses: list[np.ndarray | None] = [None] * len(grid)
+    passes = 0
     for i in sorted(range(len(grid)), key=lambda i: -grid[i]):
-        losses[i], used = loss_at(grid[i])
+        loss, used = loss_at(grid[i])
+        losses[i] = loss
         passes += used
-        if losses[i].sum() > min(v.sum() for v in losses if v is not None):
+        if loss.sum() > min(v.sum() for v in losses if v is not None):
             break
-    best = min((i for i in range(len(grid)) if losses[i] is not None), key=lambda i: (losses[i].sum(), i))
+    best = min((v.sum(), i) for i, v in enumerate(losses) if v is not None)[1]
     return best, losses, passes
 
 
@@ -151,7 +170,8 @@ def _count_and_sample(_, part: GroupedPart, objective: Objective, d: int, groups
     return objective.count(part, d, groups, k), sample_of(part, share, d, seed)
 
 
-def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, settings: FitSettings, progress: bool):
+def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, settings: FitSettings,
+                  progress: bool) -> tuple[float, dict, int]:
     """(the λ chosen, the search's record, its passes) on the keyed sample (one part, over the search's folds)."""
     sk = settings.search_folds
     counts = sample.sum(objective.count, d, sk, k)
@@ -159,6 +179,7 @@ def search_lambda(objective: Objective, sample: PartSet, d: int, k: int, setting
     sums, passes = objective.sums(sample, d, counts, fits)
 
     def loss_at(lam):
+        """(per-action out-of-fold losses of the fits at λ = ``lam``, passes)."""
         solved = objective.solve(sample, sums, d, lam, fits, settings, progress)
         return sample.sum(objective.out_of_fold, solved, d, sk, k), solved.passes + 1
 
@@ -192,7 +213,7 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
         sums, passes = objective.sums(parts, d, counts, fits)
         p.append(1 + passes)
     search, lam = None, settings.lam
-    if auto:
+    if isinstance(lam, str):  # "auto"
         with stages.stage(f"{objective.label} λ", f"up to {len(settings.lam_grid)} values by the out-of-fold "
                           f"{objective.loss.replace('_', ' ')} of {'the sampled' if share < 1 else 'all'} rows") as p:
             one, sample_d = concatenated([load_part(s) for s in compute(*sampled.parts, client=parts.client)],

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol, overload
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.parts import fold_of
@@ -38,7 +39,17 @@ def checked_actions(actions, k: int) -> np.ndarray | None:
     return a
 
 
-def checked_row_id(row_id, n: int) -> np.ndarray | None:
+@overload
+def checked_row_id(row_id: None, n: int) -> None:
+    """No ids: None."""
+
+
+@overload
+def checked_row_id(row_id: ArrayLike, n: int) -> np.ndarray:
+    """The ids as an array."""
+
+
+def checked_row_id(row_id: ArrayLike | None, n: int) -> np.ndarray | None:
     """``row_id`` of a ``predict`` call: one integer id per row of ``X`` (n), or None."""
     if row_id is None:
         return None
@@ -105,12 +116,22 @@ def file_kind(arrays: dict) -> str:
     return str(arrays["kind"]) if "kind" in arrays else "linear"
 
 
+class ModelFile(Protocol):
+    """A class of model files: its ``KIND``, and ``from_arrays(arrays, where)`` reading a file's arrays."""
+
+    KIND: ClassVar[str]
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, where: str) -> Any:
+        """The model of a file's ``arrays``; ``where`` names the file in errors."""
+
+
 KIND_NAMES = {"linear": "a linear (ridge) reward model", "logistic": "a logistic reward model",
               "propensity": "a propensity model (the estimated logging policy)",
               "shared": "a shared reward model (over the actions' features)"}
 #: Each model file's ``kind`` → the class that reads it (``cls.from_arrays``): the one table every loader
 #: dispatches on (:func:`register_kind`, :func:`load_model_file`).
-MODEL_FILES: dict[str, type] = {}
+MODEL_FILES: dict[str, type[ModelFile]] = {}
 
 
 def register_kind(cls):
@@ -243,14 +264,15 @@ class FoldedLinearModel:
     def by_fold(self, X, row_id, width: int, predict: Callable) -> np.ndarray:
         """``predict(coef, intercept, X)`` of the full-data model, or, given the rows' ids and fold models, of
         each row's fold model (:func:`predict_by_fold`): (n, ``width``)."""
-        if row_id is None or not self.folds:
+        fold_coef, fold_intercept = self.fold_coef, self.fold_intercept
+        if row_id is None or fold_coef is None or fold_intercept is None or not self.folds:
             return predict(self.coef, self.intercept, X)
         return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed), width,
-                               lambda j, rows: predict(self.fold_coef[j], self.fold_intercept[j], rows))
+                               lambda j, rows: predict(fold_coef[j], fold_intercept[j], rows))
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""
-        if not self.folds:
+        if self.fold_coef is None or self.fold_intercept is None or not self.folds:
             return self.coef, self.intercept
         return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
 

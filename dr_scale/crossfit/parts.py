@@ -76,6 +76,7 @@ def read_log_part(fs, path: str, n_features: int | None, n_actions: int | None) 
                            "(their sums of squares would overflow float64); rescale the rewards",
                            int(part.row_id[too_big[0]]))
     X = part.X
+    assert X is not None  # read with its features
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
 
@@ -96,6 +97,7 @@ class Extent:
 
     @classmethod
     def of(cls, part: LogPart) -> Extent:
+        """The extent of one part."""
         h = keyed_random.row_hash(part.row_id, part.action, part.reward, np.diff(part.indptr))
         return cls(len(part.row_id), int(part.action.max(initial=-1)), int(part.indices.max(initial=-1)),
                    int(h.sum(dtype=np.uint64)))
@@ -105,7 +107,7 @@ class Extent:
 class GroupedPart(LogPart):
     """A :class:`LogPart` whose rows are sorted by block b = fold·k + action: block b is rows [start[b], start[b+1])."""
 
-    start: np.ndarray = None
+    start: np.ndarray
 
     def block(self, b: int, n_features: int) -> sp.csr_matrix:
         """The rows of block b as a CSR matrix over views of the part's arrays (no copy of the indices)."""
@@ -236,10 +238,12 @@ class Fits:
 
     @property
     def groups(self) -> int:
+        """The row groups of the sums: the K folds, or one group without folds."""
         return max(self.folds, 1)
 
     @property
     def count(self) -> int:
+        """The fits: (K + 1{full}) × the models per fold (k per-action models, or one)."""
         return (self.folds + self.full) * self.n_actions
 
     def of_block(self, f: int, a: int) -> list[int]:

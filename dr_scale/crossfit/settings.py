@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,13 +31,13 @@ MAX_ITER = 1000
 MODELS = ("ridge", "logistic")
 
 
-def check_lam(lam, parameter: str = "lam", allow_none: bool = False):
+def check_lam(lam: float | str | None, parameter: str = "lam", allow_none: bool = False) -> float | str | None:
     """``lam`` as a float, or ``"auto"`` (or None if allowed), by the one rule of λ
     (:func:`dr_scale.io.config.penalty`: a finite number ≥ 2.2e-308, or ``"auto"``)."""
     return None if lam is None and allow_none else penalty(lam, parameter)
 
 
-def check_int(value, parameter: str, low: int, allow_none: bool = False):
+def check_int(value: object, parameter: str, low: int, allow_none: bool = False) -> int | None:
     """``value`` as an int ≥ ``low`` ∈ {0, 1, 2} (or None if allowed), by the shared rules of
     :mod:`dr_scale.io.config` (:data:`~dr_scale.io.config.NonNegativeInt`, ``PositiveInt``, ``Folds``)."""
     if value is None and allow_none:
@@ -118,7 +119,7 @@ class FitSettings:
     spill: str = "disk"
     model: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "lam", check_lam(self.lam))
         put(self, "folds", check_int(self.folds, "folds", 2, allow_none=True))
@@ -149,17 +150,20 @@ class Stages:
     """The stages of a run: name, passes over the parts and seconds of each (``fit`` and ``learn`` print them)."""
 
     def __init__(self, progress: bool):
-        self.progress, self.done = progress, []
+        self.progress = progress
+        self.done: list[tuple[str, int, float]] = []
 
     @contextlib.contextmanager
-    def stage(self, name: str, detail: str = ""):
+    def stage(self, name: str, detail: str = "") -> Iterator[list[int]]:
         """``with stages.stage(name, detail) as passes: … passes.append(n)``; the passes are summed."""
         _stage(self.progress, f"{name}: {detail} …" if detail else f"{name} …")
-        passes, start = [], time.perf_counter()
+        passes: list[int] = []
+        start = time.perf_counter()
         yield passes
         self.done.append((name, int(sum(passes)), time.perf_counter() - start))
 
     def passes(self) -> dict:
+        """Each stage's passes over the parts, by name."""
         return {name: n for name, n, _ in self.done}
 
 

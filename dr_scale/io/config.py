@@ -118,6 +118,7 @@ def rule_option(rule, name: str, **kwargs):
     """An ``argparse`` ``type=`` checking a command-line value by ``rule`` (:func:`penalty`, :func:`tolerance`),
     its messages naming ``name``."""
     def convert(text: str):
+        """``rule(text)``, a :class:`~dr_scale.core.errors.ParameterError` as argparse's error."""
         try:
             return rule(text, name, **kwargs)
         except ParameterError as exc:

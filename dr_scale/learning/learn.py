@@ -54,7 +54,8 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.crossfit.settings import MODELS
+from dr_scale.crossfit.parts import Extent, LogPart, read_grouped_part
+from dr_scale.crossfit.settings import MODELS, RTOL, FitSettings, Stages, check_int, check_lam
 from dr_scale.io.config import PositiveFinite, check, tolerance
 from dr_scale.learning.impute import METHODS, impute_rewards
 from dr_scale.logs.opened import OpenedLog, open_log
@@ -63,18 +64,7 @@ from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_products
 from dr_scale.outofcore.progress import Passes
 from dr_scale.policies import LinearPolicy
-from dr_scale.reward.fitting import (
-    RTOL,
-    Extent,
-    FitSettings,
-    LogPart,
-    Stages,
-    UnloggedActionWarning,
-    check_int,
-    check_lam,
-    fit_on_parts,
-    read_grouped_part,
-)
+from dr_scale.reward.fitting import UnloggedActionWarning, fit_on_parts
 from dr_scale.reward.models import check_fitted_log, check_model_actions, checks_fitted_log, predict_columns
 
 if TYPE_CHECKING:
@@ -101,7 +91,7 @@ class Imputation:
     method: str
     n_features: int
     n_actions: int
-    reward_model: object | None = None
+    reward_model: RewardModel | None = None
     center: tuple | None = None  # (coef (d, k), intercept (k,)): scores the ridge fit shrinks towards
     propensity_model: PropensityModel | None = None  # π̂₀: p̂_i = max(π̂₀(a_i | x_i), propensity_floor), cross-fitted
     propensity_floor: float = 1e-3
@@ -413,8 +403,9 @@ class LearnSettings:
                            n_actions=n_actions, model=self.model)
 
 
-def learn_policy(logs: str, settings: LearnSettings | None = None, *, reward_model: RewardModel | str | None = None,
-                 client: Client | None = None, storage_options: dict | None = None, spill: str | None = None,
+def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *,
+                 reward_model: RewardModel | str | None = None, client: Client | None = None,
+                 storage_options: dict | None = None, spill: str | None = None,
                  progress: bool = False, stages: Stages | None = None, allow_other_log: bool = False,
                  propensity_model: PropensityModel | None = None,
                  propensity_floor: float = 1e-3) -> LinearPolicy:

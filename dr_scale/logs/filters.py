@@ -108,6 +108,7 @@ class DayRange:
         return cls(*ends)
 
     def contains(self, day: datetime.date) -> bool:
+        """Whether ``day`` is in [first, last] (an open end holds every day on its side)."""
         return (self.first is None or self.first <= day) and (self.last is None or day <= self.last)
 
     def __str__(self) -> str:
@@ -186,6 +187,7 @@ class LogFilter:
 
     @property
     def selects_rows(self) -> bool:
+        """Whether the filter selects rows within a part (a train/test split), not only whole parts."""
         return self.split is not None
 
     def __bool__(self) -> bool:
@@ -230,6 +232,7 @@ class LogFilter:
                 and recorded.get("split_seed") == self.split_seed)
 
     def to_dict(self) -> dict:
+        """The filter as a JSON object (for ``--json`` outputs and model metadata), the split's rule spelled out."""
         out = {}
         if self.days is not None:
             out["days"] = str(self.days)

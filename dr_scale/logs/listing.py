@@ -234,7 +234,8 @@ def log_footprint(url, storage_options: dict | None = None) -> Footprint:
 
 def footprint_of(footers: list[pq.FileMetaData]) -> Footprint:
     """The :class:`Footprint` of the part files of these footers (the metadata: the first part's)."""
-    rows, maxima = 0, {"features": [], "action": []}
+    rows = 0
+    maxima: dict[str, list[int | None]] = {"features": [], "action": []}
     meta = schema_facts(footers[0])[0] if footers else {}
     for footer in footers:
         rows += footer.num_rows
@@ -249,6 +250,6 @@ def footprint_of(footers: list[pq.FileMetaData]) -> Footprint:
                     maxima[name].append(stats.max)
                 elif name and group.num_rows:
                     maxima[name].append(None)
-    top = {k: (None if not v or None in v else max(v)) for k, v in maxima.items()}
+    top = {k: (None if not v or None in v else max(x for x in v if x is not None)) for k, v in maxima.items()}
     return Footprint(rows, top["features"], top["action"], meta)
 

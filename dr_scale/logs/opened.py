@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.storage import url_to_fs
@@ -34,6 +36,10 @@ from dr_scale.logs.listing import (
     schema_facts,
 )
 from dr_scale.logs.reading import read_partition
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+    from fsspec import AbstractFileSystem
 
 #: What the state of a pickled log keeps (the rest is read again where needed).
 _PICKLED = ("url", "log_filter", "_fs", "_parts")
@@ -84,13 +90,15 @@ class OpenedLog(ListedLog):
     16
     """
 
-    def __init__(self, url: str, storage_options: dict | None = None, log_filter: LogFilter | None = None):
+    def __init__(self, url: str | os.PathLike, storage_options: dict | None = None,
+                 log_filter: LogFilter | None = None) -> None:
         if not isinstance(url, (str, os.PathLike)):
             raise UserError(f"expected a path or URL (a str), got {type(url).__name__} {url!r:.60}")
         if log_filter is not None and not isinstance(log_filter, LogFilter):
             raise ParameterError(f"`log_filter` must be a LogFilter, got {type(log_filter).__name__}")
         self.url, self.storage_options, self.log_filter = os.fspath(url), storage_options, log_filter or None
-        self._fs = self._parts = None
+        self._fs: Any = None
+        self._parts: list[Any] | None = None
         self._facts: dict = {}
         self._footers: dict = {}
         self._lock = threading.RLock()
@@ -101,7 +109,7 @@ class OpenedLog(ListedLog):
         return {name: getattr(self, name) for name in _PICKLED}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"], None, state["log_filter"])
+        OpenedLog.__init__(self, state["url"], None, state["log_filter"])
         self._fs, self._parts = state["_fs"], state["_parts"]
 
     def __str__(self) -> str:
@@ -122,23 +130,26 @@ class OpenedLog(ListedLog):
         return self._fs, self._parts
 
     @property
-    def fs(self):
+    def fs(self) -> AbstractFileSystem:
+        """The log's filesystem (fsspec), from :meth:`listing`."""
         return self.listing()[0]
 
     @property
     def parts(self) -> list:
+        """The part files, listed once (:meth:`listing`), in path order."""
         return self.listing()[1]
 
     @property
     def paths(self) -> list[str]:
+        """The part files' paths."""
         return [str(p) for p in self.parts]
 
-    def read(self, part, **kwargs) -> Partition:
+    def read(self, part: str | os.PathLike, **kwargs: Any) -> Partition:
         """One part read and validated with this log's filter (:func:`~dr_scale.logs.reading.read_partition`)."""
         return read_partition(self.fs, str(part), log_filter=self.log_filter, **kwargs)
 
     # -- the footers -----------------------------------------------------------------------------------
-    def footer(self, i: int = 0):
+    def footer(self, i: int = 0) -> pq.FileMetaData:
         """Part ``i``'s Parquet footer (``pyarrow.parquet.FileMetaData``), read once."""
         footer = self._footers.get(i)
         if footer is None:
@@ -150,19 +161,24 @@ class OpenedLog(ListedLog):
 
     @property
     def footers(self) -> list:
+        """Every part's Parquet footer (:meth:`footer`), each read once."""
         return [self.footer(i) for i in range(len(self.parts))]
 
     @property
     def metadata(self) -> dict[str, int]:
+        """``n_features`` / ``n_actions`` of the first part's dr_scale schema metadata, where present."""
         return dict(schema_facts(self.footer(0))[0])
 
     @property
     def has_propensity(self) -> bool:
+        """Whether the log has a ``propensity`` column (the first part's schema)."""
         return schema_facts(self.footer(0))[1]
 
     @property
     def footprint(self) -> Footprint:
-        return self._fact("footprint", lambda: footprint_of(self.footers))
+        """The parts' rows and bytes from their footers (:func:`~dr_scale.logs.contract.footprint_of`), once."""
+        out: Footprint = self._fact("footprint", lambda: footprint_of(self.footers))
+        return out
 
     def dimensions(self, n_features: int | None = None, n_actions: int | None = None,
                    fitted: tuple = ()) -> tuple[int | None, int | None]:
@@ -185,11 +201,15 @@ class OpenedLog(ListedLog):
     # -- files beside the parts -------------------------------------------------------------------------
     @property
     def vocabulary(self) -> list | None:
-        return self._fact("vocabulary", lambda: action_vocabulary(self.url, self.storage_options))
+        """The action vocabulary beside the log (the values its action ids name), or None; read once."""
+        out: list[Any] | None = self._fact("vocabulary", lambda: action_vocabulary(self.url, self.storage_options))
+        return out
 
     @property
     def catalogue(self) -> Catalogue | None:
-        return self._fact("catalogue", lambda: read_catalogue(self.url, self.storage_options))
+        """The action catalogue beside the log (the actions' features and categories), or None; read once."""
+        out: Catalogue | None = self._fact("catalogue", lambda: read_catalogue(self.url, self.storage_options))
+        return out
 
     @property
     def fingerprint(self) -> str:
@@ -199,7 +219,8 @@ class OpenedLog(ListedLog):
         added, removed, renamed or rewritten with other rows changes it; the same parts copied to another
         store or folder keep it. It does not hash the values themselves (two writes of the same row ids with
         other rewards of the same encoded size would share it)."""
-        return self._fact("fingerprint", self._fingerprint)
+        out: str = self._fact("fingerprint", self._fingerprint)
+        return out
 
     def _fingerprint(self) -> str:
         digest = hashlib.blake2b(digest_size=8)
@@ -218,7 +239,7 @@ class OpenedLog(ListedLog):
             digest.update(b"\n")
         return digest.hexdigest()
 
-    def _fact(self, name: str, read):
+    def _fact(self, name: str, read: Callable[[], Any]) -> Any:
         if name not in self._facts:
             with self._lock:
                 if name not in self._facts:
@@ -235,7 +256,8 @@ def _common_folder(paths: list[str]) -> str:
     return first[:first.rfind("/", 0, i) + 1] if len(paths) > 1 else first[:first.rfind("/") + 1]
 
 
-def open_log(logs, storage_options: dict | None = None, log_filter: LogFilter | None = None) -> OpenedLog:
+def open_log(logs: str | os.PathLike | OpenedLog, storage_options: dict | None = None,
+             log_filter: LogFilter | None = None) -> OpenedLog:
     """The log ``logs`` opened (:class:`OpenedLog`): a URL with its ``storage_options`` and ``log_filter``, or
     an opened log as it is (so that every entry point opens what it is given once).
 

@@ -30,7 +30,7 @@ from dr_scale.logs.contract import (
     numeric_values,
     propensity_fault,
 )
-from dr_scale.logs.filters import LogFilter, partition_date, unpacked
+from dr_scale.logs.filters import DayRange, LogFilter, partition_date, unpacked
 from dr_scale.logs.listing import list_parts, unreadable
 from dr_scale.logs.sparse import csr_from_lists, feature_arrays
 
@@ -135,12 +135,14 @@ def filter_table(table: pa.Table, source: str, log_filter: LogFilter) -> pa.Tabl
         if "date" not in table.column_names:
             raise ParameterError(f"`days` {log_filter.days} needs date partitions (date=YYYY-MM-DD/…) or a 'date' "
                                  f"column; {source} has neither")
+        days = log_filter.days
+        assert isinstance(days, DayRange)  # LogFilter parses a text range when it is made
         day = pc.utf8_slice_codeunits(pc.cast(table.column("date"), pa.string()), 0, 10)  # ISO days sort as text
         keep = pc.is_valid(day)
-        if log_filter.days.first is not None:
-            keep = pc.and_(keep, pc.greater_equal(day, log_filter.days.first.isoformat()))
-        if log_filter.days.last is not None:
-            keep = pc.and_(keep, pc.less_equal(day, log_filter.days.last.isoformat()))
+        if days.first is not None:
+            keep = pc.and_(keep, pc.greater_equal(day, days.first.isoformat()))
+        if days.last is not None:
+            keep = pc.and_(keep, pc.less_equal(day, days.last.isoformat()))
         table = table.filter(pc.fill_null(keep, False))
     if log_filter.split is not None:
         if "row_id" not in table.column_names:

@@ -60,6 +60,7 @@ class BalancingModel:
 
     @property
     def folds(self) -> int:
+        """K, the fold models."""
         return self.coef.shape[0]
 
     def weights(self, X, action: np.ndarray, row_id: np.ndarray) -> np.ndarray:
@@ -103,10 +104,14 @@ class BalancingObjective(LogisticObjective):
     full: ClassVar[bool] = False
 
     def read_part(self, fs, path, n_features, n_actions):
+        """One part's classifier rows (:func:`pairs`): (x_i, a_i) of class 0 and (x_i, a'_i), a'_i ~ π(·|x_i), of
+        class 1.
+        """
         part = read_partition(fs, path, n_features=n_features, n_actions=n_actions, extra_columns=self.policy.columns)
         return pairs(part, self.policy, n_actions, self.seed)
 
     def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+        """The :class:`BalancingModel` of the K fold classifiers' solutions (no full-data model)."""
         d, k = n_features, n_actions
         coef = solved.x[:, :d].reshape(-1, k, d).transpose(0, 2, 1)
         return BalancingModel(np.ascontiguousarray(coef), solved.x[:, d].reshape(-1, k), settings.seed,

@@ -151,11 +151,13 @@ class WeightStats:
 
     @classmethod
     def empty(cls) -> WeightStats:
+        """The state of no rows (the identity of ``+``)."""
         return cls(0, 0.0, 0.0, 0.0, 0, 0.0, np.zeros(WEIGHT_EDGES.size, dtype=np.int64), 0, 0, 0,
                    np.zeros(WEIGHT_EDGES.size), np.zeros(0))
 
     @classmethod
     def of(cls, weight: np.ndarray, propensity: np.ndarray, reward: np.ndarray) -> WeightStats:
+        """The state of a batch: its weights w_i = π(a_i|x_i) / p̂_i, propensities p̂_i and rewards r_i, (n,) each."""
         if weight.size == 0:
             return cls.empty()
         return cls(
@@ -192,6 +194,7 @@ class WeightStats:
 
     @property
     def ess(self) -> float:
+        """Kish's effective sample size ESS = (Σ w)² / Σ w² (0 without a positive weight)."""
         return self.sum_w * (self.sum_w / self.sum_w2) if self.sum_w2 > 0 else 0.0  # no overflow of Σw squared
 
     @property
@@ -200,6 +203,7 @@ class WeightStats:
         return self.ess / self.n if self.n else float("nan")
 
     def poor_overlap(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> bool:
+        """Whether ESS / n is below ``min_ess_ratio`` (or undefined, with no rows)."""
         return not self.ess_ratio >= min_ess_ratio
 
     def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO,
@@ -254,10 +258,12 @@ class WeightStats:
 
     @property
     def tiny_share(self) -> float:
+        """The share of rows with p̂_i < :data:`TINY_PROPENSITY` (NaN without rows)."""
         return self.n_tiny / self.n if self.n else float("nan")
 
     @property
     def on_policy_value(self) -> float:
+        """(1/n) Σ r_i, the logging policy's value on these rows (NaN without rows)."""
         return self.sum_reward / self.n if self.n else float("nan")
 
     def quantile(self, q: float) -> float:
@@ -269,6 +275,9 @@ class WeightStats:
         return float(min(upper, self.max_w))
 
     def summary(self) -> dict:
+        """The diagnostics as a JSON object: n, ESS, the largest weight and quantiles, the tiny-propensity
+        share, Pareto k̂ and the matched rows.
+        """
         return {
             "n": self.n,
             "ess": self.ess,
@@ -283,6 +292,7 @@ class WeightStats:
         }
 
     def to_dict(self) -> dict:
+        """The state as a JSON-ready dict (the value histogram and top weights where kept)."""
         d = {k: getattr(self, k) for k in ("n", "sum_w", "sum_w2", "max_w", "n_tiny", "sum_reward", "n_matched",
                                            "n_informative", "n_rewarded")}
         d["histogram"] = self.histogram.tolist()
@@ -293,6 +303,7 @@ class WeightStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> WeightStats:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
         kept = "value_histogram" in d and "top" in d
         return cls(int(d["n"]), float(d["sum_w"]), float(d["sum_w2"]), float(d["max_w"]), int(d["n_tiny"]),
                    float(d["sum_reward"]), np.asarray(d["histogram"], dtype=np.int64), int(d["n_matched"]),
@@ -339,6 +350,7 @@ class Coverage:
         k = max(self.logged.size, other.logged.size)
 
         def pad(x):
+            """``x`` padded with zeros to k entries."""
             return np.pad(x, (0, k - x.size))
 
         return Coverage(pad(self.logged) + pad(other.logged), pad(self.mass) + pad(other.mass))
@@ -385,8 +397,10 @@ class Coverage:
                 "unlogged_actions": self.unlogged_actions[:UNLOGGED_EXAMPLES]}
 
     def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
         return {"logged": self.logged.tolist(), "mass": self.mass.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict) -> Coverage:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
         return cls(np.asarray(d["logged"], dtype=np.int64), np.asarray(d["mass"], dtype=np.float64))

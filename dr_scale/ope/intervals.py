@@ -29,6 +29,7 @@ so each end of the interval is a closed form (no solver): v* ∓ √((δ − T_f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,8 +60,13 @@ class Summary:
     estimate: float = math.nan  # the estimator's own statistic v̂, which the interval contains
 
 
-def _floats(pair) -> tuple[float, ...]:
-    return tuple(map(float, pair))
+#: A closed range [lo, hi].
+Range = tuple[float, float]
+
+
+def _floats(pair: Sequence[float]) -> Range:
+    lo, hi = pair
+    return float(lo), float(hi)
 
 
 def threshold(alpha: float, n: int) -> float:
@@ -105,6 +111,7 @@ def el_interval(s: Summary, alpha: float = 0.05, delta: float | None = None) -> 
     if v_hat is not None:
         lo_v, hi_v = min(lo_v, v_hat), max(hi_v, v_hat)
     if not s.weighted:  # a plain mean: T(v) = n (ȳ − v)² / S_yy, smallest at ȳ = v̂
+        assert v_hat is not None  # a plain mean's statistic is ȳ at least
         half = math.sqrt(delta * max(s.var_y, 0.0) / s.n)
         return max(lo_v, min(v_hat, s.mean_y - half)), min(hi_v, max(v_hat, s.mean_y + half))
     rows = [with_row(s, w_f, y_f) for w_f, ys in ((0.0, s.zero_range), (s.max_weight, s.top_range)) for y_f in ys]
@@ -129,8 +136,9 @@ def _divergence(row: tuple[float, float, float], v: float) -> float:
     return t if v == v_star else math.inf
 
 
-def summary_of(n: int, mean: np.ndarray, cov: np.ndarray, max_weight: float, zero_range, top_range, value_range,
-               weighted: bool = True, estimate: float | None = None) -> Summary:
+def summary_of(n: int, mean: np.ndarray, cov: np.ndarray, max_weight: float, zero_range: Sequence[float],
+               top_range: Sequence[float], value_range: Sequence[float], weighted: bool = True,
+               estimate: float | None = None) -> Summary:
     """A :class:`Summary` from the mean and biased covariance of (y, w) (or of y alone).
 
     ``estimate`` is the estimator's statistic (default ȳ, that of a plain mean).

@@ -37,6 +37,7 @@ class Moments:
 
     @classmethod
     def empty(cls, m: int, b: int = 0) -> Moments:
+        """The state of no rows of m quantities (and b ranges): the identity of ``+``."""
         return cls(0, np.zeros(m), np.zeros((m, m)), np.full(b, np.inf), np.full(b, -np.inf))
 
     @classmethod
@@ -54,6 +55,7 @@ class Moments:
 
     @property
     def m(self) -> int:
+        """m, the quantities whose moments the state holds."""
         return self.mean.shape[0]
 
     def __add__(self, other: Moments) -> Moments:
@@ -84,11 +86,13 @@ class Moments:
         return self.comoment / (self.n - 1)
 
     def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
         return {"n": int(self.n), "mean": self.mean.tolist(), "comoment": self.comoment.tolist(),
                 "low": self.low.tolist(), "high": self.high.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict) -> Moments:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
         mean = np.asarray(d["mean"], dtype=np.float64)
         comoment = np.asarray(d["comoment"], dtype=np.float64).reshape(mean.size, mean.size)
         return cls(int(d["n"]), mean, comoment, np.asarray(d["low"], dtype=np.float64),

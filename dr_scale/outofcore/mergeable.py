@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: How many states one node of :func:`tree_reduce`'s tree merges (Dask's default for ``Bag.reduction``).
 SPLIT_EVERY = 8
@@ -52,10 +52,12 @@ class Mergeable(Protocol):
 class Persisted(Mergeable, Protocol):
     """A mergeable state that round-trips through a JSON-ready dict."""
 
-    def to_dict(self) -> dict: ...
+    def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
 
     @classmethod
-    def from_dict(cls, d: dict) -> Persisted: ...
+    def from_dict(cls, d: dict) -> Persisted:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
 
 
 def merge_all(states: Iterable[Mergeable]) -> Mergeable | None:
@@ -74,7 +76,7 @@ def merge_all(states: Iterable[Mergeable]) -> Mergeable | None:
     return functools.reduce(operator.add, states) if states else None
 
 
-def tree_reduce(states, merge: Callable[[list], Mergeable] = merge_all, split_every: int = SPLIT_EVERY):
+def tree_reduce(states: Any, merge: Callable[[list[Any]], Any] = merge_all, split_every: int = SPLIT_EVERY) -> Any:
     """The merge of a Dask collection of states, as a Dask object, down Dask's tree (``Bag.reduction``).
 
     ``states`` is a Dask bag of states, or a list of Dask delayed states (a bag of one state per partition).
@@ -101,6 +103,6 @@ def tree_reduce(states, merge: Callable[[list], Mergeable] = merge_all, split_ev
     return states.reduction(merge, merge, split_every=split_every)
 
 
-def _partition(state) -> list:
+def _partition(state: Any) -> list[Any]:
     """A partition of one state."""
     return [state]

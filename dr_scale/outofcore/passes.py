@@ -179,7 +179,7 @@ class PartSet:
         (total,) = compute(self._tree(_sum_node, fn, args), client=self.client, progress=progress)
         return total
 
-    def accumulate(self, fn, *args, progress: bool = False):
+    def accumulate(self, fn: Callable[..., np.ndarray], *args: object, progress: bool = False) -> np.ndarray:
         """Σ over parts of ``fn(None, part, *args)``, in the parts' summation tree: for functions
         ``fn(total, part, *args)`` that add the part's term into ``total`` in place (None: make it), so the
         same function serves a loop over in-memory parts."""

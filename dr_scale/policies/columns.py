@@ -55,13 +55,14 @@ class ActionColumnPolicy(Policy):
 
     column: str = "target_action"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.columns = (self.column,)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(a|x_i) = 1{a = the column's action on row i}."""
         return ChosenActions(target_actions(part, self.column, k), k)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"column:{self.column}"
 
 
@@ -98,17 +99,18 @@ class ProbsColumnPolicy(Policy):
 
     column: str = "target_probs"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.columns = (self.column,)
 
-    def first_length(self, part) -> int:
+    def first_length(self, part: Partition) -> int:
         """The length of the first row's list (k, when nothing else tells it)."""
         return first_list_length(part, self.column)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(·|x_i) = the column's (k,) probabilities on row i, as a dense matrix."""
         return DenseProbs(target_probabilities(part, self.column, k))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"probs:{self.column}"
 
 
@@ -140,13 +142,14 @@ class SparsePolicy(Policy):
 
     column: str = "target_topk"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.columns = (self.column,)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(·|x_i) = the column's listed (action, probability) pairs on row i, never an (n, k) matrix."""
         return SparseProbs(*sparse_target_lists(part, self.column, k), k)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"sparse:{self.column}"
 
 

@@ -20,7 +20,8 @@ deterministic π: one action per row), :class:`SparseProbs` (each row's listed a
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -35,7 +36,9 @@ class ActionValues(Protocol):
     row's own listed actions, :meth:`mean` (1/k) Σ_a v(x_i, a) without an (n, k) array.
     """
 
-    k: int
+    @property
+    def k(self) -> int:
+        """The number of actions."""
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
         """v(x_i, a) for the (m,) ``actions``, (n, m)."""
@@ -63,16 +66,21 @@ class ArrayValues:
 
     @property
     def k(self) -> int:
-        return self.array.shape[1]
+        """k, the array's columns."""
+        return int(self.array.shape[1])
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
+        """v(x_i, a) = ``array``[i, a] for the (m,) ``actions``, (n, m)."""
         return self.array[:, actions]
 
     def pairs(self, actions: np.ndarray) -> np.ndarray:
+        """v(x_i, a_ij) = ``array``[i, a_ij] for each row's own (n, K) ``actions``, (n, K)."""
         return np.take_along_axis(self.array, np.asarray(actions), axis=1)
 
     def mean(self) -> np.ndarray:
-        return self.array.mean(axis=1)
+        """(1/k) Σ_a ``array``[i, a], (n,)."""
+        out: np.ndarray = self.array.mean(axis=1)
+        return out
 
 
 class ActionDistribution(abc.ABC):
@@ -152,19 +160,21 @@ class DenseProbs(ActionDistribution):
     """
 
     probs: np.ndarray
+    k: int = field(init=False, repr=False)
 
-    @property
-    def k(self) -> int:
-        return self.probs.shape[1]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k", self.probs.shape[1])  # k, the matrix's columns
 
     def __len__(self) -> int:
-        return self.probs.shape[0]
+        return int(self.probs.shape[0])
 
     def _logged(self, action: np.ndarray) -> np.ndarray:
         """The flat positions of (i, a_i): ~2× faster to take than [i, a_i]."""
-        return np.arange(len(self)) * self.k + np.asarray(action)
+        out: np.ndarray = np.arange(len(self)) * self.k + np.asarray(action)
+        return out
 
-    def at(self, action):
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i | x_i) = ``probs``[i, a_i], (n,)."""
         return self.probs.take(self._logged(action))
 
     def _where_taken(self, values: ActionValues) -> np.ndarray:
@@ -175,26 +185,38 @@ class DenseProbs(ActionDistribution):
         out[:, taken] = values.columns(taken)
         return out
 
-    def value(self, values):
-        return (self.probs * self._where_taken(values)) @ np.ones(self.k)  # BLAS row sums: ~3× faster than einsum
+    def value(self, values: ActionValues) -> np.ndarray:
+        """Σ_a π(a|x_i) v(x_i, a), (n,), reading v only in the columns of actions some row takes."""
+        # BLAS row sums: ~3× faster than einsum
+        out: np.ndarray = (self.probs * self._where_taken(values)) @ np.ones(self.k)
+        return out
 
-    def value_and_logged(self, action, values):
+    def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`value`, v(x_i, a_i)), both from the columns of the actions some row takes (v is 0 in the
+        others, where π(a_i|x_i) = 0).
+        """
         taken = self._where_taken(values)
         return (self.probs * taken) @ np.ones(self.k), taken.take(self._logged(action))
 
-    def mass(self):
+    def mass(self) -> np.ndarray:
+        """Σ_i π(a|x_i) per action a, (k,): the matrix's column sums."""
         return np.ones(len(self)) @ self.probs if len(self) else np.zeros(self.k)
 
-    def category_probability(self, embedding, category):
-        return (self.probs * (embedding[None, :self.k] == np.asarray(category)[:, None])).sum(axis=1)
+    def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
+        """p_π(e_i|x_i) = Σ_a π(a|x_i) 1{e(a) = e_i}, (n,)."""
+        out: np.ndarray = (self.probs * (embedding[None, :self.k] == np.asarray(category)[:, None])).sum(axis=1)
+        return out
 
-    def draw(self, row_id, seed, purpose):
+    def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
+        """a'_i ~ ``probs``[i] by the keyed categorical draw (:func:`~dr_scale.core.keyed_random.categorical`)."""
         return keyed_random.categorical(self.probs, row_id, seed, purpose)
 
-    def dense(self):
+    def dense(self) -> np.ndarray:
+        """``probs`` itself."""
         return self.probs
 
-    def explored(self, epsilon):
+    def explored(self, epsilon: float) -> ActionDistribution:
+        """π_ε = ε/k + (1 − ε) π as a dense matrix again."""
         probs = self.probs * (1 - epsilon)
         probs += epsilon / self.k
         return DenseProbs(probs)
@@ -218,12 +240,14 @@ class ChosenActions(ActionDistribution):
     k: int
 
     def __len__(self) -> int:
-        return self.actions.shape[0]
+        return int(self.actions.shape[0])
 
-    def at(self, action):
-        return (np.asarray(action) == self.actions).astype(np.float64)
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i | x_i) = 1{a_i = π(x_i)}, (n,)."""
+        out: np.ndarray = (np.asarray(action) == self.actions).astype(np.float64)
+        return out
 
-    def value(self, values):
+    def value(self, values: ActionValues) -> np.ndarray:
         """v(x_i, π(x_i)), from the columns of the actions π takes only (for a constant π one column, whatever k)."""
         present = np.bincount(self.actions, minlength=self.k) > 0
         taken = np.flatnonzero(present)
@@ -231,23 +255,29 @@ class ChosenActions(ActionDistribution):
         if taken.size == 1:
             return columns[:, 0]
         slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
-        return columns.take(np.arange(len(self)) * taken.size + slot[self.actions])
+        out: np.ndarray = columns.take(np.arange(len(self)) * taken.size + slot[self.actions])
+        return out
 
-    def value_and_logged(self, action, values):
+    def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
         """v(x_i, π(x_i)) serves as both: it is v(x_i, a_i) wherever π(a_i|x_i) = 1."""
         value = self.value(values)
         return value, value
 
-    def mass(self):
+    def mass(self) -> np.ndarray:
+        """Σ_i 1{π(x_i) = a} per action a, (k,): how often π chooses each action."""
         return np.bincount(self.actions, minlength=self.k)[:self.k].astype(np.float64)
 
-    def category_probability(self, embedding, category):
-        return (embedding[self.actions] == category).astype(np.float64)
+    def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
+        """p_π(e_i|x_i) = 1{e(π(x_i)) = e_i}, (n,)."""
+        out: np.ndarray = (embedding[self.actions] == category).astype(np.float64)
+        return out
 
-    def draw(self, row_id, seed, purpose):
+    def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
+        """π's own actions (a deterministic π draws what it chooses)."""
         return self.actions.astype(np.int64)
 
-    def dense(self):
+    def dense(self) -> np.ndarray:
+        """The (n, k) one-hot matrix of the chosen actions."""
         out = np.zeros((len(self), self.k))
         out.reshape(-1)[np.arange(len(self)) * self.k + self.actions] = 1.0  # one scatter at flat positions
         return out
@@ -287,34 +317,48 @@ class SparseProbs(ActionDistribution):
     k: int
 
     def __len__(self) -> int:
-        return self.actions.shape[0]
+        return int(self.actions.shape[0])
 
     def _logged(self, action: np.ndarray) -> np.ndarray:
         """(n, K): whether slot j of row i lists the logged action a_i with positive probability."""
-        return (self.actions == np.asarray(action)[:, None]) & (self.probs > 0)
+        out: np.ndarray = (self.actions == np.asarray(action)[:, None]) & (self.probs > 0)
+        return out
 
-    def at(self, action):
-        return (self.probs * self._logged(action)).sum(axis=1)
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i | x_i) = Σ_j p_ij 1{a_ij = a_i, p_ij > 0} over the row's listed actions, (n,)."""
+        out: np.ndarray = (self.probs * self._logged(action)).sum(axis=1)
+        return out
 
-    def value(self, values):
-        return (self.probs * values.pairs(self.actions)).sum(axis=1)
+    def value(self, values: ActionValues) -> np.ndarray:
+        """Σ_j p_ij v(x_i, a_ij), (n,): O(n·K), v read at the listed actions only."""
+        out: np.ndarray = (self.probs * values.pairs(self.actions)).sum(axis=1)
+        return out
 
-    def value_and_logged(self, action, values):
+    def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`value`, Σ_j v(x_i, a_ij) 1{a_ij = a_i, p_ij > 0}): v at the listed actions only, O(n·K); the
+        second is v(x_i, a_i) wherever π(a_i|x_i) > 0 and 0 elsewhere.
+        """
         listed = values.pairs(self.actions)  # v at the listed actions only, O(n·K)
         return (self.probs * listed).sum(axis=1), (listed * self._logged(action)).sum(axis=1)
 
-    def mass(self):
+    def mass(self) -> np.ndarray:
+        """Σ_i Σ_j p_ij 1{a_ij = a} per action a, (k,)."""
         return np.bincount(self.actions.ravel(), weights=self.probs.ravel(), minlength=self.k)[:self.k]
 
-    def category_probability(self, embedding, category):
+    def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
+        """p_π(e_i|x_i) = Σ_j p_ij 1{e(a_ij) = e_i, p_ij > 0}, (n,)."""
         same = (embedding[self.actions] == np.asarray(category)[:, None]) & (self.probs > 0)
-        return (self.probs * same).sum(axis=1)
+        out: np.ndarray = (self.probs * same).sum(axis=1)
+        return out
 
-    def draw(self, row_id, seed, purpose):
+    def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
+        """a'_i = a_ij with j ~ (p_i1, …, p_iK) by the keyed categorical draw."""
         slot = keyed_random.categorical(self.probs, row_id, seed, purpose)
-        return self.actions[np.arange(len(self)), slot].astype(np.int64)
+        out: np.ndarray = self.actions[np.arange(len(self)), slot].astype(np.int64)
+        return out
 
-    def dense(self):
+    def dense(self) -> np.ndarray:
+        """The (n, k) matrix, the listed probabilities added at their actions."""
         out = np.zeros((len(self), self.k))
         np.add.at(out, (np.repeat(np.arange(len(self)), self.actions.shape[1]), self.actions.ravel()),
                   self.probs.ravel())
@@ -362,28 +406,34 @@ class UniformMixture(ActionDistribution):
     def __len__(self) -> int:
         return self.n
 
-    def _mixed(self, uniform, of_inner) -> np.ndarray:
+    def _mixed(self, uniform: np.ndarray,
+               of_inner: Callable[[ActionDistribution], np.ndarray]) -> np.ndarray:
         """ε · ``uniform`` + (1 − ε) · ``of_inner``(π') (0 without π')."""
         inner = 0.0 if self.inner is None else of_inner(self.inner)
-        return uniform + (1 - self.epsilon) * inner
+        out: np.ndarray = uniform + (1 - self.epsilon) * inner
+        return out
 
-    def at(self, action):
+    def at(self, action: np.ndarray) -> np.ndarray:
+        """π(a_i|x_i) = ε/k + (1 − ε) π'(a_i|x_i), (n,)."""
         action = np.asarray(action)
         return self._mixed(np.full(action.shape, self.epsilon / self.k), lambda t: t.at(action))
 
-    def value(self, values):
+    def value(self, values: ActionValues) -> np.ndarray:
+        """ε · (1/k) Σ_a v(x_i, a) + (1 − ε) Σ_a π'(a|x_i) v(x_i, a), (n,) (the mean by :meth:`ActionValues.mean`)."""
         mean = self.epsilon * values.mean()
         return mean if self.inner is None else mean + (1 - self.epsilon) * self.inner.value(values)
 
-    def mass(self):
+    def mass(self) -> np.ndarray:
+        """ε n / k + (1 − ε) Σ_i π'(a|x_i) per action a, (k,)."""
         return self._mixed(np.full(self.k, self.epsilon * self.n / self.k), lambda t: t.mass())
 
-    def category_probability(self, embedding, category):
+    def category_probability(self, embedding: np.ndarray, category: np.ndarray) -> np.ndarray:
+        """p_π(e_i|x_i) = ε |{a: e(a) = e_i}| / k + (1 − ε) p_π'(e_i|x_i), (n,)."""
         sizes = np.bincount(embedding[:self.k])
         return self._mixed(self.epsilon * sizes[category] / self.k,
                            lambda t: t.category_probability(embedding, category))
 
-    def draw(self, row_id, seed, purpose):
+    def draw(self, row_id: np.ndarray, seed: int, purpose: str) -> np.ndarray:
         """Uniform with probability ε (the row's first keyed draw), else π''s draw under ``seed`` + 1."""
         v = keyed_random.uniform(row_id, seed, purpose, 1)
         uniform = np.minimum((v * self.k).astype(np.int64), self.k - 1)
@@ -392,6 +442,7 @@ class UniformMixture(ActionDistribution):
         u = keyed_random.uniform(row_id, seed, purpose)
         return np.where(u < self.epsilon, uniform, self.inner.draw(row_id, seed + 1, purpose))
 
-    def dense(self):
+    def dense(self) -> np.ndarray:
+        """The (n, k) matrix ε/k + (1 − ε) π' (for the callers that hold (n, k) arrays anyway)."""
         inner = np.zeros((self.n, self.k)) if self.inner is None else self.inner.dense()
         return self.epsilon / self.k + (1 - self.epsilon) * inner

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dr_scale.core.errors import UserError
+from dr_scale.logs.contract import Partition
 from dr_scale.logs.targets import check_distributions
 from dr_scale.policies.base import Policy
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
@@ -49,15 +52,16 @@ class CallablePolicy(Policy):
     target: str
     needs_features = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.function()  # a missing module or function is an error now, not in the first task
 
-    def function(self):
+    def function(self) -> Callable[..., Any]:
+        """The function ``module:function`` names, imported on first use."""
         module, _, name = self.target.partition(":")
         if not module or not name:
             raise UserError(f"policy callable:{self.target}: give callable:module:function")
         try:
-            function = getattr(importlib.import_module(module), name)
+            function: Callable[..., Any] = getattr(importlib.import_module(module), name)
         except ImportError as exc:
             raise UserError(f"policy callable:{self.target}: cannot import module {module!r} ({exc}); "
                             "is it installed or on PYTHONPATH?") from None
@@ -70,7 +74,10 @@ class CallablePolicy(Policy):
             raise UserError(f"policy callable:{self.target}: {name!r} is not a function")
         return function
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(·|x_i) from the function's output on (X, row_id): one action per row (a deterministic π) or
+        an (n, k) matrix of probabilities, checked.
+        """
         where = f"<callable:{self.target}>"
         try:
             out = np.asarray(self.function()(part.X, part.row_id))
@@ -91,5 +98,5 @@ class CallablePolicy(Policy):
                             f"expected ({len(part)}, {k})")
         return DenseProbs(check_distributions(out.astype(np.float64), part.source, where, part.row_id))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"callable:{self.target}"

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
+from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
 
@@ -73,7 +74,7 @@ class LinearPolicy(Policy):
     excluded_actions: tuple = ()
     needs_features = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, f"policy {self.source}")
         self.n_actions = self.coef.shape[1]
         excluded = np.asarray(self.excluded_actions).reshape(-1)
@@ -85,7 +86,8 @@ class LinearPolicy(Policy):
         self.digest = parameters_digest(self.coef, self.intercept,
                                         *([np.array(self.excluded_actions)] if self.excluded_actions else []))
 
-    def choice_scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
+    def choice_scores(self, X: sp.csr_matrix | np.ndarray, source: str = "<X>",
+                      row_id: np.ndarray | None = None) -> np.ndarray:
         """:meth:`scores` with the excluded actions' set to −∞: what the argmax (and a softmax) chooses among."""
         scores = self.scores(X, source, row_id)
         if self.excluded_actions:
@@ -94,9 +96,11 @@ class LinearPolicy(Policy):
 
     @property
     def n_features(self) -> int:
-        return self.coef.shape[0]
+        """d, the coefficients' rows."""
+        return int(self.coef.shape[0])
 
-    def scores(self, X, source: str = "<X>", row_id=None) -> np.ndarray:
+    def scores(self, X: sp.csr_matrix | np.ndarray, source: str = "<X>",
+               row_id: np.ndarray | None = None) -> np.ndarray:
         """s_a(x_i) = x_i·coef[:, a] + intercept[a], (n, k); X (n, d') with d' ≤ d (absent features are 0).
 
         Parameters
@@ -131,7 +135,8 @@ class LinearPolicy(Policy):
             raise UserError(f"policy {self.source}: its scores x·coef + intercept overflow float64 on {source} "
                             f"(e.g. row_id={int(row_id[row]) if row_id is not None else row}); the coefficients are "
                             f"too large (max |coef| = {np.abs(self.coef).max():.3g}): rescale them")
-        return scores
+        out: np.ndarray = scores
+        return out
 
     def resolve(self, actions: list | None) -> LinearPolicy:
         """This policy on a log whose action values are ``actions`` (id order): learned on a log with a vocabulary
@@ -146,7 +151,8 @@ class LinearPolicy(Policy):
             return self
         missing, extra = [a for a in own if a not in here], [a for a in here if a not in own]
         if missing or extra or len(own) != len(here):
-            def listed(values):
+            def listed(values: list) -> str:
+                """The first five ``values`` as text."""
                 return ", ".join(map(repr, values[:5])) + (" …" if len(values) > 5 else "")
 
             raise UserError(f"policy {self.source} was learned on a log with other actions: "
@@ -157,7 +163,7 @@ class LinearPolicy(Policy):
         return LinearPolicy(self.coef[:, order], self.intercept[order], {**self.metadata, "actions": here},
                             self.source, tuple(here.index(own[a]) for a in self.excluded_actions))
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: sp.csr_matrix | np.ndarray) -> np.ndarray:
         """The actions argmax_a s_a(x_i), (n,); ties to the lowest action (numpy's argmax).
 
         Parameters
@@ -170,13 +176,15 @@ class LinearPolicy(Policy):
         numpy.ndarray
             (n,) int actions.
         """
-        return np.argmax(self.choice_scores(X), axis=1)
+        out: np.ndarray = np.argmax(self.choice_scores(X), axis=1)
+        return out
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(x_i) = argmax_a s_a(x_i), the first a among ties (:meth:`choice_scores`)."""
         self._check_k(k, part)
         return ChosenActions(np.argmax(self.choice_scores(part.X, part.source, part.row_id), axis=1), k)
 
-    def _check_k(self, k: int, part) -> None:
+    def _check_k(self, k: int, part: Partition) -> None:
         if k != self.n_actions:
             raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                f"{self.n_actions}")
@@ -219,7 +227,7 @@ class LinearPolicy(Policy):
             raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
         return cls(arrays["coef"], arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
-    def __str__(self):
+    def __str__(self) -> str:
         """The spec and the parameters' digest: a re-learned file is another policy (report caches key on this)."""
         return f"linear:{self.source} (sha256 {self.digest[:12]})"
 
@@ -262,7 +270,7 @@ class SoftmaxPolicy(Policy):
     temperature: float
     needs_features = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.linear, LinearPolicy):
             raise ParameterError(f"`linear` must be a LinearPolicy (e.g. LinearPolicy.load(path)), got "
                                  f"{type(self.linear).__name__} {self.linear!r:.60}")
@@ -277,7 +285,7 @@ class SoftmaxPolicy(Policy):
         linear = self.linear.resolve(actions)
         return self if linear is self.linear else SoftmaxPolicy(linear, self.temperature)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """Scores shifted by their row maximum before dividing by T: the logits are ≤ 0 and the largest is 0, so
         no temperature, however small, overflows (a tiny T gives the argmax, ties shared)."""
         self.linear._check_k(k, part)
@@ -287,5 +295,5 @@ class SoftmaxPolicy(Policy):
             probs = np.exp(logits)
         return DenseProbs(probs / probs.sum(axis=1, keepdims=True))
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"softmax:{self.linear.source}:{self.temperature!r} (sha256 {self.linear.digest[:12]})"

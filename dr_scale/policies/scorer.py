@@ -12,8 +12,9 @@ import scipy.sparse as sp
 from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.parameter_files import ParameterFileError
+from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
-from dr_scale.policies.distributions import ActionDistribution, SparseProbs
+from dr_scale.policies.distributions import SparseProbs
 
 
 def top_k_softmax(scores: np.ndarray, top_k: int, temperature: float) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +90,7 @@ class ItemScorerPolicy(Policy):
     metadata: dict = field(default_factory=dict)
     needs_features = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.coef = np.asarray(self.coef, dtype=np.float64)
         self.item_features = np.asarray(self.item_features, dtype=np.float64)
         if self.coef.ndim != 2 or self.item_features.ndim != 2 or self.coef.shape[1] != self.item_features.shape[1]:
@@ -111,29 +112,34 @@ class ItemScorerPolicy(Policy):
         self.digest = parameters_digest(self.coef, self.item_features, self.item_bias,
                                         np.array([self.top_k, self.temperature]))
 
-    def scores(self, X) -> np.ndarray:
+    def scores(self, X: sp.csr_matrix | np.ndarray) -> np.ndarray:
         """s(x_i, a) for every action, (n, k): for a few rows at a time."""
         d = self.coef.shape[0]
         X = sp.csr_matrix(X)
         if X.shape[1] > d:
             X = X[:, :d]
         coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
-        return np.asarray(X @ coef) @ self.item_features.T + self.item_bias
+        out: np.ndarray = np.asarray(X @ coef) @ self.item_features.T + self.item_bias
+        return out
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> SparseProbs:
+        """The top K items by s(x_i, a) and their softmax probabilities at the temperature, in chunks of rows."""
         if k != self.n_actions:
             raise PolicyMismatch(part.source, "action", f"the log has {k} actions, the policy {self.source} has "
                                                         f"{self.n_actions}")
+        X = part.X
+        assert X is not None  # read with its features (needs_features)
         n, width = len(part), min(self.top_k, k)
         actions, probs = np.zeros((n, width), dtype=np.int64), np.zeros((n, width))
         for lo in range(0, n, self.chunk):
             hi = min(n, lo + self.chunk)
-            actions[lo:hi], probs[lo:hi] = top_k_softmax(self.scores(part.X[lo:hi]), width, self.temperature)
+            actions[lo:hi], probs[lo:hi] = top_k_softmax(self.scores(X[lo:hi]), width, self.temperature)
         return SparseProbs(actions, probs, k)
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically."""
         buf = io.BytesIO()
+        assert self.item_bias is not None  # set in __post_init__
         np.savez(buf, coef=self.coef, item_features=self.item_features, item_bias=self.item_bias,
                  top_k=np.array(self.top_k), temperature=np.array(self.temperature),
                  metadata=np.array(json.dumps(self.metadata)))
@@ -162,5 +168,5 @@ class ItemScorerPolicy(Policy):
         return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
                    float(arrays["temperature"]), url, metadata=meta)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"scorer:{self.source} (sha256 {self.digest[:12]})"

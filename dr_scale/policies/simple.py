@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dr_scale.core.errors import UserError
+from dr_scale.logs.contract import Partition
 from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.policies.base import Policy
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, SparseProbs, UniformMixture
@@ -69,21 +70,24 @@ class ConstantPolicy(Policy):
     action: int | None = None
     item: str | None = None  # the action as the spec names it (a value, digits, or #N)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.action is None and self.item is None:
             raise UserError("a constant policy needs an action")
 
-    def resolve(self, actions):
+    def resolve(self, actions: list | None) -> ConstantPolicy:
+        """The policy with its action named by value resolved to its id in ``actions`` (the log's vocabulary)."""
         if self.item is None:
             return self
         return ConstantPolicy(action_id(self.item, actions, str(self)), self.item)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(a|x_i) = 1{a = the constant action}."""
         if self.action is None:
+            assert self.item is not None  # a constant policy names its action by id or by value
             action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
         return ChosenActions(self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>"), k)
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.item is None or self.item == str(self.action):
             return f"constant:{self.action}"
         return f"constant:{self.item}" + ("" if self.action is None or self.item == f"#{self.action}"
@@ -127,7 +131,7 @@ class TopKPolicy(Policy):
     items: tuple[str, ...]
     ids: tuple[int, ...] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.items = tuple(self.items)
         if not self.items or any(not i for i in self.items):
             raise UserError(f"policy topk:{','.join(self.items)}: list the actions, topk:A,B,…")
@@ -136,7 +140,8 @@ class TopKPolicy(Policy):
         if self.ids is None and all(i.isdigit() or (i[:1] == "#" and i[1:].isdigit()) for i in self.items):
             self.ids = tuple(action_id(i, None, str(self)) for i in self.items)  # ids until a vocabulary says otherwise
 
-    def resolve(self, actions):
+    def resolve(self, actions: list | None) -> TopKPolicy:
+        """The policy with its listed values resolved to ids in ``actions`` (the log's vocabulary)."""
         if actions is None and self.ids is not None:
             return self
         ids = tuple(action_id(i, actions, str(self)) for i in self.items)
@@ -144,16 +149,18 @@ class TopKPolicy(Policy):
             raise UserError(f"policy {self}: two of the listed names are the same action")
         return TopKPolicy(self.items, ids)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(a|x_i) = 1/m for each of the m listed actions (one listed action: deterministic)."""
         if self.ids is None:
             self.resolve(None)  # the error: values without a vocabulary
+        assert self.ids is not None
         ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
         if len(self.ids) == 1:
             return ChosenActions(np.full(len(part), ids[0]), k)
         n, m = len(part), len(ids)
         return SparseProbs(np.broadcast_to(np.asarray(ids), (n, m)), np.full((n, m), 1.0 / m), k)  # O(n·m)
 
-    def __str__(self):
+    def __str__(self) -> str:
         named = f"topk:{','.join(self.items)}"
         if self.ids is None or list(self.items) == [str(i) for i in self.ids]:
             return named
@@ -185,10 +192,11 @@ class UniformPolicy(Policy):
 
     needs_k = True
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π(a|x_i) = 1/k, in closed form (:class:`UniformMixture` with ε = 1)."""
         return UniformMixture(len(part), k, 1.0)  # in closed form: never an (n, k) array
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "uniform"
 
 
@@ -226,7 +234,7 @@ class EpsilonGreedyPolicy(Policy):
     policy: Policy
     needs_k = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or not 0 <= self.epsilon <= 1:
             raise UserError(f"policy epsilon-greedy:{self.epsilon}:{self.policy}: ε must be a number in [0, 1]")
         if self.policy.on_policy:
@@ -236,14 +244,16 @@ class EpsilonGreedyPolicy(Policy):
         self.needs_features = self.policy.needs_features
         self.n_actions = self.policy.n_actions
 
-    def resolve(self, actions):
+    def resolve(self, actions: list | None) -> EpsilonGreedyPolicy:
+        """The policy with its inner policy resolved against ``actions``."""
         inner = self.policy.resolve(actions)
         return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """π_ε(a|x_i) = ε/k + (1 − ε) π(a|x_i) of the inner policy π."""
         return self.policy.distribution(part, k).explored(self.epsilon)  # closed form unless π is (n, k) already
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"epsilon-greedy:{self.epsilon!r}:{self.policy}"
 
 
@@ -270,9 +280,10 @@ class LoggingPolicy(Policy):
 
     on_policy = True
 
-    def distribution(self, part, k) -> ActionDistribution:
+    def distribution(self, part: Partition, k: int) -> ActionDistribution:
+        """Never: the logging policy's probabilities of the actions not logged are not in the log (an error)."""
         raise UserError("policy logging: the logging policy's probabilities of the actions not logged are not in "
                         "the log; it can be evaluated (weights 1), not used where π(a|x) is needed for every a")
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "logging"

@@ -51,9 +51,9 @@ def parse_policy(spec: str | Policy, storage_options: dict | None = None) -> Pol
     if kind == "topk" and arg:
         return TopKPolicy(tuple(arg.split(",")))
     if kind == "epsilon-greedy" and ":" in arg:
-        epsilon, _, inner = arg.partition(":")
+        text, _, inner = arg.partition(":")
         try:
-            epsilon = float(epsilon)
+            epsilon = float(text)
         except ValueError:
             raise UserError(f"bad policy {spec!r}: ε of epsilon-greedy:EPS:POLICY must be a number in [0, 1]") from None
         return EpsilonGreedyPolicy(epsilon, parse_policy(inner, storage_options))
@@ -70,9 +70,9 @@ def parse_policy(spec: str | Policy, storage_options: dict | None = None) -> Pol
     if kind == "linear" and arg:
         return LinearPolicy.load(arg, storage_options)
     if kind == "softmax" and ":" in arg:
-        path, _, temperature = arg.rpartition(":")
+        path, _, text = arg.rpartition(":")
         try:
-            temperature = float(temperature)
+            temperature = float(text)
         except ValueError:
             raise UserError(f"bad policy {spec!r}: the temperature T of softmax:POLICY.npz:T must be a number"
                             ) from None

@@ -80,13 +80,14 @@ class PropensityState:
     bin_counts: np.ndarray  # (k, B) pairs per action and bin
     bin_p: np.ndarray  # (k, B) Σ π̂₀ per action and bin
     bin_y: np.ndarray  # (k, B) Σ 1{a_i = a} per action and bin
-    support_mass: float = 0.0  # Σ_i Σ_a π(a | x_i) 1{π̂₀(a | x_i) < floor}
-    n_logged: int = 0  # rows with a logged propensity
-    logged_sums: np.ndarray | None = None  # (5,) Σ p, Σ p̂, Σ p², Σ p̂², Σ p p̂
-    ratio_counts: np.ndarray | None = None  # (len(RATIO_EDGES) + 1,) histogram of log(p̂ / p)
+    support_mass: float  # Σ_i Σ_a π(a | x_i) 1{π̂₀(a | x_i) < floor}
+    n_logged: int  # rows with a logged propensity
+    logged_sums: np.ndarray  # (5,) Σ p, Σ p̂, Σ p², Σ p̂², Σ p p̂
+    ratio_counts: np.ndarray  # (len(RATIO_EDGES) + 1,) histogram of log(p̂ / p)
 
     @classmethod
     def empty(cls, k: int, floor: float = DEFAULT_PROPENSITY_FLOOR) -> PropensityState:
+        """The state of no rows over k actions (the identity of ``+``)."""
         B = CALIBRATION_EDGES.size - 1
         return cls(0, float(floor), 0, 0.0, 0.0, np.zeros(k, np.int64), np.zeros((k, B), np.int64),
                    np.zeros((k, B)), np.zeros((k, B)), 0.0, 0, np.zeros(5), np.zeros(RATIO_EDGES.size + 1, np.int64))
@@ -115,23 +116,25 @@ class PropensityState:
             support = float(low[rows, target].sum())
         else:
             support = float((target * low).sum())
-        state = cls(int(n), float(floor), int((p_logged < floor).sum()),
-                    float(-np.log(np.maximum(p_logged, LOG_LOSS_EPS)).sum()), float(((probs - y) ** 2).sum()),
-                    np.bincount(action, minlength=k).astype(np.int64), counts.astype(np.int64), bin_p, bin_y,
-                    support)
         if logged is None or not np.isfinite(logged).any():
-            return replace_logged(state, 0, np.zeros(5), np.zeros(RATIO_EDGES.size + 1, np.int64))
-        both = np.isfinite(logged)
-        p, q = logged[both], p_logged[both]
-        sums = np.array([p.sum(), q.sum(), p @ p, q @ q, p @ q])
-        ratio = np.searchsorted(RATIO_EDGES, np.log(np.maximum(q, LOG_LOSS_EPS) / p), side="right")
-        return replace_logged(state, int(both.sum()), sums,
-                              np.bincount(ratio, minlength=RATIO_EDGES.size + 1).astype(np.int64))
+            n_logged, sums, ratio_counts = 0, np.zeros(5), np.zeros(RATIO_EDGES.size + 1, np.int64)
+        else:
+            both = np.isfinite(logged)
+            p, q = logged[both], p_logged[both]
+            sums = np.array([p.sum(), q.sum(), p @ p, q @ q, p @ q])
+            ratio = np.searchsorted(RATIO_EDGES, np.log(np.maximum(q, LOG_LOSS_EPS) / p), side="right")
+            n_logged = int(both.sum())
+            ratio_counts = np.bincount(ratio, minlength=RATIO_EDGES.size + 1).astype(np.int64)
+        return cls(int(n), float(floor), int((p_logged < floor).sum()),
+                   float(-np.log(np.maximum(p_logged, LOG_LOSS_EPS)).sum()), float(((probs - y) ** 2).sum()),
+                   np.bincount(action, minlength=k).astype(np.int64), counts.astype(np.int64), bin_p, bin_y,
+                   support, n_logged, sums, ratio_counts)
 
     def __add__(self, other: PropensityState) -> PropensityState:
         k = max(self.action_counts.size, other.action_counts.size)
 
         def pad(x):
+            """``x`` padded with zero rows to k actions."""
             return x if x.shape[0] == k else np.concatenate([x, np.zeros((k - x.shape[0],) + x.shape[1:], x.dtype)])
 
         return PropensityState(self.n + other.n, self.floor, self.floored + other.floored,
@@ -145,6 +148,7 @@ class PropensityState:
     # -- figures -------------------------------------------------------------------------
     @property
     def k(self) -> int:
+        """k, the actions counted."""
         return int(self.action_counts.size)
 
     def ece(self) -> float:
@@ -158,6 +162,7 @@ class PropensityState:
         return self.support_mass / self.n if self.n else math.nan
 
     def support_fails(self, share: float = SUPPORT_WARNING_SHARE) -> bool:
+        """Whether more than ``share`` of π's mass falls where π̂₀ < floor (:meth:`support_share`)."""
         return self.n > 0 and self.support_share() > share
 
     def log_losses(self) -> dict:
@@ -251,6 +256,7 @@ class PropensityState:
         return out
 
     def to_dict(self) -> dict:
+        """The state as a JSON-ready dict."""
         return {"n": self.n, "floor": self.floor, "floored": self.floored, "log_loss_sum": self.log_loss_sum,
                 "brier_sum": self.brier_sum, "action_counts": self.action_counts.tolist(),
                 "bin_counts": self.bin_counts.tolist(), "bin_p": self.bin_p.tolist(), "bin_y": self.bin_y.tolist(),
@@ -259,6 +265,7 @@ class PropensityState:
 
     @classmethod
     def from_dict(cls, d: dict) -> PropensityState:
+        """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
         B = CALIBRATION_EDGES.size - 1
         k = len(d["action_counts"])
         return cls(int(d["n"]), float(d["floor"]), int(d["floored"]), float(d["log_loss_sum"]),
@@ -272,13 +279,8 @@ class PropensityState:
             return NotImplemented
         return self.to_dict() == other.to_dict()
 
-    __hash__ = None
-
-
-def replace_logged(state: PropensityState, n_logged: int, sums: np.ndarray, ratio: np.ndarray) -> PropensityState:
-    from dataclasses import replace
-
-    return replace(state, n_logged=n_logged, logged_sums=sums, ratio_counts=ratio)
+    # unhashable (Python's data model); typeshed types object.__hash__ as a method only, not the None it may be
+    __hash__ = None  # type: ignore[assignment]
 
 
 def reliability_figure(state, title: str = "reliability of the estimated propensities"):

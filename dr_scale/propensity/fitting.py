@@ -28,7 +28,7 @@ probability is 0; the metadata lists such actions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -42,11 +42,17 @@ from dr_scale.outofcore import glm
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.propensity.model import PropensityModel
 
+if TYPE_CHECKING:
+    from distributed import Client
+    from fsspec import AbstractFileSystem
+
+    from dr_scale.logs.opened import OpenedLog
+
 #: The columns a propensity fit reads (``propensity`` too where the log has it, unused).
 COLUMNS = ("row_id", "features", "action", "reward")
 
 
-def read_policy_part(fs, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
+def read_policy_part(fs: AbstractFileSystem, path: str, n_features: int | None, n_actions: int | None) -> LogPart:
     """One part through the logged-data contract, with or without its ``propensity`` column (absent: ones, never
     used by the fit)."""
     table = read_table(fs, path, list(COLUMNS), optional=("values", "propensity"))
@@ -54,6 +60,7 @@ def read_policy_part(fs, path: str, n_features: int | None, n_actions: int | Non
         table = table.append_column("propensity", pa.array(np.ones(table.num_rows)))
     part = partition_from_table(table, path, n_features, n_actions, True)
     X = part.X
+    assert X is not None  # read with its features
     data = np.asarray(X.data, dtype=np.float64) if "values" in part.table.column_names else None
     return LogPart(part.row_id, X.indptr, X.indices, data, part.action, part.reward, part.propensity)
 
@@ -73,8 +80,8 @@ def model_fits(fits: Fits, f: int) -> list[int]:
     return [j for j in range(fits.folds) if j != f] + ([fits.folds] if fits.full else [])
 
 
-def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_actions: int, n_features: int,
-                      active: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+def add_softmax_terms(total: np.ndarray | None, part: GroupedPart, x: np.ndarray, fits: Fits, n_actions: int,
+                      n_features: int, active: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, D + 1) += per model F its data log loss's gradient (D = (d + 1)·k: W row-major, then b) and, in
     the last column, the log loss, over the part's rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
     features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
@@ -91,7 +98,8 @@ def add_softmax_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, n_act
             for F in using:
                 glm.add_multinomial_terms(loss, grad, X, part.action[lo:hi], x[F, :d * k].reshape(d, k), x[F, d * k:D],
                                           F)
-    return total
+    out: np.ndarray = total
+    return out
 
 
 def out_of_fold_log_loss(part: GroupedPart, coef: np.ndarray, intercept: np.ndarray, folds: int) -> np.ndarray:
@@ -112,7 +120,8 @@ def out_of_fold_log_loss(part: GroupedPart, coef: np.ndarray, intercept: np.ndar
 
 # -- fitting ----------------------------------------------------------------------------------
 def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, squares: np.ndarray, lam: float,
-          fits: Fits, n_features: int, n_actions: int, *, rtol: float, max_iter: int, progress: bool = False):
+          fits: Fits, n_features: int, n_actions: int, *, rtol: float, max_iter: int,
+          progress: bool = False) -> tuple[np.ndarray, np.ndarray, glm.GLMFit]:
     """The fits' multinomial models at penalty λ: (coef (F, d, k), intercept (F, k), the L-BFGS result); d =
     ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own), ``squares`` (d,) their
     Σ x² over all rows (the preconditioner: W[j, a]'s curvature ≈ (Σ_i x_ij² · s_a(1 − s_a) + λ)/n, s_a the
@@ -130,7 +139,8 @@ def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, squar
     penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
     n = n_fit.sum(axis=1)
 
-    def evaluate(x, active):
+    def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The penalised multinomial log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_softmax_terms, x, fits, k, d, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -159,16 +169,21 @@ class PropensityObjective(Objective):
     per_action: ClassVar[bool] = False
     what: ClassVar[str] = "multinomial model(s)"
 
-    def read_part(self, fs, path, n_features, n_actions):
+    def read_part(self, fs: AbstractFileSystem, path: str, n_features: int | None,
+                  n_actions: int | None) -> LogPart:
+        """One part, with or without its propensity column (:func:`read_policy_part`)."""
         return read_policy_part(fs, path, n_features, n_actions)
 
-    def count(self, part, n_features, groups, n_actions):
+    def count(self, part: GroupedPart, n_features: int, groups: int, n_actions: int) -> Any:
+        """A part's rows per (fold, action) block and its feature squares (:func:`counts`)."""
         return counts(part, n_features)
 
-    def sums(self, parts, n_features, counted, fits):
+    def sums(self, parts: PartSet, n_features: int, counted: Any, fits: Fits) -> tuple[Any, int]:
+        """(rows per block, feature squares) from the counts, no more passes."""
         return (counted[:counted.size - n_features], counted[counted.size - n_features:]), 0
 
-    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+    def solve(self, parts: PartSet, sums: Any, n_features: int, lam: float, fits: Fits, settings: FitSettings,
+              progress: bool) -> Solved:
         """The fits by :func:`solve` on the features some row has, their weights put back in d rows (0 elsewhere)."""
         block_n, squares = sums
         present = squares > 0
@@ -180,15 +195,21 @@ class PropensityObjective(Objective):
         coef[:, present] = coef_m[:, :int(present.sum())]
         return Solved(coef, result.passes, result.converged, (intercept, result))
 
-    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+    def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
+                    n_actions: int) -> np.ndarray:
+        """A part's log losses −Σ log π̂₀^{(−f(i))}(a_i|x_i) by the fold models that did not see the rows."""
         return out_of_fold_log_loss(part, solved.x, solved.extra[0], folds)
 
-    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+    def search_record(self, sample: PartSet, sums: Any, n_features: int, folds: int, n_actions: int,
+                      losses: list) -> dict:
+        """The λ search's sample rows and mean out-of-fold log loss per λ (None where not fitted)."""
         rows = int(sums[0].sum())
         return {"sample_rows": rows,
                 "mean_log_loss": [None if v is None else float(v.sum() / max(rows, 1)) for v in losses]}
 
-    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+    def model(self, solved: Solved, sums: Any, lam: float, fits: Fits, n_features: int, n_actions: int,
+              settings: FitSettings) -> PropensityModel:
+        """The :class:`~dr_scale.propensity.model.PropensityModel` of the K fold models and the full-data one."""
         coef, (intercept, result) = solved.x, solved.extra
         n_fit = _fit_counts(sums[0], fits, n_actions).astype(int)
         rows = n_fit[-1]
@@ -212,11 +233,13 @@ def fit_on_parts(parts: PartSet, n_rows: int, n_features: int, n_actions: int, s
     """π̂₀ on parts grouped by (fold, action) over ``settings.folds`` folds, ``n_rows`` rows in all (module
     docstring), by the cross-fitting driver (:func:`dr_scale.crossfit.engine.fit_parts`): λ as ``settings.lam``
     says, then the K fold models and the full-data model in the same passes."""
-    return fit_parts(parts, n_rows, n_features, n_actions, settings, PropensityObjective(), progress=progress,
-                     stages=stages)
+    model: PropensityModel = fit_parts(parts, n_rows, n_features, n_actions, settings, PropensityObjective(),
+                                       progress=progress, stages=stages)
+    return model
 
 
-def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, client=None,
+def fit_propensity_model(logs: str | OpenedLog, settings: FitSettings | None = None, *,
+                         client: Client | None = None,
                          storage_options: dict | None = None, progress: bool = False) -> PropensityModel:
     """The logging policy π̂₀(a | x) estimated from the log at ``logs`` by multinomial logistic regression, out of core.
 
@@ -268,5 +291,6 @@ def fit_propensity_model(logs: str, settings: FitSettings | None = None, *, clie
     ((2000, 3), True)
     >>> folder.cleanup()
     """
-    return fit_log(logs, settings, PropensityObjective(), client=client, storage_options=storage_options,
-                   progress=progress)
+    model: PropensityModel = fit_log(logs, settings, PropensityObjective(), client=client,
+                                     storage_options=storage_options, progress=progress)
+    return model

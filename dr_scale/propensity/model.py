@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import softmax
 
 from dr_scale.crossfit.folded import FoldedLinearModel, _linear, register_kind
@@ -61,7 +63,8 @@ class PropensityModel(FoldedLinearModel):
     KIND: ClassVar[str] = KIND
     WHAT: ClassVar[str] = "propensity model"
 
-    def predict_proba(self, X, actions=None, row_id=None) -> np.ndarray:
+    def predict_proba(self, X: sp.csr_matrix | np.ndarray, actions: ArrayLike | None = None,
+                      row_id: ArrayLike | None = None) -> np.ndarray:
         """π̂₀(a | x_i): (n, k), or (n, len(actions)) for the given actions' columns only.
 
         With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i) (a model that did
@@ -81,7 +84,7 @@ class PropensityModel(FoldedLinearModel):
         numpy.ndarray
             (n, k) probabilities, or (n, len(actions)).
         """
-        X, actions, row_id = self.checked_call(X, actions, row_id)
-        cols = slice(None) if actions is None else actions
-        return self.by_fold(X, row_id, self.n_actions if actions is None else len(actions),
+        X, columns, row_id = self.checked_call(X, actions, row_id)
+        cols = slice(None) if columns is None else columns
+        return self.by_fold(X, row_id, self.n_actions if columns is None else len(columns),
                             lambda coef, intercept, rows: softmax(_linear(rows, coef, intercept), axis=1)[:, cols])

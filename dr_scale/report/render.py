@@ -42,6 +42,7 @@ import html
 import math
 import posixpath
 import re
+from typing import overload
 
 from dr_scale.core.numbers import estimate, number, percent
 from dr_scale.io import strict_json
@@ -54,6 +55,16 @@ from dr_scale.report.alerts import AlertSettings, support_by_day, window_support
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1
+
+
+@overload
+def redact(url: str) -> str:
+    """A URL redacted is a str."""
+
+
+@overload
+def redact(url: None) -> None:
+    """None stays None."""
 
 
 def redact(url: str | None) -> str | None:

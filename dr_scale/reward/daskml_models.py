@@ -26,6 +26,7 @@ dask-ml is an optional dependency: ``pip install "dr-scale[ml]"``.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import dask
 import numpy as np
@@ -41,6 +42,7 @@ from dr_scale.reward.sklearn_models import SklearnRewardModel
 def _action_rows(fs, path: str, n_features: int, action: int) -> tuple[sp.csr_matrix, np.ndarray]:
     part = read_partition(fs, path, n_features=n_features)
     rows = np.flatnonzero(part.action == action)
+    assert part.X is not None  # read with its features
     return part.X[rows], part.reward[rows]
 
 
@@ -80,7 +82,7 @@ def incremental_reward_model(logs: str, estimator, *, epochs: int = 1, n_feature
     counts = np.array([s[0] for s in sums])  # (parts, k)
     total = np.sum(sums, axis=0)
     fallback = float(total[1].sum() / total[0].sum())
-    estimators = []
+    estimators: list[Any] = []  # per action a fitted estimator, None where a is not logged
     for a in range(k):
         with_rows = [p for p, n in zip(paths, counts[:, a]) if n > 0]
         if not with_rows:

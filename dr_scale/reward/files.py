@@ -10,12 +10,13 @@ from __future__ import annotations
 from dr_scale.crossfit.folded import load_model_file
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 from dr_scale.reward.shared import KIND as SHARED
+from dr_scale.reward.shared import SharedRidgeRewardModel
 
 #: The kinds of reward model files.
 REWARD_KINDS = (LinearRewardModel.KIND, LogisticRewardModel.KIND, SHARED)
 
 
-def load_reward_model(url: str, storage_options: dict | None = None):
+def load_reward_model(url: str, storage_options: dict | None = None) -> LinearRewardModel | SharedRidgeRewardModel:
     """The reward model in the ``.npz`` at ``url`` (any fsspec URL), whatever its kind (module docstring); a
     file of another kind (a propensity model) or no model file is a ``ParameterFileError`` naming it.
 
@@ -43,4 +44,6 @@ def load_reward_model(url: str, storage_options: dict | None = None):
     >>> kinds
     ['SharedRidgeRewardModel', 'LinearRewardModel']
     """
-    return load_model_file(url, storage_options, LinearRewardModel.WHAT, REWARD_KINDS)
+    model: LinearRewardModel | SharedRidgeRewardModel = load_model_file(url, storage_options, LinearRewardModel.WHAT,
+                                                                         REWARD_KINDS)
+    return model

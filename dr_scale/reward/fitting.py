@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -84,6 +84,11 @@ from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_product
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from dr_scale.logs.opened import OpenedLog
+
 
 class UnloggedActionWarning(UserWarning):
     """An action has no rows to fit on; its model falls back to the pooled mean reward."""
@@ -92,7 +97,7 @@ class UnloggedActionWarning(UserWarning):
 
 
 # -- passes (functions of one part; their results are summed over the parts) ---------------
-def block_counts(part: GroupedPart, n_features: int):
+def block_counts(part: GroupedPart, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per block b: (n_b, Σ r, Σ (x² − x) (B, d); (B, 0) while the features are binary) over the part's rows."""
     n_blocks = part.start.size - 1
     excess = np.zeros((n_blocks, n_features if part.data is not None else 0))
@@ -104,7 +109,7 @@ def block_counts(part: GroupedPart, n_features: int):
     return np.diff(part.start).astype(np.float64), sy, excess
 
 
-def add_block_products(total, part: GroupedPart, n_features: int, weighted: bool) -> np.ndarray:
+def add_block_products(total: np.ndarray | None, part: GroupedPart, n_features: int, weighted: bool) -> np.ndarray:
     """total += per block b the sum of the block's rows x_i (B, d), weighted by their rewards r_i if ``weighted``."""
     n_blocks = part.start.size - 1
     if total is None:
@@ -116,7 +121,8 @@ def add_block_products(total, part: GroupedPart, n_features: int, weighted: bool
     return total
 
 
-def block_sums(parts, n_features: int, counts=None) -> tuple:
+def block_sums(parts: PartSet, n_features: int,
+               counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple:
     """Per block b over the parts: (n_b, Σ r, Σ x (B, d), Σ r x (B, d), Σ (x² − x)) — the counts (:func:`block_counts`;
     given, or one pass), then Σ x and Σ r x in a pass each, so that a pass's terms are one (B, d) array (a task's
     summation tree holds a few of them at once)."""
@@ -126,7 +132,8 @@ def block_sums(parts, n_features: int, counts=None) -> tuple:
 
 
 
-def add_fit_gram(total, part: GroupedPart, P: np.ndarray, fits: Fits, active: np.ndarray) -> np.ndarray:
+def add_fit_gram(total: np.ndarray | None, part: GroupedPart, P: np.ndarray, fits: Fits,
+                 active: np.ndarray) -> np.ndarray:
     """total += the fits' Gram products: for fit F, Σ over the blocks of its rows of X_bᵀ X_b P_F; P is (F, d), and
     fits not ``active`` (converged: P_F = 0) are skipped."""
     if total is None:
@@ -142,7 +149,8 @@ def add_fit_gram(total, part: GroupedPart, P: np.ndarray, fits: Fits, active: np
                 continue
             for F in using:
                 add_transposed_product(total[F], X, X @ P[F])
-    return total
+    out: np.ndarray = total
+    return out
 
 
 def out_of_fold_errors(part: GroupedPart, coef: np.ndarray, intercept: np.ndarray, folds: int) -> np.ndarray:
@@ -162,7 +170,10 @@ def solve(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, *, rt
           progress: bool = False) -> tuple[ridge.RidgeFit, np.ndarray]:
     """The fits at penalty λ by block CG, one pass over the parts per iteration; and their intercepts, where a
     fit had no rows the pooled mean reward of its rows over all actions (w = 0)."""
-    def gram(P):
+    def gram(P: np.ndarray) -> np.ndarray:
+        """The fits' Gram products (X_fᵀX_f + …) P for the search directions ``P``, one pass (zeros when every fit has
+        converged).
+        """
         active = P.any(axis=1)  # CG zeroes the directions of converged fits
         if not active.any():
             return np.zeros_like(P)
@@ -181,7 +192,7 @@ def reward_moments(part: GroupedPart, n_actions: int) -> np.ndarray:
                      np.bincount(part.action, weights=part.reward ** 2, minlength=n_actions)])
 
 
-def _finite(v: float):
+def _finite(v: float) -> float | None:
     return float(v) if np.isfinite(v) else None
 
 
@@ -193,6 +204,7 @@ class RewardModels(Family):
     name: str = "the log"
 
     def objective(self, parts: PartSet, settings: FitSettings) -> Objective:
+        """The ridge or logistic objective for these parts, as ``settings.model`` (or the rewards) choose."""
         kind, chosen_by = model_kind(parts, settings, self.name)
         return (LogisticObjective if kind == "logistic" else RidgeObjective)(self.name, chosen_by)
 
@@ -207,23 +219,32 @@ class RidgeObjective(Objective):
     loss: ClassVar[str] = "sse"
     what: ClassVar[str] = "ridge models"
 
-    def count(self, part, n_features, groups, n_actions):
+    def count(self, part: GroupedPart, n_features: int, groups: int, n_actions: int) -> Any:
+        """A part's rows per (fold, action) block and feature (:func:`block_counts`)."""
         return block_counts(part, n_features)
 
-    def sums(self, parts, n_features, counts, fits):
+    def sums(self, parts: PartSet, n_features: int, counts: Any, fits: Fits) -> tuple[Any, int]:
         """The fits' ridge statistics (:meth:`Fits.stats`) from the block sums (:func:`block_sums`, two passes
         beside the counts): the (B, d) block sums are not kept beside them."""
         return fits.stats(block_sums(parts, n_features, counts)), 2
 
-    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+    def solve(self, parts: PartSet, sums: Any, n_features: int, lam: float, fits: Fits, settings: FitSettings,
+              progress: bool) -> Solved:
+        """The ridge fits min Σ (r_i − b − x_i·w)² + λ‖w‖² by conjugate gradients, the intercepts unpenalised."""
         fit, intercept = solve(parts, sums, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
                                progress=progress)
         return Solved(fit.coef, fit.iterations, fit.converged, intercept)
 
-    def out_of_fold(self, part, solved, n_features, folds, n_actions):
-        return out_of_fold_errors(part, solved.x, solved.extra, folds)[0]
+    def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
+                    n_actions: int) -> np.ndarray:
+        """A part's squared errors Σ (r_i − ρ̂^{(−f(i))}_{a_i}(x_i))² per action by the fold models that did not see
+        the rows.
+        """
+        out: np.ndarray = out_of_fold_errors(part, solved.x, solved.extra, folds)[0]
+        return out
 
-    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+    def search_record(self, sample: PartSet, sums: Any, n_features: int, folds: int, n_actions: int,
+                      losses: list) -> dict:
         """The sample's rows (per action) and the out-of-fold R² = 1 − SSE / Σ (r − r̄)² per λ and action."""
         n = sums.n.reshape(folds, n_actions).sum(axis=0) / max(folds - 1, 1)  # each row is in K − 1 fold models
         sy, syy = sample.sum(reward_moments, n_actions)
@@ -233,7 +254,11 @@ class RidgeObjective(Objective):
         return {"sample_rows": int(round(n.sum())), "sample_rows_per_action": np.rint(n).astype(int).tolist(),
                 "out_of_fold_r2": [None if r is None else [_finite(v) for v in r] for r in r2]}
 
-    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+    def model(self, solved: Solved, sums: Any, lam: float, fits: Fits, n_features: int, n_actions: int,
+              settings: FitSettings) -> LinearRewardModel:
+        """The :class:`~dr_scale.reward.models.LinearRewardModel` of the K fold models and the full-data one
+        (actions never logged warned about).
+        """
         d, k = n_features, n_actions
         n_fit = sums.n.reshape(-1, k)
         _warn_unlogged(self.name, n_fit, solved.extra.reshape(-1, k), fits.folds)
@@ -262,8 +287,9 @@ def fit_on_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int,
     ``settings.model``: ``"ridge"``, ``"logistic"`` (a :class:`~dr_scale.reward.models.LogisticRewardModel`), or
     None — logistic when every reward is 0 or 1 (one pass counts the others), ridge otherwise.
     """
-    return fit_parts(parts, n_rows, n_features, n_actions, settings, RewardModels(name), progress=progress,
-                     stages=stages)
+    model: LinearRewardModel = fit_parts(parts, n_rows, n_features, n_actions, settings, RewardModels(name),
+                                         progress=progress, stages=stages)
+    return model
 
 
 # -- logistic ρ̂ for 0/1 rewards ----------------------------------------------------------------
@@ -299,7 +325,7 @@ def logistic_counts(part: GroupedPart, n_features: int) -> np.ndarray:
                            .astype(np.float64)])
 
 
-def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
+def add_logistic_terms(total: np.ndarray | None, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
                        columns: np.ndarray | None = None) -> np.ndarray:
     """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
     Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
@@ -317,7 +343,8 @@ def add_logistic_terms(total, part: GroupedPart, x: np.ndarray, fits: Fits, acti
             for lo, hi, X in part.chunks(b, b + 1, d, columns):
                 for F in using:
                     glm.add_binary_terms(loss, grad, X, part.reward[lo:hi], x[F, :d], x[F, d], F)
-    return total
+    out: np.ndarray = total
+    return out
 
 
 def misclassified(part: GroupedPart, x: np.ndarray, fits: Fits, columns: np.ndarray | None = None) -> np.ndarray:
@@ -372,7 +399,8 @@ def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: in
     curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread)[:, None] + lam)
                                  / rows[:, None], spread])
 
-    def evaluate(x, active):
+    def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The penalised log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -400,14 +428,17 @@ class LogisticObjective(Objective):
     loss: ClassVar[str] = "log_loss"
     what: ClassVar[str] = "logistic models"
 
-    def count(self, part, n_features, groups, n_actions):
+    def count(self, part: GroupedPart, n_features: int, groups: int, n_actions: int) -> Any:
+        """A part's rows, positive rewards and feature squares per block (:func:`logistic_counts`)."""
         return logistic_counts(part, n_features)
 
-    def sums(self, parts, n_features, counts, fits):
+    def sums(self, parts: PartSet, n_features: int, counts: Any, fits: Fits) -> tuple[Any, int]:
+        """(rows, positive rewards per block, feature squares) from the counts, no more passes."""
         blocks = (counts.size - n_features) // 2
         return (counts[:blocks], counts[blocks:2 * blocks], counts[2 * blocks:]), 0
 
-    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+    def solve(self, parts: PartSet, sums: Any, n_features: int, lam: float, fits: Fits, settings: FitSettings,
+              progress: bool) -> Solved:
         """The fits by :func:`solve_logistic` on the present features, their weights put back in d columns (0
         elsewhere); with the full-data models, also each one's misclassified rows (:func:`misclassified`)."""
         block_n, block_sy, squares = sums
@@ -421,14 +452,24 @@ class LogisticObjective(Objective):
         wrong = parts.sum(misclassified, x_m, fits, columns) if fits.full else None
         return Solved(x, result.passes + fits.full, result.converged, wrong)
 
-    def out_of_fold(self, part, solved, n_features, folds, n_actions):
+    def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
+                    n_actions: int) -> np.ndarray:
+        """A part's log losses −Σ [r log σ(z) + (1 − r) log(1 − σ(z))] per action by the fold models that did
+        not see the rows.
+        """
         return out_of_fold_log_loss(part, solved.x, folds, n_actions)
 
-    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+    def search_record(self, sample: PartSet, sums: Any, n_features: int, folds: int, n_actions: int,
+                      losses: list) -> dict:
+        """The λ search's sample rows, in all and per action."""
         n = sums[0].reshape(folds, n_actions).sum(axis=0)
         return {"sample_rows": int(n.sum()), "sample_rows_per_action": n.astype(int).tolist()}
 
-    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+    def model(self, solved: Solved, sums: Any, lam: float, fits: Fits, n_features: int, n_actions: int,
+              settings: FitSettings) -> LogisticRewardModel:
+        """The :class:`~dr_scale.reward.models.LogisticRewardModel` of the K fold models and the full-data one
+        (separated actions warned about).
+        """
         d, k, x = n_features, n_actions, solved.x
         n, sy = fits.combine(sums[0]), fits.combine(sums[1])
         full = slice(fits.folds * k, None)
@@ -480,7 +521,8 @@ def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, 
         warnings.warn(f"{name}: " + "; ".join(messages), UnloggedActionWarning, stacklevel=3)
 
 
-def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=None,
+def fit_reward_model(logs: str | OpenedLog, settings: FitSettings | None = None, *,
+                     client: Client | None = None,
                      storage_options: dict | None = None, progress: bool = False) -> LinearRewardModel:
     """Per-action ridge models ρ̂_a(x) = b_a + x·w_a on the log at ``logs`` (any fsspec URL), out of core.
 
@@ -535,4 +577,5 @@ def fit_reward_model(logs: str, settings: FitSettings | None = None, *, client=N
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:  # the values its columns predict: another log's must be the same (check_model_actions)
         model.metadata["actions"] = vocabulary
-    return model
+    out: LinearRewardModel = model
+    return out

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
@@ -39,6 +41,12 @@ from dr_scale.crossfit.folded import (  # noqa: F401 — re-exported where first
     save_model,
 )
 from dr_scale.crossfit.parts import FOLD_PURPOSE, fold_of  # noqa: F401 — re-exported where first defined
+
+if TYPE_CHECKING:
+    from dr_scale.logs.filters import LogFilter
+
+#: A batch's features x_i: a sparse (CSR) matrix or a dense array, (n, d).
+Features: TypeAlias = sp.csr_matrix | np.ndarray
 
 
 class RewardModel(Protocol):
@@ -65,7 +73,8 @@ class RewardModel(Protocol):
     [[0.5], [0.5]]
     """
 
-    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+    def predict(self, X: Features, actions: np.ndarray | None = None, row_id: np.ndarray | None = None
+                ) -> np.ndarray:
         """ρ̂_a(x_i): (n, k), or (n, len(actions)) for the given actions' columns.
 
         Parameters
@@ -84,20 +93,21 @@ class RewardModel(Protocol):
         """
 
 
-def on_other_half(model, read) -> bool:
+def on_other_half(model: Any, read: LogFilter | None) -> bool:
     """Whether the rows ``read`` (a :class:`~dr_scale.logs.filters.LogFilter` or None) are the other half of the
     keyed split ``model`` was fitted on (its ``log_filter`` metadata), which no model saw."""
     recorded = (getattr(model, "metadata", None) or {}).get("log_filter")
     return read is not None and read.other_half_of(recorded)
 
 
-def checks_fitted_log(model) -> bool:
+def checks_fitted_log(model: Any) -> bool:
     """Whether :func:`check_fitted_log` checks ``model``: cross-fitted (fold models), its fit's fingerprint
     recorded."""
     return bool(getattr(model, "folds", 0)) and "fingerprint" in (getattr(model, "metadata", None) or {})
 
 
-def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str = "dr-scale fit --folds K") -> None:
+def check_fitted_log(model: Any, fingerprint: str, name: str, read: LogFilter | None = None,
+                     refit: str = "dr-scale fit --folds K") -> None:
     """Refuse a cross-fitted ``model`` on rows other than those it was fitted on: a
     :class:`~dr_scale.core.errors.ParameterError` (naming ``allow_other_log``) when the rows read, whose
     fingerprint (``rows:hash``, :class:`dr_scale.crossfit.parts.Extent`) is ``fingerprint``, are not its own —
@@ -116,7 +126,7 @@ def check_fitted_log(model, fingerprint: str, name: str, read=None, refit: str =
                              "`allow_other_log` to use it anyway")
 
 
-def check_model_actions(model, actions: list | None, name: str) -> None:
+def check_model_actions(model: Any, actions: list | None, name: str) -> None:
     """Refuse ``model`` on a log whose action vocabulary ``actions`` (id order; None: none) is not the one it
     was fitted on (its metadata's ``"actions"``, which ``dr-scale fit`` records): its column a would predict
     another action than the log's action a. A :class:`~dr_scale.core.errors.ParameterError` naming ``name``."""
@@ -124,7 +134,8 @@ def check_model_actions(model, actions: list | None, name: str) -> None:
     if actions is None or not isinstance(own, list) or [str(a) for a in own] == [str(a) for a in actions]:
         return
 
-    def listed(values):
+    def listed(values: list) -> str:
+        """The first six ``values`` as text."""
         return ", ".join(map(repr, values[:6])) + (" …" if len(values) > 6 else "")
 
     raise ParameterError(f"{name} was fitted on a log whose actions are {listed(own)}; this log's are "
@@ -132,7 +143,8 @@ def check_model_actions(model, actions: list | None, name: str) -> None:
                          "this log")
 
 
-def checked_training_arrays(X, action, reward, n_actions: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+def checked_training_arrays(X: Features, action: ArrayLike, reward: ArrayLike,
+                            n_actions: int | None) -> tuple[np.ndarray, np.ndarray, int]:
     """(action, reward, k) for fitting on in-memory arrays: equal lengths, integer actions in [0, k), finite
     rewards; else a :class:`~dr_scale.core.errors.ParameterError` naming the argument."""
     action, reward = np.asarray(action), np.asarray(reward)
@@ -215,7 +227,8 @@ class LinearRewardModel(FoldedLinearModel):
         """The predictions from the linear scores: themselves (a logistic model's: σ of them)."""
         return scores
 
-    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+    def predict(self, X: Features, actions: np.ndarray | None = None, row_id: np.ndarray | None = None
+                ) -> np.ndarray:
         """ρ̂ for the rows of X: (n, k), or (n, len(actions)) for the given actions' columns only.
 
         With ``row_id`` and fold models, row i is predicted by fold model fold(row_id_i)
@@ -263,7 +276,8 @@ class LinearRewardModel(FoldedLinearModel):
             The model, with its fold models and metadata if the file has them.
         """
         kinds = (LinearRewardModel.KIND, LogisticRewardModel.KIND) if cls is LinearRewardModel else (cls.KIND,)
-        return load_model_file(url, storage_options, cls.WHAT, kinds)
+        out: LinearRewardModel = load_model_file(url, storage_options, cls.WHAT, kinds)
+        return out
 
 
 @register_kind
@@ -311,7 +325,8 @@ class LogisticRewardModel(LinearRewardModel):
         return (*super().parameters(), np.frombuffer(self.KIND.encode(), np.uint8))
 
 
-def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:
+def predict_columns(model: RewardModel, X: Features, actions: np.ndarray,
+                    row_id: np.ndarray | None = None) -> np.ndarray:
     """ρ̂_a(x_i) for the given actions only: (n, len(actions)).
 
     A model whose ``predict`` takes ``actions`` computes just those columns; any other
@@ -328,7 +343,8 @@ def predict_columns(model, X, actions: np.ndarray, row_id: np.ndarray | None = N
     return np.asarray(model.predict(X, **kwargs), dtype=np.float64)[:, actions]
 
 
-def mean_over_actions(model, X, k: int, row_id: np.ndarray | None = None, cells: int = 1 << 20) -> np.ndarray:
+def mean_over_actions(model: RewardModel, X: Features, k: int, row_id: np.ndarray | None = None,
+                      cells: int = 1 << 20) -> np.ndarray:
     """(1/k) Σ_a ρ̂_a(x_i), (n,): the model's value of the uniform policy, without an (n, k) array.
 
     The actions' columns are predicted a block at a time (:func:`predict_columns`), at most ``cells``
@@ -349,7 +365,8 @@ def mean_over_actions(model, X, k: int, row_id: np.ndarray | None = None, cells:
     return total / k
 
 
-def predict_pairs(model, X, actions: np.ndarray, row_id: np.ndarray | None = None, chunk: int = 256) -> np.ndarray:
+def predict_pairs(model: RewardModel, X: Features, actions: np.ndarray, row_id: np.ndarray | None = None,
+                  chunk: int = 256) -> np.ndarray:
     """ρ̂_{a_ij}(x_i) for each row's own listed actions: (n, K) for (n, K) ``actions``, never (n, k).
 
     A model with a ``predict_pairs(X, actions, row_id=…)`` method computes them itself. Otherwise, when the

@@ -26,20 +26,31 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.engine import Family, Objective, Solved, fit_log, fit_parts
 from dr_scale.crossfit.folded import load_model_file, read_metadata, register_kind
-from dr_scale.crossfit.settings import FitSettings
+from dr_scale.crossfit.parts import Fits, GroupedPart, LogPart
+from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.outofcore import glm, ridge
+from dr_scale.outofcore.passes import PartSet
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from dr_scale.logs.catalogue import Catalogue
+    from dr_scale.logs.contract import Partition
+    from dr_scale.logs.opened import OpenedLog
+    from dr_scale.reward.models import Features
 
 #: The ``kind`` a shared model's ``.npz`` records.
 KIND = "shared"
@@ -99,7 +110,7 @@ class SharedRidgeRewardModel:
     #: The ``kind`` its file records (:data:`KIND`).
     KIND: ClassVar[str] = KIND
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.beta_x = np.asarray(self.beta_x, dtype=np.float64)
         self.beta_f = np.asarray(self.beta_f, dtype=np.float64)
         self.interaction = np.asarray(self.interaction, dtype=np.float64)
@@ -116,11 +127,13 @@ class SharedRidgeRewardModel:
 
     @property
     def n_features(self) -> int:
+        """d, the context features."""
         return self.beta_x.size
 
     @property
     def n_actions(self) -> int:
-        return self.item_features.shape[0]
+        """k, the items (rows of ``item_features``)."""
+        return int(self.item_features.shape[0])
 
     @property
     def folds(self) -> int:
@@ -129,17 +142,18 @@ class SharedRidgeRewardModel:
 
     def _fold(self, j: int) -> SharedRidgeRewardModel:
         """Fold model j as a model of its own (its linear score)."""
+        assert self.fold_theta is not None  # a cross-fitted model's fold
         return SharedRidgeRewardModel(*unflatten(self.fold_theta[j], self.n_features, self.item_features.shape[1]),
                                       self.item_features)
 
-    def _context(self, X):
+    def _context(self, X: Features) -> tuple[np.ndarray, np.ndarray]:
         X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
         if X.shape[1] > self.n_features:
             raise ParameterError(f"`X` has {X.shape[1]} features, the model {self.n_features}")
         d = X.shape[1]
         return np.asarray(X @ self.beta_x[:d]), np.asarray(X @ self.interaction[:d])
 
-    def _fold_ids(self, row_id, n: int):
+    def _fold_ids(self, row_id: ArrayLike | None, n: int) -> np.ndarray | None:
         """Each row's fold, or None when the full-data model predicts (no row ids, or no fold models)."""
         from dr_scale.crossfit.folded import checked_row_id
         from dr_scale.crossfit.parts import fold_of
@@ -147,7 +161,7 @@ class SharedRidgeRewardModel:
         row_id = checked_row_id(row_id, n)
         return None if row_id is None or not self.folds else fold_of(np.asarray(row_id), self.folds, self.fold_seed)
 
-    def scores(self, X, actions=None, row_id=None) -> np.ndarray:
+    def scores(self, X: Features, actions: np.ndarray | None = None, row_id: ArrayLike | None = None) -> np.ndarray:
         """The linear score z(x_i, a) = b + x·β_x + f_a·β_f + x·B·f_a for every action (or the given ones)."""
         fold = self._fold_ids(row_id, X.shape[0])
         if fold is not None:
@@ -158,9 +172,10 @@ class SharedRidgeRewardModel:
                                    lambda j, rows: self._fold(j).scores(rows, actions))
         main, projected = self._context(X)
         F = self.item_features if actions is None else self.item_features[np.asarray(actions)]
-        return self.intercept + main[:, None] + (F @ self.beta_f)[None, :] + projected @ F.T
+        out: np.ndarray = self.intercept + main[:, None] + (F @ self.beta_f)[None, :] + projected @ F.T
+        return out
 
-    def pair_scores(self, X, actions: np.ndarray, row_id=None) -> np.ndarray:
+    def pair_scores(self, X: Features, actions: np.ndarray, row_id: ArrayLike | None = None) -> np.ndarray:
         """z(x_i, a_ij) for each row's own actions (n, K)."""
         actions = np.asarray(actions)
         fold = self._fold_ids(row_id, X.shape[0])
@@ -173,19 +188,21 @@ class SharedRidgeRewardModel:
             return out
         main, projected = self._context(X)
         F = self.item_features[actions]  # (n, K, D_A); numpy's loops, not BLAS: the same bits in any process
-        return self.intercept + main[:, None] + np.einsum("nkd,d->nk", F, self.beta_f) + np.einsum(
+        scores: np.ndarray = self.intercept + main[:, None] + np.einsum("nkd,d->nk", F, self.beta_f) + np.einsum(
             "nkd,nd->nk", F, projected)
+        return scores
 
     def link(self, z: np.ndarray) -> np.ndarray:
         """ρ̂ from the linear score: z itself (ridge)."""
         return z
 
-    def predict(self, X, actions=None, row_id=None) -> np.ndarray:
+    def predict(self, X: Features, actions: np.ndarray | None = None, row_id: ArrayLike | None = None
+                ) -> np.ndarray:
         """ρ̂(x_i, a) for every action, or the given ones: (n, k) or (n, len(actions)); with ``row_id`` and fold
         models, row i by fold model fold(row_id_i), which did not see it."""
         return self.link(self.scores(X, actions, row_id))
 
-    def predict_pairs(self, X, actions: np.ndarray, row_id=None) -> np.ndarray:
+    def predict_pairs(self, X: Features, actions: np.ndarray, row_id: ArrayLike | None = None) -> np.ndarray:
         """ρ̂(x_i, a_ij) for each row's own actions, (n, K) for (n, K) ``actions``: O(n·K·D_A), never (n, k)."""
         return self.link(self.pair_scores(X, actions, row_id))
 
@@ -195,17 +212,19 @@ class SharedRidgeRewardModel:
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests: a report's state cache keys on them)."""
-        own = (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction, self.item_features,
-               np.array([self.LINK == "logistic"], dtype=np.float64))
-        return own if not self.folds else own + (self.fold_theta, np.array([self.fold_seed]))
+        own: tuple[np.ndarray, ...] = (np.array([self.intercept]), self.beta_x, self.beta_f, self.interaction,
+                                       self.item_features, np.array([self.LINK == "logistic"], dtype=np.float64))
+        if self.fold_theta is None or not self.folds:
+            return own
+        return own + (self.fold_theta, np.array([self.fold_seed]))
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` atomically, its ``kind`` :data:`KIND` (:func:`dr_scale.reward.files.load_reward_model`
         dispatches on it) and
         its ``link``."""
         buf = io.BytesIO()
-        extra = {} if not self.folds else {"fold_theta": self.fold_theta,
-                                           "fold_seed": np.array(self.fold_seed, dtype=np.int64)}
+        extra: dict[str, Any] = {} if not self.folds else {"fold_theta": self.fold_theta,
+                                                           "fold_seed": np.array(self.fold_seed, dtype=np.int64)}
         np.savez(buf, intercept=np.array(self.intercept), beta_x=self.beta_x, beta_f=self.beta_f,
                  interaction=self.interaction, item_features=self.item_features,
                  metadata=np.array(json.dumps(self.metadata)), kind=np.array(KIND), link=np.array(self.LINK),
@@ -217,7 +236,8 @@ class SharedRidgeRewardModel:
     def load(cls, url: str, storage_options: dict | None = None) -> SharedRidgeRewardModel:
         """Read a model saved by :meth:`save` — a :class:`SharedLogisticRewardModel` if its ``link`` is logistic;
         anything else is a ``ParameterFileError`` naming the file."""
-        return load_model_file(url, storage_options, "reward model", (KIND,))
+        out: SharedRidgeRewardModel = load_model_file(url, storage_options, "reward model", (KIND,))
+        return out
 
     @classmethod
     def from_arrays(cls, a: dict, where: str) -> SharedRidgeRewardModel:
@@ -279,10 +299,12 @@ class SharedLogisticRewardModel(SharedRidgeRewardModel):
 
     def link(self, z: np.ndarray) -> np.ndarray:
         """σ(z)."""
-        return expit(z)
+        out: np.ndarray = expit(z)
+        return out
 
 
-def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = None) -> None:
+def check_log_catalogue(models: Iterable[tuple[object, str]], logs: str | OpenedLog,
+                        storage_options: dict | None = None) -> None:
     """:func:`check_model_catalogue` of each (model, name) pair against the catalogue of the log at ``logs``, read
     once and only if a model is a shared one."""
     from dr_scale.logs.catalogue import read_catalogue
@@ -294,12 +316,12 @@ def check_log_catalogue(models: Iterable, logs, storage_options: dict | None = N
             check_model_catalogue(model, catalogue, name)
 
 
-def unflatten(theta: np.ndarray, d: int, da: int) -> tuple:
+def unflatten(theta: np.ndarray, d: int, da: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """(b, β_x, β_f, B) from θ = (b, β_x, β_f, vec B) (B row-major, (d, D_A))."""
     return (float(theta[0]), theta[1:1 + d], theta[1 + d:1 + d + da], theta[1 + d + da:].reshape(d, da))
 
 
-def check_model_catalogue(model, catalogue, name: str) -> None:
+def check_model_catalogue(model: object, catalogue: Catalogue | None, name: str) -> None:
     """Refuse a shared model on a log whose action catalogue is not the one it was fitted on (its f_a would score
     other items): a :class:`~dr_scale.core.errors.UserError` naming ``name``. No check for other models, or
     without a catalogue (a log with none is refused where its catalogue is needed)."""
@@ -321,29 +343,30 @@ def check_model_catalogue(model, catalogue, name: str) -> None:
 # parts are grouped by (fold, action) (dr_scale.crossfit.parts.group), so the rows of fold f are the contiguous run of
 # blocks f·k … (f + 1)·k − 1, and the fits are those of :class:`~dr_scale.crossfit.parts.Fits` over the folds with one
 # "action": fold model j on the folds f ≠ j, the full-data model on all of them.
-def fold_rows(part, f: int, k: int, d: int):
+def fold_rows(part: GroupedPart, f: int, k: int, d: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """(X, the logged actions, the rewards) of the part's rows in fold f (views of the part's arrays)."""
     lo, hi = int(part.start[f * k]), int(part.start[(f + 1) * k])
     return part.blocks(f * k, (f + 1) * k, d), part.action[lo:hi], part.reward[lo:hi]
 
 
-def phi(X, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
+def phi(X: Features, Fl: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Φ v for the rows' φ_i = (x_i, f_i, x_i ⊗ f_i) and v = (β_x, β_f, vec B): x·β_x + f·β_f + x·B·f.
 
     The dense products are numpy's own loops (``einsum``), not BLAS: a multithreaded BLAS may split a sum
     differently in this process and in a worker process, and a pass must give the same bits wherever it runs
     (the sparse products are scipy's, single-threaded)."""
     d, da = X.shape[1], Fl.shape[1]
-    return (X @ v[:d] + np.einsum("na,a->n", Fl, v[d:d + da])
-            + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl))
+    out: np.ndarray = (X @ v[:d] + np.einsum("na,a->n", Fl, v[d:d + da])
+                       + np.einsum("nd,nd->n", np.asarray(X @ v[d + da:].reshape(d, da)), Fl))
+    return out
 
 
-def phi_t(X, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
+def phi_t(X: Features, Fl: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Φᵀ u = (Xᵀu, Fᵀu, vec Xᵀ(F ∘ u)) without forming Φ (dense sums by ``einsum``, :func:`phi`)."""
     return np.concatenate([X.T @ u, np.einsum("na,n->a", Fl, u), np.asarray(X.T @ (Fl * u[:, None])).ravel()])
 
 
-def shared_sums(part, item_features: np.ndarray, d: int, groups: int, k: int) -> tuple:
+def shared_sums(part: GroupedPart, item_features: np.ndarray, d: int, groups: int, k: int) -> tuple:
     """Per fold f of the part: (n_f, Σ r, Σ φ, Σ φ², Σ r φ) — (G,), (G,), (G, D) × 3, D = d + D_A + d·D_A."""
     da = item_features.shape[1]
     size = d + da + d * da
@@ -361,8 +384,8 @@ def shared_sums(part, item_features: np.ndarray, d: int, groups: int, k: int) ->
     return n, sy, sx, sxx, xy
 
 
-def add_shared_gram(total, part, P: np.ndarray, item_features: np.ndarray, fits, active: np.ndarray, d: int,
-                    k: int) -> np.ndarray:
+def add_shared_gram(total: np.ndarray | None, part: GroupedPart, P: np.ndarray, item_features: np.ndarray, fits: Fits,
+                    active: np.ndarray, d: int, k: int) -> np.ndarray:
     """total (F, D) += per fit F the Gram product Σ over its folds' rows Φᵀ(Φ P_F) (fits not ``active``: skipped)."""
     if total is None:
         total = np.zeros_like(P)
@@ -372,7 +395,8 @@ def add_shared_gram(total, part, P: np.ndarray, item_features: np.ndarray, fits,
     return total
 
 
-def _fits_rows(part, item_features: np.ndarray, fits, active: np.ndarray, d: int, k: int):
+def _fits_rows(part: GroupedPart, item_features: np.ndarray, fits: Fits, active: np.ndarray, d: int,
+               k: int) -> Iterator[tuple[list[int], sp.csr_matrix, np.ndarray, np.ndarray]]:
     """Per fold of the part with rows and an ``active`` fit using it: (those fits, X, the logged items' f_a, r)."""
     for f in range(fits.groups):
         using = [F for F in fits.of_block(f, 0) if active[F]]
@@ -381,7 +405,7 @@ def _fits_rows(part, item_features: np.ndarray, fits, active: np.ndarray, d: int
             yield using, X, item_features[a], y
 
 
-def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: int, k: int, folds: int,
+def shared_out_of_fold(part: GroupedPart, theta: np.ndarray, item_features: np.ndarray, d: int, k: int, folds: int,
                        logistic: bool) -> np.ndarray:
     """(3, 1): Σ of row i's loss under fold model f_i (squared error, or the log loss if ``logistic``), Σ r, Σ r²;
     theta (K, D + 1) the fold models' (β_x, β_f, vec B, b)."""
@@ -396,7 +420,8 @@ def shared_out_of_fold(part, theta: np.ndarray, item_features: np.ndarray, d: in
     return out
 
 
-def add_shared_logistic_terms(total, part, x: np.ndarray, item_features: np.ndarray, fits, active: np.ndarray,
+def add_shared_logistic_terms(total: np.ndarray | None, part: GroupedPart, x: np.ndarray, item_features: np.ndarray,
+                              fits: Fits, active: np.ndarray,
                               d: int, k: int) -> np.ndarray:
     """total (F, D + 2) += per fit its data log loss's gradient ((θ, b): D + 1) and, in the last column, the log loss
     Σ log(1 + e^z) − r z, z = b + φ·θ, over its folds' rows (:func:`dr_scale.outofcore.glm.add_binary_terms`'s
@@ -414,15 +439,17 @@ def add_shared_logistic_terms(total, part, x: np.ndarray, item_features: np.ndar
     return total
 
 
-def _stats(sums, fits) -> ridge.RidgeStats:
+def _stats(sums: tuple, fits: Fits) -> ridge.RidgeStats:
     n, sy, sx, sxx, xy = sums
     return ridge.RidgeStats(fits.combine(n), fits.combine(sx), fits.combine(sxx), fits.combine(sy), fits.combine(xy))
 
 
-def _solve_ridge(parts, stats, lam, fits, item_features, d, k, settings, progress):
+def _solve_ridge(parts: PartSet, stats: ridge.RidgeStats, lam: float, fits: Fits, item_features: np.ndarray, d: int,
+                 k: int, settings: FitSettings, progress: bool) -> tuple[ridge.RidgeFit, np.ndarray]:
     """The fits at penalty λ by :func:`dr_scale.outofcore.ridge.fit` (conjugate gradients, one pass per iteration):
     (the fit, θ (F, D + 1) as (β_x, β_f, vec B, b))."""
-    def gram(P):
+    def gram(P: np.ndarray) -> np.ndarray:
+        """The shared fits' Gram products for the search directions ``P``, one pass (zeros when all converged)."""
         active = P.any(axis=1)
         if not active.any():
             return np.zeros_like(P)
@@ -432,7 +459,8 @@ def _solve_ridge(parts, stats, lam, fits, item_features, d, k, settings, progres
     return fit, np.column_stack([fit.coef, fit.intercept])
 
 
-def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progress):
+def _solve_logistic(parts: PartSet, sums: tuple, lam: float, fits: Fits, item_features: np.ndarray, d: int, k: int,
+                    settings: FitSettings, progress: bool) -> tuple[glm.GLMFit, np.ndarray]:
     """The fits at penalty λ by L-BFGS (:func:`dr_scale.outofcore.glm.minimize`, one pass per step): (the result,
     θ (F, D + 1) as (β_x, β_f, vec B, b)). The start, the fits not fitted (all rewards equal: w = 0, b = the logit
     of the add-½ rate) and the diagonal preconditioner follow the per-action logistic fit
@@ -451,7 +479,8 @@ def _solve_logistic(parts, sums, lam, fits, item_features, d, k, settings, progr
     rows = np.maximum(n, 1.0)
     curvature = np.column_stack([(sxx * spread[:, None] + lam) / rows[:, None], spread])
 
-    def evaluate(x, active):
+    def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The penalised log loss and its gradient of the shared fits at ``x`` (``active`` ones), one pass."""
         total = parts.accumulate(add_shared_logistic_terms, x, item_features, fits, active, d, k)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
@@ -475,20 +504,26 @@ class SharedObjective(Objective):
 
     @property
     def loss(self) -> str:
+        """``"log_loss"`` (logistic) or ``"sse"`` (ridge)."""
         return "log_loss" if self.logistic else "sse"
 
     @property
     def kind(self) -> str:
+        """``"logistic"`` or ``"ridge"``."""
         return "logistic" if self.logistic else "ridge"
 
     @property
     def what(self) -> str:
+        """What a fit is in stage lines: ``shared ridge model(s)`` or ``shared logistic model(s)``."""
         return f"shared {self.kind} model(s)"
 
-    def count(self, part, n_features, groups, n_actions):
+    def count(self, part: GroupedPart, n_features: int, groups: int, n_actions: int) -> Any:
+        """A part's shared sums per fold (n, Σ r, Σ φ, Σ φ², Σ r φ) (:func:`shared_sums`)."""
         return shared_sums(part, self.item_features, n_features, groups, n_actions)
 
-    def solve(self, parts, sums, n_features, lam, fits, settings, progress):
+    def solve(self, parts: PartSet, sums: Any, n_features: int, lam: float, fits: Fits, settings: FitSettings,
+              progress: bool) -> Solved:
+        """The shared fits at λ: conjugate gradients (ridge) or L-BFGS (logistic), θ = (β_x, β_f, vec B, b) per fit."""
         F, k = self.item_features, self.item_features.shape[0]
         if self.logistic:
             result, theta = _solve_logistic(parts, sums, lam, fits, F, n_features, k, settings, progress)
@@ -496,13 +531,21 @@ class SharedObjective(Objective):
         fit, theta = _solve_ridge(parts, _stats(sums, fits), lam, fits, F, n_features, k, settings, progress)
         return Solved(theta, fit.iterations, fit.converged)
 
-    def out_of_fold(self, part, solved, n_features, folds, n_actions):
-        return shared_out_of_fold(part, solved.x, self.item_features, n_features, n_actions, folds, self.logistic)[0]
+    def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
+                    n_actions: int) -> np.ndarray:
+        """A part's out-of-fold squared errors or log losses by the fold models that did not see the rows."""
+        errors: np.ndarray = shared_out_of_fold(part, solved.x, self.item_features, n_features, n_actions, folds,
+                                                self.logistic)[0]
+        return errors
 
-    def search_record(self, sample, sums, n_features, folds, n_actions, losses):
+    def search_record(self, sample: PartSet, sums: Any, n_features: int, folds: int, n_actions: int,
+                      losses: list) -> dict:
+        """The λ search's sample rows."""
         return {"sample_rows": int(sums[0].sum())}
 
-    def model(self, solved, sums, lam, fits, n_features, n_actions, settings):
+    def model(self, solved: Solved, sums: Any, lam: float, fits: Fits, n_features: int, n_actions: int,
+              settings: FitSettings) -> SharedRidgeRewardModel:
+        """The :class:`SharedRidgeRewardModel` (or logistic) of the full-data θ, with the fold models' θ."""
         F, d = self.item_features, n_features
         theta = np.column_stack([solved.x[:, -1], solved.x[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
         metadata = {"rows": int(sums[0].sum()), "kind": f"shared {self.kind}", "model": f"shared {self.kind}",
@@ -521,18 +564,20 @@ class SharedModels(Family):
     item_features: np.ndarray
     name: str = "the log"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.item_features = np.asarray(self.item_features, dtype=np.float64)
 
-    def objective(self, parts, settings) -> SharedObjective:
+    def objective(self, parts: PartSet, settings: FitSettings) -> SharedObjective:
+        """The shared ridge or logistic objective, as ``settings.model`` (or the rewards) choose."""
         from dr_scale.reward.fitting import model_kind
 
         kind, chosen_by = model_kind(parts, settings, self.name)
         return SharedObjective(self.item_features, self.name, kind == "logistic", chosen_by)
 
 
-def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np.ndarray, settings, *,
-                        progress: bool = False, stages=None, name: str = "the log") -> SharedRidgeRewardModel:
+def fit_shared_on_parts(parts: PartSet, n_rows: float, n_features: int, item_features: np.ndarray,
+                        settings: FitSettings, *, progress: bool = False, stages: Stages | None = None,
+                        name: str = "the log") -> SharedRidgeRewardModel:
     """The shared model on parts grouped by (fold, action) over ``settings.folds`` folds
     (:func:`dr_scale.crossfit.parts.read_grouped_parts`), ``n_rows`` rows in all, by the cross-fitting driver
     (:func:`dr_scale.crossfit.engine.fit_parts`): ridge or logistic as ``settings.model`` says (None: logistic when
@@ -540,11 +585,12 @@ def fit_shared_on_parts(parts, n_rows: float, n_features: int, item_features: np
     the keyed sample); then the K fold models and the full-data model in the same passes.
     """
     family = SharedModels(item_features, name)
-    return fit_parts(parts, n_rows, int(n_features), family.item_features.shape[0], settings, family,
-                     progress=progress, stages=stages)
+    model: SharedRidgeRewardModel = fit_parts(parts, n_rows, int(n_features), family.item_features.shape[0],
+                                              settings, family, progress=progress, stages=stages)
+    return model
 
 
-def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
+def log_and_catalogue(logs: str | OpenedLog, storage_options: dict | None, needs: str) -> tuple:
     """(fs, the log's part paths, its action catalogue); a log without a catalogue is a
     :class:`~dr_scale.core.errors.UserError` saying what ``needs`` it."""
     from dr_scale.core.errors import UserError
@@ -559,7 +605,8 @@ def log_and_catalogue(logs, storage_options: dict | None, needs: str) -> tuple:
     return fs, paths, catalogue
 
 
-def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict | None = None,
+def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None, *, client: Client | None = None,
+                     storage_options: dict | None = None,
                      progress: bool = False) -> SharedRidgeRewardModel:
     """The reward model shared across actions on the log at ``logs`` over its action catalogue, out of core: the
     parts read once, kept between passes (in memory, spilled to local files, or on a Dask cluster's workers) and one
@@ -612,8 +659,9 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     k = catalogue.n_actions
     if settings is not None and settings.n_actions is not None and settings.n_actions != k:
         raise ParameterError(f"`n_actions` is {settings.n_actions}, but the log's action catalogue lists {k} actions")
-    model = fit_log(logs, settings, SharedModels(catalogue.features.toarray(), str(logs)), client=client,
-                    storage_options=storage_options, progress=progress, n_actions=k)
+    model: SharedRidgeRewardModel = fit_log(logs, settings, SharedModels(catalogue.features.toarray(), str(logs)),
+                                            client=client, storage_options=storage_options, progress=progress,
+                                            n_actions=k)
     model.metadata["logs"] = str(logs)
     vocabulary = action_vocabulary(logs, storage_options)
     if vocabulary is not None:
@@ -621,7 +669,7 @@ def fit_shared_model(logs, settings=None, *, client=None, storage_options: dict 
     return model
 
 
-def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: int = 500,
+def fit_shared_from_log(logs: str | OpenedLog, *, lam: float = 1.0, tol: float = 1e-8, max_iter: int = 500,
                         n_features: int | None = None, storage_options: dict | None = None) -> SharedRidgeRewardModel:
     """The shared ridge model on the log at ``logs`` at penalty ``lam``: :func:`fit_shared_model` with
     ``FitSettings(lam=lam, rtol=tol, max_iter=max_iter, n_features=n_features, model="ridge")`` on the local
@@ -646,11 +694,12 @@ def fit_shared_from_log(logs, *, lam: float = 1.0, tol: float = 1e-8, max_iter: 
                                               model="ridge"), storage_options=storage_options)
 
 
-def in_memory_parts(parts: Iterable, n_actions: int, folds: int | None = None, seed: int = 0):
+def in_memory_parts(parts: Iterable[Partition], n_actions: int, folds: int | None = None,
+                    seed: int = 0) -> tuple[PartSet, int]:
     """(a :class:`~dr_scale.outofcore.passes.PartSet` on the local scheduler, rows) of in-memory
     :class:`~dr_scale.logs.contract.Partition` objects, grouped by (fold, action) as the log's parts are."""
-    from dr_scale.crossfit.parts import LogPart, group
-    from dr_scale.outofcore.passes import PartSet, given
+    from dr_scale.crossfit.parts import group
+    from dr_scale.outofcore.passes import given
 
     grouped_parts = []
     for part in parts:

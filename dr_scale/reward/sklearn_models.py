@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from dr_scale.reward.models import checked_actions, checked_row_id, checked_training_arrays, fold_of, predict_by_fold
+from dr_scale.crossfit.folded import checked_actions, checked_row_id, predict_by_fold
+from dr_scale.crossfit.parts import fold_of
+from dr_scale.reward.models import checked_training_arrays
 
 
 def _rows(X, dense: bool):
@@ -50,6 +52,7 @@ class SklearnRewardModel:
 
     @property
     def n_actions(self) -> int:
+        """k, the per-action estimators."""
         return len(self.estimators)
 
     @classmethod
@@ -89,15 +92,17 @@ class CrossFittedRewardModel:
     """K fold models (model j fitted without fold j) and a full-data model; see :func:`cross_fit`."""
 
     fold_models: list
-    full: object
+    full: SklearnRewardModel
     seed: int = 0
 
     @property
     def n_actions(self) -> int:
+        """k, the full-data model's actions."""
         return self.full.n_actions
 
     @property
     def folds(self) -> int:
+        """K, the fold models."""
         return len(self.fold_models)
 
     def predict(self, X, actions=None, row_id=None) -> np.ndarray:

@@ -147,6 +147,32 @@ class ItemWorld:
         return Catalogue(sp.csr_matrix(self.item_features), self.embedding, CATALOGUE_FILE)
 
 
+@dataclass(frozen=True, eq=False)
+class CategoryValues:
+    """:class:`~dr_scale.policies.distributions.ActionValues` of the item world: v(x_i, a) = q(x_i, e(a)), the
+    reward of action a's category e(a), from the (n, categories) rewards q and the actions' (k,) categories e."""
+
+    q: np.ndarray
+    embedding: np.ndarray
+
+    @property
+    def k(self) -> int:
+        """The number of actions k."""
+        return int(self.embedding.shape[0])
+
+    def columns(self, actions: np.ndarray) -> np.ndarray:
+        """q(x_i, e(a)) for the (m,) ``actions``, (n, m)."""
+        return self.q[:, self.embedding[actions]]
+
+    def pairs(self, actions: np.ndarray) -> np.ndarray:
+        """q(x_i, e(a_ij)) for each row's own (n, K) ``actions``, (n, K)."""
+        return np.take_along_axis(self.q, self.embedding[actions], axis=1)
+
+    def mean(self) -> np.ndarray:
+        """(1/k) Σ_a q(x_i, e(a)), (n,)."""
+        return self.q[:, self.embedding].mean(axis=1)
+
+
 @functools.lru_cache(maxsize=2)
 def make_item_world(seed: int, n_features: int, n_actions: int, action_features: int, categories: int,
                     target_top_k: int = 10, settings: ItemSettings = ItemSettings()) -> ItemWorld:
@@ -215,7 +241,7 @@ def generate_item_rows(world: ItemWorld, seed: int, first: int, n: int) -> tuple
     reward = (keyed_random.uniform(row_id, seed, "item-reward") < q[np.arange(n), category]).astype(np.float64)
     part = Partition("<generator>", row_id, X, action, reward, propensity, pa.table({}))
     target = world.target_policy().distribution(part, world.n_actions)
-    truth = (target.probs * np.take_along_axis(q, world.embedding[target.actions], axis=1)).sum(axis=1)
+    truth = target.value(CategoryValues(q, world.embedding))  # Σ_a π(a | x_i) q(x_i, e(a))
     table = pa.table({
         "row_id": pa.array(row_id),
         "features": pa.ListArray.from_arrays(pa.array(X.indptr.astype(np.int32)), pa.array(X.indices)),
@@ -226,7 +252,7 @@ def generate_item_rows(world: ItemWorld, seed: int, first: int, n: int) -> tuple
         "target_topk": sparse_target_column(target.actions, target.probs),
         "target_expected_reward": pa.array(truth),
     })
-    matched = int(((target.actions == action[:, None]) & (target.probs > 0)).any(axis=1).sum())
+    matched = int((target.at(action) > 0).sum())
     calibration = ItemCalibration(n, float(reward.sum()), float(truth.sum()), float((p_cat * q).sum()),
                                   float(propensity.min()), matched)
     return with_log_metadata(table, world.n_features, world.n_actions), calibration

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,14 +21,22 @@ from dr_scale.logs.importing.convert import with_shape
 from dr_scale.logs.importing.features import hashed_features, list_column
 from dr_scale.logs.importing.fields import Rows, as_text, combined
 from dr_scale.logs.importing.raw import format_of
-from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary
+from dr_scale.logs.spec import Columns, FeatureColumns, ImportSpec, Vocabulary
 from dr_scale.logs.writing import write_parquet
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
-def read_items(spec: ImportSpec, spec_source: str, storage_options: dict | None = None):
+
+#: An item catalogue read whole: (its keys as text, its table, its path).
+Items = tuple[list[str], pa.Table, str]
+
+
+def read_items(spec: ImportSpec, spec_source: str, storage_options: dict | None = None) -> Items:
     """(keys as text, the catalogue's table, its path) — a small table, read whole. A relative path is beside the
     spec file."""
     cat = spec.actions
+    assert cat is not None  # read for a spec with [actions]
     path = cat.table
     if "://" not in path and not posixpath.isabs(path) and spec_source != "<spec>":
         path = posixpath.join(posixpath.dirname(spec_source), path)
@@ -60,12 +69,13 @@ def read_items(spec: ImportSpec, spec_source: str, storage_options: dict | None 
     return keys.to_pylist(), table, path
 
 
-def catalogue_table(catalogue, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str) -> pa.Table:
+def catalogue_table(catalogue: Items, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str) -> pa.Table:
     """The catalogue as (action, key, features, values): each item's hashed features, in action order."""
     keys, table, path = catalogue
     cat = spec.actions
+    assert cat is not None  # written for a spec with [actions]
     item_spec = ImportSpec(action=cat.key, reward=cat.key, propensity=cat.key, hash_bits=spec.hash_bits,
-                           features={"categorical": cat.categorical, "numeric": cat.numeric, "tokens": cat.tokens})
+                           features=FeatureColumns(categorical=cat.categorical, numeric=cat.numeric, tokens=cat.tokens))
     cols = Columns(item_spec, table.column_names, spec_source, path)
     rows = Rows(path, table.num_rows, 2, "line", False)
     r, i, v = hashed_features(table, cols, item_spec, rows, [])
@@ -84,9 +94,11 @@ def catalogue_table(catalogue, spec: ImportSpec, vocabulary: Vocabulary, spec_so
                      "values": list_column(new_offsets, v[take].astype(np.float32), pa.float32())})
 
 
-def write_catalogue(catalogue, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str, fs, folder: str) -> int:
+def write_catalogue(catalogue: Items, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str,
+                    fs: AbstractFileSystem, folder: str) -> int:
     """The catalogue written as :data:`~dr_scale.logs.spec.CATALOGUE_FILE` in ``folder``; its number of actions."""
     table = catalogue_table(catalogue, spec, vocabulary, spec_source)
     write_parquet(with_shape(table, 1 << spec.hash_bits, len(vocabulary)), posixpath.join(folder, CATALOGUE_FILE),
                   fs=fs)
-    return table.num_rows
+    rows: int = table.num_rows
+    return rows

@@ -86,6 +86,7 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     fault = None if propensity is None else propensity_fault(np.where(np.isnan(propensity) & rows.bad, 1.0,
                                                                       propensity))
     if fault is not None:
+        assert cols.propensity is not None  # a fault of the logged propensities
         mask, rule = fault
         rows.flag(mask, cols.propensity, f"propensity {rule}")
     if cols.row_id is not None:

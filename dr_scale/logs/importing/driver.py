@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dr_scale.io.config import PositiveInt, check
 from dr_scale.logs.contract import LogDataError
 from dr_scale.logs.importing.catalogue import read_items, write_catalogue
@@ -9,10 +11,14 @@ from dr_scale.logs.importing.output import OutputLog
 from dr_scale.logs.importing.passes import convert_blocks, survey
 from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, RawTable
 from dr_scale.logs.importing.summary import ImportSummary
-from dr_scale.logs.spec import Columns, Vocabulary, check_same_hashing, read_spec, saved_spec
+from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, check_same_hashing, read_spec, saved_spec
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
-def import_log(raw: str, spec, out: str, *, client=None, storage_options: dict | None = None,
+def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Client | None = None,
+               storage_options: dict | None = None,
                blocksize: int = DEFAULT_BLOCKSIZE, progress: bool = False) -> ImportSummary:
     """Import the raw table(s) at ``raw`` into a log at ``out`` by ``spec`` (:mod:`dr_scale.logs.importing`).
 

@@ -19,7 +19,8 @@ def _hashed(keys: pa.Array, prefix: str, bits: int, fps: list) -> np.ndarray:
     return idx
 
 
-def hashed_features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: Rows, fps: list):
+def hashed_features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: Rows,
+                    fps: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, index, value) triples of every hashed feature (module docstring of :mod:`dr_scale.logs.spec`), by row
     and index within a row, the values of one index in a row summed.
 
@@ -91,7 +92,7 @@ def hashed_features(table: pa.Table, cols: Columns, spec: ImportSpec, rows: Rows
     return _summed_repeats(r[order], i[order], v[order])
 
 
-def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray):
+def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, index, value) sorted by (row, index), each index of a row once, its values summed.
 
     Repeats (two features of a row hashed to one index) are rare: the rows are compared only where two
@@ -109,7 +110,7 @@ def _summed_repeats(r: np.ndarray, i: np.ndarray, v: np.ndarray):
     return r, i.astype(np.int32, copy=False), v
 
 
-def list_column(offsets: np.ndarray, flat: np.ndarray, typ) -> pa.Array:
+def list_column(offsets: np.ndarray, flat: np.ndarray, typ: pa.DataType) -> pa.Array:
     """An Arrow list column: row i holds ``flat[offsets[i]:offsets[i + 1]]`` as ``typ``."""
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, type=typ))
 

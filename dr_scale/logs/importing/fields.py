@@ -6,6 +6,7 @@ dropped and counted by reason.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -38,11 +39,12 @@ class Rows:
         self.reasons[f"column '{column}': {reason}"] += int(mask.sum())
 
 
-def _bad_positions(array: pa.Array, convert) -> np.ndarray:
+def _bad_positions(array: pa.Array, convert: Callable[[pa.Array], pa.Array]) -> np.ndarray:
     """Positions of the non-null values of ``array`` that ``convert`` refuses, found by bisection."""
     out: list[int] = []
 
     def walk(lo: int, hi: int) -> None:
+        """Bisect rows [lo, hi): the refused positions among them into ``out``."""
         try:
             convert(array.slice(lo, hi - lo))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
@@ -57,7 +59,8 @@ def _bad_positions(array: pa.Array, convert) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def converted(array: pa.Array, convert, rows: Rows, column: str, reason: str, fill) -> pa.Array:
+def converted(array: pa.Array, convert: Callable[[pa.Array], pa.Array], rows: Rows, column: str, reason: str,
+              fill: str | int) -> pa.Array:
     """``convert(array)``; values it refuses are bad rows (``reason``) and become ``fill`` when skipped."""
     try:
         return convert(array)
@@ -88,15 +91,16 @@ def column_numbers(table: pa.Table, column: str, rows: Rows, required: bool) -> 
     numbers = converted(array, _numbers, rows, column, "not a number", "0")
     if required and numbers.null_count:
         rows.flag(pc.is_null(numbers).to_numpy(zero_copy_only=False), column, "missing value")
-    return pc.fill_null(numbers, np.nan).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(numbers, np.nan).to_numpy(zero_copy_only=False)
+    return values
 
 
-def is_numeric(t) -> bool:
+def is_numeric(t: pa.DataType) -> bool:
     """Whether an Arrow type holds numbers (integers, floats or booleans)."""
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
 
 
-def combined(column) -> pa.Array:
+def combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A column as one array (a chunked one's chunks combined)."""
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 

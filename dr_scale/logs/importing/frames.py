@@ -5,6 +5,9 @@ as :func:`~dr_scale.logs.importing.driver.import_log` converts a raw file's bloc
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,18 +19,23 @@ from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, read_spec
 
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+    import pandas as pd
 
-def _frame_table(df) -> pa.Table:
+
+def _frame_table(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def _vocabulary_for(spec: ImportSpec, values, actions) -> Vocabulary:
+def _vocabulary_for(spec: ImportSpec, values: Iterable[str], actions: Sequence[object] | None) -> Vocabulary:
     if actions is not None:
         return Vocabulary([str(a) for a in actions], spec.unseen_actions == "reserved")
     return Vocabulary.of(values, reserved=spec.unseen_actions == "reserved")
 
 
-def from_pandas(df, spec, *, actions=None) -> Partition:
+def from_pandas(df: pd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequence[object] | None = None
+                ) -> Partition:
     """A pandas DataFrame of raw columns as an in-memory log, by an import spec.
 
     The conversion is :func:`~dr_scale.logs.importing.driver.import_log`'s (:func:`convert_table`); row ids are the
@@ -71,7 +79,8 @@ def from_pandas(df, spec, *, actions=None) -> Partition:
     return partition_from_table(out.table, "<DataFrame>", 1 << spec.hash_bits, len(vocabulary))
 
 
-def from_dask(ddf, spec, *, actions=None):
+def from_dask(ddf: dd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequence[object] | None = None
+              ) -> dd.DataFrame:
     """A Dask DataFrame of raw columns as a Dask DataFrame in the log contract, by an import spec.
 
     One pass finds the action values (unless ``actions`` is given) and the partitions'
@@ -113,7 +122,8 @@ def from_dask(ddf, spec, *, actions=None):
         raise ParameterError(f"`ddf` must be a Dask DataFrame, got {type(ddf).__name__}")
     cols = Columns(spec, list(ddf.columns), source, "the Dask DataFrame")
 
-    def survey(pdf):
+    def survey(pdf: pd.DataFrame) -> tuple[int, set[str]]:
+        """(rows, distinct action values as text) of one pandas partition."""
         text = as_text(combined(_frame_table(pdf[[cols.action]]).column(0)))
         return len(pdf), {v for v in pc.unique(text).to_pylist() if v is not None}
 
@@ -122,7 +132,8 @@ def from_dask(ddf, spec, *, actions=None):
     starts = np.concatenate([[0], np.cumsum([n for n, _ in surveyed])[:-1]]).astype(np.int64)
     d, k = 1 << spec.hash_bits, len(vocabulary)
 
-    def convert(pdf, partition_info=None):
+    def convert(pdf: pd.DataFrame, partition_info: dict | None = None) -> pd.DataFrame:
+        """Partition ``partition_info["number"]`` in the log contract, its row ids from its first row's position."""
         i = partition_info["number"] if partition_info else 0
         out = convert_table(_frame_table(pdf), cols, spec, vocabulary, source=f"<dataframe partition {i}>",
                             line0=int(starts[i]), kind="row", position0=int(starts[i]), values=True)
@@ -131,14 +142,15 @@ def from_dask(ddf, spec, *, actions=None):
 
     meta = _contract_frame(convert_table(_frame_table(ddf._meta), cols, spec, vocabulary, source="<meta>",
                                          line0=0, kind="row", values=True).table)
-    return ddf.map_partitions(convert, meta=meta)
+    converted: dd.DataFrame = ddf.map_partitions(convert, meta=meta)
+    return converted
 
 
-def _contract_frame(table: pa.Table):
+def _contract_frame(table: pa.Table) -> pd.DataFrame:
     """A contract table as pandas, its list columns as Arrow dtypes (nothing becomes text)."""
     import pandas as pd
 
-    frame = table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_list(t) else None)
+    frame: pd.DataFrame = table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_list(t) else None)
     if "date" in frame.columns:
         frame["date"] = frame["date"].astype(pd.ArrowDtype(pa.string()))
     return frame

@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import atomic_write, interrupts_deferred, url_to_fs
@@ -24,6 +26,9 @@ from dr_scale.logs.importing.convert import file_id_of
 from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.spec import load_saved
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
 
 @dataclass(frozen=True)
 class OutputLog:
@@ -31,7 +36,7 @@ class OutputLog:
     import before (None for a new log)."""
 
     url: str
-    fs: object
+    fs: AbstractFileSystem
     path: str
     saved: dict | None
 
@@ -49,7 +54,8 @@ class OutputLog:
 
     @property
     def _saved_files(self) -> dict:
-        return (self.saved or {}).get("row_id_files", {})
+        files: dict = (self.saved or {}).get("row_id_files", {})
+        return files
 
     def row_id_files(self, paths: list[str]) -> dict[str, int]:
         """Each raw file's id in its stable row ids (:func:`~dr_scale.logs.importing.convert.file_id_of`); two
@@ -66,7 +72,7 @@ class OutputLog:
             by_id[fid] = path
         return file_ids
 
-    def check_new_days(self, days) -> None:
+    def check_new_days(self, days: Iterable[str]) -> None:
         """Adding to a log imported before: none of ``days`` is in it already."""
         if self.saved is not None:
             clash = [day for day in sorted(days) if self.fs.exists(posixpath.join(self.path, f"date={day}"))]
@@ -75,7 +81,7 @@ class OutputLog:
                                 "remove its folder first")
 
     @contextlib.contextmanager
-    def staged(self):
+    def staged(self) -> Iterator[str]:
         """A staging folder beside the log (``.NAME.import-HEX``), removed when the body fails or is
         interrupted."""
         parent, name = posixpath.split(self.path.rstrip("/"))

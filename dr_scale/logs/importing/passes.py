@@ -13,7 +13,9 @@ import contextlib
 import posixpath
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +28,10 @@ from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.importing.raw import Block, RawTable, block_bytes, line_count, read_tables
 from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary
+
+if TYPE_CHECKING:
+    from distributed import Client
+    from fsspec import AbstractFileSystem
 
 
 @dataclass
@@ -47,7 +53,7 @@ class BlockStats:
                           union([self.fingerprints, other.fingerprints]), self.files + other.files)
 
 
-def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *, client=None,
+def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *, client: Client | None = None,
            progress: bool = False) -> tuple[list[int], set]:
     """First pass: (the line number of each block's first data row, the distinct action values as text — none
     unless ``values_wanted``; without, only the byte blocks are read, to count their lines).
@@ -74,7 +80,8 @@ def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *,
 
 
 def convert_blocks(raw: RawTable, spec: ImportSpec, cols: Columns, vocabulary: Vocabulary, starts: list[int],
-                   file_ids: dict, out_fs, staging: str, *, client=None, progress: bool = False) -> BlockStats:
+                   file_ids: dict, out_fs: AbstractFileSystem, staging: str, *, client: Client | None = None,
+                   progress: bool = False) -> BlockStats:
     """Second pass: every block converted (:func:`convert_block`, its first data row on line ``starts[i]``, its
     file's row ids by ``file_ids``) and written under ``staging``; the merge of the blocks' stats."""
     import dask
@@ -86,14 +93,16 @@ def convert_blocks(raw: RawTable, spec: ImportSpec, cols: Columns, vocabulary: V
     convert = dask.delayed(convert_block, pure=False)
     tasks = [convert(raw.fs, b, spec, raw.names, cols, vocabulary, s, out_fs, staging, tag, file_ids.get(b.path))
              for b, s in zip(raw.blocks, starts, strict=True)]
+    stats: BlockStats
     (stats,) = compute(tree_reduce(tasks, _sum_stats), client=client, progress=progress)
     return stats
 
 
-def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: str, values_wanted: bool = True):
+def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], action: str,
+                 values_wanted: bool = True) -> tuple[int, set[str]]:
     """First pass, one block: (data lines in a byte block, distinct action values as text — only if
     ``values_wanted``)."""
-    values: set = set()
+    values: set[str] = set()
     lines = 0
     data = None
     skip: Counter = Counter()
@@ -107,8 +116,9 @@ def survey_block(fs, block: Block, spec: ImportSpec, names: list[str], action: s
     return lines, values
 
 
-def convert_block(fs, block: Block, spec: ImportSpec, names: list[str], cols: Columns, vocabulary: Vocabulary,
-                  line0: int, out_fs, staging: str, tag: str, file_id: int | None) -> BlockStats:
+def convert_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], cols: Columns,
+                  vocabulary: Vocabulary,
+                  line0: int, out_fs: AbstractFileSystem, staging: str, tag: str, file_id: int | None) -> BlockStats:
     """Second pass, one block: convert it and write its parts (one per day) under ``staging``.
 
     ``line0``: the line number of a byte block's first data row (from the first pass).
@@ -173,7 +183,7 @@ def by_date(table: pa.Table) -> list[tuple[str | None, pa.Table]]:
     return [(day, rest.filter(pc.equal(dates, day))) for day in sorted(pc.unique(dates).to_pylist())]
 
 
-def _sum_stats(items) -> BlockStats:
+def _sum_stats(items: Iterable[BlockStats]) -> BlockStats:
     """The merge of blocks' stats (:func:`~dr_scale.outofcore.mergeable.tree_reduce`'s node): their ``+``, with
     the fingerprints' sorted runs merged once for all rather than pair by pair."""
     items = list(items)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import io
 import posixpath
 from collections import Counter
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +24,10 @@ from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.logs.contract import LogDataError
 from dr_scale.logs.spec import ImportSpec
+
+if TYPE_CHECKING:
+    import pyarrow.csv as pcsv
+    from fsspec import AbstractFileSystem
 
 #: Bytes per block of an uncompressed CSV / JSON-lines file.
 DEFAULT_BLOCKSIZE = 16 << 20
@@ -82,10 +88,10 @@ class Block:
         return self.start == 0
 
 
-def plan_blocks(fs, files: list[str], spec: ImportSpec, blocksize: int) -> list[Block]:
+def plan_blocks(fs: AbstractFileSystem, files: list[str], spec: ImportSpec, blocksize: int) -> list[Block]:
     """The blocks of the raw files, numbered in order: ``blocksize`` bytes of an uncompressed CSV / JSON-lines
     file each, a compressed or Parquet file whole."""
-    blocks = []
+    blocks: list[Block] = []
     for path in files:
         fmt, compression = format_of(path, spec.format)
         if fmt == "parquet" or compression:
@@ -130,9 +136,10 @@ class _Invalid:
     """pyarrow's ``invalid_row_handler``: skip (counted) or fail (remembering the line's text)."""
 
     def __init__(self, skip: bool):
-        self.skip, self.count, self.text = skip, 0, None
+        self.skip, self.count = skip, 0
+        self.text: tuple[str, int, int] | None = None
 
-    def __call__(self, row) -> str:
+    def __call__(self, row: pcsv.InvalidRow) -> str:
         if self.skip:
             self.count += 1
             return "skip"
@@ -140,7 +147,8 @@ class _Invalid:
         return "error"
 
 
-def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler, numeric=()):
+def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler: _Invalid | None,
+                 numeric: Container[str] = ()) -> dict[str, Any]:
     """pyarrow's CSV options: the ``used`` columns as text, those of ``numeric`` parsed as float64."""
     import pyarrow.csv as pcsv
 
@@ -150,35 +158,36 @@ def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler, n
                                                     column_types=types))
 
 
-def header(fs, block: Block, spec: ImportSpec) -> list[str]:
+def header(fs: AbstractFileSystem, block: Block, spec: ImportSpec) -> list[str]:
     """The column names of a raw file (the CSV header line, the JSON keys of the first lines, the Parquet schema)."""
     with fs.open(block.path, "rb", compression=block.compression) as f:
         if block.fmt == "parquet":
-            return pq.ParquetFile(f).schema_arrow.names
+            return list(pq.ParquetFile(f).schema_arrow.names)
         if block.fmt == "json":
             import pyarrow.json as pj
 
             head = f.read(1 << 20)
             head = head[: head.rfind(b"\n") + 1] or head
             try:
-                return pj.read_json(io.BytesIO(head)).column_names
+                return list(pj.read_json(io.BytesIO(head)).column_names)
             except pa.ArrowInvalid as exc:
                 raise LogDataError(block.path, None, f"not JSON lines ({exc})") from None
         import pyarrow.csv as pcsv
 
         line = f.readline()
     try:
-        return pcsv.read_csv(io.BytesIO(line), parse_options=pcsv.ParseOptions(delimiter=spec.delimiter)).column_names
+        table = pcsv.read_csv(io.BytesIO(line), parse_options=pcsv.ParseOptions(delimiter=spec.delimiter))
+        return list(table.column_names)
     except pa.ArrowInvalid as exc:
         raise LogDataError(block.path, None, f"no CSV header line ({exc})") from None
 
 
-def block_bytes(fs, block: Block) -> bytes:
+def block_bytes(fs: AbstractFileSystem, block: Block) -> bytes:
     """A byte block's bytes, cut at line ends (fsspec's ``read_block``)."""
     from fsspec.utils import read_block
 
     with fs.open(block.path, "rb") as f:
-        return read_block(f, block.start, block.length, delimiter=b"\n")
+        return bytes(read_block(f, block.start, block.length, delimiter=b"\n"))
 
 
 def line_count(data: bytes) -> int:
@@ -187,17 +196,17 @@ def line_count(data: bytes) -> int:
     return newlines + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _first_line(fs, block: Block) -> int:
+def _first_line(fs: AbstractFileSystem, block: Block) -> int:
     """The physical line number (from 1) of a byte block's first line: one more than the lines before it."""
     if block.start == 0:
         return 1
     from fsspec.utils import read_block
 
     with fs.open(block.path, "rb") as f:
-        return 1 + read_block(f, 0, block.start, delimiter=b"\n").count(b"\n")
+        return 1 + int(read_block(f, 0, block.start, delimiter=b"\n").count(b"\n"))
 
 
-def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exception,
+def _parse_error(fs: AbstractFileSystem, block: Block, text: bytes | None, prepended: bool, exc: Exception,
                  handler: _Invalid | None) -> LogDataError:
     """A parser's error as one line naming the file and the line."""
     message = " ".join(str(exc).split())
@@ -205,7 +214,7 @@ def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exc
         line_text, expected, actual = handler.text
         reason = f"malformed CSV line: {actual} fields where the header has {expected}"
         pos = text.find(line_text.encode()) if text is not None else -1
-        if pos < 0:
+        if text is None or pos < 0:
             return LogDataError(block.path, None, f"{reason} ({line_text[:60]!r})")
         before = text[:pos].count(b"\n")
         line = _first_line(fs, block) + before - (1 if prepended else 0)
@@ -213,8 +222,9 @@ def _parse_error(fs, block: Block, text: bytes | None, prepended: bool, exc: Exc
     return LogDataError(block.path, None, f"cannot parse {block.fmt.upper()} ({message})")
 
 
-def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list[str], skip: Counter,
-                data: bytes | None = None, numeric=()):
+def read_tables(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], used: list[str],
+                skip: Counter, data: bytes | None = None,
+                numeric: Container[str] = ()) -> Iterator[tuple[pa.Table, int]]:
     """Yield (table of the ``used`` columns, line or row number of its first row) for the block.
 
     Lines count from 1 (a CSV's header is line 1); Parquet rows from 0. A byte block's tables
@@ -285,9 +295,9 @@ def read_tables(fs, block: Block, spec: ImportSpec, names: list[str], used: list
     yield table, 0
 
 
-def _header_bytes(fs, block: Block) -> bytes:
+def _header_bytes(fs: AbstractFileSystem, block: Block) -> bytes:
     with fs.open(block.path, "rb") as f:
-        return f.readline()
+        return bytes(f.readline())
 
 
 def _json_columns(table: pa.Table, used: list[str]) -> pa.Table:

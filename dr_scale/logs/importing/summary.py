@@ -13,7 +13,44 @@ from dr_scale.logs.spec import ImportSpec
 
 @dataclass
 class ImportSummary:
-    """What an import wrote: its printed summary is :meth:`text`."""
+    """What an import wrote: its printed summary is :meth:`text`.
+
+    Parameters
+    ----------
+    out : str
+        The log's folder.
+    rows : int
+        The rows written.
+    bad : collections.Counter
+        The bad rows skipped, by reason.
+    days : list of str
+        The days written (``YYYY-MM-DD``), sorted; empty without a timestamp.
+    n_actions : int
+        k, the actions of the vocabulary.
+    actions_logged : int
+        The actions that occur in the rows.
+    n_features : int
+        d = 2^hash_bits, the hashed feature space.
+    features_used : int
+        The distinct feature indices the keys hash to.
+    keys : int
+        The distinct feature keys.
+    collisions : int
+        The keys that share an index with another key.
+    propensity : tuple of float or None
+        (min, max) of the logged propensities; None when the spec names no propensity column.
+    files : int
+        The raw files read.
+    catalogue : int, optional
+        The actions of the item catalogue written beside the log, if any.
+
+    Examples
+    --------
+    >>> from collections import Counter
+    >>> summary = ImportSummary("log/", 3, Counter(), ["2024-01-01"], 2, 2, 1 << 18, 5, 5, 0, (0.2, 0.8), 1)
+    >>> print(summary.text().splitlines()[0])
+    imported 3 rows from 1 file(s) into log/
+    """
 
     out: str
     rows: int

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import Estimate, checked
@@ -62,37 +64,41 @@ class BalancedIPW(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # SNIPS's
     example: ClassVar[str] = "BIPW(lambda_=50)"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.lambda_ != math.inf or not isinstance(self.lambda_, float):  # BIPW(): no pydantic import
             object.__setattr__(self, "lambda_", checked("NonNegativeOrInf", "lambda_", self.lambda_))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "BalancedIPW()" if self.lambda_ == math.inf else f"BalancedIPW(lambda_={self.lambda_!r})"
 
     @property
     def label(self) -> str:
+        """``BIPW``, or ``BIPW(lambda_=λ)`` with the weights clipped at λ."""
         return "BIPW" if self.lambda_ == math.inf else f"BIPW(lambda_={self.lambda_!r})"
 
     def balanced(self, rows: RowInputs) -> RowInputs:
         """``rows`` with the clipped estimated weights ŵ_λ in place of w (what the state's moments are of)."""
         if rows.importance_weight is None:
-            raise ValueError("BIPW needs the estimated importance weights ŵ(x_i, a_i) (estimated_importance_weights; "
-                             "in a log, the column importance_weight)")
+            raise ParameterError("BIPW needs the estimated importance weights ŵ(x_i, a_i) "
+                                 "(`estimated_importance_weights`; in a log, the column importance_weight)")
         return RowInputs(rows.reward, np.minimum(rows.importance_weight, self.lambda_),
                          importance_weight=rows.importance_weight)
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(ŵ_λ r_i, ŵ_λ) with ŵ_λ = min(ŵ(x_i, a_i), λ): V̂ = Σ ŵ_λ r_i / Σ ŵ_λ, self-normalized as SNIPS."""
         rows = self.balanced(rows)
         return [rows.weight * rows.reward, rows.weight]
 
     def state(self, rows: RowInputs) -> Moments:
+        """The moments of :meth:`terms` over the rows with the clipped estimated weights in place of w."""
         return super().state(self.balanced(rows))  # the interval's weight range: the clipped weights'
 
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient
 
-    def estimate(self, *, reward, action, target_probs, estimated_importance_weights, propensity=None,
-                 reward_hat=None) -> Estimate:
+    def estimate(self, *, reward: ArrayLike, action: ArrayLike, target_probs: ArrayLike,
+                 estimated_importance_weights: ArrayLike | None = None, propensity: ArrayLike | None = None,
+                 reward_hat: ArrayLike | None = None) -> Estimate:
         """Estimate from obp's arrays and the (n,) ``estimated_importance_weights`` ŵ(x_i, a_i) ≥ 0.
 
         ``action`` and ``target_probs`` are checked as obp checks them (and unused, as obp's); ``propensity``
@@ -102,8 +108,11 @@ class BalancedIPW(Estimator):
         n = reward.shape[0]
         target_probs = check.probabilities("target_probs", target_probs, n)
         check.actions("action", action, n, target_probs.shape[1])
+        if estimated_importance_weights is None:
+            raise ParameterError("BIPW needs `estimated_importance_weights`, ŵ(x_i, a_i) per row")
         weights = check.vector("estimated_importance_weights", estimated_importance_weights, n)
         if not np.all(weights >= 0):
             i = int(np.flatnonzero(~(weights >= 0))[0])
-            raise ValueError(f"estimated_importance_weights must be non-negative and not NaN (index {i}: {weights[i]})")
+            raise ParameterError(f"`estimated_importance_weights` must be non-negative and not NaN (index {i}: "
+                                 f"{weights[i]})")
         return self.result(self.state(RowInputs(reward, weights, importance_weight=weights)))

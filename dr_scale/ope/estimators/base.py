@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.estimate import Estimate
 from dr_scale.ope.estimators.inputs import RowInputs
-from dr_scale.ope.intervals import Summary, summary_of
+from dr_scale.ope.intervals import Range, Summary, summary_of
 from dr_scale.ope.moments import Moments
 
 
@@ -75,13 +77,14 @@ class Estimator(ABC):
 
     def gradient(self, means: np.ndarray) -> np.ndarray:
         """∇g(t̄), the delta method's gradient; here that of the plain mean, (1, 0, …, 0)."""
-        return np.eye(1, means.size)[0]
+        out: np.ndarray = np.eye(1, means.size)[0]
+        return out
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """(value, gradient of the value in the means, chosen parameters) at a state."""
         return self.value_of(state.mean), self.gradient(state.mean), {}
 
-    def el_ranges(self, state: Moments) -> tuple:
+    def el_ranges(self, state: Moments) -> tuple[float, Range, Range, Range]:
         """The largest weight W seen, and the ranges of y at an unobserved row of weight 0, of y at
         one of weight W, and of the value (that of r).
 
@@ -108,7 +111,7 @@ class Estimator(ABC):
             The state; states of disjoint batches merge with ``+``.
         """
         if self.needs_model and rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         return Moments.of(*self.terms(rows), ranges=rows.ranges)
 
     def result(self, state: Moments) -> Estimate:
@@ -138,7 +141,8 @@ class Estimator(ABC):
                           *self.el_ranges(state), weighted=a.shape[0] == 2, estimate=value)
 
     # -- numpy API ----------------------------------------------------------
-    def estimate(self, *, reward, action, propensity, target_probs, reward_hat=None) -> Estimate:
+    def estimate(self, *, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_probs: ArrayLike,
+                 reward_hat: ArrayLike | None = None) -> Estimate:
         """Estimate the target policy's value from arrays (obp's argument layout).
 
         Parameters
@@ -171,6 +175,6 @@ class Estimator(ABC):
         rows = RowInputs.from_arrays(reward, action, propensity, target_probs, reward_hat)
         return self.result(self.state(rows))
 
-    def estimate_policy_value(self, **arrays) -> float:
+    def estimate_policy_value(self, **arrays: ArrayLike) -> float:
         """The point estimate alone, as obp's estimators return it."""
         return self.estimate(**arrays).value

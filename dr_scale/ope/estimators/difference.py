@@ -25,7 +25,8 @@ class OnPolicy(Estimator):
     name: ClassVar[str] = "logging"
     needs_model: ClassVar[bool] = False
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(r_i,): the logging policy's value is the plain mean of the logged rewards."""
         return [rows.reward]
 
 
@@ -54,6 +55,9 @@ class Difference:
     baseline: Estimator
 
     def state(self, rows: RowInputs, baseline_rows: RowInputs) -> Moments:
+        """The moments of both estimators' terms on the same rows (the baseline's after the estimator's), so that
+        the delta method sees their covariance; a tuned estimator's ties kept.
+        """
         a, b = self.estimator.terms(rows), self.baseline.terms(baseline_rows)
         state = Moments.of(*a, *b, ranges=rows.ranges)
         if not isinstance(self.estimator, Shrinkage):

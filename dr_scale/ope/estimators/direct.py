@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.inputs import RowInputs
 
 
 @dataclass(frozen=True)
@@ -35,5 +39,8 @@ class DirectMethod(Estimator):
     name: ClassVar[str] = "DM"
     needs_propensity: ClassVar[bool] = False
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(ρ̂_π(x_i),) with ρ̂_π(x) = Σ_a π(a|x) ρ̂_a(x): V̂_DM = (1/n) Σ_i ρ̂_π(x_i)."""
+        if rows.reward_hat_pi is None:
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         return [rows.reward_hat_pi]

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.shrinkage import Shrinkage
 
 
@@ -60,8 +61,10 @@ class DoublyRobust(Shrinkage):
     example: ClassVar[str] = "DR(lambda_=50) or DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     plain_at_inf: ClassVar[bool] = True
 
-    def shrink(self, w, lam):
-        return np.minimum(w, lam)
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: DR as in Dudík, Langford & Li 2011, eq. 1)."""
+        out: np.ndarray = np.minimum(w, lam)
+        return out
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,16 @@ class SNDR(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 1.0, 0.0), (0.0, 0.0, 1.0))
     model_term: ClassVar[int | None] = 0
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(ρ̂_π(x_i), w_i (r_i − ρ̂_{a_i}(x_i)), w_i)."""
         return [rows.reward_hat_pi, rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight]
 
-    def value_of(self, means):
+    def value_of(self, means: np.ndarray) -> float:
+        """V̂_SNDR = t̄₁ + t̄₂ / t̄₃ = (1/n) Σ ρ̂_π(x_i) + Σ w_i (r_i − ρ̂_{a_i}(x_i)) / Σ w_i; NaN when Σ w_i = 0."""
         return float(means[0] + means[1] / means[2]) if means[2] != 0 else float("nan")
 
-    def gradient(self, means):
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        """∇(t̄₁ + t̄₂ / t̄₃) = (1, 1/t̄₃, −t̄₂/t̄₃²); NaN when t̄₃ = 0."""
         if means[2] == 0:  # no row with weight: the ratio, and its gradient, are undefined
             return np.full(3, np.nan)
         return np.array([1.0, 1.0 / means[2], -means[1] / means[2] ** 2])

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import Estimate
@@ -17,7 +19,8 @@ from dr_scale.ope.estimators.ips import SNIPS
 from dr_scale.ope.moments import Moments
 
 
-def marginal_weights(action, action_embed, pi_b, target_probs) -> np.ndarray:
+def marginal_weights(action: ArrayLike, action_embed: ArrayLike, pi_b: ArrayLike, target_probs: ArrayLike
+                     ) -> np.ndarray:
     """w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i) from dense arrays, for a deterministic categorical embedding.
 
     p_π(e|x) = Σ_a π(a|x) 1{e(a) = e} (Saito & Joachims 2022, eq. 3, with p(e|x, a) one-hot), e_i = e(a_i).
@@ -50,11 +53,12 @@ def marginal_weights(action, action_embed, pi_b, target_probs) -> np.ndarray:
     action = check.actions("action", action, n, k)
     embed = check.actions("action_embed", action_embed, k, None)
     same = embed[None, :] == embed[action][:, None]  # (n, k): 1{e(a) = e_i}
-    return (target_probs * same).sum(axis=1) / (pi_b * same).sum(axis=1)
+    out: np.ndarray = (target_probs * same).sum(axis=1) / (pi_b * same).sum(axis=1)
+    return out
 
 
-def sparse_marginal_weights(logged_embedding, embedding_propensity, target_actions, target_probs,
-                            embedding) -> np.ndarray:
+def sparse_marginal_weights(logged_embedding: ArrayLike, embedding_propensity: ArrayLike, target_actions: ArrayLike,
+                            target_probs: ArrayLike, embedding: ArrayLike) -> np.ndarray:
     """w(x_i, e_i) = p_π(e_i|x_i) / p_π₀(e_i|x_i) for a policy given by its listed actions, in O(n·K).
 
     p_π(e_i|x_i) = Σ_j π_ij 1{e(a_ij) = e_i} over row i's listed actions a_ij (:class:`RowInputs.from_sparse`'s
@@ -72,7 +76,8 @@ def sparse_marginal_weights(logged_embedding, embedding_propensity, target_actio
     embedding_propensity = check.propensities(embedding_propensity, logged_embedding.shape[0])
     listed = np.asarray(embedding)[np.asarray(target_actions)]
     same = (listed == logged_embedding[:, None]) & (np.asarray(target_probs) > 0)
-    return (np.asarray(target_probs) * same).sum(axis=1) / embedding_propensity
+    out: np.ndarray = (np.asarray(target_probs) * same).sum(axis=1) / embedding_propensity
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,20 +116,27 @@ class MIPS(Estimator):
     needs_embedding: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # IPS's: the EL interval's constraint E[w] = 1
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(w(x_i, e_i) r_i, w(x_i, e_i)) with the marginal weights w(x, e) = p_π(e|x) / p_π₀(e|x)
+        (Saito & Joachims 2022, eq. 3): V̂_MIPS = (1/n) Σ w(x_i, e_i) r_i.
+        """
         rows = rows.marginalized()
         return [rows.weight * rows.reward, rows.weight]
 
     def state(self, rows: RowInputs) -> Moments:
+        """The moments of :meth:`terms` over the rows with the marginal weights in place of w."""
         return super().state(rows.marginalized())  # the interval's weight range: the marginal weights'
 
-    def estimate(self, *, reward, action, target_probs, action_embed, pi_b, propensity=None, reward_hat=None
-                 ) -> Estimate:
+    def estimate(self, *, reward: ArrayLike, action: ArrayLike, target_probs: ArrayLike,
+                 action_embed: ArrayLike | None = None, pi_b: ArrayLike | None = None,
+                 propensity: ArrayLike | None = None, reward_hat: ArrayLike | None = None) -> Estimate:
         """Estimate from obp's dense arrays: ``pi_b`` and ``target_probs`` (n, k), ``action_embed`` (k,) e(a).
 
         ``propensity`` and ``reward_hat`` are accepted (and unused), so a log's arrays pass as they are.
         """
         check.vector("reward", reward)
+        if action_embed is None or pi_b is None:
+            raise ParameterError(f"{self.name} needs `action_embed`, e(a) per action, and `pi_b`, π₀(a|x_i)")
         w = marginal_weights(action, action_embed, pi_b, target_probs)
         return self.result(self.state(RowInputs(check.vector("reward", reward, w.shape[0]), w * 0.0, None, None, w)))
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.intervals import CS_OPTIMAL_N, Summary, cs_rho, cs_threshold, el_interval
 
 #: The intervals :meth:`Estimate.ci` gives: Wald's, or the empirical-likelihood one.
@@ -106,9 +108,9 @@ class Estimate:
             z = ndtri(1 - alpha / 2)
             return (self.value - z * self.stderr, self.value + z * self.stderr)
         if method != "el":
-            raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"interval `method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.summary is None:
-            raise ValueError("this estimate has no empirical-likelihood interval")
+            raise ParameterError("`method` \"el\": this estimate has no empirical-likelihood interval")
         if self.n < 2:
             return (float("nan"), float("nan"))
         return el_interval(self.summary, alpha)
@@ -162,17 +164,18 @@ class Estimate:
         alpha = checked("Alpha", "alpha", alpha)
         rho = cs_rho(alpha, CS_OPTIMAL_N) if rho is None else checked("PositiveFinite", "rho", rho)
         if method not in INTERVAL_METHODS:
-            raise ValueError(f"interval method must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
+            raise ParameterError(f"interval `method` must be one of {', '.join(INTERVAL_METHODS)}, got {method!r}")
         if self.n < 2 or not np.isfinite(self.stderr):
             return (float("nan"), float("nan"))
         c2 = cs_threshold(self.n, alpha, rho)
         if method == "el" and self.summary is not None:
-            return tuple(map(float, el_interval(self.summary, alpha, c2)))
+            lo, hi = el_interval(self.summary, alpha, c2)
+            return float(lo), float(hi)
         half = math.sqrt(c2) * float(self.stderr)
         return (float(self.value - half), float(self.value + half))
 
 
-def checked(rule: str, name: str, value):
+def checked(rule: str, name: str, value: Any) -> Any:
     """``value`` of the parameter ``name`` checked by the shared rule ``rule`` of :mod:`dr_scale.io.config`
     (as ``--clip``, ``--tau`` and a policies file's keys are); pydantic is imported on first use only."""
     from dr_scale.io import config

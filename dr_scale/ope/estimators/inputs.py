@@ -8,7 +8,9 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope import checks as check
 
 
@@ -32,7 +34,8 @@ class RowInputs:
         return (np.array([self.reward.min(), self.weight.min()]), np.array([self.reward.max(), self.weight.max()]))
 
     @classmethod
-    def from_arrays(cls, reward, action, propensity, target_probs, reward_hat=None) -> RowInputs:
+    def from_arrays(cls, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_probs: ArrayLike,
+                    reward_hat: ArrayLike | None = None) -> RowInputs:
         """Build the per-row quantities from obp-style arrays, checked as obp checks them.
 
         ``target_probs`` and ``reward_hat`` have shape (n, k); ``action`` holds
@@ -60,7 +63,8 @@ class RowInputs:
         )
 
     @classmethod
-    def from_actions(cls, reward, action, propensity, target_action, reward_hat_target=None) -> RowInputs:
+    def from_actions(cls, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_action: ArrayLike,
+                     reward_hat_target: ArrayLike | None = None) -> RowInputs:
         """The per-row quantities for a deterministic π, from its actions π(x_i) — no (n, k) arrays.
 
         w_i = 1{a_i = π(x_i)} / p̂_i and ρ̂_π(x_i) = ρ̂_{π(x_i)}(x_i) (``reward_hat_target``).
@@ -78,7 +82,8 @@ class RowInputs:
         return cls(reward, matched / propensity, reward_hat_target, reward_hat_target, target_prob=matched)
 
     @classmethod
-    def from_sparse(cls, reward, action, propensity, target_actions, target_probs, reward_hat_listed=None) -> RowInputs:
+    def from_sparse(cls, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_actions: ArrayLike,
+                    target_probs: ArrayLike, reward_hat_listed: ArrayLike | None = None) -> RowInputs:
         """The per-row quantities for a policy given as each row's listed actions — no (n, k) arrays.
 
         Row i's policy takes ``target_actions[i, j]`` with probability ``target_probs[i, j]`` (both (n, K),
@@ -111,8 +116,9 @@ class RowInputs:
                    (reward_hat_listed * logged).sum(axis=1), target_prob=chosen)
 
     @classmethod
-    def from_logged_probability(cls, reward, action, propensity, target_prob, reward_hat_pi=None,
-                                reward_hat_logged=None) -> RowInputs:
+    def from_logged_probability(cls, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike,
+                                target_prob: ArrayLike, reward_hat_pi: np.ndarray | None = None,
+                                reward_hat_logged: np.ndarray | None = None) -> RowInputs:
         """The per-row quantities from π(a_i|x_i) itself (``target_prob``, (n,)), for a policy whose probabilities
         have a closed form (the uniform policy and its mixtures): w_i = π(a_i|x_i) / p̂_i, and ρ̂_π(x_i),
         ρ̂_{a_i}(x_i) as given. Checked as :meth:`from_arrays`; no (n, k) array.
@@ -134,6 +140,6 @@ class RowInputs:
     def marginalized(self) -> RowInputs:
         """These rows with the marginal weights w(x_i, e_i) in place of w_i (what MIPS and SNMIPS see)."""
         if self.embedding_weight is None:
-            raise ValueError("MIPS needs the marginal weights p_π(e|x) / p_π₀(e|x): the action catalogue's "
-                             "embedding and the logging policy's embedding propensity")
+            raise ParameterError("MIPS needs the marginal weights p_π(e|x) / p_π₀(e|x) (`embedding_weight`): the "
+                                 "action catalogue's embedding and the logging policy's embedding propensity")
         return RowInputs(self.reward, self.embedding_weight, embedding_weight=self.embedding_weight)

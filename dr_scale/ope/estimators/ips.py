@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.shrinkage import Shrinkage
 
 
@@ -63,8 +64,10 @@ class IPS(Shrinkage):
     example: ClassVar[str] = "IPS(lambda_=50) or IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     plain_at_inf: ClassVar[bool] = True
 
-    def shrink(self, w, lam):
-        return np.minimum(w, lam)
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: plain IPS)."""
+        out: np.ndarray = np.minimum(w, lam)
+        return out
 
 
 @dataclass(frozen=True)
@@ -97,13 +100,16 @@ class SNIPS(Estimator):
     needs_model: ClassVar[bool] = False
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(w_i r_i, w_i)."""
         return [rows.weight * rows.reward, rows.weight]
 
-    def value_of(self, means):
+    def value_of(self, means: np.ndarray) -> float:
+        """V̂_SNIPS = t̄₁ / t̄₂ = Σ w_i r_i / Σ w_i; NaN when Σ w_i = 0."""
         return float(means[0] / means[1]) if means[1] != 0 else float("nan")
 
-    def gradient(self, means):
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        """∇(t̄₁ / t̄₂) = (1/t̄₂, −t̄₁/t̄₂²); NaN when t̄₂ = 0."""
         if means[1] == 0:  # no row with weight: the ratio, and its gradient, are undefined
             return np.full(2, np.nan)
         return np.array([1.0 / means[1], -means[0] / means[1] ** 2])

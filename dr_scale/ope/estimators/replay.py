@@ -9,7 +9,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import SNIPS
 from dr_scale.ope.intervals import Summary, summary_of
 from dr_scale.ope.moments import Moments
@@ -55,14 +57,19 @@ class ReplayMethod(Estimator):
     needs_model: ClassVar[bool] = False
     needs_propensity: ClassVar[bool] = False
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """(1{π(a_i|x_i) = 1} r_i, 1{π(a_i|x_i) = 1}): the mean reward of the rows where the deterministic
+        π chose the logged action (Li, Chu, Langford & Wang 2011).
+        """
         if rows.target_prob is None:
-            raise ValueError("RM needs π(a_i|x_i), the target policy's probability of the logged action")
+            raise ParameterError("RM needs π(a_i|x_i) (`rows.target_prob`), the target policy's probability "
+                                 "of the logged action")
         matched = (rows.target_prob == 1.0).astype(np.float64)
         return [matched * rows.reward, matched]
 
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient
 
-    def summary(self, state, grad, value=None):
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
+        """The empirical-likelihood summary of a plain mean of the linearised terms."""
         return _plain_mean_summary(state, grad, value)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import stdtrit  # the Student t quantile (scipy.stats is slow to import)
@@ -16,7 +17,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.estimate import checked
 from dr_scale.ope.estimators.inputs import RowInputs
-from dr_scale.ope.intervals import summary_of
+from dr_scale.ope.intervals import Range, Summary, summary_of
 from dr_scale.ope.moments import Moments
 
 #: Candidate λ of a tuned clipping / shrinkage estimator (``IPSTuning``, ``DRTuning``, ``DRos``) when none are given.
@@ -31,7 +32,7 @@ OBP_TUNING_DELTA = 0.1  # obp's BaseOffPolicyEstimatorTuning.delta
 SLOPE_C = math.sqrt(6) - 1  # SLOPE++'s constant (Tucker & Lee 2021), as obp
 
 
-def _spec_list(text) -> list:
+def _spec_list(text: str | float | Iterable[object]) -> list[object]:
     """``"[10, 50, inf]"`` / ``"(10.0, 50.0)"`` / a sequence → a list of its items (strings stripped)."""
     if isinstance(text, str):
         inner = text.strip()
@@ -43,7 +44,7 @@ def _spec_list(text) -> list:
     return list(text)
 
 
-def _spec_bool(name: str, value) -> bool:
+def _spec_bool(name: str, value: object) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     text = str(value).strip().lower()
@@ -52,7 +53,7 @@ def _spec_bool(name: str, value) -> bool:
     raise ParameterError(f"`{name}` should be true or false (got {value!r})")
 
 
-def _spec_value(value):
+def _spec_value(value: object) -> str:
     """A value as :meth:`Shrinkage.__repr__` writes it: floats as ``repr``, tuples as lists, strings bare."""
     if isinstance(value, tuple):
         return "[" + ", ".join(map(_spec_value, value)) + "]"
@@ -136,7 +137,7 @@ class Shrinkage(Estimator):
     #: A ``…Tuning`` class always chooses λ: the spec of a fixed one, for its error (``"IPS(lambda_={})"``).
     fixed_form: ClassVar[str] = ""
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         """Write the tuning parameters into the subclass's numpydoc Parameters where its docstring says
         :data:`TUNING_PARAMETERS` (one text for every estimator that tunes λ)."""
         super().__init_subclass__(**kwargs)
@@ -144,7 +145,7 @@ class Shrinkage(Estimator):
             lambdas = "SUBGAUSSIAN_LAMBDAS" if cls.default_lambdas is SUBGAUSSIAN_LAMBDAS else "CLIPPING_LAMBDAS"
             cls.__doc__ = cls.__doc__.replace(TUNING_PARAMETERS, _TUNING_PARAMETERS_DOC.format(lambdas=lambdas))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         tuning = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _TUNING_FIELDS}
         if self.fixed_form and self.lambda_ is not None:
             raise ParameterError(f"{self.name} chooses `lambda_`; for a fixed one write "
@@ -177,7 +178,7 @@ class Shrinkage(Estimator):
         return ", ".join(f"{f.name}={_spec_value(getattr(self, f.name))}" for f in fields(self)
                          if getattr(self, f.name) != f.default)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         """The class name and the parameters that differ from their defaults."""
         return f"{type(self).__name__}({self._args()})"
 
@@ -201,12 +202,21 @@ class Shrinkage(Estimator):
     def term(self, rows: RowInputs, w_hat: np.ndarray) -> np.ndarray:
         """The per-row term with the weights ``w_hat``: ŵ r, or ρ̂_π + ŵ (r − ρ̂_a) with a model."""
         if not self.needs_model:
-            return w_hat * rows.reward
-        return rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
+            out: np.ndarray = w_hat * rows.reward
+            return out
+        out = rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
+        return out
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """The per-row terms: at a fixed λ, the term with ŵ_λ(w); at λ = ∞ (plain), (w r, w[, ρ̂_π]); with λ
+        tuned, one term per candidate λ, then the untouched term and w.
+        """
         if self.lambda_ == math.inf and self.plain_at_inf:
-            return [self.term(rows, rows.weight), rows.weight, *([rows.reward_hat_pi] if self.needs_model else [])]
+            if not self.needs_model:
+                return [self.term(rows, rows.weight), rows.weight]
+            if rows.reward_hat_pi is None:
+                raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
+            return [self.term(rows, rows.weight), rows.weight, rows.reward_hat_pi]
         if self.lambda_ is not None:
             return [self.term(rows, self.shrink(rows.weight, self.lambda_))]
         return [*(self.term(rows, self.shrink(rows.weight, lam)) for lam in self.candidates),
@@ -218,7 +228,7 @@ class Shrinkage(Estimator):
         if self.lambda_ is not None:
             return super().state(rows)
         if self.needs_model and rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         z = self.terms(rows)
         return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
 
@@ -257,19 +267,22 @@ class Shrinkage(Estimator):
             kept.append(i)
         return int(order[-1])
 
-    def linearize(self, state):
+    def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
+        """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
+        unit gradient and ``{"lambda_": λ}``.
+        """
         if self.lambda_ is not None:
             return super().linearize(state)
         best = self.choose(state)
         return float(state.mean[best]), np.eye(state.m)[best], {"lambda_": self.candidates[best]}
 
-    def el_ranges(self, state):
+    def el_ranges(self, state: Moments) -> tuple[float, Range, Range, Range]:
         """IPS's and DR's at λ = ∞; otherwise the interval is a plain mean's, which uses the rewards' range alone."""
         if self.lambda_ is not None and len(self.el_map[0]) == state.m:
             return super().el_ranges(state)
         return state.high[1], (0.0, 0.0), (0.0, 0.0), (state.low[0], state.high[0])
 
-    def summary(self, state, grad, value=None):
+    def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
         """A tuned λ's: the empirical-likelihood summary of a plain mean of the chosen term (``grad`` picks it)."""
         if self.lambda_ is not None:
             return super().summary(state, grad, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import fields
 
 from dr_scale.core.errors import UserError
@@ -16,9 +17,10 @@ from dr_scale.ope.estimators.replay import ReplayMethod
 from dr_scale.ope.estimators.subgaussian import SubGaussianDR, SubGaussianIPS
 from dr_scale.ope.estimators.tuning import ClippedDR, DRos, DRTuning, IPSTuning, SwitchDR, SwitchDRTuning
 
-ESTIMATORS = {cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos,
-                                        SubGaussianIPS, SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning,
-                                        MIPS, SNMIPS, ReplayMethod, BalancedIPW)}
+ESTIMATORS: dict[str, type[Estimator]] = {
+    cls.name: cls for cls in (DirectMethod, IPS, DoublyRobust, SNIPS, SNDR, SwitchDR, ClippedDR, DRos, SubGaussianIPS,
+                              SubGaussianDR, IPSTuning, DRTuning, SwitchDRTuning, MIPS, SNMIPS, ReplayMethod,
+                              BalancedIPW)}
 #: The estimators a command runs when none are named (with a reward model; IPS and SNIPS without one).
 STANDARD_ESTIMATORS = ("DM", "IPS", "DR", "SNIPS", "SNDR", "SwitchDR", "ClippedDR")
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\((.*)\))?\s*$")
@@ -34,7 +36,7 @@ def parse_estimator_list(text: str, where: str = "estimators") -> list[str]:
     return specs
 
 
-def _forms(cls) -> str:
+def _forms(cls: type[Estimator]) -> str:
     """How to write an estimator of class ``cls``: its bare name and an example with parameters."""
     example = getattr(cls, "example", "") or {"ClippedDR": "ClippedDR(max_weight=50)",
                                               "SwitchDR": "SwitchDR(tau=20)"}.get(cls.name, "")
@@ -43,7 +45,7 @@ def _forms(cls) -> str:
     return f"{cls.name}, {example}" if " or " in example else f"{cls.name} or {example}"
 
 
-def parse_estimator(spec) -> tuple[str, Estimator]:
+def parse_estimator(spec: str | dict) -> tuple[str, Estimator]:
     """An estimator from ``"DR"``, ``"ClippedDR(max_weight=50)"`` or a table ``{"name": …, "max_weight": 50}``.
 
     Returns (label, estimator): the label is the name, with the parameters when given (``repr``, which
@@ -60,38 +62,40 @@ def parse_estimator(spec) -> tuple[str, Estimator]:
     if isinstance(spec, dict):
         params = {k: v for k, v in spec.items() if k != "name"}
         name = spec.get("name")
-        spec = f"{name}({', '.join(f'{k}={v}' for k, v in params.items())})" if params else name  # for messages
+        shown: object = f"{name}({', '.join(f'{k}={v}' for k, v in params.items())})" if params else name
     else:
+        shown = spec
         match = _SPEC.match(str(spec))
         if not match:
-            raise UserError(f"cannot read estimator {spec!r}; write e.g. DR or ClippedDR(max_weight=50)")
+            raise UserError(f"cannot read estimator {shown!r}; write e.g. DR or ClippedDR(max_weight=50)")
         name, args = match.group(1), (match.group(2) or "").strip()
         params = {}
         for arg in filter(None, (a.strip() for a in _ARG_COMMA.split(args))):
             key, eq, value = arg.partition("=")
             if not eq:
-                raise UserError(f"estimator {spec!r}: write parameters as name=value"
-                                + (f", e.g. {ESTIMATORS[name].example}" if getattr(ESTIMATORS.get(name), "example",
-                                                                                   "") else ""))
+                example = getattr(ESTIMATORS.get(name), "example", "")
+                raise UserError(f"estimator {shown!r}: write parameters as name=value"
+                                + (f", e.g. {example}" if example else ""))
             params[key.strip()] = value.strip().strip("'\"")
     if name not in ESTIMATORS:
-        raise UserError(f"unknown estimator {name!r}" + (f" in {spec!r}" if spec != name else "")
+        raise UserError(f"unknown estimator {name!r}" + (f" in {shown!r}" if shown != name else "")
                         + f"; choose from {', '.join(ESTIMATORS)}")
     cls = ESTIMATORS[name]
     allowed = [f.name for f in fields(cls)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise UserError(f"estimator {spec!r}: {name} has no parameter {', '.join(unknown)}"
+        raise UserError(f"estimator {shown!r}: {name} has no parameter {', '.join(unknown)}"
                         + (f"; it takes {', '.join(allowed)}: write e.g. {_forms(cls)}" if allowed
                            else "; it takes none"))
     try:
         estimator = cls(**{k: None if str(v).lower() == "none" else v for k, v in params.items()})
     except UserError as exc:
-        raise UserError(f"estimator {spec!r}: {exc}; write e.g. {_forms(cls)}") from None
+        raise UserError(f"estimator {shown!r}: {exc}; write e.g. {_forms(cls)}") from None
     return (getattr(estimator, "label", None) or repr(estimator) if params else name), estimator
 
 
-def make_estimators(specs, *, clip: float | None = None, tau: float | None = None) -> dict[str, Estimator]:
+def make_estimators(specs: Iterable[str | dict], *, clip: float | None = None,
+                    tau: float | None = None) -> dict[str, Estimator]:
     """Estimators by spec (:func:`parse_estimator`), keyed by label; ``clip`` / ``tau`` set the bare names'.
 
     A spec is a name from ``DM``, ``IPS``, ``DR``, ``SNIPS``, ``SNDR``, ``SwitchDR``, ``ClippedDR``,

@@ -22,9 +22,13 @@ class _SubGaussian:
     descending: ClassVar[bool] = False
     plain_at_inf: ClassVar[bool] = False
 
-    def shrink(self, w, lam):
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w) = w / (1 − λ + λ w) (Metelli, Russo & Restelli 2021, the power-mean correction; 0 where the
+        denominator is 0).
+        """
         denominator = 1 - lam + lam * w
-        return np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
+        out: np.ndarray = np.divide(w, denominator, out=np.zeros_like(w), where=denominator != 0)
+        return out
 
 
 @dataclass(frozen=True, repr=False)

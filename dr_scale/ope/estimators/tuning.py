@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
 
+from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.dr import DoublyRobust
 from dr_scale.ope.estimators.estimate import checked
@@ -106,10 +107,12 @@ class _Thresholded(Estimator):
 
     @property
     def thresholds(self) -> tuple[float, ...]:
+        """The thresholds: the one given, or the tuning grid and ∞."""
         value = getattr(self, self.parameter)
         return (value,) if value is not None else (*TUNING_GRID, float("inf"))
 
-    def terms(self, rows):
+    def terms(self, rows: RowInputs) -> list[np.ndarray]:
+        """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`), one array per threshold."""
         return [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
 
     def state(self, rows: RowInputs) -> Moments:
@@ -117,11 +120,15 @@ class _Thresholded(Estimator):
         if getattr(self, self.parameter) is not None:
             return super().state(rows)
         if rows.reward_hat_pi is None:
-            raise ValueError(f"{self.name} needs a reward model ρ̂ (reward_hat); none was given")
+            raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         grid = np.array(self.thresholds)
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
-    def linearize(self, state):
+    def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
+        """At a given threshold, the base's; tuned, the threshold minimizing (|B̂_j| + z_{1−δ/2} ŝe(B̂_j))² + V̂_j,
+        B̂_j = t̄_j − t̄_DR the bias against DR (the last term), as obp's tuning does (ties: the largest threshold);
+        its unit gradient and the chosen threshold.
+        """
         if getattr(self, self.parameter) is not None:
             return super().linearize(state)
         cov = state.covariance() / state.n  # covariance of the means
@@ -146,7 +153,9 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     Equal to ``Moments.of`` of the G terms up to rounding; G = 11 terms cost ~7 bin
     sums instead of an (11, n) stack and product.
     """
-    c, w = rows.reward_hat_pi, rows.weight
+    c, logged, w = rows.reward_hat_pi, rows.reward_hat_logged, rows.weight
+    if c is None or logged is None:
+        raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
     n, size = c.size, grid.size
     if n == 0:
         return Moments.empty(size, 2)
@@ -156,16 +165,18 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j = 0 for every j (bin 0 is above no threshold)
     if positive.size < n:
         cc, w = cc[positive], w[positive]
-        d = rows.reward[positive] - rows.reward_hat_logged[positive]
+        d = rows.reward[positive] - logged[positive]
     else:
-        d = rows.reward - rows.reward_hat_logged
+        d = rows.reward - logged
     wd = w * d
     bins = np.searchsorted(grid, w, side="left")
 
-    def per_bin(x):
+    def per_bin(x: np.ndarray) -> np.ndarray:
+        """Σ of ``x`` per weight bin, (size,)."""
         return np.bincount(bins, weights=x, minlength=size)
 
-    def scaled(factor, x):  # factor · x with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)
+    def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
         return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
 
     head = {k: np.cumsum(per_bin(x)) for k, x in
@@ -216,11 +227,12 @@ class SwitchDR(_Thresholded):
     name: ClassVar[str] = "SwitchDR"
     parameter: ClassVar[str] = "tau"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.tau is not None:
             object.__setattr__(self, "tau", checked("NonNegativeOrInf", "tau", self.tau))
 
-    def corrected(self, rows, threshold):
+    def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
+        """w_i (r_i − ρ̂_{a_i}(x_i)) 1{w_i ≤ τ}: the correction switched off above the threshold τ."""
         return np.where(rows.weight <= threshold, rows.weight * (rows.reward - rows.reward_hat_logged), 0.0)
 
 
@@ -258,12 +270,14 @@ class ClippedDR(_Thresholded):
     parameter: ClassVar[str] = "max_weight"
     clips: ClassVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_weight is not None:
             object.__setattr__(self, "max_weight", checked("PositiveOrInf", "max_weight", self.max_weight))
 
-    def corrected(self, rows, threshold):
-        return np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
+    def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
+        """min(w_i, M) (r_i − ρ̂_{a_i}(x_i)): the correction with its weight clipped at M."""
+        out: np.ndarray = np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
+        return out
 
 
 @dataclass(frozen=True, repr=False)
@@ -295,7 +309,8 @@ class SwitchDRTuning(DoublyRobust):
     example: ClassVar[str] = "SwitchDRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     fixed_form: ClassVar[str] = "SwitchDR(tau={})"
 
-    def shrink(self, w, lam):
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w) = w 1{w ≤ λ}."""
         return np.where(w <= lam, w, 0.0)
 
 
@@ -336,8 +351,10 @@ class DRos(DoublyRobust):
     plain_at_inf: ClassVar[bool] = False  # DRos(lambda_=inf) is DR's value as a plain mean
     example: ClassVar[str] = "DRos(lambda_=10) or DRos(lambdas=[10, 100, inf], tuning_method=mse)"
 
-    def shrink(self, w, lam):
+    def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
+        """ŵ_λ(w) = λ w / (w² + λ) (Su et al. 2020, optimistic shrinkage; w at λ = ∞)."""
         if lam == math.inf:
             return w
         denominator = w ** 2 + lam
-        return np.divide(lam * w, denominator, out=np.zeros_like(w), where=denominator != 0)
+        out: np.ndarray = np.divide(lam * w, denominator, out=np.zeros_like(w), where=denominator != 0)
+        return out
