@@ -17,7 +17,7 @@ loops at the sizes whose figures docs/benchmarks.md and docs/estimators.md give,
 
 ``--quick`` runs every loop at a tenth of its size (a smoke run of this script). The vw-estimators column of the
 interval table needs ``pip install vw-estimators==0.2.2`` (the benchmarks extra); without it the column is skipped.
-Total CPU time at full size: about 12 minutes on one core.
+CPU time at full size: a few minutes on one core (`--quick`: 11 s).
 """
 
 from __future__ import annotations
