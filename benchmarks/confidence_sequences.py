@@ -5,7 +5,7 @@
 For a moderate (ε = 0.3, max weight 17) and a heavy-tailed (ε = 0.02, max weight 250) finite
 world (``dr_scale.synthetic.finite_world``), ``--streams`` streams of ``--days`` days, one estimate
 per day on the log so far (simulated from per-day moments, ``dr_scale.synthetic.streams``, the
-settings and seed of ``tests/ope/test_confidence_sequences.py``). Per estimator: the share of
+seed of ``tests/ope/test_confidence_sequences.py``, which checks the first 100 streams). Per estimator: the share of
 streams whose interval excludes the truth on *any* day — the confidence sequence (``Estimate.cs``,
 EL and normal) and the fixed-time 95% intervals (normal and EL) — and the mean width at the last
 day of the EL sequence over the normal and over the EL fixed-time interval.

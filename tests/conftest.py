@@ -246,11 +246,19 @@ def dask_cluster(tmp_path_factory) -> CommandLineCluster:
 
 @pytest.fixture(scope="session")
 def local_cluster():
-    """A ``distributed.LocalCluster`` of two single-threaded worker processes, started once per session and
-    shared by the tests that compare a computation on it with the local one (each opens its own client)."""
+    """The ``distributed.LocalCluster`` that ``--local-workers 2`` starts — two single-threaded worker processes
+    with its Dask settings (``WORKER_CONFIG``) — started once per session and shared by every test that runs work
+    on worker processes: the Python API through ``Client(local_cluster)`` (each test its own client), the commands
+    through ``--scheduler local_cluster.scheduler_address``. Only the tests of the starting itself (``--local-workers``:
+    tests/cluster/test_cluster_workers.py, the secrets in the workers' environment, an interrupted run) and the
+    8-worker scaling test start a cluster of their own."""
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+    from dr_scale.outofcore.compute import WORKER_CONFIG
+
+    with dask.config.set(WORKER_CONFIG), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                      dashboard_address=":0") as cluster:
         yield cluster
 
 
@@ -281,3 +289,9 @@ def tls_dask_cluster(tmp_path_factory) -> CommandLineCluster:
 def tests_env() -> dict:
     """This process's environment with tests/ on PYTHONPATH (for ``dr-scale`` subprocesses)."""
     return tests_on_path()
+
+
+@pytest.fixture
+def modes(local_cluster) -> dict:
+    """The options of a command run twice, on the local scheduler and on the shared ``local_cluster``."""
+    return {"local": [], "cluster": ["--scheduler", local_cluster.scheduler_address]}

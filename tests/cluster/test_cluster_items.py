@@ -1,5 +1,5 @@
-"""Sparse target policies and MIPS through ``dr-scale evaluate``: the local threaded scheduler, a LocalCluster
-(``--local-workers 2``) and a command-line cluster give the same JSON, bit for bit."""
+"""Sparse target policies and MIPS through ``dr-scale evaluate``: the local threaded scheduler, the shared
+LocalCluster and a command-line cluster give the same JSON, bit for bit."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ def item_log(tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("policy", ["sparse:target_topk", "scorer:{folder}/_target_policy.npz"])
-def test_sparse_policies_and_mips_identical_on_threads_and_clusters(item_log, dask_cluster, tmp_path, capsys,
-                                                                     policy):
+def test_sparse_policies_and_mips_identical_on_threads_and_clusters(item_log, dask_cluster, local_cluster, tmp_path,
+                                                                     capsys, policy):
     folder, model = item_log
     policy = policy.format(folder=folder)
     outputs = {}
-    for mode, extra in (("threads", []), ("localcluster", ["--local-workers", 2]),
+    for mode, extra in (("threads", []), ("localcluster", ["--scheduler", local_cluster.scheduler_address]),
                         ("cluster", ["--scheduler", dask_cluster.address])):
         out = tmp_path / f"{mode}.json"
         code, _, err = cli(capsys, "evaluate", folder, "--policy", policy, "--reward-model", model,

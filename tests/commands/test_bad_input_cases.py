@@ -3,7 +3,8 @@
 Grouped by what goes wrong: (1) the process always exits, (2) extreme propensities,
 (3) silent NaN, (4) operational errors, (5) wrong meanings, (6) partial writes,
 (7) ``write_log``'s contract. CLI cases run ``dr_scale.cli.main`` in-process unless the
-process itself is the subject (exit, interrupt), which runs ``dr-scale`` as a subprocess.
+process itself is the subject (exit, interrupt), which runs ``dr-scale`` as a subprocess. The command-line options
+of ``evaluate``, each with its message, are rows of test_bad_input_corpus.py's table (``EVALUATE_MESSAGES``).
 """
 
 from __future__ import annotations
@@ -246,21 +247,6 @@ def test_nan_in_a_reward_model_is_refused(tmp_path, capsys):
         in error_line(err)
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--alpha", "0", "argument --alpha: should be greater than 0"),
-    ("--alpha", "2", "argument --alpha: should be less than 1"),
-    ("--alpha", "-1", "argument --alpha: should be greater than 0"),
-    ("--alpha", "nan", "argument --alpha: should be a finite number"),
-    ("--clip", "-1", "argument --clip: should be greater than 0"),
-    ("--tau", "-1", "argument --tau: should be greater than or equal to 0"),
-    ("--n-actions", "0", "argument --n-actions: should be greater than or equal to 1"),
-])
-def test_bad_numeric_options_are_refused(tmp_path, capsys, option, value, message):
-    write_raw(tmp_path / "log.parquet", columns(20))
-    code, _, err = cli(capsys, "evaluate", tmp_path / "log.parquet", option, value, "--no-progress")
-    assert code == 2 and message in error_line(err) and "(see dr-scale evaluate --help)" in err
-
-
 def test_a_negative_rtol_in_a_job_is_refused(tmp_path, capsys):
     job = tmp_path / "visits.toml"
     job.write_text('job = "visits"\nrtol = -1\n')
@@ -333,18 +319,6 @@ def test_malformed_model_files(tmp_path, capsys, arrays, message):
     assert code == 2 and f"reward model {tmp_path}/m.npz: {message}" in error_line(err)
 
 
-@pytest.mark.parametrize("policy, message", [
-    ("probs:propensity", "column 'propensity': wrong type double: probs: policies read a list<float>"),
-    ("callable:no_such_module_xyz:f", "policy callable:no_such_module_xyz:f: cannot import module "
-                                      "'no_such_module_xyz'"),
-    ("callable:json:loads", "policy callable:json:loads raised TypeError"),
-])
-def test_bad_policies_on_the_command_line(tmp_path, capsys, policy, message):
-    write_raw(tmp_path / "log.parquet", columns(20))
-    code, _, err = cli(capsys, "evaluate", tmp_path / "log.parquet", "--policy", policy, "--no-progress")
-    assert code == 2 and message in error_line(err)
-
-
 def _share(tmp_path: Path) -> tuple[Path, Path]:
     for day in (1, 2):
         write_raw(tmp_path / "share" / f"date=2026-11-0{day}" / "part-00000.parquet", columns(20, day))
@@ -395,13 +369,6 @@ def test_bad_yaml_names_the_file(tmp_path, capsys):
     assert code == 2 and error_line(err).startswith(f"dr-scale report: error: {policies}: not valid YAML")
 
 
-def test_a_scheduler_that_is_not_an_address(tmp_path, capsys):
-    write_raw(tmp_path / "log.parquet", columns(20))
-    code, _, err = cli(capsys, "evaluate", tmp_path / "log.parquet", "--policy", "constant:0", "--scheduler",
-                       "not-an-address", "--no-progress")
-    assert code == 2 and "--scheduler 'not-an-address': missing port number" in error_line(err)
-
-
 # -- (5) wrong meanings -------------------------------------------------------------------
 def test_skip_bad_partitions_as_a_string_is_refused(tmp_path, capsys):
     share, policies = _share(tmp_path)
@@ -414,13 +381,6 @@ def test_until_without_a_window_is_refused(tmp_path, capsys):
     code, _, err = cli(capsys, "report", "--logs", share, "--policies", policies, "--out", tmp_path / "o",
                        "--until", "2026-11-01", "--no-progress")
     assert code == 2 and "until needs a window" in error_line(err)
-
-
-@pytest.mark.parametrize("n", ["0", "-1"])
-def test_local_workers_below_one_are_refused(tmp_path, capsys, n):
-    write_raw(tmp_path / "log.parquet", columns(20))
-    code, _, err = cli(capsys, "evaluate", tmp_path / "log.parquet", "--local-workers", n, "--no-progress")
-    assert code == 2 and "argument --local-workers: should be greater than or equal to 1" in error_line(err)
 
 
 def test_min_ess_ratio_out_of_range_is_refused(tmp_path, capsys):

@@ -32,8 +32,10 @@ from dr_scale.reward.models import LinearRewardModel
 N, D, K = 60, 5, 3
 ALLOWED = {0, 2, 3}
 #: A numpy warning (overflow …) would print lines beside the one error line: none may escape. The sweep
-#: (~480 command runs) is ``slow``: the dev loop keeps test_bad_input_cases's targeted cases, CI runs both.
-pytestmark = [pytest.mark.filterwarnings("error::RuntimeWarning"), pytest.mark.slow]
+#: (~480 command runs) is ``slow``, except the cases whose message is checked too (``EVALUATE_MESSAGES``):
+#: the dev loop runs those.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+slow = pytest.mark.slow
 
 
 def good_columns(n: int = N, seed: int = 0) -> dict:
@@ -202,6 +204,7 @@ def run(argv, capsys, out_dir: Path) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+@slow
 @pytest.mark.parametrize("name", sorted(LOG_MUTATIONS))
 @pytest.mark.parametrize("command", ["evaluate-dr", "evaluate-ips", "report"])
 def test_bad_log(tmp_path, capsys, base, name, command):
@@ -238,6 +241,7 @@ def _files(root: Path) -> dict:
             "memory-missing": "memory://nothing/here", "unknown-protocol": "nosuchproto://x/y"}
 
 
+@slow
 @pytest.mark.parametrize("which", ["missing", "empty-dir", "text", "zero-bytes", "par1", "hidden-only", "csv",
                                    "glob-nothing", "dev-null", "memory-missing", "unknown-protocol"])
 @pytest.mark.parametrize("command", ["evaluate", "report", "fit"])
@@ -274,14 +278,39 @@ EVALUATE_OPTIONS = [
     *[["--fit-reward-model", *v] for v in ([], ["--folds", "1"], ["--folds", "0"], ["--folds", "x"], ["--lam", "0"],
                                            ["--lam", "-1"], ["--lam", "nan"], ["--lam", "auto"], ["--lam", "x"])],
     *[["--policy", f"linear:{v}"] for v in ("", "/dev/null", "/tmp")],
+    ["--policy", "callable:json:loads"],
 ]
 
+#: The error line of some of the cases above (each also meets the corpus's rules).
+EVALUATE_MESSAGES = {
+    ("--alpha", "0"): "argument --alpha: should be greater than 0",
+    ("--alpha", "2"): "argument --alpha: should be less than 1",
+    ("--alpha", "-1"): "argument --alpha: should be greater than 0",
+    ("--alpha", "nan"): "argument --alpha: should be a finite number",
+    ("--clip", "-1"): "argument --clip: should be greater than 0",
+    ("--tau", "-1"): "argument --tau: should be greater than or equal to 0",
+    ("--n-actions", "0"): "argument --n-actions: should be greater than or equal to 1",
+    ("--local-workers", "0"): "argument --local-workers: should be greater than or equal to 1",
+    ("--local-workers", "-1"): "argument --local-workers: should be greater than or equal to 1",
+    ("--scheduler", "not-an-address"): "--scheduler 'not-an-address': missing port number",
+    ("--policy", "probs:propensity"): "column 'propensity': wrong type double: probs: policies read a list<float>",
+    ("--policy", "callable:nomodule_xyz:f"): "policy callable:nomodule_xyz:f: cannot import module 'nomodule_xyz'",
+    ("--policy", "callable:json:loads"): "policy callable:json:loads raised TypeError",
+}
 
-@pytest.mark.parametrize("extra", EVALUATE_OPTIONS, ids=lambda e: " ".join(e) or "empty")
+
+@pytest.mark.parametrize("extra", [pytest.param(e, id=" ".join(e) or "empty",
+                                                 marks=() if tuple(e) in EVALUATE_MESSAGES else slow)
+                                    for e in EVALUATE_OPTIONS])
 def test_bad_evaluate_option(tmp_path, capsys, base, extra):
     out = tmp_path / "out"
-    run(["evaluate", base / "logs", "--reward-model", base / "model.npz", *extra, "--json", out / "r.json",
-         "--no-progress"], capsys, out)
+    code, _, err = run(["evaluate", base / "logs", "--reward-model", base / "model.npz", *extra, "--json",
+                        out / "r.json", "--no-progress"], capsys, out)
+    if tuple(extra) in EVALUATE_MESSAGES:
+        message = EVALUATE_MESSAGES[tuple(extra)]
+        (line,) = [x for x in err.splitlines() if ": error: " in x]
+        assert code == 2 and message in line, err
+        assert not message.startswith("argument ") or "(see dr-scale evaluate --help)" in err, err
 
 
 def _model_files(root: Path) -> dict:
@@ -322,6 +351,7 @@ MODELS = ["no-coef", "no-intercept", "scalar-coef", "wrong-intercept", "nan-coef
           "text", "empty", "missing", "folder"]
 
 
+@slow
 @pytest.mark.parametrize("which", MODELS)
 @pytest.mark.parametrize("command", ["evaluate", "report"])
 def test_bad_reward_model(tmp_path, capsys, base, which, command):
@@ -360,6 +390,7 @@ OUTPUTS = {
 }
 
 
+@slow
 @pytest.mark.parametrize("which", sorted(OUTPUTS))
 def test_bad_output_path(tmp_path, capsys, base, which):
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -369,6 +400,7 @@ def test_bad_output_path(tmp_path, capsys, base, which):
 
 
 # -- storage options ------------------------------------------------------------------------
+@slow
 @pytest.mark.parametrize("content", [None, "", "{", "[1, 2]", '"x"', "null", '{"anon": "maybe"}'])
 def test_bad_storage_options_file(tmp_path, capsys, base, content):
     path = tmp_path / "opts.json"
@@ -378,6 +410,7 @@ def test_bad_storage_options_file(tmp_path, capsys, base, content):
         tmp_path / "out")
 
 
+@slow
 @pytest.mark.parametrize("content", ["{", "[1]", "3"])
 def test_bad_storage_options_variable(tmp_path, capsys, base, monkeypatch, content):
     monkeypatch.setenv("DR_SCALE_STORAGE_OPTIONS", content)
@@ -429,6 +462,7 @@ POLICIES = {
 }
 
 
+@slow
 @pytest.mark.parametrize("which", sorted(POLICIES))
 def test_bad_policies_file(tmp_path, capsys, base, which):
     content = POLICIES[which]
@@ -439,6 +473,7 @@ def test_bad_policies_file(tmp_path, capsys, base, which):
     assert code == 2 and str(path) in err
 
 
+@slow
 @pytest.mark.parametrize("extra", [
     ["--window", "0d"], ["--window", "99999999999d"], ["--window", "x"], ["--window", "-1d"], ["--window", "7y"],
     ["--until", "2026-11-03"], ["--until", "yesterday"], ["--window", "3d", "--until", "0001-01-01"],
@@ -505,6 +540,7 @@ JOBS = {
 }
 
 
+@slow
 @pytest.mark.parametrize("which", sorted(JOBS))
 def test_bad_job_file(tmp_path, capsys, base, which):
     text, extra, *named = JOBS[which]
@@ -515,6 +551,7 @@ def test_bad_job_file(tmp_path, capsys, base, which):
     assert code == 2 and (named[0] if named else str(path)) in err
 
 
+@slow
 @pytest.mark.parametrize("which", ["missing", "folder", "binary"])
 def test_bad_job_path(tmp_path, capsys, which):
     path = {"missing": tmp_path / "none.toml", "folder": tmp_path, "binary": tmp_path / "b.toml"}[which]
@@ -524,6 +561,7 @@ def test_bad_job_path(tmp_path, capsys, which):
     assert code == 2 and str(path) in err
 
 
+@slow
 @pytest.mark.parametrize("extra", [["--rows", "0"], ["--rows", "-5"], ["--rows", "abc"], ["--features", "0"],
                                    ["--rows-per-part", "0"], ["--seed", "x"]], ids=lambda e: " ".join(e))
 def test_bad_generate_option(tmp_path, capsys, extra):
@@ -533,6 +571,7 @@ def test_bad_generate_option(tmp_path, capsys, extra):
     assert not (tmp_path / "g").exists()
 
 
+@slow
 @pytest.mark.parametrize("argv", [[], ["bogus"], ["evaluate", "--help"], ["fit", "--help"], ["run", "--help"],
                                   ["report", "--help"], ["generate", "--help"], ["generate", "visits", "--help"],
                                   ["learn", "--help"], ["generate", "bandit", "--help"],
@@ -548,6 +587,7 @@ LEARN_OPTIONS = [["--method", "x"], ["--learner", "x"], ["--lam", "0"], ["--lam"
                  ["--out", "/proc/p.npz"]]
 
 
+@slow
 @pytest.mark.parametrize("extra", LEARN_OPTIONS, ids=lambda e: " ".join(e))
 def test_bad_learn_option(tmp_path, capsys, base, extra):
     out = tmp_path / "out"
@@ -560,6 +600,7 @@ BANDIT_OPTIONS = [["--rows", "0"], ["--rows", "-1"], ["--rows", "x"], ["--featur
                   ["--rows", "5", "--days", "10"], ["--features", "1.5"]]
 
 
+@slow
 @pytest.mark.parametrize("extra", BANDIT_OPTIONS, ids=lambda e: " ".join(e))
 def test_bad_generate_bandit_option(tmp_path, capsys, extra):
     out = tmp_path / "out"
@@ -568,6 +609,7 @@ def test_bad_generate_bandit_option(tmp_path, capsys, extra):
     run(argv, capsys, out)
 
 
+@slow
 @pytest.mark.parametrize("which", ["out-is-file", "out-not-empty", "out-in-proc"])
 def test_bad_generate_bandit_output(tmp_path, capsys, base, which):
     out = {"out-is-file": base / "a-file", "out-not-empty": base, "out-in-proc": "/proc/dr-scale-bandit"}[which]
@@ -715,6 +757,7 @@ NEWER = {
 }
 
 
+@slow
 @pytest.mark.parametrize("which", sorted(NEWER))
 def test_newer_surface(tmp_path, capsys, base, which):
     make, codes = NEWER[which]

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.linalg
+from distributed import Client
 from scipy.stats import norm
 
 from dr_scale.cli import main
@@ -28,7 +29,6 @@ from dr_scale.experiments.visits.sampler import logging_actions, memberships
 from dr_scale.logs.sparse import features_to_csr
 from dr_scale.logs.writing import write_parquet
 from dr_scale.ope.estimators import IPS, DoublyRobust
-from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import Spilled, spill_folder, task_count
 from dr_scale.synthetic.visits import generate_visits
 
@@ -142,9 +142,8 @@ def test_identical_when_the_parts_are_spilled_to_disk(visits_sets, result_one, t
     np.testing.assert_allclose(spilled.dr, result_one.dr, rtol=1e-9)
 
 
-@pytest.mark.slow
-def test_identical_on_a_distributed_local_cluster(visits_sets, result_one):
-    with dask_session(local_workers=2, quiet=True) as client:
+def test_identical_on_a_distributed_local_cluster(visits_sets, result_one, local_cluster):
+    with Client(local_cluster, set_as_default=False) as client:
         res = run_experiment(load_parts(visits_sets[1], client=client), SETTINGS)
     np.testing.assert_array_equal(res.subsample_size, result_one.subsample_size)
     np.testing.assert_allclose(res.dr, result_one.dr, rtol=1e-9)

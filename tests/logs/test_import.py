@@ -415,15 +415,14 @@ def test_evaluate_raw_file_points_to_import(tmp_path, capsys):
     assert status == 2 and "not in the log contract" in err and "dr-scale import" in err
 
 
-@pytest.mark.slow
-def test_local_cluster_identical(tmp_path, capsys):
+def test_local_cluster_identical(tmp_path, capsys, local_cluster):
     csv = tmp_path / "all.csv"
     with gzip.open(OBD / "all.csv.gz", "rb") as f:
         csv.write_bytes(f.read())
     shutil.copy(OBD / "item_context.csv", tmp_path / "item_context.csv")
     shutil.copy(OBD / "obd.toml", tmp_path / "obd.toml")
     outs = {}
-    for name, extra in (("local", []), ("cluster", ["--local-workers", "2"])):
+    for name, extra in (("local", []), ("cluster", ["--scheduler", local_cluster.scheduler_address])):
         status, out, err = run(capsys, "import", str(csv), "--spec", str(tmp_path / "obd.toml"), "--out",
                                str(tmp_path / name), "--blocksize", "500000", "--no-progress", *extra)
         assert status == 0, err

@@ -129,9 +129,8 @@ def test_evaluate_fits_the_weights_of_one_policy(capsys, tmp_path):
     assert code == 2 and "give one --policy" in error_line(err)
 
 
-@pytest.mark.slow  # starts a LocalCluster
 @pytest.mark.timeout(240)
-def test_fitted_weights_identical_locally_and_on_a_localcluster(capsys, tmp_path):
+def test_fitted_weights_identical_locally_and_on_a_localcluster(capsys, tmp_path, modes):
     """Every L-BFGS pass sums the parts' terms in the parts' order: the fit, hence BIPW, is float for float the same
     on the local scheduler and on two worker processes."""
     import json
@@ -144,7 +143,7 @@ def test_fitted_weights_identical_locally_and_on_a_localcluster(capsys, tmp_path
                       "target_probs": pa.array(list(log["target"]))})
     write_log(table, str(tmp_path / "log"), n_parts=3, n_features=C, n_actions=K)
     documents = {}
-    for mode, extra in {"local": [], "cluster": ["--local-workers", "2"]}.items():
+    for mode, extra in modes.items():
         code, _, err = cli(capsys, "evaluate", tmp_path / "log", "--policy", "probs:target_probs", "--estimators",
                            "BIPW,SNIPS", "--fit-balancing-weights", "--json", tmp_path / f"{mode}.json",
                            "--no-progress", *extra)

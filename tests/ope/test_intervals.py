@@ -1,5 +1,6 @@
 """Empirical-likelihood intervals: the closed form against a direct solution, merge invariance, coverage."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -144,31 +145,41 @@ def test_unknown_interval_method_and_differences_get_the_el_interval_of_their_pa
         np.testing.assert_allclose((lo, hi), (d.value - half, d.value + half), rtol=1e-10)
 
 
-def coverage(epsilon, reps=1000):
+#: Logs per coverage test: the first 300 of ``benchmarks/interval_coverage.py``'s 1,000 (world seed 0, log seeds
+#: 1000, 1001, …; docs/benchmarks.md § Interval coverage has the 1,000-log figures of 15 worlds).
+REPS = 300
+#: A coverage over REPS logs is a binomial share: its sd at the nominal 95% is √(0.95 · 0.05 / REPS) = 0.0126,
+#: and an interval is rejected when its share is more than Z = 3 sds off (0.038; a true 95% fails 0.3% of the time).
+Z = 3.0
+SD = math.sqrt(0.95 * 0.05 / REPS)
+
+
+def coverage(epsilon, reps=REPS):
     estimators = {"IPS": IPS(), "SNIPS": SNIPS(), "DR": DoublyRobust(), "SNDR": SNDR()}
     return interval_coverage(BanditWorld.make(epsilon), estimators, reps)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # seconds of CPU
 def test_el_coverage_moderate_world():
-    """ε = 0.3 (max weight 17): 95% ± 2% (2.9 Monte-Carlo SEs at R = 1000), width ≤ 1.3× the normal one.
+    """ε = 0.3 (max weight 17): 95% ± Z binomial sds, width ≤ 1.3× the normal one (1,000 logs: 0.964–0.975).
 
     IPS's interval must also reach IPS's own mean of w r, which ignores E[w] = 1 and lies outside the
     EL region in about a fifth of these logs: it is conservative by construction, so for IPS only
-    the lower bound and a looser upper one (≤ 99%) hold.
+    the lower bound holds. An interval of half the width (covering ~67%) or twice (~100%) fails.
     """
     covered, width = coverage(0.3)
     for name in ("IPS", "SNIPS", "DR", "SNDR"):
-        assert covered[name, "el"] >= 0.93 - 1e-12, (name, covered[name, "el"])
-        assert covered[name, "el"] <= (0.99 if name == "IPS" else 0.97) + 1e-12, (name, covered[name, "el"])
+        assert covered[name, "el"] >= 0.95 - Z * SD, (name, covered[name, "el"])
+        assert name == "IPS" or covered[name, "el"] <= 0.95 + Z * SD, (name, covered[name, "el"])
         assert width[name, "el"] <= 1.3 * width[name, "normal"], name
 
 
 @pytest.mark.slow
 def test_el_coverage_heavy_world():
-    """ε = 0.02, deterministic target (max weight 250): EL ≥ 93% where the normal intervals fall short."""
+    """ε = 0.02, deterministic target (max weight 250): EL ≥ 95% − Z sds where the normal intervals fall short
+    (1,000 logs: EL 0.978–0.999, normal SNIPS 0.707 and SNDR 0.753)."""
     covered, _ = coverage(0.02)
     for name in ("IPS", "SNIPS", "DR", "SNDR"):
-        assert covered[name, "el"] >= 0.93, (name, covered[name, "el"])
+        assert covered[name, "el"] >= 0.95 - Z * SD, (name, covered[name, "el"])
     # The test has teeth: the normal intervals of the self-normalized estimators under-cover here.
-    assert covered["SNIPS", "normal"] < 0.9 and covered["SNDR", "normal"] < 0.9
+    assert covered["SNIPS", "normal"] < 0.95 - Z * SD and covered["SNDR", "normal"] < 0.95 - Z * SD

@@ -93,7 +93,10 @@ def test_scorer_policy_is_chunk_invariant_and_the_top_k_softmax():
     target = policy.distribution(part, 500)
     chunked = ItemScorerPolicy(policy.coef, F, policy.item_bias, top_k=7, temperature=0.5, chunk=13)
     small = chunked.distribution(part, 500)
-    assert np.array_equal(target.actions, small.actions) and np.array_equal(target.probs, small.probs)
+    # the same top K; the scores' last bits may differ, as BLAS may take another kernel for a 13-row product
+    # (numpy 1.26's OpenBLAS does)
+    assert np.array_equal(target.actions, small.actions)
+    np.testing.assert_allclose(small.probs, target.probs, rtol=1e-12)
     scores = np.asarray(X @ policy.coef) @ F.T + policy.item_bias
     order = np.argsort(-scores, axis=1, kind="stable")[:, :7]
     assert np.array_equal(target.actions, order)

@@ -2,7 +2,7 @@
 
 ``fit-propensity``, ``evaluate --estimate-propensity --folds 2`` and ``report --estimate-propensity`` on a generated
 log whose propensity column is hidden (``generate bandit --hide-propensity``), run once with the default local
-scheduler and once with ``--local-workers 2`` (a real ``distributed.LocalCluster`` of two worker processes). Every
+scheduler and once on the session's shared ``distributed.LocalCluster`` of two worker processes (``--scheduler``). Every
 pass of the fitter and of the evaluation reduces per-file states in a fixed order, so where a task runs cannot change
 a single float: the model's arrays, the estimates, intervals and diagnostics (JSON, whose floats round-trip exactly)
 and the printed text must be equal, not merely close.
@@ -18,9 +18,8 @@ from conftest import cli
 
 from dr_scale.synthetic.bandit import generate_bandit
 
-pytestmark = pytest.mark.slow  # six runs, three of them starting a LocalCluster: ~70 s on 2 cores
+pytestmark = pytest.mark.slow  # six runs, three of them on the shared LocalCluster
 
-MODES = {"local": [], "cluster": ["--local-workers", "2"]}
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +32,9 @@ def hidden(tmp_path_factory):
 
 
 @pytest.mark.timeout(240)
-def test_fit_propensity_identical_locally_and_on_a_localcluster(hidden, tmp_path, capsys):
+def test_fit_propensity_identical_locally_and_on_a_localcluster(modes, hidden, tmp_path, capsys):
     runs = {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / f"{mode}.npz"
         code, stdout, err = cli(capsys, "fit-propensity", hidden, "--out", out, "--folds", "2", "--lam", "10",
                                 "--no-progress", *extra)
@@ -49,9 +48,9 @@ def test_fit_propensity_identical_locally_and_on_a_localcluster(hidden, tmp_path
 
 
 @pytest.mark.timeout(240)
-def test_evaluate_estimate_propensity_identical_locally_and_on_a_localcluster(hidden, tmp_path, capsys):
+def test_evaluate_estimate_propensity_identical_locally_and_on_a_localcluster(modes, hidden, tmp_path, capsys):
     documents, printed = {}, {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         code, stdout, err = cli(capsys, "evaluate", hidden, "--policy", "uniform", "--estimate-propensity",
                                 "--folds", "2", "--fit-reward-model", "--estimators", "DM,IPS,DR,SNIPS,SNDR",
                                 "--json", tmp_path / f"{mode}.json", "--no-progress", *extra)
@@ -71,7 +70,7 @@ def test_evaluate_estimate_propensity_identical_locally_and_on_a_localcluster(hi
 
 
 @pytest.mark.timeout(240)
-def test_report_estimate_propensity_identical_locally_and_on_a_localcluster(tmp_path, capsys):
+def test_report_estimate_propensity_identical_locally_and_on_a_localcluster(modes, tmp_path, capsys):
     """A daily share: the fitted model, every candidate's estimates and propensity diagnostics, the comparisons."""
     logs = str(tmp_path / "daily")
     generate_bandit(logs, rows=3000, features=120, actions=4, seed=3, days=3, uniform_share=0.0, hide_propensity=True)
@@ -79,7 +78,7 @@ def test_report_estimate_propensity_identical_locally_and_on_a_localcluster(tmp_
     policies.write_text('estimators = ["IPS", "SNIPS"]\n[[policy]]\nname = "uniform"\nspec = "uniform"\n'
                         '[[policy]]\nname = "first"\nspec = "constant:0"\n')
     reports, models = {}, {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / mode
         code, _, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", out,
                            "--estimate-propensity", "--folds", "2", "--no-progress", *extra)

@@ -1,8 +1,8 @@
 """A log with an action catalogue — MIPS and SNMIPS, sparse, scorer and uniform policies — evaluated and reported on
 the local scheduler and on a LocalCluster of worker processes: bit for bit the same.
 
-``evaluate`` and ``report`` run once with the default local scheduler and once with ``--local-workers 2`` (a real
-``distributed.LocalCluster`` of two worker processes; each worker reads the catalogue itself). Every state is
+``evaluate`` and ``report`` run once with the default local scheduler and once on the session's shared
+LocalCluster of two worker processes (``--scheduler``; each worker reads the catalogue itself). Every state is
 reduced per file in a fixed order, so where a task runs cannot change a float: the JSON documents (whose floats
 round-trip exactly) and the printed text must be equal, not merely close.
 """
@@ -16,9 +16,8 @@ from conftest import cli
 
 from dr_scale.synthetic.item_world import generate_item_bandit
 
-pytestmark = pytest.mark.slow  # four runs, two of them starting a LocalCluster
+pytestmark = pytest.mark.slow  # four runs, two of them on the shared LocalCluster
 
-MODES = {"local": [], "cluster": ["--local-workers", "2"]}
 ESTIMATORS = "IPS,SNIPS,MIPS,SNMIPS,RM"
 
 
@@ -33,9 +32,10 @@ def item_log(tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("policy", ["sparse:target_topk", "scorer:{log}/_target_policy.npz", "uniform"])
-def test_evaluate_with_a_catalogue_identical_locally_and_on_a_localcluster(item_log, tmp_path, capsys, policy):
+def test_evaluate_with_a_catalogue_identical_locally_and_on_a_localcluster(modes, item_log, tmp_path, capsys,
+                                                                           policy):
     documents, printed = {}, {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / f"{mode}.json"
         code, stdout, err = cli(capsys, "evaluate", item_log, "--policy", policy.format(log=item_log),
                                 "--estimators", ESTIMATORS, "--baseline", "logging", "--interval", "el",
@@ -51,13 +51,13 @@ def test_evaluate_with_a_catalogue_identical_locally_and_on_a_localcluster(item_
 
 
 @pytest.mark.timeout(300)
-def test_report_with_a_catalogue_identical_locally_and_on_a_localcluster(item_log, tmp_path, capsys):
+def test_report_with_a_catalogue_identical_locally_and_on_a_localcluster(modes, item_log, tmp_path, capsys):
     policies = tmp_path / "policies.toml"
     policies.write_text('estimators = ["MIPS", "SNMIPS", "RM"]\n'
                         '[[policy]]\nname = "target"\nspec = "sparse:target_topk"\n'
                         '[[policy]]\nname = "uniform"\nspec = "uniform"\n')
     reports = {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / mode
         code, _, err = cli(capsys, "report", "--logs", item_log, "--policies", policies, "--out", out,
                            "--no-progress", *extra)

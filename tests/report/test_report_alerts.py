@@ -198,11 +198,10 @@ def test_bad_fail_on_option(stopped_log, capsys, tmp_path):
     assert code == 2 and "--fail-on" in error_line(err)
 
 
-@pytest.mark.slow
-def test_alerts_equal_on_a_local_cluster(stopped_log, capsys):
+def test_alerts_equal_on_a_local_cluster(stopped_log, capsys, local_cluster):
     root, logs, policies = stopped_log
     reports = {}
-    for where, extra in (("threads", []), ("cluster", ["--local-workers", "2"])):
+    for where, extra in (("threads", []), ("cluster", ["--scheduler", local_cluster.scheduler_address])):
         out = root / f"on-{where}"
         code, _, _ = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", out, "--no-progress",
                          "--fail-on", "support", *extra)

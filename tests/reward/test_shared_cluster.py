@@ -2,9 +2,9 @@
 bit the same.
 
 ``fit --model shared --folds 2 --lam auto`` on a generated item log in 4 parts, once with the default local
-scheduler and once with ``--local-workers 2`` (a ``distributed.LocalCluster`` of two worker processes). Every pass
-reduces per-part sums in a fixed tree (:func:`dr_scale.outofcore.passes.tree_nodes`), so where a task runs cannot
-change a float: the model files' arrays and the printed text must be equal, not merely close.
+scheduler and once on the session's shared ``distributed.LocalCluster`` of two worker processes (``--scheduler``).
+Every pass reduces per-part sums in a fixed tree (:func:`dr_scale.outofcore.passes.tree_nodes`), so where a
+task runs cannot change a float: the model files' arrays and the printed text must be equal, not merely close.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from conftest import cli
 
 from dr_scale.synthetic.item_world import generate_item_bandit
 
-pytestmark = pytest.mark.slow  # starts LocalClusters
+pytestmark = pytest.mark.slow  # on the shared LocalCluster
 
-MODES = {"local": [], "cluster": ["--local-workers", "2"]}
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +31,9 @@ def item_log(tmp_path_factory):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("model", ["shared-ridge", "shared-logistic"])
-def test_fit_shared_identical_locally_and_on_a_localcluster(item_log, tmp_path, capsys, model):
+def test_fit_shared_identical_locally_and_on_a_localcluster(modes, item_log, tmp_path, capsys, model):
     runs = {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / f"{mode}.npz"
         code, stdout, err = cli(capsys, "fit", item_log, "--model", model, "--folds", "2", "--out", out,
                                 "--no-progress", *extra)
@@ -48,9 +47,9 @@ def test_fit_shared_identical_locally_and_on_a_localcluster(item_log, tmp_path, 
 
 
 @pytest.mark.timeout(300)
-def test_learn_scorer_identical_locally_and_on_a_localcluster(item_log, tmp_path, capsys):
+def test_learn_scorer_identical_locally_and_on_a_localcluster(modes, item_log, tmp_path, capsys):
     runs = {}
-    for mode, extra in MODES.items():
+    for mode, extra in modes.items():
         out = tmp_path / f"{mode}.npz"
         code, stdout, err = cli(capsys, "learn", item_log, "--learner", "scorer", "--folds", "2", "--out", out,
                                 "--no-progress", *extra)

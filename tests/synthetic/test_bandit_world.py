@@ -194,11 +194,11 @@ def test_a_non_empty_output_folder_is_refused_unless_overwrite(tmp_path, capsys)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["local-workers", "scheduler"])
+@pytest.mark.parametrize("where", ["local_cluster", "dask_cluster"])
 def test_identical_on_threads_and_on_a_cluster(tmp_path, request, where):
-    """The command on a LocalCluster (``--local-workers 2``) or a command-line cluster (``--scheduler``)."""
-    option = ["--local-workers", "2"] if where == "local-workers" else [
-        "--scheduler", request.getfixturevalue("dask_cluster").address]
+    """The command on the shared LocalCluster or a command-line cluster (``--scheduler``)."""
+    cluster = request.getfixturevalue(where)
+    option = ["--scheduler", cluster.scheduler_address if where == "local_cluster" else cluster.address]
     common = ["generate", "bandit", "--rows", "6000", "--features", str(D), "--actions", str(K), "--seed", "3",
               "--no-progress"]
     assert main([*common, "--out", str(tmp_path / "threads"), "--rows-per-part", "1000"]) == 0

@@ -146,19 +146,19 @@ def test_report_with_mips_equals_evaluate(world_log, tmp_path, capsys):
     assert f"{direct:.10f}"[:10] in text or repr(direct) in text
 
 
-@pytest.mark.slow
-def test_identical_on_threads_and_on_a_local_cluster(world_log, tmp_path, capsys):
-    """Generating the item world and evaluating MIPS on a LocalCluster (``--local-workers 2``): the same log and
+def test_identical_on_threads_and_on_a_local_cluster(world_log, tmp_path, capsys, local_cluster):
+    """Generating the item world and evaluating MIPS on the shared LocalCluster (``--scheduler``): the same log and
     the same estimates as on threads."""
+    on_cluster = ["--scheduler", local_cluster.scheduler_address]
     folder, _ = world_log
     code, _, err = cli(capsys, "generate", "bandit", "--rows", 3000, "--rows-per-part", 1500, "--seed", 4,
                        "--features", 500, "--actions", 2000, "--action-features", 4, "--embedding-categories", 10,
-                       "--out", tmp_path / "cluster", "--local-workers", 2, "--no-progress")
+                       "--out", tmp_path / "cluster", *on_cluster, "--no-progress")
     assert code == 0, err
     cluster = pq.read_table(str(tmp_path / "cluster")).sort_by("row_id")
     assert pq.read_table(str(folder)).sort_by("row_id").equals(cluster)
     outputs = []
-    for extra in ([], ["--local-workers", 2]):
+    for extra in ([], on_cluster):
         code, out, err = cli(capsys, "evaluate", folder, "--policy", "sparse:target_topk", "--estimators",
                              "IPS,MIPS,SNMIPS", "--json", tmp_path / f"out{len(extra)}.json", "--no-progress", *extra)
         assert code == 0, err
