@@ -56,6 +56,7 @@ class Catalogue:
 
     @property
     def n_actions(self) -> int:
+        """k: the catalogue's actions, one row of features each."""
         return self.features.shape[0]
 
     @property

@@ -20,6 +20,8 @@ from dr_scale.logs.targets import check_target_columns
 
 
 def with_log_metadata(table: pa.Table, n_features: int | None, n_actions: int | None) -> pa.Table:
+    """``table`` with d and k in its schema metadata (``dr_scale.n_features``, ``dr_scale.n_actions``; None leaves
+    one out), as every part file of a log carries them."""
     meta = dict(table.schema.metadata or {})
     if n_features is not None:
         meta[META_FEATURES] = str(int(n_features)).encode()
@@ -204,6 +206,7 @@ def _lists_from_text(text: pa.Array, value_type, source: str, column: str) -> pa
         import json
 
         def not_a_list(t: str) -> bool:
+            """Whether the text ``t`` is not a JSON list."""
             try:
                 return not isinstance(json.loads(t), list)
             except ValueError:
