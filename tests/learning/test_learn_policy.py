@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 from dr_scale.cli import main
 from dr_scale.core import keyed_random
-from dr_scale.learning.learn import AUTO_GRID, LAMBDA_FACTOR, LearnSettings, learn_policy
+from dr_scale.learning.learn import LAMBDA_FACTOR, LearnSettings, learn_policy
+from dr_scale.learning.scores import AUTO_GRID
 from dr_scale.logs.sparse import csr_to_features
 from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
