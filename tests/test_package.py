@@ -109,11 +109,6 @@ def test_the_classes_the_public_functions_return_are_public():
     assert not hidden, sorted(hidden)
 
 
-#: Modules whose public functions are not all documented yet: the evaluator and the log contract, which are being
-#: split. Remove a module here once every public function in it has a docstring.
-NOT_YET_DOCUMENTED = ("dr_scale/ope/evaluation", "dr_scale/logs/contract.py")
-
-
 def _undocumented_functions(path: Path) -> list[str]:
     """Every ``def`` in the module whose name has no leading underscore — functions, methods, the functions nested
     in them — without a docstring, as ``LINE QUALIFIED.NAME``."""
@@ -140,12 +135,10 @@ def _undocumented_functions(path: Path) -> list[str]:
 
 def test_every_public_function_has_a_docstring():
     """Every public function of the package (the issue's count: ``def``s without a leading underscore, at any depth)
-    has a docstring, outside the modules :data:`NOT_YET_DOCUMENTED` lists; and the names of ``dr_scale.__all__`` and
-    their public methods have one wherever they live outside those modules."""
+    has a docstring; and the names of ``dr_scale.__all__`` and their public methods have one wherever they live."""
     import inspect
 
     faults = [f"{path.relative_to(ROOT)}:{where}" for path in sorted((ROOT / "dr_scale").rglob("*.py"))
-              if not str(path.relative_to(ROOT)).startswith(NOT_YET_DOCUMENTED)
               for where in _undocumented_functions(path)]
     for name in dr_scale.__all__:
         obj = getattr(dr_scale, name)
@@ -155,8 +148,6 @@ def test_every_public_function_has_a_docstring():
             member = getattr(member, "fget", member)
             module = getattr(inspect.unwrap(member) if callable(member) else member, "__module__", None) or ""
             if (inspect.isclass(member) or inspect.isroutine(member)) and module.startswith("dr_scale") \
-                    and not module.replace(".", "/").startswith(tuple(m.removesuffix(".py") for m in
-                                                                      NOT_YET_DOCUMENTED)) \
                     and not inspect.getdoc(member):
                 faults.append(f"dr_scale.{label}")
     assert not faults, "no docstring:\n" + "\n".join(faults)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +58,7 @@ class Catalogue:
     @property
     def n_actions(self) -> int:
         """k: the catalogue's actions, one row of features each."""
-        return self.features.shape[0]
+        return int(self.features.shape[0])
 
     @property
     def n_categories(self) -> int:
@@ -120,7 +121,7 @@ def _max_feature(table: pa.Table) -> int:
     return int(pc.max(flat).as_py()) if len(flat) else -1
 
 
-def read_catalogue(url, storage_options: dict | None = None) -> Catalogue | None:
+def read_catalogue(url: str | ListedLog, storage_options: dict[str, Any] | None = None) -> Catalogue | None:
     """The action catalogue of the log at ``url`` (:data:`CATALOGUE_FILE` at its root), or None without one.
 
     Parameters

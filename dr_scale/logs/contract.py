@@ -37,6 +37,7 @@ columns ``target_action`` and ``target_probs``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +105,7 @@ class LogDataError(UserError):
     propensity 8 propensity outside (0, 1] []
     """
 
-    def __init__(self, source: str, column: str | None, reason: str, row_id=None):
+    def __init__(self, source: str, column: str | None, reason: str, row_id: int | None = None) -> None:
         where = f"{source}: column '{column}'" if column else source
         example = f" (e.g. row_id={row_id})" if row_id is not None else ""
         super().__init__(f"{where}: {reason}{example}")
@@ -164,7 +165,7 @@ class Partition:
     table: pa.Table  # all columns read, for what a target policy needs
 
     def __len__(self) -> int:
-        return self.row_id.shape[0]
+        return int(self.row_id.shape[0])
 
     @property
     def has_propensity(self) -> bool:
@@ -185,18 +186,19 @@ def combined(array: pa.ChunkedArray | pa.Array) -> pa.Array:
     return array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
 
 
-def first_bad(mask: np.ndarray, row_id: np.ndarray):
+def first_bad(mask: np.ndarray, row_id: np.ndarray | None) -> int | None:
     """The id of the first row where ``mask`` holds (its position when there are no row ids), or None."""
     bad = np.flatnonzero(mask)
     return (int(row_id[bad[0]]) if row_id is not None and row_id.size else int(bad[0])) if bad.size else None
 
 
-def first_null(array) -> int:
+def first_null(array: pa.Array | pa.ChunkedArray) -> int:
     """Position of the first null of an Arrow array or column."""
     return int(pc.index(pc.is_null(array), True).as_py())
 
 
-def check_type(table: pa.Table, source: str, column: str, predicate, expected: str) -> None:
+def check_type(table: pa.Table, source: str, column: str, predicate: Callable[[pa.DataType], bool],
+               expected: str) -> None:
     """``column`` of ``table`` present, of a type ``predicate`` accepts (``expected`` names it) and without nulls;
     else a :class:`LogDataError` naming the first null row."""
     if column not in table.column_names:
@@ -210,7 +212,8 @@ def check_type(table: pa.Table, source: str, column: str, predicate, expected: s
         raise LogDataError(source, column, "null values", int(row_id[first]) if row_id is not None else first)
 
 
-def numeric_values(array, source: str, column: str, row_id=None) -> np.ndarray:
+def numeric_values(array: pa.Array | pa.ChunkedArray, source: str, column: str, row_id: np.ndarray | None = None
+                   ) -> np.ndarray:
     """A numeric Arrow array (or column) without nulls as a NumPy view of its data buffer.
 
     pyarrow's ``to_numpy`` imports pandas on first use, with the reading threads
@@ -223,11 +226,13 @@ def numeric_values(array, source: str, column: str, row_id=None) -> np.ndarray:
     if array.null_count:
         raise LogDataError(source, column, "null values", None if row_id is None else int(row_id[first_null(array)]))
     dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    values: np.ndarray = np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
+                                       offset=array.offset * dtype.itemsize)
+    return values
 
 
-def check_feature_indices(source: str, flat: np.ndarray, offsets: np.ndarray, n_features: int | None, row_id,
-                          limit: int | None = None) -> None:
+def check_feature_indices(source: str, flat: np.ndarray, offsets: np.ndarray, n_features: int | None,
+                          row_id: np.ndarray, limit: int | None = None) -> None:
     """Every active feature index in [0, ``limit``) (default ``n_features``), else an error naming its row."""
     limit = n_features if limit is None else limit
     if flat.size and (flat.min() < 0 or flat.max() >= limit):  # two reductions, no temporaries, when all is well
@@ -256,20 +261,23 @@ def propensity_fault(p: np.ndarray) -> tuple[np.ndarray, str] | None:
 
 def not_probabilities(p: np.ndarray) -> np.ndarray:
     """The entries of ``p`` that are not finite numbers ≥ 0 (a mask of ``p``'s shape)."""
-    return ~(p >= 0) | ~np.isfinite(p)
+    mask: np.ndarray = ~(p >= 0) | ~np.isfinite(p)
+    return mask
 
 
 def row_sums_off(sums: np.ndarray) -> np.ndarray:
     """The rows whose sums (of probabilities) are further than :data:`ROW_SUM_TOLERANCE` from 1."""
-    return np.abs(sums - 1) > ROW_SUM_TOLERANCE
+    off: np.ndarray = np.abs(sums - 1) > ROW_SUM_TOLERANCE
+    return off
 
 
 def row_sums(p: np.ndarray) -> np.ndarray:
     """Σ_a p[i, a], by one BLAS mat-vec (faster than a strided ``sum(axis=1)``)."""
-    return p @ np.ones(p.shape[1])
+    sums: np.ndarray = p @ np.ones(p.shape[1])
+    return sums
 
 
-def is_number(t) -> bool:
+def is_number(t: pa.DataType) -> bool:
     """Whether the Arrow type ``t`` is an integer or a floating type."""
-    return pa.types.is_integer(t) or pa.types.is_floating(t)
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 

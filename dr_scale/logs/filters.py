@@ -91,7 +91,7 @@ class DayRange:
             last = first
         if not (first or last):
             raise ParameterError(f"`days` {text!r}: give FIRST:LAST, DAY, :LAST or FIRST: (days as YYYY-MM-DD)")
-        ends = []
+        ends: list[datetime.date | None] = []
         for end in (first, last):
             if not end:
                 ends.append(None)
@@ -172,7 +172,7 @@ class LogFilter:
     test_fraction: float = DEFAULT_TEST_FRACTION
     split_seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.days, str):
             object.__setattr__(self, "days", DayRange.parse(self.days))
         elif self.days is not None and not isinstance(self.days, DayRange):
@@ -195,16 +195,16 @@ class LogFilter:
 
     def select_parts(self, url: str, paths: list[str]) -> list[str]:
         """The part files of the chosen days (all without ``days``); an error when none is left."""
-        if self.days is None:
+        if not isinstance(self.days, DayRange):  # no days (a string is parsed into a DayRange when made)
             return paths
         dated = [(p, partition_date(p)) for p in paths]
         undated = [p for p, day in dated if day is None]
         if undated:
             raise ParameterError(f"`days` {self.days} needs date-partitioned logs (date=YYYY-MM-DD/…); "
                                  f"{undated[0]} has no date in its path")
-        chosen = [p for p, day in dated if self.days.contains(day)]
+        chosen = [p for p, day in dated if day is not None and self.days.contains(day)]
         if not chosen:
-            days = sorted({day for _, day in dated})
+            days = sorted({day for _, day in dated if day is not None})
             raise ParameterError(f"`days` {self.days} matches no partition of {url} (its days run from "
                                  f"{days[0]} to {days[-1]})")
         return chosen
@@ -233,7 +233,7 @@ class LogFilter:
 
     def to_dict(self) -> dict:
         """The filter as a JSON object (for ``--json`` outputs and model metadata), the split's rule spelled out."""
-        out = {}
+        out: dict[str, str | float | int] = {}
         if self.days is not None:
             out["days"] = str(self.days)
         if self.split is not None:
@@ -274,7 +274,7 @@ def part_paths(url: str, paths: list[str], log_filter: LogFilter | None) -> list
     return [PartFile(p, log_filter) for p in paths] if log_filter.selects_rows else list(paths)
 
 
-def unpacked(path, log_filter: LogFilter | None = None) -> tuple[str, LogFilter | None]:
+def unpacked(path: str | PartFile, log_filter: LogFilter | None = None) -> tuple[str, LogFilter | None]:
     """(the path, the filter) of a part: ``log_filter`` where given, else the one a :class:`PartFile` carries."""
     if isinstance(path, PartFile):
         return path.path, log_filter if log_filter is not None else path.log_filter

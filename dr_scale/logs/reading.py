@@ -8,6 +8,8 @@ is a :class:`~dr_scale.logs.contract.LogDataError` naming the file, the column, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,17 +32,20 @@ from dr_scale.logs.contract import (
     numeric_values,
     propensity_fault,
 )
-from dr_scale.logs.filters import DayRange, LogFilter, partition_date, unpacked
+from dr_scale.logs.filters import DayRange, LogFilter, PartFile, partition_date, unpacked
 from dr_scale.logs.listing import list_parts, unreadable
 from dr_scale.logs.sparse import csr_from_lists, feature_arrays
 
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
-def _is_int_list(t) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+
+def _is_int_list(t: pa.DataType) -> bool:
+    return bool((pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type))
 
 
-def _is_float_list(t) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type)
+def _is_float_list(t: pa.DataType) -> bool:
+    return bool((pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type))
 
 
 def _check_list_nulls(array: pa.Array, source: str, column: str, row_id: np.ndarray) -> None:
@@ -89,9 +94,9 @@ def partition_from_table(
             raise LogDataError(source, "row_id", "duplicate row id within the partition", int(ordered[dup[0]]))
     fault = propensity_fault(propensity) if logged_p else None
     if fault is not None:
-        bad, rule = fault
+        outside, rule = fault
         fix = "; fix the logging probabilities" if rule is BELOW_FLOOR else ""
-        raise LogDataError(source, "propensity", f"propensity {rule}{fix}", first_bad(bad, row_id))
+        raise LogDataError(source, "propensity", f"propensity {rule}{fix}", first_bad(outside, row_id))
     bad = first_bad(~np.isfinite(reward), row_id)
     if bad is not None:
         raise LogDataError(source, "reward", "NaN or infinite reward", bad)
@@ -154,7 +159,8 @@ def filter_table(table: pa.Table, source: str, log_filter: LogFilter) -> pa.Tabl
     return table
 
 
-def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[str, ...] = ()) -> pa.Table:
+def read_table(fs: AbstractFileSystem, path: str, columns: list[str] | None = None,
+               optional: tuple[str, ...] = ()) -> pa.Table:
     """Read one Parquet part: ``columns`` (all if None) plus those of ``optional`` present.
 
     An unreadable file or a missing column is a :class:`LogDataError`. ``path`` may be a
@@ -182,8 +188,8 @@ def read_table(fs, path: str, columns: list[str] | None = None, optional: tuple[
 
 
 def read_partition(
-    fs,
-    path: str,
+    fs: AbstractFileSystem,
+    path: str | PartFile,
     *,
     n_features: int | None = None,
     n_actions: int | None = None,
@@ -210,8 +216,8 @@ def read_partition(
     return partition_from_table(table, path, n_features, n_actions, with_features, log_filter)
 
 
-def read_log(url, storage_options: dict | None = None, *, log_filter: LogFilter | None = None,
-             **kwargs) -> list[Partition]:
+def read_log(url: str, storage_options: dict[str, Any] | None = None, *, log_filter: LogFilter | None = None,
+             **kwargs: Any) -> list[Partition]:
     """All partitions of a (small) logged data set, in memory, each validated against the contract.
 
     For big logs use the out-of-core functions (:func:`~dr_scale.ope.evaluation.evaluate_log`), which

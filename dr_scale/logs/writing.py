@@ -5,6 +5,7 @@ metadata; a pandas DataFrame's list columns back as lists (:func:`table_from_pan
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +19,10 @@ from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, co
 from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.targets import check_target_columns
 
+if TYPE_CHECKING:
+    import pandas as pd
+    from fsspec import AbstractFileSystem
+
 
 def with_log_metadata(table: pa.Table, n_features: int | None, n_actions: int | None) -> pa.Table:
     """``table`` with d and k in its schema metadata (``dr_scale.n_features``, ``dr_scale.n_actions``; None leaves
@@ -30,7 +35,8 @@ def with_log_metadata(table: pa.Table, n_features: int | None, n_actions: int | 
     return table.replace_schema_metadata(meta)
 
 
-def write_parquet(table: pa.Table, url: str, storage_options: dict | None = None, fs=None) -> str:
+def write_parquet(table: pa.Table, url: str, storage_options: dict[str, Any] | None = None,
+                  fs: AbstractFileSystem | None = None) -> str:
     """Write one Parquet file atomically (temporary name, then rename)."""
     if fs is None:
         fs, url = url_to_fs(url, storage_options)
@@ -156,7 +162,7 @@ def write_log(
     return _write_parts(table, fs, path, n_parts)
 
 
-def _write_parts(table: pa.Table, fs, path: str, n_parts: int) -> list[str]:
+def _write_parts(table: pa.Table, fs: AbstractFileSystem, path: str, n_parts: int) -> list[str]:
     bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(int)
     written = []
     for i in range(n_parts):
@@ -169,7 +175,7 @@ def _write_parts(table: pa.Table, fs, path: str, n_parts: int) -> list[str]:
 LIST_COLUMNS = {"features": pa.int32(), "values": pa.float32(), "target_probs": pa.float64()}
 
 
-def table_from_pandas(frame, source: str = "<DataFrame>") -> pa.Table:
+def table_from_pandas(frame: pd.DataFrame, source: str = "<DataFrame>") -> pa.Table:
     """A pandas DataFrame (e.g. a Dask partition) as an Arrow table, its list columns as lists.
 
     Dask's ``dataframe.convert-string`` (on by default) turns an object column of Python
@@ -191,7 +197,7 @@ def table_from_pandas(frame, source: str = "<DataFrame>") -> pa.Table:
     return table
 
 
-def _lists_from_text(text: pa.Array, value_type, source: str, column: str) -> pa.Array:
+def _lists_from_text(text: pa.Array, value_type: pa.DataType, source: str, column: str) -> pa.Array:
     import io
 
     import pyarrow.json as pj

@@ -35,17 +35,20 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 #: How many states one node of :func:`tree_reduce`'s tree merges (Dask's default for ``Bag.reduction``).
 SPLIT_EVERY = 8
+
+#: A mergeable state's type: a state merges with one of its kind.
+State = TypeVar("State", bound="Mergeable")
 
 
 @runtime_checkable
 class Mergeable(Protocol):
     """A state merged with an associative, commutative ``+``."""
 
-    def __add__(self, other: Mergeable) -> Mergeable: ...
+    def __add__(self: State, other: State) -> State: ...
 
 
 @runtime_checkable
@@ -60,7 +63,7 @@ class Persisted(Mergeable, Protocol):
         """The state of ``d`` (``from_dict(s.to_dict())`` equals ``s``)."""
 
 
-def merge_all(states: Iterable[Mergeable]) -> Mergeable | None:
+def merge_all(states: Iterable[State]) -> State | None:
     """s₁ + s₂ + … + sₙ, folded left in the given order; None for no states.
 
     Examples

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -13,10 +14,12 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.core.numbers import estimate, number
 from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.ope.diagnostics import Coverage
+from dr_scale.ope.estimators import RowInputs
 from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.rows import policy_rows, with_propensities
 from dr_scale.ope.evaluation.specification import LOGGING, Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
+from dr_scale.policies import Policy
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,16 @@ class ComparisonState:
 
     @property
     def rows(self) -> int:
+        """The number of rows the state summarises (every policy's are the same)."""
         return next(iter(self.states.values())).weights.n
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict, the policies' :meth:`PolicyState.to_dict` by name."""
         return {k: v.to_dict() for k, v in self.states.items()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> ComparisonState:
+    def from_dict(cls, d: dict[str, Any]) -> ComparisonState:
+        """The state of a :meth:`to_dict` dict (``from_dict(s.to_dict())`` equals ``s``)."""
         return cls({k: PolicyState.from_dict(v) for k, v in d.items()})
 
 
@@ -84,7 +90,9 @@ class ComparisonResult:
     results: dict[str, EvaluationResult]
     baseline: str
 
-    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
+    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict[str, Any]:
+        """The results as a JSON-ready dict: the baseline's name and every policy's
+        :meth:`EvaluationResult.to_dict` at level α with the ``interval`` kind, by name."""
         return {"baseline": self.baseline,
                 "policies": {name: r.to_dict(alpha, interval) for name, r in self.results.items()}}
 
@@ -114,7 +122,7 @@ class ComparisonResult:
 
 
 @dataclass(frozen=True)
-class Comparison(PartitionSource):
+class Comparison(PartitionSource[ComparisonState]):
     """Several policies evaluated on the same rows of one log: each part read once, paired differences.
 
     Each policy's result equals a separate ``Evaluation(policy, baseline=<the baseline's policy>)`` with its
@@ -150,7 +158,7 @@ class Comparison(PartitionSource):
     evaluations: dict[str, Evaluation]
     baseline: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.evaluations, dict) or len(self.evaluations) < 2:
             raise ParameterError("`evaluations` must be a dict of at least two Evaluations by name")
         for name, e in self.evaluations.items():
@@ -169,20 +177,30 @@ class Comparison(PartitionSource):
         if len(names) > 1:
             raise ParameterError("`evaluations` must all have the same estimators, to compare them")
 
+    @property
+    def baseline_name(self) -> str:
+        """The baseline: a policy's name or ``"logging"`` (the first policy's name when none was given)."""
+        baseline = self.baseline
+        if baseline is None:
+            raise TypeError("the comparison's baseline was not set")
+        return baseline
+
     @functools.cached_property
     def paired(self) -> dict[str, Evaluation]:
         """Each evaluation with the comparison's baseline as its own (none for the baseline itself)."""
         if self.baseline == LOGGING:
             return {n: replace(e, baseline=LOGGING) for n, e in self.evaluations.items()}
-        base = self.evaluations[self.baseline].policy
+        base = self.evaluations[self.baseline_name].policy
         return {n: e if n == self.baseline else replace(e, baseline=base) for n, e in self.evaluations.items()}
 
     @property
     def needs_features(self) -> bool:
+        """Whether the rows' features x_i are read: for any of the evaluations."""
         return any(e.needs_features for e in self.paired.values())
 
     @property
     def columns(self) -> tuple[str, ...]:
+        """The extra log columns any of the evaluations reads, each once."""
         return tuple(dict.fromkeys(c for e in self.paired.values() for c in e.columns))
 
     def state(self, part: Partition) -> ComparisonState:
@@ -190,7 +208,8 @@ class Comparison(PartitionSource):
         evaluations agree on the reward model and k."""
         paired = self.paired
         logged = part.propensity if part.has_propensity else None
-        estimated: dict = {}  # by propensity model: each predicts once
+        # by propensity model: each predicts once
+        estimated: dict[tuple[int, float], tuple[Partition, np.ndarray | None]] = {}
         for e in paired.values():
             key = (id(e.propensity_model), e.propensity_floor)
             if key not in estimated:
@@ -201,14 +220,14 @@ class Comparison(PartitionSource):
             rows = {n: rows for n, (rows, _, _) in inputs.items()}
             states = {}
             for n, e in paired.items():
-                base = None
-                if e.baseline is not None:
-                    b = self.evaluations.get(self.baseline)
-                    if e.baseline == LOGGING:
-                        base = rows[n]
-                    elif (b is not None and b.reward_model is e.reward_model and b.n_actions == e.n_actions
-                          and b.propensity_model is e.propensity_model):
-                        base = rows[self.baseline]
+                base: RowInputs | None = None
+                if e.baseline == LOGGING:
+                    base = rows[n]
+                elif isinstance(e.baseline, Policy):
+                    b = self.evaluations.get(self.baseline_name)
+                    if (b is not None and b.reward_model is e.reward_model and b.n_actions == e.n_actions
+                            and b.propensity_model is e.propensity_model):
+                        base = rows[self.baseline_name]
                     else:
                         base = e.rows(parts[n][0], e.baseline)
                 _, target, _ = inputs[n]
@@ -218,10 +237,12 @@ class Comparison(PartitionSource):
         return ComparisonState(states)
 
     def result(self, state: ComparisonState) -> ComparisonResult:
+        """Every policy's result of a merged state (:meth:`Evaluation.result`), with the paired differences."""
         paired = self.paired
-        return ComparisonResult({n: e.result(state.states[n]) for n, e in paired.items()}, self.baseline)
+        return ComparisonResult({n: e.result(state.states[n]) for n, e in paired.items()}, self.baseline_name)
 
     def explain(self, exc: LogDataError) -> LogDataError:
+        """A data error with where k or d came from (:meth:`Evaluation.explain` of the first evaluation)."""
         return next(iter(self.evaluations.values())).explain(exc)
 
     @property

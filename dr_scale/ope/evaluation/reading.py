@@ -7,6 +7,7 @@ Parquet parts (:func:`evaluate_log`), a Dask DataFrame (:func:`evaluate_datafram
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, overload
 
 import dask.bag as db
 
@@ -16,13 +17,28 @@ from dr_scale.logs.filters import LogFilter
 from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.logs.writing import table_from_pandas
-from dr_scale.ope.evaluation.comparison import Comparison, ComparisonResult
+from dr_scale.ope.evaluation.comparison import Comparison, ComparisonResult, ComparisonState
 from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.specification import Evaluation, check_evaluation
+from dr_scale.ope.evaluation.states import PolicyState
 from dr_scale.outofcore.compute import compute
 from dr_scale.outofcore.mergeable import merge_all, tree_reduce
 from dr_scale.policies import Policy
 from dr_scale.reward.models import check_model_actions, on_other_half
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+    from distributed import Client
+
+
+@overload
+def with_log_defaults(evaluation: Evaluation, logs: OpenedLog) -> Evaluation:
+    """An evaluation completed is an evaluation."""
+
+
+@overload
+def with_log_defaults(evaluation: Comparison, logs: OpenedLog) -> Comparison:
+    """A comparison completed is a comparison."""
 
 
 def with_log_defaults(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
@@ -43,7 +59,7 @@ def with_log_defaults(evaluation: Evaluation | Comparison, logs: OpenedLog) -> E
                                                  f"vocabulary ({SPEC_FILE}) lists {len(actions)}")
     if actions is not None:
         meta["n_actions"] = len(actions)
-    evaluation = replace(evaluation, policy=evaluation.policy.resolve(actions),
+    evaluation = replace(evaluation, policy=evaluation.target_policy.resolve(actions),
                          baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
                          else evaluation.baseline)
     model = evaluation.reward_model
@@ -60,7 +76,7 @@ def with_log_defaults(evaluation: Evaluation | Comparison, logs: OpenedLog) -> E
             raise UserError(f"{evaluation._propensity_name()} has {letter} = {given} {what[2:]}, but the log's "
                             f"metadata ({first_path}) says {letter} = {meta[what]}: it estimates another log's "
                             "logging policy; fit one on this log (dr-scale fit-propensity, or --estimate-propensity)")
-    policy_k = evaluation.policy.n_actions
+    policy_k = evaluation.target_policy.n_actions
     if policy_k is not None and meta.get("n_actions", policy_k) != policy_k:
         raise LogDataError(first_path, "action", f"the log has {meta['n_actions']} actions, the policy "
                                                  f"{evaluation.policy} has {policy_k}")
@@ -70,14 +86,14 @@ def with_log_defaults(evaluation: Evaluation | Comparison, logs: OpenedLog) -> E
                              else f"the log's metadata ({first_path})" if n_actions else None))
 
 
-def log_states(logs, evaluation: Evaluation | Comparison, storage_options: dict | None = None,
-               log_filter: LogFilter | None = None) -> db.Bag:
+def log_states(logs: str | OpenedLog, evaluation: Evaluation | Comparison,
+               storage_options: dict[str, Any] | None = None, log_filter: LogFilter | None = None) -> db.Bag:
     """A bag with one state per Parquet part of the log ``logs`` (a URL or an opened log, :func:`open_log`)
     (:class:`PolicyState`, or a :class:`ComparisonState` for a :class:`Comparison`): each part read once."""
     return _log_states(open_log(logs, storage_options, log_filter), evaluation)[1]
 
 
-def _log_states(logs: OpenedLog, evaluation):
+def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison) -> tuple[Evaluation | Comparison, db.Bag]:
     """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
     evaluation = with_log_defaults(evaluation, logs)
     evaluation = _on_other_half(evaluation, logs.log_filter)
@@ -94,7 +110,7 @@ def _log_states(logs: OpenedLog, evaluation):
     return evaluation, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: evaluation.file_state(fs, p))
 
 
-def _with_catalogue(evaluation, logs: OpenedLog):
+def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
     """``evaluation`` with the log's action catalogue where a marginalized estimator needs it and none was given."""
     if isinstance(evaluation, Comparison):
         if not any(e.needs_embedding and e.catalogue is None for e in evaluation.evaluations.values()):
@@ -106,7 +122,17 @@ def _with_catalogue(evaluation, logs: OpenedLog):
     return replace(evaluation, catalogue=logs.catalogue)
 
 
-def _on_other_half(evaluation, read: LogFilter | None):
+@overload
+def _on_other_half(evaluation: Evaluation, read: LogFilter | None) -> Evaluation:
+    """An evaluation stays an evaluation."""
+
+
+@overload
+def _on_other_half(evaluation: Comparison, read: LogFilter | None) -> Comparison:
+    """A comparison stays a comparison."""
+
+
+def _on_other_half(evaluation: Evaluation | Comparison, read: LogFilter | None) -> Evaluation | Comparison:
     """``evaluation`` with its cross-fitted reward model allowed on these rows when they are the other half of
     the keyed split it was fitted on (its ``log_filter`` metadata): no model saw them, so no fold model can
     predict a row it was fitted on, and the fingerprint of the rows read is rightly not the fit's. The rule is
@@ -120,8 +146,8 @@ def _on_other_half(evaluation, read: LogFilter | None):
     return replace(evaluation, allow_other_log=True) if on_other_half(evaluation.reward_model, read) else evaluation
 
 
-def evaluate_log(logs, evaluation: Evaluation | Comparison | dict, *, client=None,
-                 storage_options: dict | None = None, progress: bool = False,
+def evaluate_log(logs: str | OpenedLog, evaluation: Evaluation | Comparison | dict[str, Evaluation], *,
+                 client: Client | None = None, storage_options: dict[str, Any] | None = None, progress: bool = False,
                  log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
     """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
 
@@ -170,10 +196,11 @@ def evaluate_log(logs, evaluation: Evaluation | Comparison | dict, *, client=Non
     if state.rows == 0:
         raise LogDataError(str(logs), None, "the log has no rows; nothing to evaluate" if not logs.log_filter
                            else f"no rows of the log are selected ({logs.log_filter}); nothing to evaluate")
-    return evaluation.result(state)
+    return _result(evaluation, state)
 
 
-def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, client=None, progress: bool = False,
+def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | dict[str, Evaluation], *,
+                       client: Client | None = None, progress: bool = False,
                        log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
     """Evaluate on a Dask DataFrame with the logged-data columns, one task per partition.
 
@@ -219,7 +246,8 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
         raise ParameterError(f"`ddf` must be a dask DataFrame with the logged-data columns (a pandas one: "
                              f"dask.dataframe.from_pandas(df, npartitions=…)), got {type(ddf).__name__}")
 
-    def state_of(pdf, i):
+    def state_of(pdf: Any, i: int) -> list[PolicyState | ComparisonState]:
+        """The state of the frame's partition ``i`` (a pandas DataFrame), as a list of one."""
         source = f"<dataframe partition {i}>"
         return [evaluation.table_state(table_from_pandas(pdf, source), source, log_filter)]
 
@@ -227,10 +255,10 @@ def evaluate_dataframe(ddf, evaluation: Evaluation | Comparison | dict, *, clien
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
     (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
-    return evaluation.result(state)
+    return _result(evaluation, state)
 
 
-def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict) -> \
+def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict[str, Evaluation]) -> \
         EvaluationResult | ComparisonResult:
     """Evaluate in memory on already-read partitions (small logs, tests).
 
@@ -267,14 +295,25 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
         got = (type(parts).__name__ if not isinstance(parts, (list, tuple)) else
                "a list holding " + next(type(p).__name__ for p in parts if not isinstance(p, Partition)))
         raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
-    return evaluation.result(merge_all([evaluation.state(p) for p in parts]))
+    if not parts:
+        raise ParameterError("`parts` is empty: there are no rows to evaluate")
+    return _result(evaluation, merge_all([evaluation.state(p) for p in parts]))
 
 
-def _checked(evaluation):
+def _result(evaluation: Evaluation | Comparison, state: object) -> EvaluationResult | ComparisonResult:
+    """The result of ``evaluation``'s merged ``state`` (a :class:`PolicyState`, or a :class:`ComparisonState` for
+    a :class:`Comparison`)."""
+    if isinstance(evaluation, Comparison) and isinstance(state, ComparisonState):
+        return evaluation.result(state)
+    if isinstance(evaluation, Evaluation) and isinstance(state, PolicyState):
+        return evaluation.result(state)
+    raise TypeError(f"{type(evaluation).__name__} has no result of a {type(state).__name__}")
+
+
+def _checked(evaluation: object) -> Evaluation | Comparison:
     """An Evaluation, or a Comparison (from a dict of Evaluations); anything else is refused."""
     if isinstance(evaluation, dict):
         return Comparison(evaluation)
     if isinstance(evaluation, Comparison):
         return evaluation
-    check_evaluation(evaluation)
-    return evaluation
+    return check_evaluation(evaluation)

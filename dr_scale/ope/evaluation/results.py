@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from dr_scale.core.numbers import estimate, number
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
@@ -13,7 +14,7 @@ from dr_scale.ope.estimators import Estimate
 from dr_scale.propensity.diagnostics import PropensityState
 
 
-def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict:
+def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict[str, Any]:
     """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag and, for a
     tuned estimator, the chosen parameters (∞ as "inf")."""
     out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))),
@@ -105,12 +106,14 @@ class EvaluationResult:
         """The policy's value rests on fewer than ``min_support`` rows with w > 0 and a non-zero reward."""
         return self.weights.insufficient(self.min_support)
 
-    def _marginal(self, name: str) -> bool:
-        return name in self.marginalized and self.marginal_weights is not None
+    def _marginal_of(self, name: str) -> WeightStats | None:
+        """MIPS's marginal weights' diagnostics when estimator ``name`` is marginalized, else None."""
+        return self.marginal_weights if name in self.marginalized else None
 
     def weights_of(self, name: str) -> WeightStats:
         """The weights estimator ``name`` rests on: MIPS's marginal ones for a marginalized estimator, else w."""
-        return self.marginal_weights if self._marginal(name) else self.weights
+        marginal = self._marginal_of(name)
+        return self.weights if marginal is None else marginal
 
     def insufficient_of(self, name: str) -> bool:
         """Estimator ``name``'s value rests on fewer than ``min_support`` rows with a positive weight *of its
@@ -119,7 +122,7 @@ class EvaluationResult:
 
     def baseline_insufficient_of(self, name: str) -> bool:
         """:attr:`baseline_insufficient`, by the baseline's marginal weights for a marginalized estimator."""
-        if self._marginal(name) and self.baseline_marginal_weights is not None:
+        if self._marginal_of(name) is not None and self.baseline_marginal_weights is not None:
             return self.baseline_marginal_weights.insufficient(self.min_support)
         return self.baseline_insufficient
 
@@ -135,13 +138,13 @@ class EvaluationResult:
     def support_note(self) -> str | None:
         """Why values or differences carry "insufficient data", in words (None when they do not)."""
         notes = []
-        plain = [n for n in self.estimates if not self._marginal(n)] or not self.estimates
+        plain = [n for n in self.estimates if self._marginal_of(n) is None] or not self.estimates
         if self.insufficient and plain:
             notes.append(f"{self.policy}: {self.weights.n_informative} rows where it takes the logged action and "
                          f"the reward is non-zero ({self.weights.n_matched} where it takes the logged action)")
-        marginal = [n for n in self.estimates if self._marginal(n)]
-        if marginal and self.marginal_weights.insufficient(self.min_support):
-            m = self.marginal_weights
+        marginal = [n for n in self.estimates if self._marginal_of(n) is not None]
+        m = self.marginal_weights
+        if marginal and m is not None and m.insufficient(self.min_support):
             notes.append(f"{self.policy} by {', '.join(marginal)}: {m.n_informative} rows where it takes the logged "
                          f"action's category and the reward is non-zero ({m.n_matched} where it takes the category)")
         if self.baseline_insufficient and plain:
@@ -159,8 +162,12 @@ class EvaluationResult:
         propensity = self.propensity.warnings() if self.propensity is not None else []
         return self.weights.warnings(min_ess_ratio) + coverage + propensity
 
-    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict:
-        out = {
+    def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict[str, Any]:
+        """The result as a JSON-ready dict at level α with the ``interval`` kind: every estimator's
+        :func:`estimate_dict`, the weights' (and the coverage's) diagnostics, the "insufficient data" flag, and
+        with a baseline the paired differences; the support note and the propensities' diagnostics where there
+        are some."""
+        out: dict[str, Any] = {
             "policy": self.policy,
             "interval": interval,
             "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient_of(name))

@@ -10,18 +10,28 @@ p_π(e_i|x_i) / p_π₀(e_i|x_i) and BIPW's importance weights ŵ(x_i, a_i) wher
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import LogDataError, Partition, numeric_values, propensity_fault
 from dr_scale.ope.estimators import RowInputs
 from dr_scale.policies import ActionDistribution, ChosenActions, Policy
-from dr_scale.reward.models import mean_over_actions, predict_columns, predict_pairs
+from dr_scale.reward.models import Features, RewardModel, mean_over_actions, predict_columns, predict_pairs
 
 if TYPE_CHECKING:
     from dr_scale.ope.evaluation.specification import Evaluation
+
+
+class PropensityEstimate(Protocol):
+    """An estimated logging policy π̂₀ (e.g. :class:`~dr_scale.propensity.model.PropensityModel`): anything with
+    ``predict_proba(X) -> (n, k)``; a cross-fitted one also takes ``row_id``, to predict each row with the fold
+    model that did not see it (:func:`with_propensities` passes it where ``predict_proba`` accepts it)."""
+
+    def predict_proba(self, X: Features) -> ArrayLike:
+        """π̂₀(a | x_i) for every action a: (n, k), each row summing to 1."""
 
 
 @dataclass(frozen=True)
@@ -30,18 +40,22 @@ class _ModelValues:
     by blocks of actions (:func:`~dr_scale.reward.models.predict_columns`, ``predict_pairs``, ``mean_over_actions``),
     each row by the fold model that did not see it (``row_id``)."""
 
-    model: object
-    X: object
+    model: RewardModel
+    X: Features
     row_id: np.ndarray
     k: int
 
     def columns(self, actions: np.ndarray) -> np.ndarray:
+        """ρ̂_a(x_i) for the given actions' columns: (n, len(actions))."""
         return predict_columns(self.model, self.X, actions, self.row_id)
 
     def pairs(self, actions: np.ndarray) -> np.ndarray:
+        """ρ̂_{a_i}(x_i), one action per row: (n,)."""
         return predict_pairs(self.model, self.X, actions, self.row_id)
 
     def mean(self) -> np.ndarray:
+        """(1/k) Σ_a ρ̂_a(x_i), (n,): the uniform policy's ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i), DR's model term
+        (Dudík, Langford & Li 2011, Sec. 2.2, eq. 1, for stochastic π)."""
         return mean_over_actions(self.model, self.X, self.k, self.row_id)
 
 
@@ -52,22 +66,22 @@ def with_propensities(evaluation: Evaluation, part: Partition) -> tuple[Partitio
     see it (``row_id``). Without one, a log with propensities is used as it is; a log without them is refused
     when an estimator needs them, and gets p = 1 placeholders (which DM never reads) otherwise.
     """
-    if evaluation.propensity_model is None:
+    model = evaluation.propensity_model
+    if model is None:
         if part.has_propensity or len(part) == 0:
             return part, None
         if evaluation.needs_propensity:
             raise evaluation.missing_propensity(part.source)
         return replace(part, propensity=np.ones(len(part))), None
-    probs = _estimated(evaluation, part)
+    probs = _estimated(evaluation, model, part)
     p_hat = np.maximum(probs[np.arange(len(part)), part.action], evaluation.propensity_floor)
     return replace(part, propensity=p_hat), probs
 
 
-def _estimated(evaluation: Evaluation, part: Partition) -> np.ndarray:
+def _estimated(evaluation: Evaluation, model: PropensityEstimate, part: Partition) -> np.ndarray:
     """π̂₀(· | x_i), (n, k), checked: finite, ≥ 0, rows summing to 1."""
     import inspect
 
-    model = evaluation.propensity_model
     kwargs = {"row_id": part.row_id} if "row_id" in inspect.signature(model.predict_proba).parameters else {}
     probs = np.asarray(model.predict_proba(part.X, **kwargs), dtype=np.float64)
     k = evaluation.n_actions or probs.shape[1]
@@ -110,7 +124,7 @@ def _policy_inputs(evaluation: Evaluation, part: Partition, policy: Policy | Non
     """The rows of π from its :class:`~dr_scale.policies.distributions.ActionDistribution` on the partition:
     w_i = π(a_i|x_i) / p̂_i and, with a reward model, ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i) and ρ̂_{a_i}(x_i), the
     model asked for the actions π takes only (:class:`_ModelValues`)."""
-    policy = policy or evaluation.policy
+    policy = policy or evaluation.target_policy
     if policy.needs_k and evaluation.n_actions is None:
         raise UserError(f"policy {policy} needs the number of actions k: give n_actions (--n-actions), a reward "
                         "model, or a log with dr_scale.n_actions metadata or an action vocabulary")
@@ -118,24 +132,24 @@ def _policy_inputs(evaluation: Evaluation, part: Partition, policy: Policy | Non
     if policy.on_policy:  # π = π₀: w_i = 1, ρ̂_π(x_i) = ρ̂_{a_i}(x_i) (policies.simple.LoggingPolicy)
         logged = ChosenActions(part.action, k)  # the one-sample stand-in for π₀ in the diagnostics
         reward_hat = (None if evaluation.reward_model is None
-                      else _finite(evaluation, logged.value(_values(evaluation, part, k)), part))
+                      else _finite(evaluation, logged.value(_values(evaluation.reward_model, part, k)), part))
         ones = np.ones(len(part))
         return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
                 logged, k)
     target = policy.distribution(part, k)
-    reward_hat_pi = reward_hat_logged = None
+    reward_hat_pi: np.ndarray | None = None
+    reward_hat_logged: np.ndarray | None = None
     if evaluation.reward_model is not None:
-        reward_hat_pi, reward_hat_logged = target.value_and_logged(part.action, _values(evaluation, part, k))
-        reward_hat_pi, reward_hat_logged = (_finite(evaluation, reward_hat_pi, part),
-                                            _finite(evaluation, reward_hat_logged, part))
+        pi, logged_hat = target.value_and_logged(part.action, _values(evaluation.reward_model, part, k))
+        reward_hat_pi, reward_hat_logged = _finite(evaluation, pi, part), _finite(evaluation, logged_hat, part)
     rows = RowInputs.from_logged_probability(part.reward, part.action, part.propensity, target.at(part.action),
                                              reward_hat_pi, reward_hat_logged)
     return _marginal(evaluation, part, rows, target, k), target, k
 
 
-def _values(evaluation: Evaluation, part: Partition, k: int) -> _ModelValues:
+def _values(model: RewardModel, part: Partition, k: int) -> _ModelValues:
     """ρ̂_a(x_i) of the partition's rows, by blocks of actions, each row by the fold model that did not see it."""
-    return _ModelValues(evaluation.reward_model, part.X, part.row_id, k)
+    return _ModelValues(model, part.X, part.row_id, k)
 
 
 def _marginal(evaluation: Evaluation, part: Partition, rows: RowInputs, target: ActionDistribution,
@@ -160,8 +174,9 @@ def _marginal(evaluation: Evaluation, part: Partition, rows: RowInputs, target: 
     return replace(rows, embedding_weight=target.category_probability(embedding, embedding[part.action]) / p0)
 
 
-def _finite(evaluation: Evaluation, reward_hat, part: Partition):
-    if reward_hat is not None and not np.isfinite(reward_hat).all():
+def _finite(evaluation: Evaluation, reward_hat: np.ndarray, part: Partition) -> np.ndarray:
+    """``reward_hat`` (ρ̂ of the partition's rows), checked finite: a NaN or ∞ prediction is a user error."""
+    if not np.isfinite(reward_hat).all():
         row = int(part.row_id[np.flatnonzero(~np.isfinite(reward_hat).reshape(len(part), -1).all(axis=1))[0]])
         raise UserError(f"{evaluation._model_name()} predicts a NaN or infinite reward on {part.source} "
                         f"(e.g. row_id={row}): check its coefficients and the features' values")

@@ -11,6 +11,7 @@ An evaluation is frozen: a copy with other fields is ``dataclasses.replace(evalu
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,11 +22,14 @@ from dr_scale.logs.contract import LogDataError, Partition, numeric_values
 from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, Coverage, WeightStats
 from dr_scale.ope.estimators import Difference, Estimator, OnPolicy, RowInputs, make_estimators
 from dr_scale.ope.evaluation.results import EvaluationResult
-from dr_scale.ope.evaluation.rows import policy_rows, with_propensities
+from dr_scale.ope.evaluation.rows import PropensityEstimate, policy_rows, with_propensities
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
 from dr_scale.policies import ActionDistribution, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
-from dr_scale.reward.models import check_fitted_log, checks_fitted_log
+from dr_scale.reward.models import RewardModel, check_fitted_log, checks_fitted_log
+
+if TYPE_CHECKING:
+    from dr_scale.ope.balancing import BalancingModel
 
 #: The log column of the logging policy's probability of the logged action's embedding, p_π₀(e(a_i)|x_i) (MIPS).
 EMBEDDING_PROPENSITY = "embedding_propensity"
@@ -39,7 +43,7 @@ LOGGING = "logging"
 
 
 @dataclass(frozen=True)
-class Evaluation(PartitionSource):
+class Evaluation(PartitionSource[PolicyState]):
     """What to evaluate: a target policy, the estimators, (for DM/DR) a reward model, and a baseline.
 
     ``baseline`` — another policy (any :func:`~dr_scale.policies.parse_policy` spelling) or
@@ -118,7 +122,7 @@ class Evaluation(PartitionSource):
 
     policy: Policy | str
     estimators: dict[str, Estimator] = field(default_factory=lambda: make_estimators(["IPS", "SNIPS"]))
-    reward_model: object | None = None
+    reward_model: RewardModel | None = None
     n_actions: int | None = None
     n_features: int | None = None
     model_source: str | None = None  # where the reward model came from, for messages
@@ -129,12 +133,12 @@ class Evaluation(PartitionSource):
     catalogue: Catalogue | None = None  # the action catalogue (its embedding e(a), for MIPS)
     embedding_propensity: str = EMBEDDING_PROPENSITY  # p_π₀(e(a_i)|x_i), for MIPS
     importance_weight: str = IMPORTANCE_WEIGHT  # ŵ(x_i, a_i) of the evaluated policy, for BIPW
-    balancing_model: object | None = None  # BIPW's weights from this classifier instead (ope.balancing)
-    propensity_model: object | None = None  # π̂₀: estimated propensities replace the logged ones
+    balancing_model: BalancingModel | None = None  # BIPW's weights from this classifier instead (ope.balancing)
+    propensity_model: PropensityEstimate | None = None  # π̂₀: estimated propensities replace the logged ones
     propensity_floor: float = DEFAULT_PROPENSITY_FLOOR
     propensity_source: str | None = None  # where the propensity model came from, for messages
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the fields are set once, here
         put(self, "policy", parse_policy(self.policy))
         if self.baseline is not None and self.baseline != LOGGING:
@@ -170,7 +174,7 @@ class Evaluation(PartitionSource):
             raise UserError(f"{self._model_name()} has k = {model_k} actions, but k = {self.n_actions} was given; "
                             "use a model fitted for this log's actions")
         if self.n_actions is None:
-            put(self, "n_actions", model_k or self.policy.n_actions)
+            put(self, "n_actions", model_k or self.target_policy.n_actions)
             put(self, "k_source", self._model_name() if model_k else ("the policy" if self.n_actions else None))
         self._check_propensity_model()
 
@@ -189,6 +193,14 @@ class Evaluation(PartitionSource):
             raise UserError(f"{self._propensity_name()} is fitted for k = {model_k} actions, but k = {self.n_actions} "
                             f"comes from {self.k_source or 'elsewhere'}: use a propensity model fitted on this log "
                             "(dr-scale fit-propensity, or --estimate-propensity)")
+
+    @property
+    def target_policy(self) -> Policy:
+        """π as a :class:`~dr_scale.policies.Policy` (``policy`` is parsed from a spec when the evaluation is made)."""
+        policy = self.policy
+        if not isinstance(policy, Policy):
+            raise TypeError(f"the evaluation's policy {policy!r} was not parsed")
+        return policy
 
     def _propensity_name(self) -> str:
         return f"the propensity model {self.propensity_source}" if self.propensity_source else "the propensity model"
@@ -224,13 +236,15 @@ class Evaluation(PartitionSource):
 
     @property
     def needs_features(self) -> bool:
+        """Whether the rows' features x_i are read: for a reward, propensity or balancing model, or a policy of
+        x."""
         return (self.reward_model is not None or self.propensity_model is not None
                 or (self.balancing_model is not None and self.needs_importance_weight)
                 or any(p.needs_features for p in self._policies))
 
     @property
     def _policies(self) -> list[Policy]:
-        return [self.policy] + ([self.baseline] if isinstance(self.baseline, Policy) else [])
+        return [self.target_policy] + ([self.baseline] if isinstance(self.baseline, Policy) else [])
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -289,8 +303,10 @@ class Evaluation(PartitionSource):
         part, probs = with_propensities(self, part)
         rows, target, k = policy_rows(self, part)
         base = None
-        if self.baseline is not None:
-            base = rows if self.baseline == LOGGING else self.rows(part, self.baseline)
+        if isinstance(self.baseline, Policy):
+            base = self.rows(part, self.baseline)
+        elif self.baseline is not None:  # LOGGING: the logged rows themselves
+            base = rows
         state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target.mass()))
         return self.with_diagnostics(state, part, probs, target, logged)
 
@@ -307,11 +323,12 @@ class Evaluation(PartitionSource):
                       coverage: Coverage | None = None) -> PolicyState:
         """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``); ``coverage``
         the policy's :class:`~dr_scale.ope.diagnostics.Coverage` of the logged actions."""
-        differences = {name: d.state(rows, base) for name, d in self.differences().items()}
+        differences = {} if base is None else {name: d.state(rows, base) for name, d in self.differences().items()}
         base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
                         if base is not None and self.baseline != LOGGING else None)
         rows_hash = None
-        if self.checks_log or self.checks_propensity_log:  # the fits' fingerprint (crossfit.parts.Extent)
+        # the fits' fingerprint (crossfit.parts.Extent); a cross-fitted model reads the features, so X is read
+        if (self.checks_log or self.checks_propensity_log) and part.X is not None:
             rows_hash = int(row_hash(part.row_id, part.action, part.reward, np.diff(part.X.indptr))
                             .sum(dtype=np.uint64))
         marginal = base_marginal = None
@@ -365,15 +382,19 @@ class Evaluation(PartitionSource):
         return self.n_features, self.n_actions
 
 
-def _checked_count(name: str, value) -> int:
+def _checked_count(name: str, value: object) -> int:
     """A positive integer by the shared rule (:data:`dr_scale.io.config.PositiveInt`, as ``--n-actions``)."""
     from dr_scale.io.config import PositiveInt, check  # pydantic: imported when a count is given
 
-    return check(PositiveInt, name, value)
+    count: int = check(PositiveInt, name, value)
+    return count
 
 
-def check_evaluation(evaluation) -> None:
+def check_evaluation(evaluation: object) -> Evaluation:
+    """``evaluation``, checked an :class:`Evaluation` (anything else is a
+    :class:`~dr_scale.core.errors.ParameterError`)."""
     if not isinstance(evaluation, Evaluation):
         raise ParameterError(f"`evaluation` must be an Evaluation, e.g. Evaluation(\"column:target_action\"), got "
                              f"{type(evaluation).__name__} {evaluation!r:.60}")
+    return evaluation
 

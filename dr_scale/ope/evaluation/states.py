@@ -10,16 +10,31 @@ baseline and the other diagnostics of the rows; two merge with ``+`` (sums, and 
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from dr_scale.logs.contract import LogDataError
+from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.logs.filters import LogFilter
 from dr_scale.logs.reading import partition_from_table, read_partition
 from dr_scale.ope.diagnostics import Coverage, WeightStats
 from dr_scale.ope.moments import Moments
 from dr_scale.propensity.diagnostics import PropensityState
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+#: A diagnostics state a :class:`PolicyState` holds where it has one: merged with ``+`` when both sides do.
+_Optional = TypeVar("_Optional", WeightStats, Coverage, PropensityState)
+#: The mergeable state of a part that a :class:`PartitionSource` gives.
+State = TypeVar("State")
+
+
+def _both(a: _Optional | None, b: _Optional | None) -> _Optional | None:
+    """a + b, or None when either is None (a state of rows some of which lack the diagnostic)."""
+    return None if a is None or b is None else a + b
 
 
 @dataclass(frozen=True)
@@ -39,19 +54,19 @@ class PolicyState:
     baseline_marginal_weights: WeightStats | None = None
 
     def __add__(self, other: PolicyState) -> PolicyState:
-        def both(a, b):
-            return None if a is None or b is None else a + b
-
-        hashed = self.rows_hash is not None and other.rows_hash is not None
+        """The state of both states' rows: the moments and diagnostics summed, the fingerprints
+        (Σ row_hash) added mod 2⁶⁴; a diagnostic only one side has is dropped."""
+        rows_hash = (None if self.rows_hash is None or other.rows_hash is None
+                     else (self.rows_hash + other.rows_hash) % 2 ** 64)
         return PolicyState({k: v + other.estimators[k] for k, v in self.estimators.items()},
                            self.weights + other.weights,
                            {k: v + other.differences[k] for k, v in self.differences.items()},
-                           both(self.baseline_weights, other.baseline_weights),
-                           both(self.coverage, other.coverage),
-                           (self.rows_hash + other.rows_hash) % 2 ** 64 if hashed else None,
-                           both(self.propensity, other.propensity),
-                           both(self.marginal_weights, other.marginal_weights),
-                           both(self.baseline_marginal_weights, other.baseline_marginal_weights))
+                           _both(self.baseline_weights, other.baseline_weights),
+                           _both(self.coverage, other.coverage),
+                           rows_hash,
+                           _both(self.propensity, other.propensity),
+                           _both(self.marginal_weights, other.marginal_weights),
+                           _both(self.baseline_marginal_weights, other.baseline_marginal_weights))
 
     def marginal_view(self) -> PolicyState:
         """This state with MIPS's marginal weights in place of w_i = π(a_i|x_i) / p̂_i (itself without them): the
@@ -64,25 +79,30 @@ class PolicyState:
 
     @property
     def rows(self) -> int:
+        """The number of rows the state summarises."""
         return self.weights.n
 
-    def to_dict(self) -> dict:
-        out = {"estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
-               "differences": {k: v.to_dict() for k, v in self.differences.items()},
-               "baseline_weights": None if self.baseline_weights is None else self.baseline_weights.to_dict()}
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict (the report's state cache); :meth:`from_dict` reads it back."""
+        out: dict[str, Any] = {
+            "estimators": {k: v.to_dict() for k, v in self.estimators.items()}, "weights": self.weights.to_dict(),
+            "differences": {k: v.to_dict() for k, v in self.differences.items()},
+            "baseline_weights": None if self.baseline_weights is None else self.baseline_weights.to_dict()}
         if self.coverage is not None:
             out["coverage"] = self.coverage.to_dict()
         if self.rows_hash is not None:
             out["rows_hash"] = str(self.rows_hash)
         if self.propensity is not None:
             out["propensity"] = self.propensity.to_dict()
-        for key in ("marginal_weights", "baseline_marginal_weights"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key).to_dict()
+        if self.marginal_weights is not None:
+            out["marginal_weights"] = self.marginal_weights.to_dict()
+        if self.baseline_marginal_weights is not None:
+            out["baseline_marginal_weights"] = self.baseline_marginal_weights.to_dict()
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> PolicyState:
+    def from_dict(cls, d: dict[str, Any]) -> PolicyState:
+        """The state of a :meth:`to_dict` dict (``from_dict(s.to_dict())`` equals ``s``)."""
         base = d.get("baseline_weights")
         return cls({k: Moments.from_dict(v) for k, v in d["estimators"].items()}, WeightStats.from_dict(d["weights"]),
                    {k: Moments.from_dict(v) for k, v in d["differences"].items()},
@@ -94,12 +114,37 @@ class PolicyState:
                      for key in ("marginal_weights", "baseline_marginal_weights")))
 
 
-class PartitionSource:
+class PartitionSource(abc.ABC, Generic[State]):
     """A partition's state from a Parquet file or a pyarrow table, for :class:`Evaluation` and
     :class:`Comparison`: the partition read and validated with the class's ``dimensions``,
     ``needs_features`` and ``columns``, a log error explained by ``explain``, then ``state(part)``."""
 
-    def file_state(self, fs, path: str):
+    @property
+    @abc.abstractmethod
+    def dimensions(self) -> tuple[int | None, int | None]:
+        """(d, k) a partition is read with (None: the part's own)."""
+
+    @property
+    @abc.abstractmethod
+    def needs_features(self) -> bool:
+        """Whether the rows' features x_i are read."""
+
+    @property
+    @abc.abstractmethod
+    def columns(self) -> tuple[str, ...]:
+        """The extra log columns read beside the contract's."""
+
+    @abc.abstractmethod
+    def explain(self, exc: LogDataError) -> LogDataError:
+        """``exc`` with what the reader knows of its cause (where d or k came from)."""
+
+    @abc.abstractmethod
+    def state(self, part: Partition) -> State:
+        """The partition's mergeable state."""
+
+    def file_state(self, fs: AbstractFileSystem, path: str) -> State:
+        """The state of the Parquet part ``path`` on the filesystem ``fs``, read with :meth:`dimensions`,
+        :attr:`needs_features` and :attr:`columns` (:func:`~dr_scale.logs.reading.read_partition`)."""
         n_features, n_actions = self.dimensions
         try:
             part = read_partition(fs, path, n_features=n_features, n_actions=n_actions,
@@ -108,7 +153,9 @@ class PartitionSource:
             raise self.explain(exc) from None
         return self.state(part)
 
-    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None):
+    def table_state(self, table: pa.Table, source: str, log_filter: LogFilter | None = None) -> State:
+        """The state of a pyarrow table of the contract's columns (a DataFrame's partition) named ``source``,
+        its rows those ``log_filter`` selects (:func:`~dr_scale.logs.reading.partition_from_table`)."""
         n_features, n_actions = self.dimensions
         try:
             part = partition_from_table(table, source, n_features, n_actions, self.needs_features, log_filter)
