@@ -39,10 +39,14 @@ from dr_scale.reward import fitting as reward_fitting
 from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world
 
 D, K, N, FOLDS, SEED, LAM = 80, 3, 3000, 5, 0, 10.0
-#: Replicates: a 95% interval's coverage over R = 200 logs has binomial sd √(0.95 · 0.05 / 200) = 1.54%; the
-#: target's ±2.5% (inclusive: 185 … 195 of 200 covered) is 1.6 sd.
-REPLICATES = 200
-COVERAGE_TOLERANCE = 0.025
+#: Replicates of the tests (``python benchmarks/statistical_checks.py`` runs 200, the figures of docs/propensities.md).
+REPLICATES = 12
+#: Covered logs of REPLICATES at least: P(Binomial(12, 0.95) < 8) = 1.8·10⁻⁴, the false-alarm probability of an
+#: exact interval.
+MIN_COVERED = 8
+#: Σ_r z_r², z_r = (V̂_r − V)/se_r, at most χ²₁₂'s 0.999 quantile: an exact interval's z_r are independent N(0, 1),
+#: so a false alarm has probability 10⁻³; a standard error half the true one makes the sum ≈ 4 · 12 = 48.
+CHI2_BOUND = 32.91
 #: DR's rmse with estimated propensities at most this multiple of DR's with the true ones.
 RMSE_RATIO = 1.2
 
@@ -100,9 +104,19 @@ def population_value() -> float:
     return total / POPULATION
 
 
-@functools.lru_cache(maxsize=1)
-def replicates() -> list[dict]:
-    return [replicate(r) for r in range(REPLICATES)]
+@functools.cache
+def replicates(count: int = REPLICATES) -> list[dict]:
+    return [replicate(r) for r in range(count)]
+
+
+def covered(reps: list[dict], key: str) -> int:
+    """The replicates whose normal 95% interval of ``key`` ("estimated" or "true") holds V."""
+    return sum(e[key].ci(0.05)[0] <= e["truth"] <= e[key].ci(0.05)[1] for e in reps)
+
+
+def rmse(reps: list[dict], key: str) -> float:
+    """√(mean_r (V̂_r − V)²) of ``key``'s DR."""
+    return float(np.sqrt(np.mean([(e[key].value - e["truth"]) ** 2 for e in reps])))
 
 
 def test_one_replicate_estimates_near_the_truth():
@@ -114,37 +128,41 @@ def test_one_replicate_estimates_near_the_truth():
 
 @pytest.mark.slow
 def test_dr_with_estimated_propensities_covers_the_truth():
+    """At least MIN_COVERED of REPLICATES intervals hold V, and Σ z_r² ≤ CHI2_BOUND (see both)."""
     reps = replicates()
-    hits = sum(e["estimated"].ci(0.05)[0] <= e["truth"] <= e["estimated"].ci(0.05)[1] for e in reps)
-    hits_true = sum(e["true"].ci(0.05)[0] <= e["truth"] <= e["true"].ci(0.05)[1] for e in reps)
-    print(f"covered with estimated propensities {hits}/{REPLICATES}, with the true ones {hits_true}/{REPLICATES}")
-    assert abs(hits - round(0.95 * REPLICATES)) <= round(COVERAGE_TOLERANCE * REPLICATES)
+    z2 = sum(((e["estimated"].value - e["truth"]) / e["estimated"].stderr) ** 2 for e in reps)
+    print(f"covered with estimated propensities {covered(reps, 'estimated')}/{REPLICATES}, with the true ones "
+          f"{covered(reps, 'true')}/{REPLICATES}; sum of z² {z2:.1f}")
+    assert covered(reps, "estimated") >= MIN_COVERED
+    assert z2 <= CHI2_BOUND
 
 
 @pytest.mark.slow
 def test_dr_rmse_with_estimated_propensities_near_the_true_ones():
+    """mean_r (e_r² − RMSE_RATIO² t_r²) ≤ 3 standard errors, e_r and t_r the errors with estimated and true
+    propensities: the paired test of rmse(estimated) ≤ RMSE_RATIO · rmse(true) at its sampling spread."""
     reps = replicates()
-    rmse = {key: float(np.sqrt(np.mean([(e[key].value - e["truth"]) ** 2 for e in reps])))
-            for key in ("estimated", "true")}
-    print(f"DR rmse with estimated propensities {rmse['estimated']:.5f}, with the true ones {rmse['true']:.5f}")
-    assert rmse["estimated"] <= RMSE_RATIO * rmse["true"]
+    diff = np.array([(e["estimated"].value - e["truth"]) ** 2 - RMSE_RATIO ** 2 * (e["true"].value - e["truth"]) ** 2
+                     for e in reps])
+    print(f"DR rmse with estimated propensities {rmse(reps, 'estimated'):.5f}, with the true ones "
+          f"{rmse(reps, 'true'):.5f}")
+    assert diff.mean() <= 3 * diff.std(ddof=1) / np.sqrt(REPLICATES)
 
 
-#: The large log of the correlation target: 1M rows of a pure-softmax logger over 10 actions.
-BIG_ROWS, BIG_D, BIG_K = 1_000_000, 1024, 10
+#: The large log of the correlation target: a pure-softmax logger over 10 actions; the tests' rows
+#: (``python benchmarks/statistical_checks.py`` runs 1M, the figure of docs/propensities.md).
+BIG_ROWS, BIG_D, BIG_K = 100_000, 1024, 10
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_estimated_propensities_correlate_with_the_true_ones_at_1m_rows(tmp_path):
-    """The model class and the fitter at 1M rows: the full-data model (the fold models are fitted on 80% of the
-    rows in the same passes, six times the work)."""
+def big_correlation(folder, rows: int = BIG_ROWS) -> float:
+    """corr(π̂₀(a_i | x_i), π₀(a_i | x_i)) over a generated log of ``rows`` rows: the full-data model (the fold
+    models are fitted on 80% of the rows in the same passes, six times the work)."""
     from dr_scale.logs.reading import read_log
     from dr_scale.propensity.fitting import fit_propensity_model
     from dr_scale.synthetic.bandit import generate_bandit
 
-    logs = str(tmp_path / "big")
-    generate_bandit(logs, rows=BIG_ROWS, features=BIG_D, actions=BIG_K, seed=SEED, uniform_share=0.0,
+    logs = str(folder / "big")
+    generate_bandit(logs, rows=rows, features=BIG_D, actions=BIG_K, seed=SEED, uniform_share=0.0,
                     hide_propensity=True, rows_per_part=250_000)
     model = fit_propensity_model(logs, FitSettings(lam=LAM, seed=SEED))
     w = make_world(SEED, BIG_D, BIG_K, WorldSettings(min_propensity=0.0))
@@ -153,6 +171,13 @@ def test_estimated_propensities_correlate_with_the_true_ones_at_1m_rows(tmp_path
         rows = np.arange(len(part))
         estimated.append(model.predict_proba(part.X)[rows, part.action])
         true.append(w.scores(part.X)[1][rows, part.action])
-    correlation = float(np.corrcoef(np.concatenate(estimated), np.concatenate(true))[0, 1])
+    return float(np.corrcoef(np.concatenate(estimated), np.concatenate(true))[0, 1])
+
+
+@pytest.mark.slow
+def test_estimated_propensities_correlate_with_the_true_ones_on_a_large_log(tmp_path):
+    """The model class and the fitter on BIG_ROWS rows: correlation ≥ 0.97 (0.9814 measured at 100k rows, 0.9972
+    at 1M; a fitter that misses the score's direction lands far below)."""
+    correlation = big_correlation(tmp_path)
     print(f"correlation of estimated and true propensities at {BIG_ROWS:,} rows: {correlation:.4f}")
-    assert correlation >= 0.99
+    assert correlation >= 0.97

@@ -105,11 +105,14 @@ def test_mips_is_unbiased_when_the_reward_depends_on_the_category_only():
     assert abs(errors.mean()) < 4 * errors.std(ddof=1) / np.sqrt(errors.size)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
-    """100 logs of 2,000 rows (disjoint row ranges) of one world of 10^4 items in 20 categories: MIPS's rmse is at
-    most half of IPS's, each log's error measured against the mean of its rows' truth."""
+#: Logs of 2,000 rows of the test (``python benchmarks/statistical_checks.py`` runs 100, the figures of
+#: docs/large-action-spaces.md).
+MIPS_LOGS = 20
+
+
+def mips_and_ips_rmse(logs: int = MIPS_LOGS) -> dict:
+    """rmse of IPS, SNIPS, MIPS and SNMIPS over ``logs`` logs of 2,000 rows (disjoint row ranges) of one world of
+    10^4 items in 20 categories, each log's error measured against the mean of its rows' truth."""
     from dr_scale import evaluate_partitions
     from dr_scale.logs.reading import partition_from_table
     from dr_scale.synthetic.item_world import generate_item_rows
@@ -118,7 +121,7 @@ def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
     evaluation = Evaluation("sparse:target_topk", ["IPS", "SNIPS", "MIPS", "SNMIPS"], n_actions=10_000,
                             catalogue=world.catalogue())
     errors = {name: [] for name in evaluation.estimators}
-    for r in range(100):
+    for r in range(logs):
         table, _ = generate_item_rows(world, 11, r * 2000, 2000)
         part = partition_from_table(table, f"<log {r}>", 1000, 10_000, True)
         truth = table.column("target_expected_reward").to_numpy().mean()
@@ -126,7 +129,17 @@ def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
         for name, e in result.estimates.items():
             errors[name].append(e.value - truth)
     rmse = {name: float(np.sqrt(np.nanmean(np.square(v)))) for name, v in errors.items()}
-    print("rmse over 100 logs of 2,000 rows:", rmse)
+    print(f"rmse over {logs} logs of 2,000 rows:", rmse)
+    return rmse
+
+
+@pytest.mark.slow
+def test_mips_rmse_is_at_most_half_of_ips_on_10000_actions():
+    """rmse(MIPS) ≤ 0.5 × rmse(IPS) over MIPS_LOGS logs. The ratio is 0.047 over 100 logs; over 20 the mean
+    squared errors' sampling spread (relative sd √((κ − 1)/20) for the squared errors' kurtosis κ, a few tenths
+    here) moves it by a factor well under the tenfold margin, while a MIPS that ignores its categories is IPS
+    (ratio 1)."""
+    rmse = mips_and_ips_rmse()
     assert rmse["MIPS"] <= 0.5 * rmse["IPS"], rmse
 
 
