@@ -122,7 +122,7 @@ def coverage_and_errors(replicates: int = REPLICATES) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-def test_cross_fitted_dr_covers_the_truth_and_beats_ips():
+def test_cross_fitted_dr_covers_the_truth_and_is_no_worse_than_ips():
     """DR's interval covers V on a count of REPLICATES logs within COVERED, and DR's squared error is not above
     IPS's by more than 3 standard errors of the paired difference (1000 logs, the benchmark's, put it below)."""
     covered, sq_error = coverage_and_errors()
