@@ -189,7 +189,7 @@ def run(args) -> int:
         from dr_scale.reward.models import LinearRewardModel
         from dr_scale.reward.summary import summary
 
-        assert isinstance(model, LinearRewardModel)  # the ridge or logistic model fitted in the session
+        assert isinstance(model, LinearRewardModel)  # --fit-reward-model fits a ridge or logistic model
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
     if estimated:

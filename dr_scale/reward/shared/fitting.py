@@ -87,10 +87,11 @@ def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None,
     ('SharedLogisticRewardModel', 2, 'every reward is 0 or 1')
     >>> folder.cleanup()
     """
-    from dr_scale.logs.listing import action_vocabulary
+    from dr_scale.logs.opened import open_log
 
     if settings is not None and not isinstance(settings, FitSettings):
         raise ParameterError(f"`settings` must be a FitSettings, got {type(settings).__name__}")
+    logs = open_log(logs, storage_options)  # listed once: the catalogue check, the fit and the vocabulary share it
     _, _, catalogue = log_and_catalogue(logs, storage_options, "a model shared across actions needs their features")
     k = catalogue.n_actions
     if settings is not None and settings.n_actions is not None and settings.n_actions != k:
@@ -99,7 +100,7 @@ def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None,
                                             client=client, storage_options=storage_options, progress=progress,
                                             n_actions=k)
     model.metadata["logs"] = str(logs)
-    vocabulary = action_vocabulary(logs, storage_options)
+    vocabulary = logs.vocabulary
     if vocabulary is not None:
         model.metadata["actions"] = vocabulary
     return model
