@@ -257,7 +257,7 @@ class LoggedPolicy(Policy):
         index = {str(v): i for i, v in enumerate(actions)}
         missing = [v for v in self.vocabulary if str(v) not in index]
         if missing or len(actions) != len(self.vocabulary):
-            raise UserError(f"policy logged:{self.url}: its actions are not the evaluated log's "
+            raise UserError(f"policy {self}: its actions are not the evaluated log's "
                             f"(e.g. {missing[0] if missing else 'the counts'}: {len(self.vocabulary)} against "
                             f"{len(actions)} actions); import both logs with the same action column values")
         mapping = np.array([index[str(v)] for v in self.vocabulary])
@@ -275,11 +275,11 @@ class LoggedPolicy(Policy):
     def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """π(· | x_i, slot_i) on the partition's rows: the row's slot's frequencies, or π̂_B(· | x_i)."""
         if k != self.n_actions:
-            raise PolicyMismatch(part.source, "action", f"the policy logged:{self.url} is over "
+            raise PolicyMismatch(part.source, "action", f"the policy {self} is over "
                                  f"{self.n_actions} actions, the log has k = {k}")
         if self.chosen == "model":
             if self.model is None:
-                raise UserError(f"policy logged:{self.url}: the model form needs the propensity model fitted on "
+                raise UserError(f"policy {self}: the model form needs the propensity model fitted on "
                                 "that log (dr_scale.ope.logged.fitted(policy), done by Evaluation)")
             probs = self.model.predict_proba(part.X)
             if self.mapping is not None:
@@ -288,13 +288,13 @@ class LoggedPolicy(Policy):
         table = self.frequencies()
         if part.slot is None:
             if table.shape[0] > 1:
-                raise UserError(f"{part.source}: column 'slot': missing; the policy logged:{self.url} answers per "
+                raise UserError(f"{part.source}: column 'slot': missing; the policy {self} answers per "
                                 "slot (its log has one), so the evaluated log needs a slot column too")
             return DenseProbs(np.broadcast_to(table[0], (len(part), k)))
         slot = part.slot
         if slot.size and slot.max() >= table.shape[0]:
             raise PolicyMismatch(part.source, "slot", f"slot {int(slot.max())} is not one of the "
-                                 f"{table.shape[0]} slots of logged:{self.url}")
+                                 f"{table.shape[0]} slots of {self}")
         return DenseProbs(table[slot])
 
     def __str__(self) -> str:
