@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-import obp_equality  # noqa: E402,F401 - stand-in torch and seaborn modules before obp is imported
+import obp_equality  # noqa: E402,F401,I001 - stand-in torch and seaborn modules before obp is imported
 
 import obp  # noqa: E402
 from obp.ope import (  # noqa: E402
@@ -115,7 +115,7 @@ def run(campaign: str, direction: str, logs: dict[str, str], bits: int) -> list[
                           by_slot=True)
 
     # the same rows for obp, in the raw file's order (row_id's low bits are the row's line in the file)
-    parts = read_log(logs[evaluated])
+    parts = read_log(logs[evaluated], n_features=1 << bits)
     row = np.concatenate([p.row_id for p in parts]) & ((1 << POSITION_BITS) - 1)
     order = np.argsort(row)
     take = {name: np.concatenate([getattr(p, name) for p in parts])[order]
@@ -142,7 +142,8 @@ def run(campaign: str, direction: str, logs: dict[str, str], bits: int) -> list[
         if name in OBP:
             args = dict(reward=take["reward"], action=take["action"], pscore=take["propensity"],
                         position=take["slot"], action_dist=action_dist)
-            line["obp"] = OBP[name]().estimate_policy_value(**args, estimated_rewards_by_reg_model=theirs_hat) / truth - 1
+            theirs = OBP[name]().estimate_policy_value(**args, estimated_rewards_by_reg_model=theirs_hat)
+            line["obp"] = theirs / truth - 1
             same = OBP[name]().estimate_policy_value(**args, estimated_rewards_by_reg_model=ours_hat)
             gap = max(gap, abs(same - result.pooled.estimates[name].value))
         rows.append(line)
