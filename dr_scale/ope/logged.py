@@ -24,7 +24,34 @@ def fitted(policy: Policy) -> Policy:
         from dr_scale.propensity.fitting import fit_propensity_model
 
         policy.model = fit_propensity_model(policy.url)
+        policy.model_gap = model_gap(policy)
     return policy
+
+
+def model_gap(policy: LoggedPolicy) -> float | None:
+    """mean_i |π̂_B(a_i | x_i) − p_i| over the rows of the log that ``policy``'s model was fitted on, one task per
+    part (None when that log has no logged propensities)."""
+    import dask.bag as db
+
+    from dr_scale.logs.opened import open_log
+    from dr_scale.logs.reading import read_partition
+    from dr_scale.outofcore.compute import compute
+
+    logs = open_log(policy.url)
+    if not logs.has_propensity:
+        return None
+    fs, parts = logs.listing()
+    d = policy.model.n_features
+
+    def gap(path: Any) -> tuple[float, int]:
+        """(Σ_i |π̂(a_i|x_i) − p_i|, n) of one part."""
+        part = read_partition(fs, path, n_features=d)
+        probs = policy.model.predict_proba(part.X)
+        return float(np.abs(probs[np.arange(len(part)), part.action] - part.propensity).sum()), len(part)
+
+    (total,) = compute(db.from_sequence(parts, npartitions=len(parts)).map(gap)
+                       .fold(lambda a, b: (a[0] + b[0], a[1] + b[1]), initial=(0.0, 0)))
+    return float(total[0] / max(total[1], 1))
 
 
 def logged_summary(policy: LoggedPolicy, estimates: dict[str, Any] | None = None,
@@ -34,8 +61,9 @@ def logged_summary(policy: LoggedPolicy, estimates: dict[str, Any] | None = None
     (name → :class:`~dr_scale.ope.estimators.Estimate`) relative difference from the pooled on-policy value.
 
     The check: mean over the other log's rows of |π̂(a_i | slot_i) − p̄(slot_i, a_i)| with p̄ the mean logged
-    propensity of the row's (slot, action) (frequencies form; :class:`~dr_scale.policies.logged.LoggedStats`), and
-    per slot Σ_a p̄(slot, a), 1 when the logged propensities are a distribution over the actions at each slot.
+    propensity of the row's (slot, action) (frequencies form; :class:`~dr_scale.policies.logged.LoggedStats`), or of
+    |π̂(a_i | x_i) − p_i| (model form, :func:`model_gap`), and per slot Σ_a p̄(slot, a), 1 when the logged
+    propensities are a distribution over the actions at each slot.
     """
     stats = policy.stats
     out: dict[str, Any] = {"policy": str(policy), "form": policy.chosen, "rows": stats.rows,
@@ -49,6 +77,8 @@ def logged_summary(policy: LoggedPolicy, estimates: dict[str, Any] | None = None
         if policy.chosen == "frequencies":
             gap = np.abs(stats.frequencies() - p_bar)
             out["mean_abs_difference"] = float((stats.count * gap).sum() / stats.rows)
+        elif policy.model_gap is not None:
+            out["mean_abs_difference"] = policy.model_gap
     mean, se, low, high = stats.pooled_value(alpha)
     out["on_policy"] = {"value": mean, "stderr": se, "ci": [low, high], "n": stats.rows}
     means, ses, lows, highs = stats.value(alpha)
@@ -72,7 +102,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if "logged_propensity_sums" in summary:
         sums = ", ".join(f"{x:.3g}" for x in summary["logged_propensity_sums"])
         off = any(abs(x - 1) > 1e-3 for x in summary["logged_propensity_sums"])
-        check = (f"mean |π̂ − p̄| = {summary['mean_abs_difference']:.3g}; " if "mean_abs_difference" in summary
+        what = "|π̂ − p̄|" if summary["form"] == "frequencies" else "|π̂(a_i | x_i) − p_i|"
+        check = (f"mean {what} = {summary['mean_abs_difference']:.3g}; " if "mean_abs_difference" in summary
                  else "")
         lines.append(f"  against its logged propensities: {check}Σ_a p̄(a | slot) per slot = {sums}"
                      + (" (not 1: its logged propensities are not a distribution over the actions at a slot, "

@@ -221,6 +221,8 @@ class LoggedPolicy(Policy):
     vocabulary: list | None = field(default=None, repr=False)
     model: Any = field(default=None, repr=False)
     mapping: np.ndarray | None = field(default=None, repr=False)  # the other log's ids → the evaluated log's
+    #: With the model form: mean_i |π̂_B(a_i | x_i) − p_i| over the other log's rows (set by ope.logged.fitted).
+    model_gap: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.form not in ("auto", *FORMS):
@@ -261,7 +263,7 @@ class LoggedPolicy(Policy):
                             f"(e.g. {missing[0] if missing else 'the counts'}: {len(self.vocabulary)} against "
                             f"{len(actions)} actions); import both logs with the same action column values")
         mapping = np.array([index[str(v)] for v in self.vocabulary])
-        return LoggedPolicy(self.url, self.form, self.stats, self.vocabulary, self.model, mapping)
+        return LoggedPolicy(self.url, self.form, self.stats, self.vocabulary, self.model, mapping, self.model_gap)
 
     def frequencies(self) -> np.ndarray:
         """π(a | slot) over the evaluated log's action ids, (slots, k)."""
