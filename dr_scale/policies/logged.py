@@ -197,6 +197,10 @@ class LoggedPolicy(Policy):
     model : object or None
         With the model form, π̂_B: a propensity model with ``predict_proba(X)`` fitted on the other log
         (:func:`dr_scale.ope.logged.fitted` fits it).
+    mapping : numpy.ndarray or None
+        The evaluated log's id of each of the other log's actions (set by :meth:`resolve`; None: the same ids).
+    model_gap : float or None
+        With the model form, mean_i |π̂_B(a_i | x_i) − p_i| over the other log's rows (set with ``model``).
 
     Examples
     --------

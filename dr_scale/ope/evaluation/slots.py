@@ -132,6 +132,25 @@ class SlotResult:
         On each slot's rows (slot 0 = the top).
     impression : dict of str to Estimate
         Per estimator, the value of an impression's slots together, Σ_s V̂_s.
+
+    See Also
+    --------
+    dr_scale.evaluate_log : Gives one with ``by_slot=True``.
+
+    Examples
+    --------
+    Two slots of a uniform logger over 2 actions; π always takes action 1:
+
+    >>> import numpy as np, pyarrow as pa, scipy.sparse as sp
+    >>> from dr_scale import Evaluation, Partition, evaluate_partitions
+    >>> part = Partition("<p>", np.arange(4), sp.csr_matrix((4, 1)), np.array([1, 0, 1, 1]),
+    ...                  np.array([1.0, 1.0, 0.0, 1.0]), np.full(4, 0.5),
+    ...                  pa.table({"propensity": [0.5] * 4, "slot": pa.array([0, 0, 1, 1])}))
+    >>> result = evaluate_partitions([part], Evaluation("constant:1", ["IPS"], n_actions=2), by_slot=True)
+    >>> result.pooled.estimates["IPS"].value, {s: r.estimates["IPS"].value for s, r in result.slots.items()}
+    (1.0, {0: 1.0, 1: 1.0})
+    >>> result.impression["IPS"].value
+    2.0
     """
 
     pooled: EvaluationResult
