@@ -27,7 +27,6 @@ of each slot's, and obp's pooled relative error with its own regression model.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 import tempfile
@@ -175,7 +174,7 @@ def main() -> None:
     gaps = [line["gap"] for line in lines if "gap" in line]
     print(f"largest |dr-scale − obp| given dr-scale's reward model, over every campaign, direction and estimator: "
           f"{max(gaps):.1e}")
-    print(f"(obp {obp.__version__}, pid {os.getpid()})")
+    print(f"(obp {obp.__version__})")
 
 
 if __name__ == "__main__":
