@@ -219,7 +219,7 @@ def run(args) -> int:
     for learned, days in in_sample.items():
         print(f"IN-SAMPLE: {learned} was learned on {days} of this log; its estimates are optimistic")
     print((slotted or result).table(args.alpha, args.interval))
-    logged = logged_summaries(evaluation, results, args.alpha)
+    logged = logged_summaries(evaluation, results, args.alpha, slotted)
     for facts in logged.values():
         print("\n".join(summary_lines(facts)))
     diagnostics = next((r.propensity for r in results.values() if r.propensity is not None), None)
@@ -260,14 +260,16 @@ def run(args) -> int:
     return 0
 
 
-def logged_summaries(evaluation: Evaluation | Comparison, results: dict, alpha: float) -> dict[str, dict]:
+def logged_summaries(evaluation: Evaluation | Comparison, results: dict, alpha: float,
+                     slotted: SlotResult | None = None) -> dict[str, dict]:
     """Per evaluated ``logged:`` policy, by spec, what is printed beside its estimates
-    (:func:`~dr_scale.ope.logged.logged_summary`)."""
+    (:func:`~dr_scale.ope.logged.logged_summary`; per slot too with ``slotted``, the per-slot result)."""
     evaluations = evaluation.evaluations if isinstance(evaluation, Comparison) else {None: evaluation}
     out = {}
     for name, e in evaluations.items():
         if isinstance(e.policy, LoggedPolicy) and name in results:
-            out[str(e.policy)] = logged_summary(e.policy, results[name].estimates, alpha)
+            slots = None if slotted is None else {s: r.estimates for s, r in slotted.slots.items()}
+            out[str(e.policy)] = logged_summary(e.policy, results[name].estimates, alpha, slots)
     return out
 
 

@@ -55,10 +55,12 @@ def model_gap(policy: LoggedPolicy) -> float | None:
 
 
 def logged_summary(policy: LoggedPolicy, estimates: dict[str, Any] | None = None,
-                   alpha: float = 0.05) -> dict[str, Any]:
+                   alpha: float = 0.05, slot_estimates: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What is printed beside the estimate of ``policy`` (JSON-ready): its form and why, the check against the
     other log's logged propensities, its on-policy value (pooled and per slot), and each off-policy ``estimates``'
-    (name → :class:`~dr_scale.ope.estimators.Estimate`) relative difference from the pooled on-policy value.
+    (name → :class:`~dr_scale.ope.estimators.Estimate`) relative difference from the pooled on-policy value, and
+    with ``slot_estimates`` (slot → estimates, :class:`~dr_scale.ope.evaluation.slots.SlotResult`'s) each slot's
+    from that slot's on-policy value.
 
     The check: mean over the other log's rows of |π̂(a_i | slot_i) − p̄(slot_i, a_i)| with p̄ the mean logged
     propensity of the row's (slot, action) (frequencies form; :class:`~dr_scale.policies.logged.LoggedStats`), or of
@@ -90,6 +92,10 @@ def logged_summary(policy: LoggedPolicy, estimates: dict[str, Any] | None = None
     if estimates:
         out["relative_difference"] = {name: (e.value - mean) / mean if mean else float("nan")
                                       for name, e in estimates.items()}
+    if slot_estimates:
+        out["relative_difference_slots"] = {
+            str(s): {name: (e.value - means[s]) / means[s] if s < len(means) and means[s] else float("nan")
+                     for name, e in by_name.items()} for s, by_name in slot_estimates.items()}
     return out
 
 
@@ -119,4 +125,6 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("relative_difference"):
         diffs = ", ".join(f"{name} {d:+.1%}" for name, d in summary["relative_difference"].items())
         lines.append(f"  off-policy − on-policy, relative: {diffs}")
+    for s, by_name in summary.get("relative_difference_slots", {}).items():
+        lines.append(f"    slot {s}: " + ", ".join(f"{name} {d:+.1%}" for name, d in by_name.items()))
     return lines

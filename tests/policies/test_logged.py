@@ -13,7 +13,7 @@ at slot 1.
 Log A (the evaluated log), rows (slot, action, propensity, reward): (0, 0, 0.5, 1), (0, 1, 0.25, 0), (1, 1, 0.5, 1),
 (1, 2, 0.5, 0), (0, 2, 0.25, 1). IPS weights π_B(a|slot)/p: 1, 1, 1.5, 0.5, 1, so IPS = (1 + 1.5 + 1)/5 = 0.7;
 at slot 0 (1 + 0 + 1)/3 = 2/3, at slot 1 1.5/2 = 0.75; per impression 2/3 + 3/4 = 17/12; relative to B's
-on-policy value (0.7 − 0.625)/0.625 = +12%.
+on-policy value (0.7 − 0.625)/0.625 = +12%, per slot (2/3 − 0.5)/0.5 = +33.3% and 0%.
 """
 
 from __future__ import annotations
@@ -81,13 +81,14 @@ def test_evaluate_prints_the_check_and_the_on_policy_value(pair, tmp_path, capsy
             in out)
     assert "its on-policy value (mean reward): 0.62 ± 0.18" in out  # 0.625; s = √(15/56), se = s/√8 = 0.183
     assert "slot 0: 0.50 ± 0.29" in out and "slot 1: 0.75 ± 0.25" in out
-    assert "off-policy − on-policy, relative: IPS +12.0%" in out
+    assert "off-policy − on-policy, relative: IPS +12.0%\n    slot 0: IPS +33.3%\n    slot 1: IPS +0.0%" in out
     logged = json.loads(out_json.read_text())["logged"][f"logged:{b}:frequencies"]
     assert logged["mean_abs_difference"] == pytest.approx(0.1375, abs=1e-15)
     assert logged["logged_propensity_sums"] == pytest.approx([1.0, 1.5], abs=1e-15)
     assert logged["on_policy"]["value"] == 0.625 and logged["on_policy"]["n"] == 8
     assert logged["on_policy_slots"]["1"]["value"] == 0.75
     assert logged["relative_difference"]["IPS"] == pytest.approx(0.12, abs=1e-14)
+    assert logged["relative_difference_slots"]["0"]["IPS"] == pytest.approx(1 / 3, abs=1e-14)  # (2/3 − 1/2)/(1/2)
 
 
 def test_bad_forms_and_logs(pair, capsys):
