@@ -27,12 +27,12 @@ _API: dict[str, tuple[str, ...]] = {
                                 "BalancedIPW"),
     # evaluating a policy on a log
     "dr_scale.ope.evaluation": ("Evaluation", "EvaluationResult", "evaluate_log", "evaluate_dataframe",
-                                "evaluate_partitions", "Comparison", "ComparisonResult"),
+                                "evaluate_partitions", "Comparison", "ComparisonResult", "SlotResult"),
     # target policies
     "dr_scale.policies": ("Policy", "ConstantPolicy", "TopKPolicy", "UniformPolicy", "EpsilonGreedyPolicy",
                           "LoggingPolicy", "ActionColumnPolicy", "ProbsColumnPolicy", "CallablePolicy",
                           "LinearPolicy", "SoftmaxPolicy", "parse_policy", "SparsePolicy", "ItemScorerPolicy",
-                          "SparseProbs", "ActionDistribution"),
+                          "SparseProbs", "ActionDistribution", "LoggedPolicy"),
     # the reward model ρ̂ and the settings of every cross-fitted fit
     "dr_scale.reward.models": ("RewardModel", "LinearRewardModel", "LogisticRewardModel"),
     "dr_scale.reward.files": ("load_reward_model",),

@@ -34,8 +34,10 @@ from dr_scale.ope.estimators import (
     parse_estimator_list,
 )
 from dr_scale.ope.evaluation import LOGGING, Comparison, ComparisonResult, Evaluation, evaluate_log
+from dr_scale.ope.evaluation.slots import SlotResult
+from dr_scale.ope.logged import logged_summary, summary_lines
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.policies import parse_policy
+from dr_scale.policies import LoggedPolicy, parse_policy
 from dr_scale.reward.files import load_reward_model
 
 
@@ -88,6 +90,9 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-training-overlap", action="store_true",
                    help="evaluate a learned policy even on partitions it was trained on (its policy file records "
                         "them); its results are then labelled in-sample")
+    p.add_argument("--by", choices=["slot"], default=None,
+                   help="slot: on a ranking's log (a slot column), also estimate per slot and per impression, in the "
+                        "same pass (one --policy)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (any fsspec URL)")
     p.add_argument("--allow-other-log", action="store_true",
                    help="use a cross-fitted --reward-model on a log other than the one it was fitted on (its "
@@ -182,7 +187,10 @@ def run(args) -> int:
                 raise UserError("--fit-balancing-weights fits the weights of one policy: give one --policy")
             balancing = fit_balancing_model_on_log(logs, evaluation.policy, client=client)
             evaluation = replace(evaluation, balancing_model=balancing)
-        result = evaluate_log(logs, evaluation, client=client, progress=not args.no_progress)
+        if args.by == "slot" and not isinstance(evaluation, Evaluation):
+            raise UserError("--by slot estimates one policy per slot: give one --policy")
+        outcome = evaluate_log(logs, evaluation, client=client, progress=not args.no_progress,
+                               by_slot=args.by == "slot")
     log_filter = logs.log_filter
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
@@ -197,6 +205,9 @@ def run(args) -> int:
     elif not logs.has_propensity:
         print("propensities: none in the log; DM reads none (the ESS and max weight columns are those of p = 1 and "
               "say nothing)")
+    slotted = outcome if isinstance(outcome, SlotResult) else None
+    result = slotted.pooled if slotted is not None else outcome
+    assert not isinstance(result, SlotResult)  # the pooled result of a per-slot evaluation is a policy's result
     results = result.results if isinstance(result, ComparisonResult) else {None: result}
     if args.fit_balancing_weights:
         print(f"BIPW's weights: a classifier fitted on {where} (2 folds, {balancing.passes} passes"
@@ -207,7 +218,10 @@ def run(args) -> int:
         print(f"policy {result.policy} on {where}")
     for learned, days in in_sample.items():
         print(f"IN-SAMPLE: {learned} was learned on {days} of this log; its estimates are optimistic")
-    print(result.table(args.alpha, args.interval))
+    print((slotted or result).table(args.alpha, args.interval))
+    logged = logged_summaries(evaluation, results, args.alpha, slotted)
+    for facts in logged.values():
+        print("\n".join(summary_lines(facts)))
     diagnostics = next((r.propensity for r in results.values() if r.propensity is not None), None)
     if diagnostics is not None:
         for name, r in results.items():
@@ -216,12 +230,16 @@ def run(args) -> int:
             lines = r.propensity.lines()
             print("\n".join(lines if name is None or len(results) == 1 else [f"{name}: {lines[0]}", *lines[1:]]))
     warnings = {name: r.warnings(args.min_ess_ratio) for name, r in results.items()}
+    if slotted is not None:
+        warnings[None] = slotted.warnings(args.min_ess_ratio)
     for name, lines in warnings.items():
         for warning in lines:
             print(f"dr-scale evaluate: warning: {'' if name is None else f'{name}: '}{warning}", file=sys.stderr)
     if args.json:
         document = {"logs": str(logs), **({"filter": log_filter.to_dict()} if log_filter else {}),
-                    **result.to_dict(args.alpha, args.interval), "in_sample": in_sample}
+                    **(slotted or result).to_dict(args.alpha, args.interval), "in_sample": in_sample}
+        if logged:
+            document["logged"] = logged
         if isinstance(result, ComparisonResult):
             for name, lines in warnings.items():
                 document["policies"][name]["warnings"] = lines
@@ -240,6 +258,19 @@ def run(args) -> int:
         atomic_write(json_fs, json_path, dumps(document, indent=2))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def logged_summaries(evaluation: Evaluation | Comparison, results: dict, alpha: float,
+                     slotted: SlotResult | None = None) -> dict[str, dict]:
+    """Per evaluated ``logged:`` policy, by spec, what is printed beside its estimates
+    (:func:`~dr_scale.ope.logged.logged_summary`; per slot too with ``slotted``, the per-slot result)."""
+    evaluations = evaluation.evaluations if isinstance(evaluation, Comparison) else {None: evaluation}
+    out = {}
+    for name, e in evaluations.items():
+        if isinstance(e.policy, LoggedPolicy) and name in results:
+            slots = None if slotted is None else {s: r.estimates for s, r in slotted.slots.items()}
+            out[str(e.policy)] = logged_summary(e.policy, results[name].estimates, alpha, slots)
+    return out
 
 
 def training_overlap_of(logs, policy_spec: str, parsed: dict, args) -> dict[str, str]:

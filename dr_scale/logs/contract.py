@@ -10,12 +10,18 @@ folder, at any fsspec URL. Columns:
 ``action``     integer                the logged action a ∈ [0, k)
 ``reward``     floating               the observed reward r
 ``propensity`` floating               the logging probability p̂(a|x) ∈ (0, 1]; optional
+``slot``       integer                optional: the row's position in a ranking, 0 = top
+``impression`` int64                  optional: the id shared by the rows (slots) of one impression
 =============  =====================  ==============================================
 
 A log without ``propensity`` (the logging system never recorded its probabilities) is read
 with NaN propensities and :attr:`Partition.has_propensity` false: the direct method needs
 none, the estimators that weight by 1/p̂ need an estimated logging policy
 (:mod:`dr_scale.propensity`, ``--estimate-propensity``; docs/propensities.md).
+
+A ranking is logged one row per slot: ``slot`` is the position the action was shown at, counted from 0
+(the import spec's ``first_slot`` maps a raw column counted from 1), and ``impression`` groups the slots
+shown together. :attr:`Partition.slot` and :attr:`Partition.impression` read them (None without them).
 
 plus optional columns a target policy reads (``target_action``, ``target_probs``).
 The Parquet schema metadata may carry ``dr_scale.n_features`` (d) and
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +57,9 @@ from dr_scale.core.errors import UserError
 REQUIRED_COLUMNS = ("row_id", "features", "action", "reward", "propensity")
 #: The column a log may lack: the logging probabilities (estimated then from the log, docs/propensities.md).
 PROPENSITY = "propensity"
+#: The optional ranking columns: a row's position (0 = top) and the id of the impression it belongs to.
+SLOT = "slot"
+IMPRESSION = "impression"
 #: The smallest propensity accepted: a weight 1/p̂ above 10⁹ means one row stands for a
 #: billion decisions, no estimate rests on it, and squares of such weights overflow sums.
 MIN_PROPENSITY = 1e-9
@@ -135,7 +145,8 @@ class Partition:
         The logging probabilities p̂(a_i|x_i) ∈ (0, 1]; NaN where the log has no propensity column
         (:attr:`has_propensity`).
     table : pyarrow.Table
-        Every column read, for what a target policy needs (``target_action``, ``target_probs``).
+        Every column read, for what a target policy needs (``target_action``, ``target_probs``), and the
+        ranking columns :attr:`slot` and :attr:`impression` where the log has them.
 
     See Also
     --------
@@ -171,6 +182,28 @@ class Partition:
     def has_propensity(self) -> bool:
         """Whether the log recorded the logging probabilities (its ``propensity`` column)."""
         return PROPENSITY in self.table.column_names
+
+    @cached_property
+    def slot(self) -> np.ndarray | None:
+        """The rows' slots (int64, 0 = the top position) from the ``slot`` column; None when the log has none.
+
+        >>> import pyarrow as pa, scipy.sparse as sp
+        >>> part = Partition("<p>", np.arange(3), sp.csr_matrix((3, 1)), np.array([4, 1, 4]), np.zeros(3),
+        ...                  np.full(3, 0.1), pa.table({"slot": pa.array([0, 1, 2], pa.int32()),
+        ...                                             "impression": pa.array([9, 9, 9], pa.int64())}))
+        >>> part.slot.tolist(), part.impression.tolist()
+        ([0, 1, 2], [9, 9, 9])
+        """
+        if SLOT not in self.table.column_names:
+            return None
+        return numeric_values(self.table.column(SLOT), self.source, SLOT).astype(np.int64, copy=False)
+
+    @cached_property
+    def impression(self) -> np.ndarray | None:
+        """The rows' impression ids (int64) from the ``impression`` column; None when the log has none."""
+        if IMPRESSION not in self.table.column_names:
+            return None
+        return numeric_values(self.table.column(IMPRESSION), self.source, IMPRESSION).astype(np.int64, copy=False)
 
 
 #: What to do with a table that is not in the contract.

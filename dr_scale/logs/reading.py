@@ -19,8 +19,10 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.logs.contract import (
     BELOW_FLOOR,
     IMPORT_HINT,
+    IMPRESSION,
     PROPENSITY,
     REQUIRED_COLUMNS,
+    SLOT,
     LogDataError,
     Partition,
     check_feature_indices,
@@ -97,6 +99,7 @@ def partition_from_table(
         outside, rule = fault
         fix = "; fix the logging probabilities" if rule is BELOW_FLOOR else ""
         raise LogDataError(source, "propensity", f"propensity {rule}{fix}", first_bad(outside, row_id))
+    check_ranking(table, source, row_id)
     bad = first_bad(~np.isfinite(reward), row_id)
     if bad is not None:
         raise LogDataError(source, "reward", "NaN or infinite reward", bad)
@@ -131,6 +134,17 @@ def partition_from_table(
         d = n_features if n_features is not None else (int(flat.max()) + 1 if flat.size else 0)
         X = csr_from_lists(indptr, flat, d, values)
     return Partition(source, row_id, X, action, reward, propensity, table)
+
+
+def check_ranking(table: pa.Table, source: str, row_id: np.ndarray) -> None:
+    """The optional ranking columns: ``slot`` integers ≥ 0 and ``impression`` integers, without nulls."""
+    for column in (SLOT, IMPRESSION):
+        if column in table.column_names:
+            check_type(table, source, column, pa.types.is_integer, "an integer type")
+    if SLOT in table.column_names:
+        bad = first_bad(numeric_values(table.column(SLOT), source, SLOT) < 0, row_id)
+        if bad is not None:
+            raise LogDataError(source, SLOT, "negative slot (slots count from 0, the top position)", bad)
 
 
 def filter_table(table: pa.Table, source: str, log_filter: LogFilter) -> pa.Table:
@@ -205,7 +219,7 @@ def read_partition(
     path, log_filter = unpacked(path, log_filter)
     columns = [c for c in REQUIRED_COLUMNS if (with_features or c != "features") and c != PROPENSITY]
     columns += [c for c in extra_columns if c not in columns]
-    optional = ("values", PROPENSITY) if with_features else (PROPENSITY,)
+    optional = (PROPENSITY, SLOT, IMPRESSION) + (("values",) if with_features else ())
     try:
         table = read_table(fs, path, columns, optional=optional)
     except LogDataError as exc:

@@ -8,6 +8,8 @@ file and the key)::
     reward = "click"
     propensity = "propensity_score"  # optional: without it the log has no propensity column
     timestamp = "timestamp"          # optional: date=YYYY-MM-DD/ partitions in `timezone`
+    slot = "position"                # optional: a ranking's position, `first_slot` (default 1) = the top
+    impression = ["timestamp", "user_feature_*"]  # optional: the columns whose values key one impression
     hash_bits = 18
     [features]
     categorical = ["user_feature_0", "position"]
@@ -93,6 +95,12 @@ class ImportSpec(Model):
     propensity: ColumnName | None = None  # None: the logging probabilities were not logged (docs/propensities.md)
     row_id: ColumnName | None = None
     timestamp: ColumnName | None = None
+    #: A ranking logged one row per slot: the raw column of the row's position, whose value ``first_slot`` is the
+    #: top (the log's ``slot`` is the position − ``first_slot``, from 0), and the column (or columns, globs
+    #: allowed) whose values together identify an impression (the log's ``impression``: their hash).
+    slot: ColumnName | None = None
+    first_slot: Annotated[int, Field(ge=0)] = 1
+    impression: ColumnName | list[ColumnName] | None = None
     timezone: str = "UTC"
     hash_bits: HashBits = 18
     format: Literal["csv", "json", "parquet"] | None = None
@@ -163,6 +171,9 @@ class Columns:
         self.propensity = one("propensity", spec.propensity)
         self.row_id = one("row_id", spec.row_id)
         self.timestamp = one("timestamp", spec.timestamp)
+        self.slot = one("slot", spec.slot)
+        impression = [spec.impression] if isinstance(spec.impression, str) else spec.impression
+        self.impression = many("impression", impression) if impression is not None else None
         self.categorical = many("features.categorical", spec.features.categorical)
         self.numeric = many("features.numeric", spec.features.numeric)
         self.tokens = many("features.tokens", spec.features.tokens)
@@ -181,8 +192,8 @@ class Columns:
     def used(self) -> list[str]:
         """Every raw column the import reads, in a fixed order."""
         out: list[str] = []
-        for c in [self.action, self.reward, self.propensity, self.row_id, self.timestamp,
-                  *self.categorical, *self.numeric, *self.tokens]:
+        for c in [self.action, self.reward, self.propensity, self.row_id, self.timestamp, self.slot,
+                  *(self.impression or []), *self.categorical, *self.numeric, *self.tokens]:
             if c is not None and c not in out:
                 out.append(c)
         return out

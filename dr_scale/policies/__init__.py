@@ -28,6 +28,8 @@ behind it). The kinds (``spec`` holds the grammar):
   T > 0: π(a|x) = exp(s_a(x)/T) / Σ_b exp(s_b(x)/T);
 * ``sparse:NAME`` — per row, the actions the policy may take and their probabilities, stored in a
   list<struct<action, prob>> column (:class:`SparsePolicy`);
+* ``logged:OTHER_LOGS[:frequencies|:model]`` — the policy that wrote another log: its per-slot action
+  frequencies or a propensity model fitted on it, by a documented rule (:class:`LoggedPolicy`);
 * ``scorer:POLICY.npz`` — a scorer over the actions' features, s(x, a) = x·coef·f_a + bias_a, that
   takes the top K actions with softmax probabilities (:class:`ItemScorerPolicy`).
 
@@ -53,6 +55,7 @@ from dr_scale.policies.distributions import (
 )
 from dr_scale.policies.function import CallablePolicy
 from dr_scale.policies.linear import LinearPolicy, SoftmaxPolicy
+from dr_scale.policies.logged import LoggedPolicy, LoggedStats
 from dr_scale.policies.scorer import ItemScorerPolicy, top_k_softmax
 from dr_scale.policies.simple import ConstantPolicy, EpsilonGreedyPolicy, LoggingPolicy, TopKPolicy, UniformPolicy
 from dr_scale.policies.spec import parse_policy
@@ -60,6 +63,7 @@ from dr_scale.policies.spec import parse_policy
 __all__ = [
     "ActionDistribution", "ActionValues", "ArrayValues", "ChosenActions", "DenseProbs",
     "ActionColumnPolicy", "CallablePolicy", "ConstantPolicy", "EpsilonGreedyPolicy", "ItemScorerPolicy", "LinearPolicy",
+    "LoggedPolicy", "LoggedStats",
     "LoggingPolicy", "Policy", "PolicyMismatch", "ProbsColumnPolicy", "SoftmaxPolicy", "SparsePolicy", "SparseProbs",
     "TopKPolicy", "UniformMixture", "UniformPolicy", "parameters_digest", "parse_policy", "top_k_softmax",
 ]

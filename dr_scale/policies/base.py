@@ -36,6 +36,10 @@ class Policy(abc.ABC):
     it reads the features X, ``n_actions`` k where the policy itself knows it (else None), ``needs_k`` whether
     its probabilities depend on k, ``on_policy`` whether it is the logging policy itself (weights 1).
 
+    On a ranking's log (one row per slot) row i is a decision at slot ``part.slot[i]``: a policy that answers per
+    slot, π(a | x_i, slot_i), reads the partition's slots there (as
+    :class:`~dr_scale.policies.logged.LoggedPolicy` does); the others answer the same π at every slot.
+
     See Also
     --------
     dr_scale.policies.parse_policy : A policy from its command-line spelling.

@@ -7,6 +7,7 @@ from dr_scale.policies.base import Policy
 from dr_scale.policies.columns import ActionColumnPolicy, ProbsColumnPolicy, SparsePolicy
 from dr_scale.policies.function import CallablePolicy
 from dr_scale.policies.linear import LinearPolicy, SoftmaxPolicy
+from dr_scale.policies.logged import FORMS, LoggedPolicy
 from dr_scale.policies.scorer import ItemScorerPolicy
 from dr_scale.policies.simple import ConstantPolicy, EpsilonGreedyPolicy, LoggingPolicy, TopKPolicy, UniformPolicy
 
@@ -67,6 +68,10 @@ def parse_policy(spec: str | Policy, storage_options: dict | None = None) -> Pol
         return ItemScorerPolicy.load(arg, storage_options)
     if kind == "callable" and arg:
         return CallablePolicy(arg)
+    if kind == "logged" and arg:
+        path, _, form = arg.rpartition(":")
+        return (LoggedPolicy.load(path, form, storage_options) if path and form in FORMS
+                else LoggedPolicy.load(arg, "auto", storage_options))
     if kind == "linear" and arg:
         return LinearPolicy.load(arg, storage_options)
     if kind == "softmax" and ":" in arg:
@@ -80,5 +85,6 @@ def parse_policy(spec: str | Policy, storage_options: dict | None = None) -> Pol
     raise UserError(
         f"bad policy {spec!r}: use constant:A (an action's id, its value, or #ID), topk:A,B,…, uniform, "
         "epsilon-greedy:EPS:POLICY, logging, column:NAME, probs:NAME, callable:module:function, "
-        "linear:POLICY.npz, softmax:POLICY.npz:T, sparse:NAME or scorer:POLICY.npz"
+        "linear:POLICY.npz, softmax:POLICY.npz:T, sparse:NAME, scorer:POLICY.npz or "
+        "logged:OTHER_LOGS[:frequencies|:model]"
     )

@@ -35,6 +35,10 @@ TOML (or YAML, same keys)::
     [[policy]]
     name = "learned"
     spec = "linear:models/policy.npz"      # a learned policy file (dr-scale learn); relative to this file
+
+    [[policy]]
+    name = "B"
+    spec = "logged:../logs-b:frequencies"  # the policy that wrote another log (docs/rankings.md); relative too
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from dr_scale.io.config import (
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import parse_estimator
 from dr_scale.policies import Policy, parse_policy
+from dr_scale.policies.logged import FORMS
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 from dr_scale.report.alerts import AlertSettings, FailOn
 
@@ -109,8 +114,12 @@ def _resolve(path: str, base: str) -> str:
 
 
 def _resolve_spec(spec: str, base: str) -> str:
-    """A linear / softmax policy's file relative to the policies file (``linear:PATH``, ``softmax:PATH:T``)."""
+    """A linear / softmax policy's file, or another log, relative to the policies file (``linear:PATH``,
+    ``softmax:PATH:T``, ``logged:PATH[:FORM]``)."""
     kind, _, arg = spec.partition(":")
+    if kind == "logged" and arg:
+        path, _, form = arg.rpartition(":")
+        return f"logged:{_resolve(path, base)}:{form}" if path and form in FORMS else f"logged:{_resolve(arg, base)}"
     if kind == "linear" and arg:
         return f"linear:{_resolve(arg, base)}"
     if kind == "softmax" and ":" in arg:

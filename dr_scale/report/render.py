@@ -50,6 +50,8 @@ from dr_scale.io.atomic import atomic_write_all, remove_temporaries, url_to_fs
 from dr_scale.io.strict_json import finite
 from dr_scale.ope.diagnostics import WEIGHT_EDGES
 from dr_scale.ope.evaluation import LOGGING, estimate_dict
+from dr_scale.ope.logged import logged_summary, summary_lines
+from dr_scale.policies import LoggedPolicy
 from dr_scale.report import plots
 from dr_scale.report.alerts import AlertSettings, support_by_day, window_support
 
@@ -124,7 +126,9 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
             "weight_histogram": seen.weights.histogram.tolist(), "by_day": days, "support": window,
             "alerts": raised,
-            **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {})}
+            **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {}),
+            **({"logged": logged_summary(evaluation.policy, full.estimates, alpha)}
+               if isinstance(evaluation.policy, LoggedPolicy) else {})}
 
 
 def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
@@ -279,6 +283,8 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                     [[str(d["n"]), number(d["ess"]), number(d["ess_ratio"]), d["overlap"],
                       number(d["max_weight"]), " / ".join(_weight(q[k]) for k in ("0.5", "0.9", "0.99")),
                       percent(d["tiny_propensity_share"]), number(d["on_policy_value"])]]))
+        if "logged" in p:  # the other log's check and on-policy value, beside the off-policy estimates
+            out += [("p", line.strip()) for line in summary_lines(p["logged"])]
     out += propensity_blocks(report, images)
     if report["comparisons"]:
         pct = f"{100 * (1 - report['alpha']):g}%"

@@ -9,6 +9,7 @@ importable) and the same formulas computed here from the raw CSV with pandas.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
@@ -575,3 +576,59 @@ def test_distinct_and_union_equal_numpy():
     assert np.array_equal(union(parts[:1]), parts[0])
     mixed = np.concatenate(parts)
     assert np.array_equal(distinct(mixed), np.unique(mixed)) and distinct(mixed[:0]).size == 0
+
+
+# -- rankings: slots and impressions --------------------------------------------------------------------------
+RANKED = """ts,user,item,position,click,p
+2026-11-01 09:00:00,u1,a,1,0,0.5
+2026-11-01 09:00:00,u1,b,2,1,0.5
+2026-11-01 09:00:05,u2,b,1,0,0.5
+2026-11-01 09:00:05,u1,a,2,0,0.5
+2026-11-01 09:00:00,u1,c,3,1,1.0
+"""
+RANKED_SPEC = """action = "item"
+reward = "click"
+propensity = "p"
+slot = "position"
+impression = ["ts", "user"]
+{extra}
+[features]
+categorical = ["user"]
+"""
+
+
+def test_slots_and_impressions_imported(tmp_path):
+    (tmp_path / "raw.csv").write_text(RANKED)
+    (tmp_path / "spec.toml").write_text(RANKED_SPEC.format(extra=""))
+    import_log(str(tmp_path / "raw.csv"), str(tmp_path / "spec.toml"), str(tmp_path / "logs"))
+    t = log_table(tmp_path / "logs")
+    assert t.schema.field("slot").type == pa.int32() and t.schema.field("impression").type == pa.int64()
+    assert t.column("slot").to_pylist() == [0, 1, 0, 1, 2]  # positions 1..3, first_slot = 1
+    imp = t.column("impression").to_pylist()
+    assert imp[0] == imp[1] == imp[4] and len({imp[0], imp[2], imp[3]}) == 3  # (ts, user) pairs
+    _, fp = hash_keys(["2026-11-01 09:00:00\x1fu1"], 10)
+    assert imp[0] == int(fp[0] & np.uint64(2 ** 63 - 1))  # the documented hash
+    part = read_log(str(tmp_path / "logs"))[0]
+    assert part.slot.tolist() == [0, 1, 0, 1, 2] and part.impression.tolist() == imp
+    # the same rows by from_pandas, 0-based positions
+    df = pd.read_csv(io.StringIO(RANKED)).assign(position=lambda d: d.position - 1)
+    spec = {"action": "item", "reward": "click", "propensity": "p", "slot": "position", "first_slot": 0,
+            "impression": ["ts", "user"], "features": {"categorical": ["user"]}}
+    log = from_pandas(df, spec)
+    assert log.slot.tolist() == [0, 1, 0, 1, 2] and log.impression.tolist() == imp
+
+
+def test_bad_slots_refused(tmp_path):
+    (tmp_path / "raw.csv").write_text(RANKED.replace("u2,b,1,", "u2,b,0,"))
+    (tmp_path / "spec.toml").write_text(RANKED_SPEC.format(extra=""))
+    with pytest.raises(ValueError, match=r"raw.csv, line 4: column 'position': a position below first_slot = 1"):
+        import_log(str(tmp_path / "raw.csv"), str(tmp_path / "spec.toml"), str(tmp_path / "logs"))
+    assert not (tmp_path / "logs").exists()
+    table = pa.table({"row_id": pa.array([1, 2], pa.int64()), "features": pa.array([[0], [1]], pa.list_(pa.int32())),
+                      "action": [0, 1], "reward": [1.0, 0.0], "propensity": [0.5, 0.5],
+                      "slot": pa.array([0, -1], pa.int32())})
+    with pytest.raises(ValueError, match=r"column 'slot': negative slot .*row_id=2"):
+        write_log(table, str(tmp_path / "written"))
+    with pytest.raises(ValueError, match=r"column 'impression': wrong type double"):
+        write_log(table.drop_columns("slot").append_column("impression", pa.array([1.0, 2.0])),
+                  str(tmp_path / "written"))

@@ -5,6 +5,12 @@ when the spec says ``unseen_actions = "reserved"``); reward, propensity and row 
 checked as the contract checks them (:func:`~dr_scale.logs.contract.propensity_fault`); a timestamp becomes its
 day (``date``, ``YYYY-MM-DD`` in the spec's time zone); the features are hashed (:mod:`.features`).
 
+Rankings: the ``slot`` column is the spec's slot column minus ``first_slot`` (an integer ≥ 0, else a bad row); the
+``impression`` column is the hash of the spec's impression columns' text, joined by U+001F: the 64-bit
+fingerprint of :func:`~dr_scale.logs.spec.hash_strings` (two MurmurHash3 seeds) with its top bit cleared, so
+rows with equal values in those columns share an id in every block, file and import (two distinct
+impressions collide with probability ~2⁻⁶³ a pair).
+
 Row ids: the ``row_id`` column, or a stable id from the file and the row's position,
 ``(h(file) << 36) | position`` with h a 27-bit MurmurHash3 of the file's path (without the
 URL's protocol) and position the row's index in the file (its data line, from 0): the same
@@ -24,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, propensity_fault
+from dr_scale.logs.contract import IMPRESSION, META_ACTIONS, META_FEATURES, SLOT, propensity_fault
 from dr_scale.logs.importing.features import distinct, hashed_features, list_column
 from dr_scale.logs.importing.fields import (
     Rows,
@@ -36,7 +42,7 @@ from dr_scale.logs.importing.fields import (
     is_numeric,
     timestamps,
 )
-from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, murmurhash3_32
+from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, hash_strings, murmurhash3_32
 
 #: Bits of a stable row id that hold the row's position in its file; the file's id is above them.
 POSITION_BITS = 36
@@ -97,6 +103,14 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         row_id = np.arange(position0, position0 + n, dtype=np.int64)
         if file_id is not None:
             row_id |= np.int64(file_id) << np.int64(POSITION_BITS)
+    slot = impression = None
+    if cols.slot is not None:
+        raw_slot = column_numbers(table, cols.slot, rows, required=True)
+        rows.flag(np.isfinite(raw_slot) & (raw_slot != np.floor(raw_slot)), cols.slot, "not an integer")
+        slot = np.nan_to_num(raw_slot, nan=spec.first_slot).astype(np.int64) - spec.first_slot
+        rows.flag(slot < 0, cols.slot, f"a position below first_slot = {spec.first_slot} (the top position)")
+    if cols.impression is not None:
+        impression = impression_ids(table, cols.impression, rows)
     date = None
     if cols.timestamp is not None:
         stamps = combined(table.column(cols.timestamp))
@@ -116,6 +130,8 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         r, i, v = new_pos[r[entry]], i[entry], v[entry]
         action, reward, row_id = action[keep], reward[keep], row_id[keep]
         propensity = None if propensity is None else propensity[keep]
+        slot = None if slot is None else slot[keep]
+        impression = None if impression is None else impression[keep]
         date = date.take(pa.array(kept_rows)) if date is not None else None
     m = int(keep.sum())
     offsets = np.zeros(m + 1, dtype=np.int64)
@@ -125,6 +141,10 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
                "action": pa.array(action.astype(np.int32)), "reward": pa.array(reward)}
     if propensity is not None:
         columns["propensity"] = pa.array(propensity)
+    if slot is not None:
+        columns[SLOT] = pa.array(slot.astype(np.int32))
+    if impression is not None:
+        columns[IMPRESSION] = pa.array(impression, pa.int64())
     has_values = (bool(cols.numeric or cols.tokens) or bool((v != 1).any())) if values is None else values
     if has_values:
         columns["values"] = list_column(offsets, v.astype(np.float32), pa.float32())
@@ -133,6 +153,18 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     fingerprints = distinct(np.concatenate(fps)) if fps else np.zeros(0, np.uint64)
     return Converted(pa.table(columns), rows.reasons, fingerprints, has_values)
 
+
+
+def impression_ids(table: pa.Table, columns: list[str], rows: Rows) -> np.ndarray:
+    """The impression id of each row: the 63-bit hash of its ``columns``' text joined by U+001F (module docstring);
+    a missing value is a bad row."""
+    texts = [as_text(combined(table.column(c))) for c in columns]
+    for c, text in zip(columns, texts, strict=True):
+        rows.flag(pc.is_null(text).to_numpy(zero_copy_only=False), c, "missing value (an impression column)")
+    joined = texts[0] if len(texts) == 1 else pc.binary_join_element_wise(*texts, "\x1f")
+    _, fingerprint = hash_strings(pc.fill_null(joined, ""), 1)
+    ids: np.ndarray = (fingerprint & np.uint64(0x7FFFFFFFFFFFFFFF)).astype(np.int64)
+    return ids
 
 
 def file_id_of(name: str) -> int:

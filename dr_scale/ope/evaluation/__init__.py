@@ -21,6 +21,7 @@ One module per idea:
   and importance weights;
 * :mod:`.comparison` — several policies on the same rows: :class:`Comparison`, :class:`ComparisonState`,
   :class:`ComparisonResult`;
+* :mod:`.slots` — estimates per slot of a ranking, pooled and per impression (:class:`SlotResult`);
 * :mod:`.reading` — an evaluation completed by the log's facts (:func:`with_log_defaults`) and run on a log
   (:func:`evaluate_log`, :func:`log_states`), a Dask DataFrame (:func:`evaluate_dataframe`) or partitions in
   memory (:func:`evaluate_partitions`).
@@ -35,11 +36,13 @@ from dr_scale.ope.evaluation.reading import (
     with_log_defaults,
 )
 from dr_scale.ope.evaluation.results import EvaluationResult, estimate_dict
+from dr_scale.ope.evaluation.slots import SlotResult
 from dr_scale.ope.evaluation.specification import EMBEDDING_PROPENSITY, IMPORTANCE_WEIGHT, LOGGING, Evaluation
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
 
 __all__ = [
     "EMBEDDING_PROPENSITY", "IMPORTANCE_WEIGHT", "LOGGING", "Comparison", "ComparisonResult", "ComparisonState",
-    "Evaluation", "EvaluationResult", "PartitionSource", "PolicyState", "estimate_dict", "evaluate_dataframe",
+    "Evaluation", "EvaluationResult", "PartitionSource", "PolicyState", "SlotResult", "estimate_dict",
+    "evaluate_dataframe",
     "evaluate_log", "evaluate_partitions", "log_states", "with_log_defaults",
 ]

@@ -19,6 +19,7 @@ from dr_scale.logs.opened import OpenedLog, open_log
 from dr_scale.logs.writing import table_from_pandas
 from dr_scale.ope.evaluation.comparison import Comparison, ComparisonResult, ComparisonState
 from dr_scale.ope.evaluation.results import EvaluationResult
+from dr_scale.ope.evaluation.slots import BySlot, SlotResult, SlotStates, check_by_slot
 from dr_scale.ope.evaluation.specification import Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PolicyState
 from dr_scale.outofcore.compute import compute
@@ -93,8 +94,10 @@ def log_states(logs: str | OpenedLog, evaluation: Evaluation | Comparison,
     return _log_states(open_log(logs, storage_options, log_filter), evaluation)[1]
 
 
-def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison) -> tuple[Evaluation | Comparison, db.Bag]:
-    """(the evaluation with the log's dimensions and vocabulary, the bag of its states per part)."""
+def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison, by_slot: bool = False
+                ) -> tuple[Evaluation | Comparison | BySlot, db.Bag]:
+    """(the evaluation with the log's dimensions and vocabulary — per slot with ``by_slot`` —, the bag of its
+    states per part)."""
     evaluation = with_log_defaults(evaluation, logs)
     evaluation = _on_other_half(evaluation, logs.log_filter)
     if not logs.has_propensity:
@@ -107,7 +110,8 @@ def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison) -> tuple[E
     check_log_catalogue([(e.reward_model, e._model_name()) for e in (
         evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], logs)
     fs, parts = logs.listing()
-    return evaluation, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: evaluation.file_state(fs, p))
+    source: Evaluation | Comparison | BySlot = BySlot(check_by_slot(evaluation)) if by_slot else evaluation
+    return source, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: source.file_state(fs, p))
 
 
 def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
@@ -148,7 +152,8 @@ def _on_other_half(evaluation: Evaluation | Comparison, read: LogFilter | None) 
 
 def evaluate_log(logs: str | OpenedLog, evaluation: Evaluation | Comparison | dict[str, Evaluation], *,
                  client: Client | None = None, storage_options: dict[str, Any] | None = None, progress: bool = False,
-                 log_filter: LogFilter | None = None) -> EvaluationResult | ComparisonResult:
+                 log_filter: LogFilter | None = None, by_slot: bool = False
+                 ) -> EvaluationResult | ComparisonResult | SlotResult:
     """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
 
     Each part's state (the moments of the estimators' per-row terms, the weights' diagnostics) is
@@ -170,11 +175,15 @@ def evaluate_log(logs: str | OpenedLog, evaluation: Evaluation | Comparison | di
         Show the progress on stderr.
     log_filter : LogFilter, optional
         The days and the split's rows to read (:mod:`dr_scale.logs.filters`).
+    by_slot : bool
+        On a log with slots (a ranking, one row per slot), also estimate per slot and per impression in the
+        same pass (:mod:`dr_scale.ope.evaluation.slots`; one policy's evaluation).
 
     Returns
     -------
-    EvaluationResult or ComparisonResult
-        ``evaluation`` is not changed: the dimensions it lacks are read from the log into a copy.
+    EvaluationResult, ComparisonResult or SlotResult
+        A :class:`~dr_scale.ope.evaluation.slots.SlotResult` with ``by_slot``. ``evaluation`` is not changed:
+        the dimensions it lacks are read from the log into a copy.
 
     See Also
     --------
@@ -191,12 +200,12 @@ def evaluate_log(logs: str | OpenedLog, evaluation: Evaluation | Comparison | di
     (['uniform', 'always 1'], 'uniform', ['IPS', 'SNIPS'])
     """
     logs = open_log(logs, storage_options, log_filter)
-    evaluation, states = _log_states(logs, _checked(evaluation))
+    source, states = _log_states(logs, _checked(evaluation), by_slot)
     (state,) = compute(tree_reduce(states), client=client, progress=progress)
     if state.rows == 0:
         raise LogDataError(str(logs), None, "the log has no rows; nothing to evaluate" if not logs.log_filter
                            else f"no rows of the log are selected ({logs.log_filter}); nothing to evaluate")
-    return _result(evaluation, state)
+    return _result(source, state)
 
 
 def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | dict[str, Evaluation], *,
@@ -255,11 +264,13 @@ def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | 
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
     (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
-    return _result(evaluation, state)
+    out = _result(evaluation, state)
+    assert not isinstance(out, SlotResult)  # a frame is evaluated without slots
+    return out
 
 
-def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict[str, Evaluation]) -> \
-        EvaluationResult | ComparisonResult:
+def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Comparison | dict[str, Evaluation], *,
+                        by_slot: bool = False) -> EvaluationResult | ComparisonResult | SlotResult:
     """Evaluate in memory on already-read partitions (small logs, tests).
 
     The same per-part states as :func:`evaluate_log`'s, merged in the partitions' order.
@@ -271,10 +282,12 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
         :func:`~dr_scale.logs.importing.frames.from_pandas`'s.
     evaluation : Evaluation, Comparison or dict of Evaluation
         One policy's evaluation, or several by name (a dict is ``Comparison(evaluations)``).
+    by_slot : bool
+        Also per slot and per impression (as :func:`evaluate_log`'s).
 
     Returns
     -------
-    EvaluationResult or ComparisonResult
+    EvaluationResult, ComparisonResult or SlotResult
         As :func:`evaluate_log`'s.
 
     See Also
@@ -297,12 +310,16 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
         raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
     if not parts:
         raise ParameterError("`parts` is empty: there are no rows to evaluate")
-    return _result(evaluation, merge_all([evaluation.state(p) for p in parts]))
+    source: Evaluation | Comparison | BySlot = BySlot(check_by_slot(evaluation)) if by_slot else evaluation
+    return _result(source, merge_all([source.state(p) for p in parts]))
 
 
-def _result(evaluation: Evaluation | Comparison, state: object) -> EvaluationResult | ComparisonResult:
-    """The result of ``evaluation``'s merged ``state`` (a :class:`PolicyState`, or a :class:`ComparisonState` for
-    a :class:`Comparison`)."""
+def _result(evaluation: Evaluation | Comparison | BySlot, state: object
+            ) -> EvaluationResult | ComparisonResult | SlotResult:
+    """The result of ``evaluation``'s merged ``state`` (a :class:`PolicyState`, a :class:`ComparisonState` for
+    a :class:`Comparison`, :class:`SlotStates` per slot)."""
+    if isinstance(evaluation, BySlot) and isinstance(state, SlotStates):
+        return evaluation.result(state)
     if isinstance(evaluation, Comparison) and isinstance(state, ComparisonState):
         return evaluation.result(state)
     if isinstance(evaluation, Evaluation) and isinstance(state, PolicyState):

@@ -24,6 +24,7 @@ from dr_scale.ope.estimators import Difference, Estimator, OnPolicy, RowInputs, 
 from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.rows import PropensityEstimate, policy_rows, with_propensities
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
+from dr_scale.ope.logged import fitted
 from dr_scale.policies import ActionDistribution, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import RewardModel, check_fitted_log, checks_fitted_log
@@ -140,9 +141,9 @@ class Evaluation(PartitionSource[PolicyState]):
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the fields are set once, here
-        put(self, "policy", parse_policy(self.policy))
+        put(self, "policy", fitted(parse_policy(self.policy)))
         if self.baseline is not None and self.baseline != LOGGING:
-            put(self, "baseline", parse_policy(self.baseline))
+            put(self, "baseline", fitted(parse_policy(self.baseline)))
         if not isinstance(self.estimators, dict):
             put(self, "estimators", make_estimators(self.estimators))  # a list of specs; others refused there
         odd = [name for name, e in self.estimators.items() if not isinstance(e, Estimator)]
