@@ -146,7 +146,7 @@ def test_paired_difference_against_the_logging_policy_from_one_state():
 
 def test_a_missing_input_is_named():
     rows = SlateInputs.from_rows([0, 0], [0, 1], [1.0, 0.0], slot_weight=[1.0, 1.0])
-    with pytest.raises(ParameterError, match="SlateCascadeDR needs the target policy's prefix weights"):
+    with pytest.raises(ParameterError, match="SlateCascadeDR needs the prefix weights"):
         SlateCascadeDR().state(rows)
     with pytest.raises(ParameterError, match="twice"):
         SlateInputs.from_rows([0, 0], [1, 1], [1.0, 0.0])

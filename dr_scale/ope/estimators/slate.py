@@ -30,6 +30,13 @@ from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.difference import OnPolicy
 from dr_scale.ope.estimators.estimate import Estimate
 from dr_scale.ope.moments import Moments
+from dr_scale.policies.slates import SlateProbabilities
+
+#: What each optional input of :class:`SlateInputs` is, for the message of an estimator that lacks it.
+NEEDS = {"slate_weight": "the slate weights π(s|x)/μ(s|x)",
+         "slot_weight": "the per-slot weights π(a at k|x)/μ(a at k|x)",
+         "prefix_weight": "the prefix weights π(a_0:k|x)/μ(a_0:k|x)", "q_logged": "a Q-model Q̂_k (`q_logged`)",
+         "q_target": "a Q-model's mean under π (`q_target`)"}
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,8 @@ class SlateInputs:
         """The array ``name``, or a ``ParameterError`` saying that ``estimator`` needs it."""
         value = getattr(self, name)
         if value is None:
-            raise ParameterError(f"{estimator} needs the target policy's {name.replace('_', ' ')}s; "
-                                 "this policy does not give them")
+            raise ParameterError(f"{estimator} needs {NEEDS[name]}, which this target policy does not give "
+                                 "(a Plackett–Luce policy has no closed-form per-slot marginals)")
         out: np.ndarray = value
         return out
 
@@ -127,6 +134,25 @@ class SlateInputs:
         return cls(grid(reward, "reward", 0.0), shown.reshape(ids.size, k), per_slate,  # type: ignore[arg-type]
                    grid(slot_weight, "slot_weight", 1.0), grid(prefix_weight, "prefix_weight", 1.0),
                    grid(q_logged, "q_logged", 0.0), grid(q_target, "q_target", 0.0))
+
+    @classmethod
+    def from_probabilities(cls, reward: np.ndarray, target: SlateProbabilities, logging: SlateProbabilities,
+                           q_logged: np.ndarray | None = None, q_target: np.ndarray | None = None) -> SlateInputs:
+        """The inputs of full slates ((n, K) rewards) from π's and μ's probabilities of the logged slates
+        (:meth:`dr_scale.policies.slates.SlatePolicy.probabilities`): each weight the ratio of the two.
+
+        Examples
+        --------
+        >>> from dr_scale.policies.slates import SlateProbabilities
+        >>> mu = SlateProbabilities.factored(np.array([[0.5, 0.25]]))
+        >>> pi = SlateProbabilities.factored(np.array([[0.5, 0.5]]))
+        >>> rows = SlateInputs.from_probabilities(np.array([[1.0, 1.0]]), pi, mu)
+        >>> rows.slate_weight.tolist(), rows.prefix_weight.tolist(), rows.slot_weight.tolist()
+        ([2.0], [[1.0, 2.0]], [[1.0, 2.0]])
+        """
+        slot = None if target.marginal is None or logging.marginal is None else target.marginal / logging.marginal
+        return cls(np.asarray(reward, dtype=np.float64), np.ones(reward.shape, dtype=bool),
+                   target.slate / logging.slate, slot, target.prefix / logging.prefix, q_logged, q_target)
 
     @classmethod
     def from_obp(cls, *, slate_id: ArrayLike, reward: ArrayLike, position: ArrayLike, pscore: ArrayLike | None = None,
