@@ -188,7 +188,7 @@ class FactoredSlatePolicy(SlatePolicy):
     --------
     >>> policy = FactoredSlatePolicy(np.log(np.array([[1.0, 3.0]])), slots=2)
     >>> p = policy.probabilities(np.array([[1, 1]]), np.array([0]))
-    >>> p.marginal.tolist(), p.slate.tolist()
+    >>> p.marginal.round(12).tolist(), p.slate.round(12).tolist()
     ([[0.75, 0.75]], [0.5625])
     """
 

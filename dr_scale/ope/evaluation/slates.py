@@ -50,7 +50,8 @@ def part_slates(part: Partition, slots: int) -> tuple[np.ndarray, np.ndarray, np
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise LogDataError(part.source, "slot", f"impression {int(impression[i])} does not show slots 0 … {slots - 1} "
-                           f"once each (this slate policy's K = {slots})", int(part.row_id[i]))
+                           f"once each (this slate policy's K = {slots}; an impression's rows must lie in one part)",
+                           int(part.row_id[i]))
     X = part.X
     assert X is not None  # read with its features
     no_context = np.diff(X.indptr) == 0
