@@ -83,7 +83,7 @@ def run_slates(args) -> int:
     manifest = generate_slates(args.out, world, impressions=args.impressions,
                                impressions_per_part=args.impressions_per_part, overwrite=args.overwrite,
                                storage_options=storage_options(args.storage_options))
-    print(f"wrote {args.impressions:,} impressions × {args.slots} slots in {manifest['parts']} parts to {args.out} "
+    print(f"wrote {args.impressions:,} impressions × {args.slots} slots in {manifest['parts']} part(s) to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     for name, truth in manifest["truth"].items():
         how = "exact" if truth["stderr"] == 0 else f"Monte Carlo, stderr {truth['stderr']:.6f}"
