@@ -57,6 +57,10 @@ def statistics(logs: int, impressions: int) -> None:
         q = q_model(world, impressions)
         policies = world.policies()
         truths = {name: world.truth(policies[name])[0] for name in TARGETS}
+        for name in TARGETS:
+            value, stderr = world.truth(policies[name])
+            print(f"   truth of {name}, K = {slots}, {items} items: {value:.6f} "
+                  + ("(exact)" if stderr == 0 else f"(Monte Carlo, stderr {stderr:.6f})"))
         values: dict = {(t, e): [] for t in TARGETS for e in SLATE_ESTIMATORS}
         stderrs: dict = {(t, e): [] for t in TARGETS for e in SLATE_ESTIMATORS}
         start = time.perf_counter()
@@ -80,7 +84,8 @@ def statistics(logs: int, impressions: int) -> None:
             for name in SLATE_ESTIMATORS:
                 v, s = np.array(values[target, name]), np.array(stderrs[target, name])
                 if not v.size:
-                    print(f"{slots:>3} {items:>6} {target:<14} {truths[target]:>8.4f} {name:<15} {'n/a (no closed-form marginals)':>40}")
+                    print(f"{slots:>3} {items:>6} {target:<14} {truths[target]:>8.4f} {name:<15} "
+                          f"{'n/a (no closed-form marginals)':>40}")
                     continue
                 err = v - truths[target]
                 covered = np.mean(np.abs(err) <= 1.959964 * s)

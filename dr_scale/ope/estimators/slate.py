@@ -119,6 +119,7 @@ class SlateInputs:
         shown[cell] = True
 
         def grid(values: ArrayLike | None, name: str, fill: float) -> np.ndarray | None:
+            """The per-row ``values`` on the (impressions, K) grid, ``fill`` where no row; None for None."""
             if values is None:
                 return None
             out = np.full(ids.size * k, fill)
@@ -169,6 +170,7 @@ class SlateInputs:
         mean under π, per row.
         """
         def ratio(num: ArrayLike | None, den: ArrayLike | None) -> np.ndarray | None:
+            """π's probability over μ's, per row; None when either is not given."""
             if num is None or den is None:
                 return None
             return np.asarray(num, dtype=np.float64) / np.asarray(den, dtype=np.float64)

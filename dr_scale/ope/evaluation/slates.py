@@ -63,6 +63,7 @@ def part_slates(part: Partition, slots: int) -> tuple[np.ndarray, np.ndarray, np
     context[group] = X.indices[X.indptr[:-1]]
 
     def grid(values: np.ndarray) -> np.ndarray:
+        """The per-row ``values`` on the (impressions, K) grid."""
         out = np.empty(ids.size * slots, dtype=values.dtype)
         out[cell] = values
         return out.reshape(ids.size, slots)
