@@ -60,8 +60,8 @@ def test_rips_and_standard_ips_cover_the_truth_on_a_generated_log():
 
 def test_generate_and_evaluate_a_slate_log(tmp_path, capsys):
     out = tmp_path / "slates"
-    code, stdout, _ = cli(capsys, "generate", "slates", "--impressions", 3000, "--items", 20, "--slots", 3,
-                          "--impressions-per-part", 1000, "--out", out)
+    code, stdout, _ = cli(capsys, "generate", "slates", "--impressions", 1500, "--items", 10, "--slots", 3,
+                          "--impressions-per-part", 500, "--out", out)
     assert code == 0
     truth = json.loads((out / "_manifest.json").read_text())["truth"]
     assert f"true value, factored       {truth['factored']['value']:.6f}" in stdout
@@ -69,7 +69,7 @@ def test_generate_and_evaluate_a_slate_log(tmp_path, capsys):
                           "SlateIPS,SlateRIPS,SlatePI", "--no-progress", "--json", tmp_path / "r.json")
     assert code == 0
     result = json.loads((tmp_path / "r.json").read_text())["estimates"]
-    assert result["SlateIPS"]["impressions"] == 3000
+    assert result["SlateIPS"]["impressions"] == 1500
     # π = μ: every weight is 1 and every estimator is the on-policy mean
     for name in ("SlateIPS", "SlateRIPS", "SlatePI"):
         assert result[name]["value"] == pytest.approx(result["logging"]["value"], rel=1e-12)
@@ -93,3 +93,15 @@ def test_an_impression_split_over_two_parts_is_refused(tmp_path, capsys):
     code, _, err = cli(capsys, "evaluate", tmp_path / "log", "--policy", f"slate:{policy}", "--estimators",
                        "SlateIPS,DR", "--no-progress")
     assert code == 2 and "DR estimate(s) single decisions" in error_line(err)
+
+
+def test_a_log_without_slots_or_a_missing_policy_file_is_one_line(tmp_path, capsys):
+    write_log(slate_table(SMALL, 0, 5).drop_columns(["slot", "impression"]), str(tmp_path / "flat"))
+    policy = tmp_path / "p.npz"
+    save_slate_policy(SMALL.logging, str(policy))
+    code, _, err = cli(capsys, "evaluate", tmp_path / "flat", "--policy", f"slate:{policy}", "--estimators",
+                       "SlateRIPS", "--no-progress")
+    assert code == 2 and "column 'slot': a slate estimator needs the `slot` and `impression` columns" in err
+    code, _, err = cli(capsys, "evaluate", tmp_path / "flat", "--policy", f"slate:{tmp_path}/none.npz",
+                       "--estimators", "SlateRIPS", "--no-progress")
+    assert code == 2 and "not a slate policy file" in error_line(err)
