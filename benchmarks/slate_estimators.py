@@ -48,11 +48,11 @@ def q_model(world: SlateWorld, impressions: int) -> np.ndarray:
     return q
 
 
-def statistics(logs: int, impressions: int) -> None:
+def statistics(logs: int, impressions: int, slot_counts: list[int]) -> None:
     print(f"== {logs} logs of {impressions:,} impressions per world; cascade interaction γ = 0.5, position bias η = 1")
     print(f"{'K':>3} {'items':>6} {'target':<14} {'truth':>8} {'estimator':<15} {'bias':>9} {'rmse':>9} "
           f"{'mean se':>9} {'coverage':>9} {'± se':>6}")
-    for slots, items in WORLDS:
+    for slots, items in [w for w in WORLDS if w[0] in slot_counts]:
         world = SlateWorld(users=10, items=items, slots=slots, interaction=0.5, seed=1)
         q = q_model(world, impressions)
         policies = world.policies()
@@ -152,12 +152,13 @@ def main() -> None:
     parser.add_argument("--logs", type=int, default=200)
     parser.add_argument("--impressions", type=int, default=10_000)
     parser.add_argument("--scale", type=int, default=1_000_000, help="impressions of the scale run (0: skip)")
+    parser.add_argument("--slots", type=int, nargs="*", default=[3, 10], help="the worlds' K (default 3 10)")
     parser.add_argument("--quick", action="store_true", help="20 logs of 2,000 impressions, scale 20,000")
     args = parser.parse_args()
     if args.quick:
         args.logs, args.impressions, args.scale = 20, 2_000, 20_000
     if args.logs:
-        statistics(args.logs, args.impressions)
+        statistics(args.logs, args.impressions, args.slots)
     if args.scale:
         scale(args.scale)
 

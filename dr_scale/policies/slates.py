@@ -17,11 +17,11 @@ O(n·K) per impression batch once the table's per-row normalisers are known (O(c
 from __future__ import annotations
 
 import abc
+import functools
 import io
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp, softmax
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
@@ -196,19 +196,20 @@ class FactoredSlatePolicy(SlatePolicy):
     slots: int
     temperature: float = 1.0
 
-    @property
+    @functools.cached_property
     def log_table(self) -> np.ndarray:
-        """log π_k(a | c), (contexts, K, items)."""
+        """log π_k(a | c), (contexts, K, items), computed once."""
         scores = self.scores if self.scores.ndim == 3 else np.repeat(self.scores[:, None, :], self.slots, axis=1)
         shifted = scores / self.temperature
-        out: np.ndarray = shifted - logsumexp(shifted, axis=2, keepdims=True)
+        top = shifted.max(axis=2, keepdims=True)
+        out: np.ndarray = shifted - top - np.log(np.exp(shifted - top).sum(axis=2, keepdims=True))
         return out
 
-    @property
+    @functools.cached_property
     def table(self) -> np.ndarray:
-        """π_k(a | c), (contexts, K, items)."""
-        out: np.ndarray = softmax(self.scores / self.temperature, axis=-1)
-        return out if out.ndim == 3 else np.repeat(out[:, None, :], self.slots, axis=1)
+        """π_k(a | c), (contexts, K, items), computed once."""
+        out: np.ndarray = np.exp(self.log_table)
+        return out
 
     def probabilities(self, slates: np.ndarray, context: np.ndarray | None = None) -> SlateProbabilities:
         """Per-slot marginals π_k(a_k | x) and their running products."""

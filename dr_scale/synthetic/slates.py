@@ -28,6 +28,7 @@ a function of the options alone, whatever the part size.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import posixpath
@@ -92,7 +93,7 @@ class SlateWorld:
         out: np.ndarray = (np.arange(self.slots) + 1.0) ** -self.position_bias
         return out
 
-    @property
+    @functools.cached_property
     def logging(self) -> FactoredSlatePolicy:
         """μ: each slot from softmax(0.5 ŝ(u, ·))."""
         return FactoredSlatePolicy(0.5 * self.model, self.slots)
@@ -160,6 +161,12 @@ class SlateWorld:
         return float(np.mean(means)), float(math.sqrt(np.sum(variances)) / self.users)
 
     # -- logs -------------------------------------------------------------------------
+    @functools.cached_property
+    def _logging_cdf(self) -> np.ndarray:
+        """The logging policy's per-slot cumulative probabilities, (U, K, I)."""
+        out: np.ndarray = np.cumsum(self.logging.table, axis=2)
+        return out
+
     def sample(self, first: int, n: int) -> dict[str, np.ndarray]:
         """Impressions ``first … first + n − 1``: users (n,), slates (n, K), clicks (n, K), the logging policy's
         per-slot probabilities (n, K). Keyed by (seed, purpose, impression, slot)."""
@@ -167,7 +174,7 @@ class SlateWorld:
         impression = np.arange(first, first + n, dtype=np.int64)
         users = np.minimum((keyed_random.uniform(impression, seed, "slate-user") * self.users).astype(np.int64),
                            self.users - 1)
-        cdf = np.cumsum(self.logging.table, axis=2)
+        cdf = self._logging_cdf
         slates = np.empty((n, self.slots), dtype=np.int64)
         for k in range(self.slots):
             u = keyed_random.uniform(impression, seed, "slate-item", k)
