@@ -29,6 +29,7 @@ from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import (
     ESTIMATORS,
     INTERVAL_METHODS,
+    SLATE_ESTIMATORS,
     STANDARD_ESTIMATORS,
     make_estimators,
     parse_estimator_list,
@@ -67,7 +68,8 @@ def add_parser(sub) -> None:
                         f"spec or '{LOGGING}' (the logged rewards' mean); with several --policy, each is compared "
                         "with B (default: the first)")
     p.add_argument("--estimators", default=None,
-                   help=f"comma-separated, from {','.join(ESTIMATORS)}, optionally with parameters, e.g. "
+                   help=f"comma-separated, from {','.join(ESTIMATORS)} (or the slate estimators "
+                        f"{','.join(SLATE_ESTIMATORS)} with --policy slate:FILE.npz), optionally with parameters, e.g. "
                         "ClippedDR(max_weight=50), DRos(lambda_=10), IPS(lambda_=50) (default: IPS,SNIPS without a "
                         f"reward model, {','.join(STANDARD_ESTIMATORS)} with one)")
     p.add_argument("--clip", type=option(PositiveOrInf, "positive number"), default=None, metavar="M",
@@ -127,6 +129,9 @@ def run(args) -> int:
         model_path = model_path or (None if args.fit_reward_model else example_model)
     opts = storage_options(args.storage_options)
     logs = opened_log(args, logs, opts)
+    if args.estimators and any(spec.split("(")[0].strip() in SLATE_ESTIMATORS
+                               for spec in parse_estimator_list(args.estimators, "--estimators")):
+        return run_slates(args, logs, opts)
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
         check_output_file(args.json, json_fs, json_path)  # before the work, not after it
@@ -271,6 +276,46 @@ def logged_summaries(evaluation: Evaluation | Comparison, results: dict, alpha: 
             slots = None if slotted is None else {s: r.estimates for s, r in slotted.slots.items()}
             out[str(e.policy)] = logged_summary(e.policy, results[name].estimates, alpha, slots)
     return out
+
+
+def run_slates(args, logs, opts) -> int:
+    """``dr-scale evaluate LOGS --policy slate:FILE.npz --estimators SlateIPS,…`` on a slate log
+    (:mod:`dr_scale.ope.evaluation.slates`); the exit status."""
+    from dr_scale.ope.evaluation.slates import evaluate_slate_log
+    from dr_scale.policies.slates import load_slate_policy
+
+    names = parse_estimator_list(args.estimators, "--estimators")
+    other = [n for n in names if n not in SLATE_ESTIMATORS]
+    if other:
+        raise UserError(f"--estimators: {', '.join(other)} estimate(s) single decisions, not slates; give slate "
+                        f"estimators only ({', '.join(SLATE_ESTIMATORS)}) or run them separately")
+    if "SlateCascadeDR" in names:
+        raise UserError("--estimators SlateCascadeDR needs a slate Q-model Q̂_k, which the command line does not fit; "
+                        "use dr_scale.ope.estimators.SlateCascadeDR from Python (docs/rankings.md)")
+    policies = args.policy or []
+    if len(policies) != 1 or not policies[0].startswith("slate:"):
+        raise UserError("slate estimators evaluate one slate policy: give --policy slate:FILE.npz (e.g. a "
+                        "_policy_NAME.npz that `dr-scale generate slates` writes)")
+    given = [flag for flag, on in (("--reward-model", args.reward_model), ("--fit-reward-model", args.fit_reward_model),
+                                   ("--baseline", args.baseline), ("--estimate-propensity", args.estimate_propensity),
+                                   ("--propensity-model", args.propensity_model)) if on]
+    if given:
+        raise UserError(f"{', '.join(given)} do(es) not apply to slate estimators; drop it")
+    policy = load_slate_policy(policies[0].removeprefix("slate:"), opts)
+    estimators = {name: SLATE_ESTIMATORS[name]() for name in dict.fromkeys(names)}
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+        result = evaluate_slate_log(logs, policy, estimators, client=client, progress=not args.no_progress)
+    print(f"slate policy {policies[0]} (K = {policy.slots}) on {logs}")
+    print(result.table(args.alpha, args.interval))
+    if args.json:
+        json_fs, json_path = url_to_fs(args.json, opts)
+        document = {"logs": str(logs), "policy": policies[0], "slots": policy.slots,
+                    "estimates": {name: {"value": e.value, "stderr": e.stderr, "impressions": e.n,
+                                         "ci": list(e.ci(args.alpha, args.interval))}
+                                  for name, e in [*result.estimates.items(), ("logging", result.logging)]}}
+        atomic_write(json_fs, json_path, dumps(document, indent=2))
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
 
 
 def training_overlap_of(logs, policy_spec: str, parsed: dict, args) -> dict[str, str]:

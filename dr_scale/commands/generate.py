@@ -44,6 +44,51 @@ def add_parser(sub) -> None:
     add_storage_option(v)
     v.set_defaults(func=run_visits)
     _add_bandit_parser(kinds)
+    _add_slates_parser(kinds)
+
+
+def _add_slates_parser(kinds) -> None:
+    s = kinds.add_parser("slates", help="a slate (ranking) log with known truth (docs/generate-bandit.md, Slates)",
+                         description="Write a slate log (one row per slot, with slot and impression) from a world of "
+                                     "user types, a catalogue of items, position bias and a cascade interaction of "
+                                     "strength γ, logged by a policy that draws each slot independently; print the "
+                                     "true values of the logging and target policies, whose files it writes beside "
+                                     "the parts (_policy_NAME.npz).")
+    s.add_argument("--impressions", type=POSITIVE_INT, required=True, help="number of impressions")
+    s.add_argument("--slots", type=POSITIVE_INT, default=3, help="slots K per impression (default 3)")
+    s.add_argument("--items", type=POSITIVE_INT, default=100, help="items in the catalogue (default 100)")
+    s.add_argument("--users", type=POSITIVE_INT, default=10, help="user types, the contexts (default 10)")
+    s.add_argument("--interaction", type=float, default=0.5, metavar="GAMMA",
+                   help="γ in [0, 1]: the chance that a click ends the browsing (0: additive slots; 1: the cascade "
+                        "of no click after the first; default 0.5)")
+    s.add_argument("--position-bias", type=float, default=1.0, metavar="ETA",
+                   help="η ≥ 0: slot k is examined with probability (k + 1)^-η (default 1)")
+    s.add_argument("--impressions-per-part", type=POSITIVE_INT, default=50_000,
+                   help="impressions per Parquet part (default 50000; an impression's rows are in one part)")
+    s.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
+    s.add_argument("--seed", type=SEED, default=0, help="the world and every draw (default 0)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
+    add_storage_option(s)
+    s.set_defaults(func=run_slates)
+
+
+def run_slates(args) -> int:
+    """Run ``dr-scale generate slates``: a slate log with known truth; the exit status."""
+    from dr_scale.synthetic.slates import SlateWorld, generate_slates
+
+    world = SlateWorld(users=args.users, items=args.items, slots=args.slots, position_bias=args.position_bias,
+                       interaction=args.interaction, seed=args.seed)
+    start = time.perf_counter()
+    manifest = generate_slates(args.out, world, impressions=args.impressions,
+                               impressions_per_part=args.impressions_per_part, overwrite=args.overwrite,
+                               storage_options=storage_options(args.storage_options))
+    print(f"wrote {args.impressions:,} impressions × {args.slots} slots in {manifest['parts']} part(s) to {args.out} "
+          f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    for name, truth in manifest["truth"].items():
+        how = "exact" if truth["stderr"] == 0 else f"Monte Carlo, stderr {truth['stderr']:.6f}"
+        print(f"true value, {name:<14} {truth['value']:.6f}   ({how}; policy file {args.out}/_policy_{name}.npz)")
+    return 0
 
 
 def _add_bandit_parser(kinds) -> None:

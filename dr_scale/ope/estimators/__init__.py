@@ -26,6 +26,8 @@ One module per idea, as Open Bandit Pipeline splits its estimators by family:
 * :mod:`.subgaussian` — SubGaussianIPS, SubGaussianDR; :mod:`.embed` — MIPS, SNMIPS and the marginal weights;
 * :mod:`.replay` — RM; :mod:`.balanced` — BIPW; :mod:`.difference` — the logging policy's value and paired
   differences;
+* :mod:`.slate` — the slate (ranking) estimators over impressions: standard, independent and reward-interaction
+  IPS, cascade DR, their self-normalized forms, the pseudoinverse (:class:`SlateInputs`);
 * :mod:`.spec` — the estimators by name and the spec grammar (:func:`make_estimators`).
 """
 
@@ -45,6 +47,20 @@ from dr_scale.ope.estimators.shrinkage import (
     SUBGAUSSIAN_LAMBDAS,
     TUNING_METHODS,
     Shrinkage,
+)
+from dr_scale.ope.estimators.slate import (
+    SLATE_ESTIMATORS,
+    SelfNormalizedSlateIndependentIPS,
+    SelfNormalizedSlateRewardInteractionIPS,
+    SelfNormalizedSlateStandardIPS,
+    SlateCascadeDR,
+    SlateEstimator,
+    SlateIndependentIPS,
+    SlateInputs,
+    SlateOnPolicy,
+    SlatePseudoInverse,
+    SlateRewardInteractionIPS,
+    SlateStandardIPS,
 )
 from dr_scale.ope.estimators.spec import (
     ESTIMATORS,
@@ -73,4 +89,7 @@ __all__ = [
     "Estimator", "IPSTuning", "OnPolicy", "ReplayMethod", "RowInputs", "Shrinkage", "SubGaussianDR",
     "SubGaussianIPS", "SwitchDR", "SwitchDRTuning", "grid_moments", "make_estimators", "marginal_weights",
     "parse_estimator", "parse_estimator_list", "sparse_marginal_weights",
+    "SLATE_ESTIMATORS", "SelfNormalizedSlateIndependentIPS", "SelfNormalizedSlateRewardInteractionIPS",
+    "SelfNormalizedSlateStandardIPS", "SlateCascadeDR", "SlateEstimator", "SlateIndependentIPS", "SlateInputs",
+    "SlateOnPolicy", "SlatePseudoInverse", "SlateRewardInteractionIPS", "SlateStandardIPS",
 ]
