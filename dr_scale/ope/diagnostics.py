@@ -42,8 +42,15 @@ MIN_TAIL = 10
 #: The never-logged actions a summary or warning names (the count gives the rest): at 10^4 actions a policy may
 #: list thousands.
 UNLOGGED_EXAMPLES = 10
-#: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning.
+#: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning, and a
+#: "no reliable estimate" verdict (:meth:`WeightStats.unreliable`).
 DEFAULT_MAX_PARETO_K = 0.7
+#: Below this effective sample size the weighted sample is worth fewer equally weighted rows than the normal
+#: approximation behind the intervals needs (the rule of thumb n ≥ 30): a "no reliable estimate" verdict.
+DEFAULT_MIN_ESS = 30.0
+#: The verdict of an estimate resting on the weights, of one resting on the reward model alone (DM), and of one
+#: whose weights fail a threshold of :meth:`WeightStats.unreliable`.
+RELIABLE, MODEL_BASED, NO_RELIABLE_ESTIMATE = "reliable", "model-based", "no reliable estimate"
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -225,6 +232,35 @@ class WeightStats:
     def insufficient(self, min_support: int = DEFAULT_MIN_SUPPORT) -> bool:
         """Too few rows carry the value: fewer than ``min_support`` with w > 0 and a non-zero reward."""
         return self.n_informative < min_support
+
+    def unreliable(self, min_support: int = DEFAULT_MIN_SUPPORT, min_ess: float = DEFAULT_MIN_ESS,
+                   max_pareto_k: float = DEFAULT_MAX_PARETO_K) -> list[str]:
+        """Why no estimate that rests on these weights (IPS, SNIPS, DR, SNDR, Switch, …) can be trusted, in
+        words; empty when none applies. The verdict "no reliable estimate" (docs/estimators.md) holds when
+
+        * fewer than ``min_support`` rows have w > 0 and a non-zero reward (the clicks the value rests on);
+        * Kish's ESS = (Σ w)² / Σ w² is below ``min_ess`` (the intervals' normal approximation needs more);
+        * the Pareto k̂ of the weights' tail is above ``max_pareto_k`` (Vehtari et al. 2024, Sec. 3.2: the
+          importance-sampling estimate converges impractically slowly; NaN, no tail fit, is not a reason).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> w = np.r_[np.full(100, 2.0), np.zeros(100)]
+        >>> WeightStats.of(w, np.full(200, 0.5), np.r_[1.0, np.zeros(199)]).unreliable()
+        ['1 rewarded matched row (w > 0, r ≠ 0) < 10']
+        >>> WeightStats.of(w, np.full(200, 0.5), np.ones(200)).unreliable()
+        []
+        """
+        out = []
+        if self.n_informative < min_support:
+            rows = "row" if self.n_informative == 1 else "rows"
+            out.append(f"{self.n_informative} rewarded matched {rows} (w > 0, r ≠ 0) < {min_support}")
+        if self.ess < min_ess:
+            out.append(f"ESS {self.ess:.3g} < {min_ess:g}")
+        if self.pareto_k > max_pareto_k:
+            out.append(f"Pareto k̂ {self.pareto_k:.2f} > {max_pareto_k:g}")
+        return out
 
     def top_share(self, fraction: float = TOP_FRACTION) -> float:
         """The share of the value Σ w|r| carried by the largest ``fraction`` (1%) of the positive weights.
