@@ -252,14 +252,23 @@ class WeightStats:
         >>> WeightStats.of(w, np.full(200, 0.5), np.ones(200)).unreliable()
         []
         """
-        out = []
+        words = {"rewarded_matched_rows": lambda v, t: f"{v:g} rewarded matched row{'' if v == 1 else 's'} (w > 0, "
+                                                       f"r ≠ 0) < {t:g}",
+                 "ess": lambda v, t: f"ESS {v:.3g} < {t:g}", "pareto_k": lambda v, t: f"Pareto k̂ {v:.2f} > {t:g}"}
+        return [words[metric](value, threshold)
+                for metric, value, threshold in self.failed_thresholds(min_support, min_ess, max_pareto_k)]
+
+    def failed_thresholds(self, min_support: int = DEFAULT_MIN_SUPPORT, min_ess: float = DEFAULT_MIN_ESS,
+                          max_pareto_k: float = DEFAULT_MAX_PARETO_K) -> list[tuple[str, float, float]]:
+        """The thresholds of :meth:`unreliable` these weights fail, as (metric, value, threshold): the metrics
+        ``rewarded_matched_rows`` (n_informative), ``ess`` and ``pareto_k``."""
+        out: list[tuple[str, float, float]] = []
         if self.n_informative < min_support:
-            rows = "row" if self.n_informative == 1 else "rows"
-            out.append(f"{self.n_informative} rewarded matched {rows} (w > 0, r ≠ 0) < {min_support}")
+            out.append(("rewarded_matched_rows", float(self.n_informative), float(min_support)))
         if self.ess < min_ess:
-            out.append(f"ESS {self.ess:.3g} < {min_ess:g}")
+            out.append(("ess", self.ess, min_ess))
         if self.pareto_k > max_pareto_k:
-            out.append(f"Pareto k̂ {self.pareto_k:.2f} > {max_pareto_k:g}")
+            out.append(("pareto_k", self.pareto_k, max_pareto_k))
         return out
 
     def top_share(self, fraction: float = TOP_FRACTION) -> float:

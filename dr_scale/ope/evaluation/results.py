@@ -199,8 +199,8 @@ class EvaluationResult:
             return None
         model = [n for n in self.estimates if n in self.model_based]
         if model:
-            notes.append(f"model-based (resting on the reward model alone, which no diagnostic of the weights "
-                         f"checks): {', '.join(model)}")
+            notes.append(f"{', '.join(model)} {'is' if len(model) == 1 else 'are'} model-based: resting on the reward "
+                         "model alone, which no diagnostic of the weights checks")
         return "; ".join(notes) + " (thresholds: docs/estimators.md, \"No reliable estimate\")"
 
     def support_note(self) -> str | None:
@@ -228,7 +228,7 @@ class EvaluationResult:
     def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
         """Poor overlap, tiny propensities, mass on actions the log never took, no matched rows: in words."""
         coverage = self.coverage.warnings(self.weights.n_matched) if self.coverage else []
-        propensity = self.propensity.warnings() if self.propensity is not None else []
+        propensity = self.propensity.warnings(bool(self.model_based)) if self.propensity is not None else []
         return self.weights.warnings(min_ess_ratio) + coverage + propensity
 
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict[str, Any]:
