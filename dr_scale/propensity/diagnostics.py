@@ -245,7 +245,8 @@ class PropensityState:
         among the estimates (else the advice is to fit a reward model for it, not to compare with it)."""
         out = []
         if self.support_fails():
-            advice = "compare with DM" if with_dm else "fit a reward model (--fit-reward-model) and compare with DM, which reads no propensity"
+            advice = ("compare with DM" if with_dm
+                      else "fit a reward model (--fit-reward-model) and compare with DM, which reads no propensity")
             out.append(f"support fails: {100 * self.support_share():.3g}% of the target policy's probability mass "
                        f"is on actions whose estimated propensity is below the floor {self.floor:g}; there IPS and "
                        f"DR rest on the floor's weight, not on the data: {advice}")

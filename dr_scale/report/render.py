@@ -146,8 +146,9 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         result = evaluations[a].result(states.totals[a])
         d = result.differences[primary]
         out.append({"policy": a, "baseline": LOGGING, "estimator": primary,
-                    **estimate_dict(d, alpha, interval, result.insufficient_of(primary)
-                                    or result.baseline_insufficient_of(primary), result.difference_verdict_of(primary))})
+                    **estimate_dict(d, alpha, interval,
+                                    result.insufficient_of(primary) or result.baseline_insufficient_of(primary),
+                                    result.difference_verdict_of(primary))})
         others = [b for b in value if b != a and math.isfinite(value[b])]
         if not others:
             continue

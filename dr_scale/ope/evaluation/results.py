@@ -1,6 +1,7 @@
 """One policy's evaluation result and its rendering: the estimates, their "insufficient data" flags and verdicts
-("no reliable estimate" where the weights fail a documented threshold, "model-based" for DM), the warnings in words, a JSON-ready dict (:func:`estimate_dict`, :meth:`EvaluationResult.to_dict`) and a fixed-width
-text table (:meth:`EvaluationResult.table`)."""
+("no reliable estimate" where the weights fail a documented threshold, "model-based" for DM), the warnings in
+words, a JSON-ready dict (:func:`estimate_dict`, :meth:`EvaluationResult.to_dict`) and a fixed-width text table
+(:meth:`EvaluationResult.table`)."""
 
 from __future__ import annotations
 
