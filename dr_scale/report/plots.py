@@ -4,7 +4,8 @@
   one panel per policy on **its own scale** (small multiples), so a policy far from the others
   does not flatten them; the numbers beside each interval, and the logging policy's on-policy
   value as a line (or, when it is off the panel's scale, a note at the panel's edge). A value whose
-  verdict is "no reliable estimate" (docs/estimators.md) is a grey cross without an interval, and says so;
+  verdict is "no reliable estimate" (docs/estimators.md) is a grey cross without an interval, and says so
+  (the axis label explains the marks once, the panels' titles stay short);
 * :func:`over_time_plot` — each estimator's value per day, the primary estimator's interval as a
   band and its running estimate with its confidence sequence, one panel per policy, the legend
   above the panels;
@@ -130,13 +131,15 @@ def estimates_figure(policies: list[dict], level: str):
         side.set_yticks(ticks, right, fontsize="small")
         side.tick_params(length=0)
         _reference(ax, on_policy, "logging policy")
-        flag = " · insufficient data (hollow markers)" if any(e.get("insufficient_data") for _, e in rows) else ""
-        flag += " · no reliable estimate (grey ×)" if any(_unreliable(e) for _, e in rows) else ""
-        ax.set_title(_label(p) + flag, loc="left", fontsize="medium")
+        ax.set_title(_label(p), loc="left", fontsize="medium")  # the right-hand title may note the logging policy
         ax.grid(axis="x", alpha=0.3)
+    shown = [e for p in policies for e in p["estimates"].values()]
+    marks = ((["hollow: insufficient data"] if any(e.get("insufficient_data") for e in shown) else [])
+             + (["grey ×: no reliable estimate (no interval)"] if any(map(_unreliable, shown)) else []))
     if policies:
         axes[-1, 0].set_xlabel(f"estimated value, {level}; each panel on its own scale\n"
-                               f"dashed: the logging policy's value, {number(on_policy)}")
+                               f"dashed: the logging policy's value, {number(on_policy)}"
+                               + ("\n" + "; ".join(marks) if marks else ""))
     fig.suptitle("Estimated value of each candidate policy")
     return fig
 
@@ -162,8 +165,9 @@ def comparisons_figure(comparisons: list[dict], level: str):
                       color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
                       label=None if kind in labelled else kind)
             labelled.add(kind)
-        right.append(_bounds_text(c, sign=True) + (" insufficient data" if hollow else ""))
+        right.append(_bounds_text(c, sign=True) + (" insufficient data" if hollow and not _unreliable(c) else ""))
     ax.axvline(0.0, color="black", lw=1)
+    ax.margins(x=0.08)  # a cross at the extreme stays clear of the frame
     if labelled:
         fig.legend(loc="outside lower center", ncol=2, fontsize="small", frameon=False)
 

@@ -138,18 +138,20 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
 
 def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
                 interval: str = "normal") -> list[dict]:
-    """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired."""
-    value = {n: evaluations[n].result(states.totals[n]).estimates[primary].value
-             for n in evaluations if states.totals[n] is not None}
+    """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired; the best
+    other candidate among those whose primary estimate is not "no reliable estimate"."""
+    results = {n: evaluations[n].result(states.totals[n]) for n in evaluations if states.totals[n] is not None}
+    value = {n: r.estimates[primary].value for n, r in results.items()}
+    trusted = {n for n, r in results.items() if r.verdict_of(primary) != NO_RELIABLE_ESTIMATE}
     out = []
     for a in value:
-        result = evaluations[a].result(states.totals[a])
+        result = results[a]
         d = result.differences[primary]
         out.append({"policy": a, "baseline": LOGGING, "estimator": primary,
                     **estimate_dict(d, alpha, interval,
                                     result.insufficient_of(primary) or result.baseline_insufficient_of(primary),
                                     result.difference_verdict_of(primary))})
-        others = [b for b in value if b != a and math.isfinite(value[b])]
+        others = [b for b in value if b != a and math.isfinite(value[b]) and b in trusted]
         if not others:
             continue
         b = max(others, key=lambda name: value[name])
@@ -235,13 +237,13 @@ def _marked(name: str, comparison: dict) -> str:
 
 
 def _support(e: dict) -> str:
-    """The support column: "no reliable estimate" (its weights fail a threshold of the verdict), "insufficient
-    data" (it rests on fewer than min_support rewarded matched rows), "model-based" (DM: the weights do not
-    apply), else "ok" — which needs a reliable verdict, so at least min_support rewarded matched rows."""
-    marks = [NO_RELIABLE_ESTIMATE] if e.get("verdict") == NO_RELIABLE_ESTIMATE else []
-    marks += ["insufficient data"] if e.get("insufficient_data") else []
-    marks += [MODEL_BASED] if e.get("verdict") == MODEL_BASED else []
-    return ", ".join(marks) or "ok"
+    """The support column: "no reliable estimate" (its weights fail a threshold of the verdict, among them fewer
+    than min_support rewarded matched rows: the warning above the table says which), "model-based" (DM: the
+    weights do not apply), "insufficient data" (an estimate without a verdict resting on too few such rows), else
+    "ok" — which needs a reliable verdict, so at least min_support rewarded matched rows."""
+    if e.get("verdict") in (NO_RELIABLE_ESTIMATE, MODEL_BASED):
+        return str(e["verdict"])
+    return "insufficient data" if e.get("insufficient_data") else "ok"
 
 
 def _estimate(e: dict, key: str = "ci", sign: bool = False) -> tuple[str, str, str]:
@@ -254,11 +256,14 @@ def _estimate(e: dict, key: str = "ci", sign: bool = False) -> tuple[str, str, s
 
 def _by_day_cells(day: dict, primary: str) -> list[str]:
     """A day's own estimate ± stderr, the running estimate, its confidence sequence, its fixed-time interval and
-    the running estimate's support."""
+    the running estimate's support (no sequence or interval, "—", where that says "no reliable estimate")."""
     own, run = day["estimates"][primary], day["running"][primary]
     value, stderr, _ = _estimate(own)
     running, _, ci = _estimate(run)
-    return [f"{value} ± {stderr}", running, _estimate(run, "cs")[2], ci, _support(run)]
+    cs = _estimate(run, "cs")[2]
+    if run.get("verdict") == NO_RELIABLE_ESTIMATE:
+        cs = ci = "—"
+    return [f"{value} ± {stderr}", running, cs, ci, _support(run)]
 
 
 def _weight(q) -> str:
@@ -433,7 +438,8 @@ def _inline(text: str) -> str:
 
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
-         "table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
+         "table{border-collapse:collapse;margin:.5rem 0 1rem;display:block;overflow-x:auto;max-width:100%}"
+         "td,th{border:1px solid #ccc;padding:.25rem .5rem;"
          "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
          "img{max-width:100%}"
          ".warn{background:#fff3cd;border-left:4px solid #e0a800;padding:.4rem .8rem}")
