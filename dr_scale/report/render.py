@@ -132,7 +132,7 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
             "weight_histogram": seen.weights.histogram.tolist(), "by_day": days, "support": window,
-            "alerts": raised,
+            "alerts": raised, **{key: result[key] for key in ("verdict_note",) if key in result},
             **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {})}
 
 

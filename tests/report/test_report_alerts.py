@@ -274,5 +274,6 @@ def test_fail_on_verdict_exits_4_when_an_estimate_is_no_reliable_one(one_click_l
     (policy,) = report["policies"]
     assert {n: e["verdict"] for n, e in policy["estimates"].items()} == {
         "DM": "model-based", "IPS": "no reliable estimate", "DR": "no reliable estimate"}
+    assert policy["verdict_note"].startswith("no reliable estimate by IPS, DR: 1 rewarded matched row")
     html = (root / "r" / "report.html").read_text()
     assert "<td>no reliable estimate</td>" in html and "[0, 0]" not in html
