@@ -437,7 +437,7 @@ def _inline(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
-STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
+STYLE = ("body{font-family:system-ui,sans-serif;max-width:64rem;margin:2rem auto;padding:0 1rem;color:#222}"
          "table{border-collapse:collapse;margin:.5rem 0 1rem;display:block;overflow-x:auto;max-width:100%}"
          "td,th{border:1px solid #ccc;padding:.25rem .5rem;"
          "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
