@@ -6,7 +6,7 @@ Exit statuses, for every sub-command: 0 success; 2 an error — a user or enviro
 :func:`~dr_scale.core.errors.describe` reads as the environment's) is one line on stderr naming
 what is wrong and what to do, any other error is a bug of dr-scale and its line says
 "unexpected", with the hint to report it; no traceback unless ``--debug``; 3 bad partitions
-in ``report``; 4 a ``report`` written that carries a support or drift alert its ``fail_on``
+in ``report``; 4 a ``report`` written that carries a support, drift or verdict alert its ``fail_on``
 names; 130 interrupted. Sub-commands raise; :func:`main` is the one place errors
 become a status and a message (:func:`dr_scale.core.errors.describe`), where a library
 error's parameter names become the command's flags

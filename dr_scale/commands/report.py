@@ -22,14 +22,16 @@ from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 
 def add_parser(sub) -> None:
     """Add ``dr-scale report`` and its options to the sub-command parsers ``sub``."""
+    from dr_scale.report.alerts import KINDS  # pydantic's models: imported when the parser is built
+
     p = sub.add_parser(
         "report", help="report on candidate policies over a log share (incremental, for cron)",
         description="Estimate candidate policies' values (DM, IPS, DR, SNIPS, SNDR with intervals and weight "
                     "diagnostics) over the newest partitions of a log share and write report.json, report.md and "
                     "report.html. Per-partition states are cached, so a daily run reads only new or changed "
                     "partitions. Exit status: 0 ok (or partial with --skip-bad-partitions), 3 bad partitions "
-                    "(named in the report and on stderr), 4 report written with a support or drift alert of a "
-                    "kind in --fail-on or the policies file's fail_on, 2 other errors.")
+                    "(named in the report and on stderr), 4 report written with a support, drift or verdict alert "
+                    "of a kind in --fail-on or the policies file's fail_on, 2 other errors.")
     p.add_argument("--logs", required=True,
                    help="folder, glob or fsspec URL of Parquet partitions (date=YYYY-MM-DD/…)")
     p.add_argument("--policies", required=True, metavar="FILE", help="TOML/YAML file of candidate policies")
@@ -44,10 +46,11 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-training-overlap", action="store_true",
                    help="report a learned policy even over partitions it was trained on (its policy file records "
                         "them); its results are then labelled in-sample")
-    p.add_argument("--fail-on", action="append", choices=["support", "drift"], default=[], metavar="KIND",
+    p.add_argument("--fail-on", action="append", choices=list(KINDS), default=[], metavar="KIND",
                    help="exit with status 4 after writing a report that carries an alert of this kind: support "
-                        "(a threshold crossed) or drift (a change against the day's history); repeatable, added to "
-                        "the policies file's fail_on")
+                        "(a threshold crossed), drift (a change against the day's history) or verdict (an estimate "
+                        "is 'no reliable estimate', docs/estimators.md); repeatable, added to the policies file's "
+                        "fail_on")
     from dr_scale.commands.fit import add_model_options
     from dr_scale.commands.fit_propensity import add_propensity_options
 

@@ -42,8 +42,15 @@ MIN_TAIL = 10
 #: The never-logged actions a summary or warning names (the count gives the rest): at 10^4 actions a policy may
 #: list thousands.
 UNLOGGED_EXAMPLES = 10
-#: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning.
+#: Above this Pareto k̂ IPS-type estimates are unreliable (Vehtari et al. 2024, Sec. 3.2): a warning, and a
+#: "no reliable estimate" verdict (:meth:`WeightStats.unreliable`).
 DEFAULT_MAX_PARETO_K = 0.7
+#: Below this effective sample size the weighted sample is worth fewer equally weighted rows than the normal
+#: approximation behind the intervals needs (the rule of thumb n ≥ 30): a "no reliable estimate" verdict.
+DEFAULT_MIN_ESS = 30.0
+#: The verdict of an estimate resting on the weights, of one resting on the reward model alone (DM), and of one
+#: whose weights fail a threshold of :meth:`WeightStats.unreliable`.
+RELIABLE, MODEL_BASED, NO_RELIABLE_ESTIMATE = "reliable", "model-based", "no reliable estimate"
 
 
 def _weight_histogram(weight: np.ndarray) -> np.ndarray:
@@ -225,6 +232,44 @@ class WeightStats:
     def insufficient(self, min_support: int = DEFAULT_MIN_SUPPORT) -> bool:
         """Too few rows carry the value: fewer than ``min_support`` with w > 0 and a non-zero reward."""
         return self.n_informative < min_support
+
+    def unreliable(self, min_support: int = DEFAULT_MIN_SUPPORT, min_ess: float = DEFAULT_MIN_ESS,
+                   max_pareto_k: float = DEFAULT_MAX_PARETO_K) -> list[str]:
+        """Why no estimate that rests on these weights (IPS, SNIPS, DR, SNDR, Switch, …) can be trusted, in
+        words; empty when none applies. The verdict "no reliable estimate" (docs/estimators.md) holds when
+
+        * fewer than ``min_support`` rows have w > 0 and a non-zero reward (the clicks the value rests on);
+        * Kish's ESS = (Σ w)² / Σ w² is below ``min_ess`` (the intervals' normal approximation needs more);
+        * the Pareto k̂ of the weights' tail is above ``max_pareto_k`` (Vehtari et al. 2024, Sec. 3.2: the
+          importance-sampling estimate converges impractically slowly; NaN, no tail fit, is not a reason).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> w = np.r_[np.full(100, 2.0), np.zeros(100)]
+        >>> WeightStats.of(w, np.full(200, 0.5), np.r_[1.0, np.zeros(199)]).unreliable()
+        ['1 rewarded matched row (w > 0, r ≠ 0) < 10']
+        >>> WeightStats.of(w, np.full(200, 0.5), np.ones(200)).unreliable()
+        []
+        """
+        words = {"rewarded_matched_rows": lambda v, t: f"{v:g} rewarded matched row{'' if v == 1 else 's'} (w > 0, "
+                                                       f"r ≠ 0) < {t:g}",
+                 "ess": lambda v, t: f"ESS {v:.3g} < {t:g}", "pareto_k": lambda v, t: f"Pareto k̂ {v:.2f} > {t:g}"}
+        return [words[metric](value, threshold)
+                for metric, value, threshold in self.failed_thresholds(min_support, min_ess, max_pareto_k)]
+
+    def failed_thresholds(self, min_support: int = DEFAULT_MIN_SUPPORT, min_ess: float = DEFAULT_MIN_ESS,
+                          max_pareto_k: float = DEFAULT_MAX_PARETO_K) -> list[tuple[str, float, float]]:
+        """The thresholds of :meth:`unreliable` these weights fail, as (metric, value, threshold): the metrics
+        ``rewarded_matched_rows`` (n_informative), ``ess`` and ``pareto_k``."""
+        out: list[tuple[str, float, float]] = []
+        if self.n_informative < min_support:
+            out.append(("rewarded_matched_rows", float(self.n_informative), float(min_support)))
+        if self.ess < min_ess:
+            out.append(("ess", self.ess, min_ess))
+        if self.pareto_k > max_pareto_k:
+            out.append(("pareto_k", self.pareto_k, max_pareto_k))
+        return out
 
     def top_share(self, fraction: float = TOP_FRACTION) -> float:
         """The share of the value Σ w|r| carried by the largest ``fraction`` (1%) of the positive weights.

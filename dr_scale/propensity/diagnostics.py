@@ -240,13 +240,16 @@ class PropensityState:
                          f"5% {q['0.05']:.3f}, 50% {q['0.5']:.3f}, 95% {q['0.95']:.3f}")
         return lines
 
-    def warnings(self) -> list[str]:
-        """Support failure and a model no better than the context-free baselines, in words."""
+    def warnings(self, with_dm: bool = True) -> list[str]:
+        """Support failure and a model no better than the context-free baselines, in words; ``with_dm``: DM is
+        among the estimates (else the advice is to fit a reward model for it, not to compare with it)."""
         out = []
         if self.support_fails():
+            advice = ("compare with DM" if with_dm
+                      else "fit a reward model (--fit-reward-model) and compare with DM, which reads no propensity")
             out.append(f"support fails: {100 * self.support_share():.3g}% of the target policy's probability mass "
                        f"is on actions whose estimated propensity is below the floor {self.floor:g}; there IPS and "
-                       "DR rest on the floor's weight, not on the data: compare with DM")
+                       f"DR rest on the floor's weight, not on the data: {advice}")
         ll = self.log_losses()
         if self.n and ll["model"] >= min(ll["uniform"], ll["marginal"]):
             out.append(f"the propensity model's log loss {ll['model']:.4f} is no better than a context-free "

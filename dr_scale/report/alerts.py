@@ -24,11 +24,15 @@ The **history** of a day is the merge of the states of up to ``history_days`` da
   ``max_top_share`` of the value;
 * ``drift`` (a change against the day's own history): ESS / n below (1 − ``max_ess_ratio_drop``) × the
   history's, the top-1% share up by more than ``max_top_share_rise``, k̂ up by more than
-  ``max_pareto_k_rise``.
+  ``max_pareto_k_rise`` to above :data:`HEAVY_TAIL_K` (below it the tail has finite variance: a rise of a
+  negative k̂ is no drift toward a heavy tail);
+* ``verdict`` (over the window): an estimator's value is "no reliable estimate" — its weights fail a threshold
+  of :meth:`~dr_scale.ope.diagnostics.WeightStats.unreliable` (rewarded matched rows, ESS, Pareto k̂;
+  docs/estimators.md): one alert per threshold failed, naming the estimators.
 
 The thresholds are the ``[alerts]`` table of the policies file (:class:`AlertSettings`, defaults below);
-``fail_on = ["support"]`` (and/or ``"drift"``) makes ``dr-scale report`` exit with status 4 after writing a
-report that carries such an alert.
+``fail_on = ["support"]`` (and/or ``"drift"``, ``"verdict"``) makes ``dr-scale report`` exit with status 4 after
+writing a report that carries such an alert.
 """
 
 from __future__ import annotations
@@ -39,11 +43,14 @@ from typing import Annotated, Literal, cast
 from pydantic import Field
 
 from dr_scale.io.config import Finite, Model, PositiveFinite, PositiveInt, Share
-from dr_scale.ope.diagnostics import WeightStats
+from dr_scale.ope.diagnostics import NO_RELIABLE_ESTIMATE, WeightStats
 from dr_scale.outofcore.mergeable import merge_all
 
-KINDS = ("support", "drift")
-AlertKind = Literal["support", "drift"]
+KINDS = ("support", "drift", "verdict")
+AlertKind = Literal["support", "drift", "verdict"]
+#: k̂ at or below this: the weights' distribution has a finite variance (Vehtari et al. 2024, Sec. 3); a drift
+#: alert on k̂ needs the day's k̂ above it.
+HEAVY_TAIL_K = 0.5
 #: The metrics of a day, in the report's order.
 METRICS = ("ess_ratio", "top_share", "pareto_k", "mean_weight", "mean_weight_z", "unlogged_share")
 #: The metrics whose change against the history is reported.
@@ -64,7 +71,7 @@ class AlertSettings(Model):
     min_history_days: PositiveInt = 3
 
 
-FailOn = Annotated[list[AlertKind], Field(max_length=2)]
+FailOn = Annotated[list[AlertKind], Field(max_length=len(KINDS))]
 
 
 def support_metrics(weights: WeightStats, coverage=None) -> dict:
@@ -136,10 +143,28 @@ def drift_alerts(m: dict, h: dict, s: AlertSettings) -> list[dict]:
         out.append(_alert("drift", "top_share", m["top_share"], h["top_share"] + s.max_top_share_rise,
                           f"the top 1% of the positive weights carry {m['top_share']:.1%} of the value, up from "
                           f"{h['top_share']:.1%} in its history (limit +{s.max_top_share_rise:.0%})"))
-    if _crossed(m["pareto_k"] - h["pareto_k"], s.max_pareto_k_rise):
+    if _crossed(m["pareto_k"], HEAVY_TAIL_K) and _crossed(m["pareto_k"] - h["pareto_k"], s.max_pareto_k_rise):
         out.append(_alert("drift", "pareto_k", m["pareto_k"], h["pareto_k"] + s.max_pareto_k_rise,
                           f"Pareto k̂ {m['pareto_k']:.2f}, up from {h['pareto_k']:.2f} in its history (limit "
                           f"+{s.max_pareto_k_rise:g})"))
+    return out
+
+
+def verdict_alerts(result) -> list[dict]:
+    """The ``verdict`` alerts of a policy's :class:`~dr_scale.ope.evaluation.EvaluationResult` over the window: per
+    threshold its weights fail (:meth:`~dr_scale.ope.diagnostics.WeightStats.failed_thresholds`), one alert naming
+    the estimators that are then "no reliable estimate" (MIPS's marginal weights apart from w)."""
+    groups: dict[int, list[str]] = {}
+    for name in result.estimates:
+        if result.verdict_of(name) == NO_RELIABLE_ESTIMATE:
+            groups.setdefault(id(result.weights_of(name)), []).append(name)
+    out = []
+    for names in groups.values():
+        weights = result.weights_of(names[0])
+        failed = zip(weights.failed_thresholds(result.min_support), weights.unreliable(result.min_support),
+                     strict=True)
+        out += [_alert("verdict", metric, value, threshold, f"no reliable estimate by {', '.join(names)}: {why}")
+                for (metric, value, threshold), why in failed]
     return out
 
 

@@ -3,7 +3,9 @@
 * :func:`estimates_plot` — each policy's value by every estimator with its confidence interval,
   one panel per policy on **its own scale** (small multiples), so a policy far from the others
   does not flatten them; the numbers beside each interval, and the logging policy's on-policy
-  value as a line (or, when it is off the panel's scale, a note at the panel's edge);
+  value as a line (or, when it is off the panel's scale, a note at the panel's edge). A value whose
+  verdict is "no reliable estimate" (docs/estimators.md) is a grey cross without an interval, and says so
+  (the axis label explains the marks once, the panels' titles stay short);
 * :func:`over_time_plot` — each estimator's value per day, the primary estimator's interval as a
   band and its running estimate with its confidence sequence, one panel per policy, the legend
   above the panels;
@@ -31,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from dr_scale.core.numbers import estimate, number, percent  # noqa: E402
-from dr_scale.ope.diagnostics import WEIGHT_EDGES  # noqa: E402
+from dr_scale.ope.diagnostics import NO_RELIABLE_ESTIMATE, WEIGHT_EDGES  # noqa: E402
 
 DPI = 100
 WIDTH = 8.0  # inches: 800 px at DPI, the report page's width
@@ -58,6 +60,29 @@ def _limits(points, pad: float = 0.06) -> tuple[float, float] | None:
     lo, hi = min(finite), max(finite)
     span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1e-3)
     return lo - pad * span, hi + pad * span
+
+
+def _unreliable(e: dict) -> bool:
+    """Whether an estimate's verdict is "no reliable estimate": no interval is drawn for it."""
+    return e.get("verdict") == NO_RELIABLE_ESTIMATE
+
+
+def _interval(ax, v: float, y: float, e: dict, **style) -> None:
+    """The value at height ``y`` with its interval; a grey cross alone for a value with no reliable estimate."""
+    if not math.isfinite(v):
+        return
+    if _unreliable(e):
+        ax.plot(v, y, marker="x", ls="none", color="grey", **{k: w for k, w in style.items() if k == "label"})
+        return
+    lo, hi = map(_num, e["ci"])
+    err = [[v - lo], [hi - v]] if math.isfinite(lo) and math.isfinite(hi) else None
+    ax.errorbar(v, y, xerr=err, fmt="o", capsize=3, **style)
+
+
+def _bounds_text(e: dict, sign: bool = False) -> str:
+    """The value and interval written beside a row; "no reliable estimate" in place of the interval."""
+    value, _, ci = estimate(e["value"], e["stderr"], e["ci"], sign=sign)
+    return f"{value} {NO_RELIABLE_ESTIMATE if _unreliable(e) else ci}"
 
 
 def _label(p: dict) -> str:
@@ -93,16 +118,11 @@ def estimates_figure(policies: list[dict], level: str):
         rows = list(p["estimates"].items())
         ticks, right = [], []
         for i, (est, e) in enumerate(rows):
-            lo, hi = map(_num, e["ci"])
-            v = _num(e["value"])
             hollow = bool(e.get("insufficient_data"))
-            if math.isfinite(v):
-                err = [[v - lo], [hi - v]] if math.isfinite(lo) and math.isfinite(hi) else None
-                ax.errorbar(v, -i, xerr=err, fmt="o", color=colors[est], capsize=3, mfc="white" if hollow else None)
-            value, _, ci = estimate(e["value"], e["stderr"], e["ci"])
+            _interval(ax, _num(e["value"]), -i, e, color=colors[est], mfc="white" if hollow else None)
             ticks.append(-i)
-            right.append(f"{value} {ci}")
-        limits = _limits([x for _, e in rows for x in (e["value"], *e["ci"])])
+            right.append(_bounds_text(e))
+        limits = _limits([x for _, e in rows for x in (e["value"], *(() if _unreliable(e) else e["ci"]))])
         if limits:
             ax.set_xlim(*limits)
         ax.set_ylim(-len(rows) + 0.4, 0.6)
@@ -111,12 +131,15 @@ def estimates_figure(policies: list[dict], level: str):
         side.set_yticks(ticks, right, fontsize="small")
         side.tick_params(length=0)
         _reference(ax, on_policy, "logging policy")
-        flag = " · insufficient data (hollow markers)" if any(e.get("insufficient_data") for _, e in rows) else ""
-        ax.set_title(_label(p) + flag, loc="left", fontsize="medium")
+        ax.set_title(_label(p), loc="left", fontsize="medium")  # the right-hand title may note the logging policy
         ax.grid(axis="x", alpha=0.3)
+    shown = [e for p in policies for e in p["estimates"].values()]
+    marks = ((["hollow: insufficient data"] if any(e.get("insufficient_data") for e in shown) else [])
+             + (["grey ×: no reliable estimate (no interval)"] if any(map(_unreliable, shown)) else []))
     if policies:
         axes[-1, 0].set_xlabel(f"estimated value, {level}; each panel on its own scale\n"
-                               f"dashed: the logging policy's value, {number(on_policy)}")
+                               f"dashed: the logging policy's value, {number(on_policy)}"
+                               + ("\n" + "; ".join(marks) if marks else ""))
     fig.suptitle("Estimated value of each candidate policy")
     return fig
 
@@ -133,19 +156,18 @@ def comparisons_figure(comparisons: list[dict], level: str):
     fig, ax = plt.subplots(figsize=(WIDTH, 1.0 + 0.4 * len(comparisons)), layout="constrained")
     labelled, right = set(), []
     for y, c in enumerate(comparisons):
-        lo, hi = map(_num, c["ci"])
         v = _num(c["value"])
-        kind = "against the logging policy" if c["baseline"] == "logging" else "against the best other candidate"
+        kind = ("no reliable estimate" if _unreliable(c) else "against the logging policy" if c["baseline"] == "logging"
+                else "against the best other candidate")
         hollow = bool(c.get("insufficient_data"))
         if math.isfinite(v):
-            err = [[v - lo], [hi - v]] if math.isfinite(lo) and math.isfinite(hi) else None
-            ax.errorbar(v, -y, xerr=err, fmt="o", capsize=3, mfc="white" if hollow else None,
-                        color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
-                        label=None if kind in labelled else kind)
+            _interval(ax, v, -y, c, mfc="white" if hollow else None,
+                      color="tab:grey" if c["baseline"] == "logging" else "tab:blue",
+                      label=None if kind in labelled else kind)
             labelled.add(kind)
-        value, _, ci = estimate(c["value"], c["stderr"], c["ci"], sign=True)
-        right.append(f"{value} {ci}" + (" insufficient data" if hollow else ""))
+        right.append(_bounds_text(c, sign=True) + (" insufficient data" if hollow and not _unreliable(c) else ""))
     ax.axvline(0.0, color="black", lw=1)
+    ax.margins(x=0.08)  # a cross at the extreme stays clear of the frame
     if labelled:
         fig.legend(loc="outside lower center", ncol=2, fontsize="small", frameon=False)
 
@@ -184,17 +206,23 @@ def over_time_figure(policies: list[dict], primary: str, level: str):
         for est in p["estimates"]:
             values = [_num(d["estimates"][est]["value"]) for d in p["by_day"]]
             ax.plot(x, values, marker="o", ms=3, lw=1.5 if est == primary else 1, label=est)
-            if est == primary:
-                lo = [_num(d["estimates"][est]["ci"][0]) for d in p["by_day"]]
-                hi = [_num(d["estimates"][est]["ci"][1]) for d in p["by_day"]]
+            if est == primary:  # no band on a day whose estimate is no reliable one
+                lo = [math.nan if _unreliable(d["estimates"][est]) else _num(d["estimates"][est]["ci"][0])
+                      for d in p["by_day"]]
+                hi = [math.nan if _unreliable(d["estimates"][est]) else _num(d["estimates"][est]["ci"][1])
+                      for d in p["by_day"]]
                 ax.fill_between(x, lo, hi, alpha=0.2, label=f"{est} {level}")
         if all("running" in d for d in p["by_day"]):  # the running estimate on the log so far, its sequence
             run = [d["running"][primary] for d in p["by_day"]]
             ax.plot(x, [_num(r["value"]) for r in run], color="black", lw=1.5, label=f"{primary} running")
-            ax.fill_between(x, [_num(r["cs"][0]) for r in run], [_num(r["cs"][1]) for r in run], color="black",
+            def end(r, key, j):
+                """An end of the running estimate's interval or sequence; none while it is no reliable estimate."""
+                return math.nan if _unreliable(r) else _num(r[key][j])
+
+            ax.fill_between(x, [end(r, "cs", 0) for r in run], [end(r, "cs", 1) for r in run], color="black",
                             alpha=0.08, label="confidence sequence")
-            ax.plot(x, [_num(r["ci"][0]) for r in run], color="black", lw=0.8, ls=":", label="fixed-time interval")
-            ax.plot(x, [_num(r["ci"][1]) for r in run], color="black", lw=0.8, ls=":")
+            ax.plot(x, [end(r, "ci", 0) for r in run], color="black", lw=0.8, ls=":", label="fixed-time interval")
+            ax.plot(x, [end(r, "ci", 1) for r in run], color="black", lw=0.8, ls=":")
         on_policy = [_num(d["diagnostics"]["on_policy_value"]) for d in p["by_day"]]
         ax.set_xlim(-0.3, len(days) - 0.7)
         bottom, top = ax.get_ylim()

@@ -15,7 +15,7 @@ TOML (or YAML, same keys)::
     min_support = 10                       # "insufficient data" below this many rows with π's action and a reward
     # n_actions = 3, n_features = 50       # optional; default from the reward model or the log's metadata
     fail_on = ["support"]                  # exit status 4 when the report carries such an alert ("support",
-                                           # "drift"; default none: alerts are warnings only)
+                                           # "drift", "verdict"; default none: alerts are warnings only)
 
     [alerts]                               # thresholds of the support and drift alerts (dr_scale.report.alerts);
     max_weight_mean_z = 5.0                # these are the defaults

@@ -9,7 +9,9 @@ weight histogram (counts over :data:`dr_scale.ope.diagnostics.WEIGHT_EDGES`) and
 estimates per day; the comparisons (each candidate against the logging policy and
 the best other candidate, by the primary estimator, paired); plus the window, every partition with its
 rows and whether it was read or taken from the cache, and the bad or skipped partitions with their errors.
-Every estimate carries ``cs``, its confidence sequence, and ``insufficient_data``; each day also has
+Every estimate carries ``cs``, its confidence sequence, ``insufficient_data`` and ``verdict`` ("reliable", "no
+reliable estimate" where its weights fail a documented threshold, "model-based" for DM: docs/estimators.md;
+a policy's ``verdict_note`` says why); each day also has
 ``running`` (the estimates on the log up to that day) and ``cs`` (their confidence sequences by
 estimator), the numbers to read when the report is looked at every day, and ``support``: the weights'
 support and drift metrics against the day's history and the alerts raised (:mod:`dr_scale.report.alerts`),
@@ -48,12 +50,18 @@ from dr_scale.core.numbers import estimate, number, percent
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write_all, remove_temporaries, url_to_fs
 from dr_scale.io.strict_json import finite
-from dr_scale.ope.diagnostics import WEIGHT_EDGES
+from dr_scale.ope.diagnostics import (
+    DEFAULT_MAX_PARETO_K,
+    DEFAULT_MIN_ESS,
+    MODEL_BASED,
+    NO_RELIABLE_ESTIMATE,
+    WEIGHT_EDGES,
+)
 from dr_scale.ope.evaluation import LOGGING, estimate_dict
 from dr_scale.ope.logged import logged_summary, summary_lines
 from dr_scale.policies import LoggedPolicy
 from dr_scale.report import plots
-from dr_scale.report.alerts import AlertSettings, support_by_day, window_support
+from dr_scale.report.alerts import AlertSettings, support_by_day, verdict_alerts, window_support
 
 SCHEMA = "dr-scale/report"
 SCHEMA_VERSION = 1
@@ -100,8 +108,8 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
     diag["overlap"] = "poor" if seen.weights.poor_overlap(min_ess_ratio) else "ok"
     coverage = total.coverage.warnings(total.weights.n_matched) if total.coverage is not None else []
     warnings = (seen.weights.warnings(min_ess_ratio, alerts.max_pareto_k) + coverage
-                + ([result["support_note"]] if "support_note" in result else [])
-                + (total.propensity.warnings() if total.propensity is not None else []))
+                + [result[key] for key in ("support_note", "verdict_note") if key in result]
+                + (total.propensity.warnings(bool(full.model_based)) if total.propensity is not None else []))
     if in_sample:
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
@@ -111,21 +119,22 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
         r = evaluation.result(state).to_dict(alpha, interval)
         running = state if running is None else running + state
         so_far_result = evaluation.result(running)  # its estimates only: no tail fit of the running weights
-        so_far = {n: estimate_dict(e, alpha, interval, so_far_result.insufficient_of(n))
+        so_far = {n: estimate_dict(e, alpha, interval, so_far_result.insufficient_of(n), so_far_result.verdict_of(n))
                   for n, e in so_far_result.estimates.items()}
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
                      "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()},
                      "support": {k: v for k, v in day_support.items() if k != "date"}})
     window = window_support(seen, alerts)
-    raised = ([{"date": None, **a} for a in window["alerts"]]
+    raised = ([{"date": None, **a} for a in verdict_alerts(full) + window["alerts"]]
               + [{"date": d["date"], **a} for d in support for a in d["alerts"]])
     warnings += [f"{a['kind']} alert{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}"
-                 for a in raised if not (a["date"] is None and a["metric"] in ("unlogged_share", "pareto_k"))]  # above
+                 for a in raised if not (a["date"] is None and (a["metric"] in ("unlogged_share", "pareto_k")
+                                                                or a["kind"] == "verdict"))]  # said above
     return {"name": name, "spec": spec, "estimates": result["estimates"], "difference": result.get("difference", {}),
             "insufficient_data": result["insufficient_data"], "in_sample": bool(in_sample),
             "label": f"{name} (in-sample)" if in_sample else name, "diagnostics": diag, "warnings": warnings,
             "weight_histogram": seen.weights.histogram.tolist(), "by_day": days, "support": window,
-            "alerts": raised,
+            "alerts": raised, **{key: result[key] for key in ("verdict_note",) if key in result},
             **({"propensity": result["propensity_diagnostics"]} if "propensity_diagnostics" in result else {}),
             **({"logged": logged_summary(evaluation.policy, full.estimates, alpha)}
                if isinstance(evaluation.policy, LoggedPolicy) else {})}
@@ -133,17 +142,20 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
 
 def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: float,
                 interval: str = "normal") -> list[dict]:
-    """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired."""
-    value = {n: evaluations[n].result(states.totals[n]).estimates[primary].value
-             for n in evaluations if states.totals[n] is not None}
+    """Each candidate's V − V(logging) and V − V(best other candidate) by the primary estimator, paired; the best
+    other candidate among those whose primary estimate is not "no reliable estimate"."""
+    results = {n: evaluations[n].result(states.totals[n]) for n in evaluations if states.totals[n] is not None}
+    value = {n: r.estimates[primary].value for n, r in results.items()}
+    trusted = {n for n, r in results.items() if r.verdict_of(primary) != NO_RELIABLE_ESTIMATE}
     out = []
     for a in value:
-        result = evaluations[a].result(states.totals[a])
+        result = results[a]
         d = result.differences[primary]
         out.append({"policy": a, "baseline": LOGGING, "estimator": primary,
-                    **estimate_dict(d, alpha, interval, result.insufficient_of(primary)
-                                    or result.baseline_insufficient_of(primary))})
-        others = [b for b in value if b != a and math.isfinite(value[b])]
+                    **estimate_dict(d, alpha, interval,
+                                    result.insufficient_of(primary) or result.baseline_insufficient_of(primary),
+                                    result.difference_verdict_of(primary))})
+        others = [b for b in value if b != a and math.isfinite(value[b]) and b in trusted]
         if not others:
             continue
         b = max(others, key=lambda name: value[name])
@@ -154,7 +166,8 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         cs_lo, cs_hi = sorted(sign * x for x in d.cs(alpha, method=interval))
         out.append({"policy": a, "baseline": b, "estimator": primary, "value": sign * d.value, "stderr": d.stderr,
                     "ci": [lo, hi], "cs": [cs_lo, cs_hi], "n": d.n,
-                    "insufficient_data": pair.insufficient_of(primary) or pair.baseline_insufficient_of(primary)})
+                    "insufficient_data": pair.insufficient_of(primary) or pair.baseline_insufficient_of(primary),
+                    "verdict": pair.difference_verdict_of(primary)})
     return out
 
 
@@ -228,23 +241,33 @@ def _marked(name: str, comparison: dict) -> str:
 
 
 def _support(e: dict) -> str:
-    """The support column: "insufficient data" where the value rests on too few rows, else "ok"."""
+    """The support column: "no reliable estimate" (its weights fail a threshold of the verdict, among them fewer
+    than min_support rewarded matched rows: the warning above the table says which), "model-based" (DM: the
+    weights do not apply), "insufficient data" (an estimate without a verdict resting on too few such rows), else
+    "ok" — which needs a reliable verdict, so at least min_support rewarded matched rows."""
+    if e.get("verdict") in (NO_RELIABLE_ESTIMATE, MODEL_BASED):
+        return str(e["verdict"])
     return "insufficient data" if e.get("insufficient_data") else "ok"
 
 
 def _estimate(e: dict, key: str = "ci", sign: bool = False) -> tuple[str, str, str]:
     """An estimate's value, standard error and interval (``ci``, or ``cs``: its confidence sequence) as text,
-    rounded to the standard error's place (:func:`dr_scale.core.numbers.estimate`)."""
-    return estimate(e["value"], e["stderr"], e[key], sign=sign)
+    rounded to the standard error's place (:func:`dr_scale.core.numbers.estimate`); the interval reads "no reliable
+    estimate" where that is the verdict."""
+    value, stderr, bounds = estimate(e["value"], e["stderr"], e[key], sign=sign)
+    return value, stderr, NO_RELIABLE_ESTIMATE if e.get("verdict") == NO_RELIABLE_ESTIMATE else bounds
 
 
 def _by_day_cells(day: dict, primary: str) -> list[str]:
     """A day's own estimate ± stderr, the running estimate, its confidence sequence, its fixed-time interval and
-    the running estimate's support."""
+    the running estimate's support (no sequence or interval, "—", where that says "no reliable estimate")."""
     own, run = day["estimates"][primary], day["running"][primary]
     value, stderr, _ = _estimate(own)
     running, _, ci = _estimate(run)
-    return [f"{value} ± {stderr}", running, _estimate(run, "cs")[2], ci, _support(run)]
+    cs = _estimate(run, "cs")[2]
+    if run.get("verdict") == NO_RELIABLE_ESTIMATE:
+        cs = ci = "—"
+    return [f"{value} ± {stderr}", running, cs, ci, _support(run)]
 
 
 def _weight(q) -> str:
@@ -269,7 +292,12 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
             out.append(("table", ["partition", "error"], [[b["path"], b["error"]] for b in report[key]]))
     if not report["policies"]:
         return out
-    out += [("h2", "Estimates"), ("img", images["estimates"], "estimates with intervals")]
+    out += [("h2", "Estimates"), ("img", images["estimates"], "estimates with intervals"),
+            ("p", "Support: an estimate whose weights fail a threshold reads **no reliable estimate**, its interval "
+                  f"not shown: fewer than {report.get('min_support', 10)} rewarded matched rows (w > 0, r ≠ 0), an "
+                  f"effective sample size below {DEFAULT_MIN_ESS:g} or a Pareto k̂ of the weights above "
+                  f"{DEFAULT_MAX_PARETO_K:g} (docs/estimators.md). DM is **model-based**: it rests on the reward "
+                  "model alone, which no diagnostic of the weights checks.")]
     for p in report["policies"]:
         d = p["diagnostics"]
         out.append(("h3", f"{p.get('label', p['name'])} (`{p['spec']}`)"))
@@ -378,7 +406,8 @@ def propensity_blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                  f"uniform policy and {number(ll['marginal'])} for the actions' marginal frequencies."),
            ("table", ["policy", "target mass on actions with p̂ < floor", "support"],
             [[p.get("label", p["name"]), percent(p["propensity"]["support_share_below_floor"], 3),
-              "fails: compare with DM" if p["propensity"]["support_fails"] else "ok"] for p in with_p])]
+              ("fails: compare with DM" if "DM" in p["estimates"] else "fails: fit a reward model and compare with DM")
+              if p["propensity"]["support_fails"] else "ok"] for p in with_p])]
     comparison = first.get("logged_vs_estimated")
     if comparison:
         q = comparison["ratio_quantiles"]
@@ -414,8 +443,9 @@ def _inline(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
-STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}"
-         "table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
+STYLE = ("body{font-family:system-ui,sans-serif;max-width:64rem;margin:2rem auto;padding:0 1rem;color:#222}"
+         "table{border-collapse:collapse;margin:.5rem 0 1rem;display:block;overflow-x:auto;max-width:100%}"
+         "td,th{border:1px solid #ccc;padding:.25rem .5rem;"
          "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
          "img{max-width:100%}"
          ".warn{background:#fff3cd;border-left:4px solid #e0a800;padding:.4rem .8rem}")

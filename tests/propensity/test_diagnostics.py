@@ -69,6 +69,10 @@ def test_support_of_a_deterministic_target_and_warnings():
     assert state.support_share() == pytest.approx(share)
     assert state.support_fails() and any("support fails" in w for w in state.warnings())
     assert state.logged_comparison() is None
+    # "compare with DM" only where DM is estimated; without a reward model the advice is to fit one
+    (with_dm,) = [w for w in state.warnings() if "support fails" in w]
+    (without,) = [w for w in state.warnings(with_dm=False) if "support fails" in w]
+    assert with_dm.endswith(": compare with DM") and "fit a reward model (--fit-reward-model)" in without
 
 
 def test_a_model_worse_than_the_baselines_is_named():

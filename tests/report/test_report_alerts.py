@@ -15,7 +15,7 @@ from conftest import cli, error_line
 from dr_scale.ope.diagnostics import Coverage, WeightStats
 from dr_scale.ope.evaluation import PolicyState
 from dr_scale.outofcore.mergeable import merge_all
-from dr_scale.report.alerts import AlertSettings, support_by_day, support_metrics
+from dr_scale.report.alerts import AlertSettings, drift_alerts, support_by_day, support_metrics
 from dr_scale.report.policies_file import parse_policies
 from dr_scale.synthetic.finite_world import BanditWorld
 from dr_scale.synthetic.streams import daily_logs
@@ -220,3 +220,60 @@ def test_report_job_fail_on(stopped_log):
     job = {"job": "report", "logs": logs, "policies": str(policies), "out": str(root / "job")}
     assert run_job({**job, "fail_on": ["support"]}) == 4
     assert run_job({**job, "out": str(root / "job-plain")}) == 0
+
+
+# -- Pareto k̂ drift and the verdict ---------------------------------------------------------------------------
+def metrics(pareto_k: float) -> dict:
+    return {"ess_ratio": 0.5, "top_share": 0.1, "pareto_k": pareto_k, "mean_weight": 1.0}
+
+
+@pytest.mark.parametrize("before, after", [(-1.12, -0.47), (-0.5, 0.45), (-0.1, 0.5)])
+def test_a_rise_of_k_that_stays_light_tailed_is_no_drift(before, after):
+    """k̂ ≤ 0.5: the weights' variance is finite; a rise there (the issue's "k̂ −0.47, up from −1.12") is no alert."""
+    assert after - before > AlertSettings().max_pareto_k_rise
+    assert drift_alerts(metrics(after), metrics(before), AlertSettings()) == []
+
+
+def test_a_rise_of_k_into_the_heavy_tail_is_drift():
+    (alert,) = drift_alerts(metrics(0.9), metrics(0.3), AlertSettings())
+    assert alert["kind"] == "drift" and alert["metric"] == "pareto_k"
+    assert drift_alerts(metrics(0.9), metrics(0.5), AlertSettings()) == []  # a rise of 0.4 < 0.5
+
+
+@pytest.fixture(scope="module")
+def one_click_log(tmp_path_factory):
+    """The example's rows where a constant policy (action 2) matches 41 rows and 1 click."""
+    import pyarrow.parquet as pq
+
+    from dr_scale.synthetic.example import example_paths
+
+    logs, model = example_paths()
+    table = pq.read_table(logs)
+    action, reward = table["action"].to_numpy(), table["reward"].to_numpy()
+    keep = np.concatenate([np.flatnonzero((action == 2) & (reward != 0))[:1],
+                           np.flatnonzero((action == 2) & (reward == 0))[:40], np.flatnonzero(action != 2)[:1959]])
+    root = tmp_path_factory.mktemp("one-click")
+    (root / "logs").mkdir()
+    pq.write_table(table.take(np.sort(keep)), root / "logs" / "part-0.parquet")
+    policies = root / "policies.toml"
+    policies.write_text(f'reward_model = "{model}"\nestimators = ["DM", "IPS", "DR"]\n'
+                        '[[policy]]\nname = "always-2"\nspec = "constant:2"\n')
+    return root, policies
+
+
+def test_fail_on_verdict_exits_4_when_an_estimate_is_no_reliable_one(one_click_log, capsys):
+    root, policies = one_click_log
+    code, _, err = cli(capsys, "report", "--logs", root / "logs", "--policies", policies, "--out", root / "r",
+                       "--no-progress", "--fail-on", "verdict")
+    assert code == 4, err
+    assert "exit status 4: verdict alerts raised (fail_on)" in err
+    report = json.loads((root / "r" / "report.json").read_text())
+    verdicts = [a for a in report["alerts"] if a["kind"] == "verdict"]
+    assert {a["metric"] for a in verdicts} == {"rewarded_matched_rows", "ess"}
+    assert all(a["message"].startswith("no reliable estimate by IPS, DR: ") for a in verdicts)
+    (policy,) = report["policies"]
+    assert {n: e["verdict"] for n, e in policy["estimates"].items()} == {
+        "DM": "model-based", "IPS": "no reliable estimate", "DR": "no reliable estimate"}
+    assert policy["verdict_note"].startswith("no reliable estimate by IPS, DR: 1 rewarded matched row")
+    html = (root / "r" / "report.html").read_text()
+    assert "<td>no reliable estimate</td>" in html and "[0, 0]" not in html

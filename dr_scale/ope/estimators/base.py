@@ -64,6 +64,7 @@ class Estimator(ABC):
     needs_embedding: ClassVar[bool] = False  # the marginalized estimators: w(x, e) from the action catalogue
     needs_propensity: ClassVar[bool] = True  # reads p̂_i (all but DM, RM and BIPW)
     needs_importance_weight: ClassVar[bool] = False  # reads estimated weights ŵ(x_i, a_i) (BIPW)
+    model_based: ClassVar[bool] = False  # rests on the reward model alone, not on the weights (DM): no weight verdict
     el_map: ClassVar[tuple] = ((1.0,),)
     model_term: ClassVar[int | None] = None
 

@@ -38,6 +38,7 @@ class DirectMethod(Estimator):
 
     name: ClassVar[str] = "DM"
     needs_propensity: ClassVar[bool] = False
+    model_based: ClassVar[bool] = True
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(ρ̂_π(x_i),) with ρ̂_π(x) = Σ_a π(a|x) ρ̂_a(x): V̂_DM = (1/n) Σ_i ρ̂_π(x_i)."""

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.core.numbers import estimate, number
+from dr_scale.core.numbers import number
 from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.ope.diagnostics import Coverage
 from dr_scale.ope.estimators import RowInputs
@@ -97,7 +97,9 @@ class ComparisonResult:
                 "policies": {name: r.to_dict(alpha, interval) for name, r in self.results.items()}}
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
-        """One fixed-width table of every policy's estimates, then one of the paired differences."""
+        """One fixed-width table of every policy's estimates, then one of the paired differences; each row marked as
+        in :meth:`EvaluationResult.table` ("insufficient data", "no reliable estimate", "model-based"), each policy's
+        support and verdict notes below."""
         level = f"{100 * (1 - alpha):g}% CI ({interval})"
         pw = max(8, *map(len, self.results))
         ew = max(10, *(len(e) for r in self.results.values() for e in r.estimates))
@@ -106,19 +108,20 @@ class ComparisonResult:
         lines = [head, "-" * len(head)]
         for policy, r in self.results.items():
             for name, e in r.estimates.items():
-                lo, hi = e.ci(alpha, interval)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+                value, stderr, bounds, marks = r.cells(name, alpha, interval)
+                w = r.weights_of(name)  # MIPS: its marginal weights' ESS and largest weight
                 lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
-                             f"{number(r.weights.ess):>12} {number(r.weights.max_w):>11}")
+                             f"{number(w.ess):>12} {number(w.max_w):>11}{marks}")
         level = f"{100 * (1 - alpha):g}% CI (normal)"
         head = f"{'policy':<{pw}} {'estimator':<{ew}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
         lines += ["", f"difference: each policy A − {self.baseline} (paired, on the same rows)", head, "-" * len(head)]
         for policy, r in self.results.items():
-            for name, e in r.differences.items():
-                lo, hi = e.ci(alpha)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
-                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27}")
-        return "\n".join(lines)
+            for name in r.differences:
+                value, stderr, bounds, marks = r.cells(name, alpha, difference=True)
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27}{marks}")
+        notes = [n for policy, r in self.results.items()
+                 for n in (r.support_note(), r.verdict_note() and f"{policy}: {r.verdict_note()}") if n]
+        return "\n".join(lines + [line for n in notes for line in ("", n)])
 
 
 @dataclass(frozen=True)

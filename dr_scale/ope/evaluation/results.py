@@ -1,6 +1,7 @@
-"""One policy's evaluation result and its rendering: the estimates, their "insufficient data" flags, the
-warnings in words, a JSON-ready dict (:func:`estimate_dict`, :meth:`EvaluationResult.to_dict`) and a fixed-width
-text table (:meth:`EvaluationResult.table`)."""
+"""One policy's evaluation result and its rendering: the estimates, their "insufficient data" flags and verdicts
+("no reliable estimate" where the weights fail a documented threshold, "model-based" for DM), the warnings in
+words, a JSON-ready dict (:func:`estimate_dict`, :meth:`EvaluationResult.to_dict`) and a fixed-width text table
+(:meth:`EvaluationResult.table`)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dr_scale.core.numbers import estimate, number
-from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
+from dr_scale.ope.diagnostics import (
+    DEFAULT_MIN_ESS_RATIO,
+    DEFAULT_MIN_SUPPORT,
+    MODEL_BASED,
+    NO_RELIABLE_ESTIMATE,
+    RELIABLE,
+    Coverage,
+    WeightStats,
+)
 from dr_scale.ope.estimators import Estimate
 from dr_scale.propensity.diagnostics import PropensityState
 
 
-def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict[str, Any]:
-    """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag and, for a
-    tuned estimator, the chosen parameters (∞ as "inf")."""
+def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False,
+                  verdict: str | None = None) -> dict[str, Any]:
+    """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag, the verdict
+    where given ("reliable", "no reliable estimate", "model-based": :meth:`EvaluationResult.verdict_of`) and, for
+    a tuned estimator, the chosen parameters (∞ as "inf")."""
     out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))),
            "cs": list(map(float, e.cs(alpha, method=interval))), "n": e.n, "insufficient_data": bool(insufficient)}
+    if verdict is not None:
+        out["verdict"] = verdict
     chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
     return {**out, "chosen": chosen} if chosen else out
 
@@ -60,6 +73,9 @@ class EvaluationResult:
         The baseline policy's marginal weights' diagnostics.
     marginalized : tuple of str
         The estimators whose support is counted by the marginal weights (MIPS, SNMIPS).
+    model_based : tuple of str
+        The estimators that rest on the reward model alone (DM): their verdict is "model-based", never "no
+        reliable estimate" (:meth:`verdict_of`).
 
     See Also
     --------
@@ -100,6 +116,7 @@ class EvaluationResult:
     marginal_weights: WeightStats | None = None  # MIPS's weights w(x, e)
     baseline_marginal_weights: WeightStats | None = None
     marginalized: tuple[str, ...] = ()  # the estimators counted by the marginal weights
+    model_based: tuple[str, ...] = ()  # the estimators that rest on the reward model alone (DM)
 
     @property
     def insufficient(self) -> bool:
@@ -135,12 +152,65 @@ class EvaluationResult:
             return self.weights.n_rewarded < self.min_support
         return self.baseline_weights.insufficient(self.min_support)
 
+    def unreliable_of(self, name: str) -> list[str]:
+        """Why estimator ``name``'s value is no reliable estimate (:meth:`WeightStats.unreliable
+        <dr_scale.ope.diagnostics.WeightStats.unreliable>` of its own weights), in words; empty when it is
+        reliable or model-based."""
+        return [] if name in self.model_based else self.weights_of(name).unreliable(self.min_support)
+
+    def verdict_of(self, name: str) -> str:
+        """Estimator ``name``'s verdict: "model-based" (DM: no diagnostic of the weights applies), "no reliable
+        estimate" (its weights fail a threshold of :meth:`unreliable_of`) or "reliable"."""
+        if name in self.model_based:
+            return MODEL_BASED
+        return NO_RELIABLE_ESTIMATE if self.unreliable_of(name) else RELIABLE
+
+    def baseline_unreliable_of(self, name: str) -> list[str]:
+        """Why the baseline's value by estimator ``name`` is no reliable estimate (for "logging": fewer than
+        ``min_support`` rows with a non-zero reward), in words; empty without a baseline or for DM."""
+        if self.baseline is None or name in self.model_based:
+            return []
+        if self._marginal_of(name) is not None and self.baseline_marginal_weights is not None:
+            return self.baseline_marginal_weights.unreliable(self.min_support)
+        if self.baseline_weights is None:  # the logging policy: every row is its own, w = 1
+            count = self.weights.n_rewarded
+            return [f"{count} rows with a reward < {self.min_support}"] if count < self.min_support else []
+        return self.baseline_weights.unreliable(self.min_support)
+
+    def difference_verdict_of(self, name: str) -> str:
+        """The verdict of V(policy) − V(baseline) by ``name``: "no reliable estimate" when either side is none."""
+        if name in self.model_based:
+            return MODEL_BASED
+        return NO_RELIABLE_ESTIMATE if self.unreliable_of(name) or self.baseline_unreliable_of(name) else RELIABLE
+
+    def verdict_note(self) -> str | None:
+        """Which estimates are no reliable estimate and why, and which are model-based, in words (None when every
+        estimate and difference is reliable or model-based)."""
+        notes = []
+        unreliable = [n for n in self.estimates if self.verdict_of(n) == NO_RELIABLE_ESTIMATE]
+        for names in ([n for n in unreliable if self._marginal_of(n) is None],
+                      [n for n in unreliable if self._marginal_of(n) is not None]):
+            if names:
+                notes.append(f"no reliable estimate by {', '.join(names)}: {'; '.join(self.unreliable_of(names[0]))}")
+        against = [n for n in self.differences if self.verdict_of(n) == RELIABLE and self.baseline_unreliable_of(n)]
+        if against:
+            notes.append(f"no reliable difference from {self.baseline} by {', '.join(against)}: "
+                         f"{'; '.join(self.baseline_unreliable_of(against[0]))}")
+        if not notes:
+            return None
+        model = [n for n in self.estimates if n in self.model_based]
+        if model:
+            notes.append(f"{', '.join(model)} {'is' if len(model) == 1 else 'are'} model-based: resting on the reward "
+                         "model alone, which no diagnostic of the weights checks")
+        return "; ".join(notes) + " (thresholds: docs/estimators.md, \"No reliable estimate\")"
+
     def support_note(self) -> str | None:
         """Why values or differences carry "insufficient data", in words (None when they do not)."""
         notes = []
         plain = [n for n in self.estimates if self._marginal_of(n) is None] or not self.estimates
         if self.insufficient and plain:
-            notes.append(f"{self.policy}: {self.weights.n_informative} rows where it takes the logged action and "
+            rows = "row" if self.weights.n_informative == 1 else "rows"
+            notes.append(f"{self.policy}: {self.weights.n_informative} {rows} where it takes the logged action and "
                          f"the reward is non-zero ({self.weights.n_matched} where it takes the logged action)")
         marginal = [n for n in self.estimates if self._marginal_of(n) is not None]
         m = self.marginal_weights
@@ -159,7 +229,7 @@ class EvaluationResult:
     def warnings(self, min_ess_ratio: float = DEFAULT_MIN_ESS_RATIO) -> list[str]:
         """Poor overlap, tiny propensities, mass on actions the log never took, no matched rows: in words."""
         coverage = self.coverage.warnings(self.weights.n_matched) if self.coverage else []
-        propensity = self.propensity.warnings() if self.propensity is not None else []
+        propensity = self.propensity.warnings(bool(self.model_based)) if self.propensity is not None else []
         return self.weights.warnings(min_ess_ratio) + coverage + propensity
 
     def to_dict(self, alpha: float = 0.05, interval: str = "normal") -> dict[str, Any]:
@@ -170,7 +240,7 @@ class EvaluationResult:
         out: dict[str, Any] = {
             "policy": self.policy,
             "interval": interval,
-            "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient_of(name))
+            "estimates": {name: estimate_dict(e, alpha, interval, self.insufficient_of(name), self.verdict_of(name))
                           for name, e in self.estimates.items()},
             "diagnostics": {**self.weights.summary(), **(self.coverage.summary() if self.coverage else {})},
             "min_support": self.min_support,
@@ -183,46 +253,66 @@ class EvaluationResult:
             out["baseline"] = self.baseline
             out["difference"] = {"interval": interval,
                                  **{name: estimate_dict(e, alpha, interval, self.insufficient_of(name)
-                                                        or self.baseline_insufficient_of(name))
+                                                        or self.baseline_insufficient_of(name),
+                                                        self.difference_verdict_of(name))
                                     for name, e in self.differences.items()}}
         note = self.support_note()
         if note:
             out["support_note"] = note
+        verdict = self.verdict_note()
+        if verdict:
+            out["verdict_note"] = verdict
         if self.propensity is not None:
             out["propensity_diagnostics"] = self.propensity.summary()
         return out
 
+    def cells(self, name: str, alpha: float = 0.05, interval: str = "normal", difference: bool = False
+              ) -> tuple[str, str, str, str]:
+        """Estimator ``name``'s value (or difference from the baseline), standard error and interval as table text,
+        and the marks after the row: the interval reads "no reliable estimate" where that is the verdict; the
+        marks say "insufficient data" (:meth:`support_note`) and "model-based" for DM beside estimates (or
+        differences) that are no reliable estimate."""
+        e = self.differences[name] if difference else self.estimates[name]
+        lo, hi = e.ci(alpha, interval)
+        value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=difference)
+        verdict = self.difference_verdict_of(name) if difference else self.verdict_of(name)
+        if verdict == NO_RELIABLE_ESTIMATE:
+            bounds = NO_RELIABLE_ESTIMATE
+        marks = []
+        if self.insufficient_of(name) or (difference and self.baseline_insufficient_of(name)):
+            marks.append("insufficient data")
+        verdicts = map(self.difference_verdict_of if difference else self.verdict_of,
+                       self.differences if difference else self.estimates)
+        if verdict == MODEL_BASED and NO_RELIABLE_ESTIMATE in verdicts:  # beside the estimates that are none
+            marks.append(MODEL_BASED)
+        return value, stderr, bounds, "".join(f"   {m}" for m in marks)
+
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
         """The results as a fixed-width text table; the interval's kind is in the header. An undefined
         number (SNIPS when π never takes a logged action, a standard error from one row) reads "—", never NaN.
-        A value or difference resting on too few rows is marked "insufficient data" (:meth:`support_note`)."""
+        A value or difference resting on too few rows is marked "insufficient data" (:meth:`support_note`), and
+        one whose weights fail the verdict's thresholds reads "no reliable estimate" (:meth:`verdict_note`)."""
         level = f"{100 * (1 - alpha):g}% CI ({interval})"
         width = max(10, *map(len, self.estimates))
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
                 f"{'max weight':>11}")
         lines = [head, "-" * len(head)]
         for name, e in self.estimates.items():
-            lo, hi = e.ci(alpha, interval)
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
                                                                              else "") for k, v in e.chosen.items())
-            value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+            value, stderr, bounds, marks = self.cells(name, alpha, interval)
             w = self.weights_of(name)  # MIPS: its marginal weights' ESS and largest weight
             lines.append(
                 f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
                 f"{number(w.ess):>12} {number(w.max_w):>11}"
-                + (f"   ({chosen})" if chosen else "") + ("   insufficient data" if self.insufficient_of(name) else "")
+                + (f"   ({chosen})" if chosen else "") + marks
             )
         if self.baseline is not None:
             head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
             lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
                       "-" * len(head)]
-            for name, e in self.differences.items():
-                lo, hi = e.ci(alpha, interval)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
-                flagged = self.insufficient_of(name) or self.baseline_insufficient_of(name)
-                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}"
-                             + ("   insufficient data" if flagged else ""))
-        note = self.support_note()
-        if note:
-            lines += ["", note]
-        return "\n".join(lines)
+            for name in self.differences:
+                value, stderr, bounds, marks = self.cells(name, alpha, interval, difference=True)
+                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}{marks}")
+        notes = [n for n in (self.support_note(), self.verdict_note()) if n]
+        return "\n".join(lines + [line for n in notes for line in ("", n)])

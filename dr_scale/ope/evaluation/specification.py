@@ -375,6 +375,7 @@ class Evaluation(PartitionSource[PolicyState]):
                 state.marginal_weights,
                 state.baseline_marginal_weights,
                 tuple(name for name, est in self.estimators.items() if est.needs_embedding),
+                tuple(name for name, est in self.estimators.items() if est.model_based),
             )
 
     @property
