@@ -460,17 +460,17 @@ def solve_intercepts(parts: PartSet, x: np.ndarray, prior: RatePrior, fitted: np
     (the score equation of b, :func:`rate_prior`; nearly linear in b where σ ≈ e^z), one pass per step, until
     |W Σ σ − T| ≤ :data:`INTERCEPT_RTOL` · T for every ``fitted`` fit; (the last pass's :func:`intercept_terms`,
     the passes)."""
-    d = x.shape[1] - 1
-    for passes in range(1, max_iter + 1):
+    d, passes = x.shape[1] - 1, 0
+    while True:
         terms = parts.sum(intercept_terms, x, fits, columns)
+        passes += 1
         predicted = prior.weight * terms[:, 0]
         with np.errstate(invalid="ignore", divide="ignore"):
             off = np.abs(predicted - prior.target) > INTERCEPT_RTOL * prior.target
         off &= fitted & (terms[:, 1] > 0)
-        if not off.any():
-            break
+        if not off.any() or passes >= max_iter:
+            return terms, passes
         x[off, d] += (np.log(prior.target[off]) - np.log(predicted[off])) * terms[off, 0] / terms[off, 1]
-    return terms, passes
 
 
 def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: int, columns: np.ndarray | None,
