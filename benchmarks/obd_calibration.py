@@ -104,38 +104,38 @@ def bts_log(root: pathlib.Path, campaign: str) -> tuple[str, float, float]:
     """(the random log of ``campaign`` with BTS's probabilities of the row's position as the list column ``bts``,
     BTS's on-policy click rate, obp's DR of BTS on the random log)."""
     import pandas as pd
-    from obp.dataset import OpenBanditDataset
     from obp.ope import DoublyRobust, OffPolicyEvaluation, RegressionModel
     from obp.policy import BernoulliTS
     from sklearn.linear_model import LogisticRegression
 
     import dr_scale
 
-    random = OpenBanditDataset(behavior_policy="random", campaign=campaign)
-    feedback = random.obtain_batch_bandit_feedback()
-    truth = OpenBanditDataset.calc_on_policy_policy_value_estimate(behavior_policy="bts", campaign=campaign)
-    bts = BernoulliTS(n_actions=random.n_actions, len_list=random.len_list, is_zozotown_prior=True,
-                      campaign=campaign, random_state=12345)
+    # obp's OpenBanditDataset's pre-processing fails on the installed pandas (DataFrame.drop(…, 1)): its arrays are
+    # built here as it builds them — context: the user features one-hot (drop_first), position 0-based
+    df = pd.read_csv(obd_folder() / "random" / campaign / f"{campaign}.csv", index_col=0)
+    k = int(df["item_id"].max()) + 1
+    feedback = {"n_rounds": len(df), "action": df["item_id"].to_numpy(), "reward": df["click"].to_numpy(),
+                "pscore": df["propensity_score"].to_numpy(), "position": df["position"].to_numpy() - 1,
+                "context": pd.get_dummies(df.filter(like="user_feature"), drop_first=True).to_numpy(float)}
+    truth = pd.read_csv(obd_folder() / "bts" / campaign / f"{campaign}.csv", index_col=0)["click"].mean()
+    bts = BernoulliTS(n_actions=k, len_list=3, is_zozotown_prior=True, campaign=campaign, random_state=12345)
     dist = bts.compute_batch_action_dist(n_sim=100_000, n_rounds=feedback["n_rounds"])  # (n, k, positions)
-    regression = RegressionModel(n_actions=random.n_actions, len_list=random.len_list,
-                                 base_model=LogisticRegression(max_iter=10_000), action_context=random.action_context)
+    regression = RegressionModel(n_actions=k, len_list=3, base_model=LogisticRegression(max_iter=10_000))
     predicted = regression.fit_predict(context=feedback["context"], action=feedback["action"],
                                        reward=feedback["reward"], position=feedback["position"],
                                        pscore=feedback["pscore"], n_folds=3, random_state=12345)
     obp_dr = OffPolicyEvaluation(bandit_feedback=feedback, ope_estimators=[DoublyRobust()]).estimate_policy_values(
         action_dist=dist, estimated_rewards_by_reg_model=predicted)["dr"]
 
-    raw = obd_folder() / "random" / campaign
-    df = pd.read_csv(raw / f"{campaign}.csv", index_col=0)
     spec = {"action": "item_id", "reward": "click", "propensity": "propensity_score", "timestamp": "timestamp",
             "features": {"categorical": ["user_feature_*", "position"], "numeric": ["user-item_affinity_*"]},
             "hash_bits": 18}
-    log = dr_scale.from_pandas(df, spec)
-    items = [int(v) for v in log.vocabulary]  # dr-scale's action ids → obp's item ids
-    probs = dist[0][:, df["position"].to_numpy() - 1].T[:, items]  # BTS is context-free: row 0's, per position
+    log = dr_scale.from_pandas(df, spec, actions=list(range(k)))  # action id = obp's item id; rows in df's order
+    assert (np.asarray(log.action) == feedback["action"]).all() and (np.asarray(log.reward) == feedback["reward"]).all()
+    probs = dist[0][:, feedback["position"]].T  # BTS is context-free: row 0's distribution, at the row's position
     table = log.table.append_column("bts", pa.array(list(probs), type=pa.list_(pa.float64())))
     logs = str(root / f"random-{campaign}-bts")
-    dr_scale.write_log(table, logs, n_features=2 ** 18, n_actions=len(items))
+    dr_scale.write_log(table, logs, n_features=2 ** 18, n_actions=k)
     return logs, float(truth), float(obp_dr)
 
 
