@@ -81,13 +81,15 @@ def evaluated(logs: str, policy: str, model_path: str, estimators: str, root: pa
     return json.loads(pathlib.Path(out).read_text())["estimates"]
 
 
-def part_obd(root: pathlib.Path) -> None:
+def part_obd(root: pathlib.Path, only: list[str]) -> None:
     print("\n1. DM of the logging policy against the log's own click rate (95% intervals; cross-fitted, "
           f"{FOLDS} folds)")
     print(f"{'log':<14} {'own rate [95% CI]':>30} {'model':>8} {'DM [95% CI]':>30} {'in CI':>6} {'rel. err':>9} "
           f"{'ECE':>9}")
     for policy in ("random", "bts"):
         for campaign in CAMPAIGNS:
+            if only and f"{policy}/{campaign}" not in only:
+                continue
             logs = imported(root, policy, campaign)
             for name, model in MODELS:
                 path, calibration = fitted(logs, model, root)
@@ -139,12 +141,14 @@ def bts_log(root: pathlib.Path, campaign: str) -> tuple[str, float, float]:
     return logs, float(truth), float(obp_dr)
 
 
-def part_bts(root: pathlib.Path) -> None:
+def part_bts(root: pathlib.Path, only: list[str]) -> None:
     print("\n2. BTS evaluated on the random log (truth: BTS's on-policy click rate); cross-fitted, "
           f"{FOLDS} folds")
     print(f"{'campaign':<9} {'truth':>9} {'obp DR':>9} {'obp err':>8} {'model':>8} {'DR [95% CI]':>30} {'DR err':>8} "
           f"{'covers':>7} {'DM':>9} {'DM err':>8}")
     for campaign in CAMPAIGNS:
+        if only and campaign not in only:
+            continue
         logs, truth, obp_dr = bts_log(root, campaign)
         for name, model in MODELS:
             path, _ = fitted(logs, model, root)
@@ -190,14 +194,16 @@ def main() -> None:
     parser.add_argument("--part", choices=("obd", "bts", "worlds", "all"), default="all")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per generated world (default 2)")
     parser.add_argument("--worlds", type=int, default=len(WORLDS), help="the first N worlds of WORLDS")
+    parser.add_argument("--only", action="append", default=[],
+                        help="only this log (obd: e.g. random/men) or campaign (bts: e.g. men); repeatable")
     args = parser.parse_args()
     root = pathlib.Path(tempfile.mkdtemp(prefix="dr-scale-obd-calibration-"))
     os.environ.setdefault("DR_SCALE_NO_PROGRESS", "1")
     try:
         if args.part in ("obd", "all"):
-            part_obd(root)
+            part_obd(root, args.only)
         if args.part in ("bts", "all"):
-            part_bts(root)
+            part_bts(root, args.only)
         if args.part in ("worlds", "all"):
             part_worlds(root, args.seeds, WORLDS[:args.worlds])
     finally:
