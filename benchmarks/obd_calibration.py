@@ -81,7 +81,7 @@ def evaluated(logs: str, policy: str, model_path: str, estimators: str, root: pa
     return json.loads(pathlib.Path(out).read_text())["estimates"]
 
 
-def part_obd(root: pathlib.Path, only: list[str]) -> None:
+def part_obd(root: pathlib.Path, only: list[str], models: list[str]) -> None:
     print("\n1. DM of the logging policy against the log's own click rate (95% intervals; cross-fitted, "
           f"{FOLDS} folds)")
     print(f"{'log':<14} {'own rate [95% CI]':>30} {'model':>8} {'DM [95% CI]':>30} {'in CI':>6} {'rel. err':>9} "
@@ -92,6 +92,8 @@ def part_obd(root: pathlib.Path, only: list[str]) -> None:
                 continue
             logs = imported(root, policy, campaign)
             for name, model in MODELS:
+                if models and name not in models:
+                    continue
                 path, calibration = fitted(logs, model, root)
                 est = evaluated(logs, "logging", path, "DM,IPS", root)
                 own, dm = est["IPS"], est["DM"]
@@ -194,6 +196,8 @@ def main() -> None:
     parser.add_argument("--part", choices=("obd", "bts", "worlds", "all"), default="all")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per generated world (default 2)")
     parser.add_argument("--worlds", type=int, default=len(WORLDS), help="the first N worlds of WORLDS")
+    parser.add_argument("--model", action="append", default=[], choices=[name for name, _ in MODELS],
+                        help="obd: only this model (default or ridge); repeatable")
     parser.add_argument("--only", action="append", default=[],
                         help="only this log (obd: e.g. random/men) or campaign (bts: e.g. men); repeatable")
     args = parser.parse_args()
@@ -201,7 +205,7 @@ def main() -> None:
     os.environ.setdefault("DR_SCALE_NO_PROGRESS", "1")
     try:
         if args.part in ("obd", "all"):
-            part_obd(root, args.only)
+            part_obd(root, args.only, args.model)
         if args.part in ("bts", "all"):
             part_bts(root, args.only)
         if args.part in ("worlds", "all"):
