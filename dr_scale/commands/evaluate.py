@@ -12,7 +12,13 @@ from dr_scale.commands.common import (
     opened_log,
     storage_options,
 )
-from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings, model_options_given
+from dr_scale.commands.fit import (
+    DEFAULT_REWARD_FOLDS,
+    add_model_options,
+    fit_from_args,
+    fit_settings,
+    model_options_given,
+)
 from dr_scale.commands.fit_propensity import (
     add_propensity_options,
     check_propensity_options,
@@ -57,8 +63,9 @@ def add_parser(sub) -> None:
                    help="reward model ρ̂ (.npz of a LinearRewardModel, e.g. from dr-scale fit; a cross-fitted file "
                         "predicts each row with the fold model that did not see it)")
     p.add_argument("--fit-reward-model", action="store_true",
-                   help="fit per-action ridge models on LOGS first (as dr-scale fit; with --folds K cross-fitted), "
-                        "then evaluate with them")
+                   help="fit the per-action reward models on LOGS first (as dr-scale fit), cross-fitted over "
+                        f"--folds K (default {DEFAULT_REWARD_FOLDS}; --folds 1: in sample), then evaluate with "
+                        "them; prints the model's calibration")
     p.add_argument("--fit-balancing-weights", action="store_true",
                    help="fit BIPW's importance weights on LOGS first: a per-action logistic classifier of the logged "
                         "(x, a) against (x, a') with a' drawn from the policy, cross-fitted over 2 keyed folds, "
@@ -165,7 +172,7 @@ def run(args) -> int:
                           baseline=args.baseline)
 
     evaluation = None if args.fit_reward_model or args.estimate_propensity else comparison_with(model)
-    settings = fit_settings(args) if args.fit_reward_model else None
+    settings = fit_settings(args, DEFAULT_REWARD_FOLDS) if args.fit_reward_model else None
     if settings is not None:
         check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)
@@ -200,11 +207,12 @@ def run(args) -> int:
     where = f"{logs}" + (f" ({log_filter})" if log_filter else "")
     if args.fit_reward_model:
         from dr_scale.reward.models import LinearRewardModel
-        from dr_scale.reward.summary import summary
+        from dr_scale.reward.summary import calibration_summary, summary
 
         assert isinstance(model, LinearRewardModel)  # --fit-reward-model fits a ridge or logistic model
         lines = summary(model).splitlines()
         print(f"reward model fitted on {where}: {'; '.join(lines[:2] if lines[0].startswith('model:') else lines[:1])}")
+        print("\n".join(calibration_summary(model)))
     if estimated:
         print(propensity_source_line(args.propensity_model, logs, logs.has_propensity))
     elif not logs.has_propensity:

@@ -20,7 +20,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.core.errors import check_output_file
 from dr_scale.io.atomic import url_to_fs
-from dr_scale.io.config import Folds, option, penalty, rule_option, tolerance
+from dr_scale.io.config import PositiveInt, option, penalty, rule_option, tolerance
 from dr_scale.outofcore.compute import dask_session
 
 if TYPE_CHECKING:
@@ -71,9 +71,11 @@ def add_model_options(p, shared: bool = False) -> None:
                    help=f"ridge penalty λ > 0, or 'auto' (default): chosen from {', '.join(f'{g:g}' for g in grid)} by "
                         f"the out-of-fold squared error of the fold models (--folds K, else {search_folds} folds) on a "
                         f"keyed sample of {search_rows:,} rows")
-    p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
+    p.add_argument("--folds", type=option(PositiveInt, "integer ≥ 1"), metavar="K",
                    help="also fit K fold models for cross-fitting, 2 ≤ K ≤ rows: row i's fold is ⌊K·u(row_id)⌋, "
-                        "and fold model j, fitted on the other folds, predicts the rows of fold j (default: none)")
+                        "and fold model j, fitted on the other folds, predicts the rows of fold j; 1: none, the "
+                        "model in sample (default: fit none; evaluate --fit-reward-model "
+                        f"{DEFAULT_REWARD_FOLDS})")
     p.add_argument("--seed", type=SEED,
                    help="key of the folds and the λ sample (default 0)")
     p.add_argument("--rtol", type=parse_rtol,
@@ -108,11 +110,19 @@ parse_lambda = rule_option(penalty, "λ")
 parse_rtol = rule_option(tolerance, "rtol")
 
 
-def fit_settings(args):
-    """The :class:`dr_scale.reward.fitting.FitSettings` the options describe."""
+#: The fold models ``evaluate --fit-reward-model`` fits unless ``--folds`` says otherwise (``--folds 1``: none).
+DEFAULT_REWARD_FOLDS = 5
+
+
+def fit_settings(args, folds: int | None = None):
+    """The :class:`dr_scale.reward.fitting.FitSettings` the options describe; ``folds``: the command's default K
+    where ``--folds`` is not given (``--folds 1``: no fold models, the model in sample)."""
     from dr_scale.crossfit.settings import FitSettings
 
     given = {dest: getattr(args, dest) for _, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None}
+    given["folds"] = given.get("folds", folds)
+    if given["folds"] == 1:
+        given["folds"] = None
     return FitSettings(**given, n_features=args.n_features, n_actions=args.n_actions)
 
 

@@ -55,12 +55,10 @@ def propensity_settings(args):
     K = --folds or :data:`DEFAULT_PROPENSITY_FOLDS` folds."""
     from dr_scale.commands.fit import fit_settings
 
-    settings = fit_settings(args)
-    if settings.folds is None:
-        from dataclasses import replace
-
-        settings = replace(settings, folds=DEFAULT_PROPENSITY_FOLDS)
-    return settings
+    if getattr(args, "folds", None) == 1:
+        raise UserError("--folds 1 fits no fold models, but estimated propensities are cross-fitted: give "
+                             f"--folds K ≥ 2 (default {DEFAULT_PROPENSITY_FOLDS})")
+    return fit_settings(args, DEFAULT_PROPENSITY_FOLDS)
 
 
 def fit_propensity_from_args(args, logs: str, client, opts: dict, settings=None):

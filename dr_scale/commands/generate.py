@@ -12,7 +12,7 @@ from dr_scale.commands.common import (
     add_storage_option,
     storage_options,
 )
-from dr_scale.io.config import UniformShare, option
+from dr_scale.io.config import ClickRate, UniformShare, option
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -124,6 +124,9 @@ def _add_bandit_parser(kinds) -> None:
     b.add_argument("--uniform-share", type=option(UniformShare, "number in [0, 0.5]"), metavar="EPS",
                    help="the logging policy's uniform share ε in [0, 0.5]: μ = (1 − ε) softmax + ε / k "
                         "(default min(0.5, 0.001 k); 0 for a pure softmax of a linear score)")
+    b.add_argument("--click-rate", type=option(ClickRate, "number in (0, 0.5]"), metavar="P",
+                   help="rare 0/1 clicks: the action offsets centred at logit(P) − 1.9 instead of −1.5, so that the "
+                        "mean reward is near P (printed; e.g. 0.005)")
     add_compute_options(b)
     add_storage_option(b)
     b.set_defaults(func=run_bandit)
@@ -144,7 +147,8 @@ def run_bandit(args) -> int:
                                    seed=args.seed, days=args.days, rows_per_part=args.rows_per_part,
                                    overwrite=args.overwrite, storage_options=opts,
                                    client=client, progress=not args.no_progress,
-                                   hide_propensity=args.hide_propensity, uniform_share=args.uniform_share)
+                                   hide_propensity=args.hide_propensity, uniform_share=args.uniform_share,
+                                   click_rate=args.click_rate)
     print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     print("\n".join(calibration_lines(manifest["calibration"])))

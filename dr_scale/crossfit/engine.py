@@ -42,12 +42,14 @@ from dr_scale.outofcore.passes import PartSet, given, load_part, spill_folder
 @dataclass
 class Solved:
     """A solve at one λ: the fits' parameters ``x`` (the objective's layout), the passes it took, which fits reached
-    ``rtol``, and anything else the objective's model needs (``extra``)."""
+    ``rtol``, anything else the objective's model needs (``extra``), and the model's calibration on the rows where
+    the objective measures it (recorded as the metadata's ``calibration``)."""
 
     x: np.ndarray
     passes: int
     converged: np.ndarray
     extra: Any = None
+    calibration: dict | None = None
 
 
 class Reads:
@@ -234,6 +236,8 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
                           n_actions=k, passes=int(solved.passes))
     if search is not None:
         model.metadata["lambda_search"] = search
+    if solved.calibration is not None:
+        model.metadata["calibration"] = solved.calibration
     return model
 
 

@@ -53,6 +53,8 @@ Folds = Annotated[int, Field(ge=2)]
 PropensityFloor = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 #: The uniform share ε of a generated logging policy, in [0, 0.5] (:mod:`dr_scale.synthetic.bandit`).
 UniformShare = Annotated[float, Field(ge=0, le=0.5, allow_inf_nan=False)]
+#: The target mean reward of a generated click log, in (0, 0.5] (:mod:`dr_scale.synthetic.bandit`).
+ClickRate = Annotated[float, Field(gt=0, le=0.5, allow_inf_nan=False)]
 #: The smallest penalty λ taken: float64's smallest normal number (a subnormal λ has lost its precision).
 MIN_PENALTY = sys.float_info.min
 #: The smallest relative tolerance taken: float64's precision (no solve in float64 reaches a smaller residual).

@@ -170,14 +170,21 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
 
 
 # -- the binary model's terms -----------------------------------------------------------------
-def add_binary_terms(loss: np.ndarray, grad: np.ndarray, X, y: np.ndarray, w: np.ndarray, b: float, F: int) -> None:
+def add_binary_terms(loss: np.ndarray, grad: np.ndarray, X, y: np.ndarray, w: np.ndarray, b: float, F: int,
+                     prior: float = 0.0, centre: float = 0.0) -> None:
     """loss[F] += Σ_i log(1 + e^{z_i}) − y_i z_i and grad[F] += (Xᵀ(σ(z) − y), Σ(σ(z) − y)), z = Xw + b;
-    grad[F] holds (w's d entries, b)."""
+    grad[F] holds (w's d entries, b). With ``prior`` c > 0, each row also counts c pseudo-rows of label ``centre``
+    p̄ at its x (a conjugate prior, :func:`dr_scale.reward.fitting.rate_prior`): the terms of
+    Σ_i (1 + c) log(1 + e^{z_i}) − (y_i + c p̄) z_i."""
     if X.shape[0] == 0:
         return
     z = X @ w + b
-    loss[F] -= float(np.sum(log_expit(np.where(y > 0, z, -z))))
-    residual = expit(z) - y
+    if prior:
+        loss[F] -= float(np.sum((1.0 + prior) * log_expit(-z) + (y + prior * centre) * z))
+        residual = (1.0 + prior) * expit(z) - (y + prior * centre)
+    else:
+        loss[F] -= float(np.sum(log_expit(np.where(y > 0, z, -z))))
+        residual = expit(z) - y
     add_transposed_product(grad[F, :-1], X, residual)
     grad[F, -1] += float(residual.sum())
 

@@ -82,6 +82,7 @@ from dr_scale.logs.listing import action_vocabulary
 from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.outofcore.products import add_transposed_product
+from dr_scale.reward.calibration import calibration_record, calibration_terms
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel
 
 if TYPE_CHECKING:
@@ -233,7 +234,12 @@ class RidgeObjective(Objective):
         """The ridge fits min Σ (r_i − b − x_i·w)² + λ‖w‖² by conjugate gradients, the intercepts unpenalised."""
         fit, intercept = solve(parts, sums, lam, fits, rtol=settings.rtol, max_iter=settings.max_iter,
                                progress=progress)
-        return Solved(fit.coef, fit.iterations, fit.converged, intercept)
+        calibration = None
+        if fits.full:  # one pass: the calibration on the rows (dr_scale.reward.calibration)
+            rows = slice(0, fits.groups * fits.n_actions) if fits.folds else slice(-fits.n_actions, None)
+            calibration = calibration_record(parts.sum(calibration_terms, fit.coef[rows], intercept[rows],
+                                                       fits.groups, fits.n_actions, False), fits.folds > 0)
+        return Solved(fit.coef, fit.iterations + fits.full, fit.converged, intercept, calibration)
 
     def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
                     n_actions: int) -> np.ndarray:
@@ -325,11 +331,80 @@ def logistic_counts(part: GroupedPart, n_features: int) -> np.ndarray:
                            .astype(np.float64)])
 
 
+#: An action's intercept is solved without a prior (its mean prediction on its rows = its observed rate) when it has
+#: at least this many rewarded and this many unrewarded rows (the "10 events per variable" of Peduzzi et al. 1996,
+#: J. Clin. Epidemiol. 49:1373–1379); the actions with fewer are shrunk toward the pooled rate (:func:`rate_prior`).
+EXACT_EVENTS = 10
+#: Newton steps on the intercepts stop when every fit's score equation holds to this relative residual.
+INTERCEPT_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class RatePrior:
+    """Per fit F of a logistic solve: the prior's pseudo-rows per row c_F (0: the intercept is exact), its centre p̄_F,
+    and the score equation's target T_F = s_F + m p̄ (with c_F > 0; s_F without) and weight W_F = 1 + c_F; per fit
+    group (fold model) m, p̄ and the prior's shrunk actions."""
+
+    per_row: np.ndarray
+    centre: np.ndarray
+    target: np.ndarray
+    weight: np.ndarray
+    rows: np.ndarray
+    pooled: np.ndarray
+    shrunk: np.ndarray
+
+
+def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
+    """The conjugate prior of the logistic ρ̂ for 0/1 rewards, per fit group (fold model) of k per-action fits with
+    n_a rows and s_a rewarded ones.
+
+    An action with at least :data:`EXACT_EVENTS` rewarded and unrewarded rows has no prior: its intercept is
+    unpenalised and its score equation says that its model's mean prediction on its rows is its rate s_a/n_a. Every
+    other action a ("shrunk") gets m pseudo-rows of label p̄ spread over its rows — c = m/n_a per row, at the row's
+    own x: Chen & Ibrahim's conjugate prior for generalised linear models (Statistica Sinica 13, 2003, 461–476),
+    π(w, b) ∝ exp(c Σ_i [p̄ z_i − log(1 + e^{z_i})]) — so that the score equation of its intercept reads
+
+        mean_{i: a_i = a} ρ̂_a(x_i) = (s_a + m p̄) / (n_a + m),
+
+    the posterior mean of the action's rate under a Beta(m p̄, m(1 − p̄)) prior. Unclicked actions thus go to
+    m p̄/(n_a + m) ≤ p̄, down as their rows grow (not to ½ on the logit, as an add-½ rate would), and actions with
+    few rows stay near p̄.
+
+    **m (empirical Bayes)**: the Beta-binomial moment estimate of the spread of the actions' rates (Kleinman 1973,
+    JASA 68:46–54): with p = Σ s_a / Σ n_a and N = Σ n_a over the k' actions with rows,
+    τ² = (Σ_a n_a (s_a/n_a − p)² − (k' − 1) p(1 − p)) / (N − Σ_a n_a²/N) and m = p(1 − p)/τ² − 1, kept in [1, N]
+    (m = N where the rates spread no more than binomial noise: τ² ≤ 0).
+
+    **p̄**: Σ_shrunk s_a/(n_a + m) / Σ_shrunk n_a/(n_a + m), the precision-weighted rate of the shrunk actions, the
+    one centre for which Σ_shrunk n_a (s_a + m p̄)/(n_a + m) = Σ_shrunk s_a: the predictions' total on the shrunk
+    actions' rows is their clicks, and with the exact actions' the whole fit's mean prediction is its pooled rate.
+    (p = ½/(N + 1)-smoothed, (S + ½)/(N + 1), only where the group has no reward or no unrewarded row at all.)
+    """
+    n2, s2 = n.reshape(-1, n_actions).astype(np.float64), s.reshape(-1, n_actions).astype(np.float64)
+    shrunk = ~((s2 >= EXACT_EVENTS) & (n2 - s2 >= EXACT_EVENTS)) & (n2 > 0)
+    N, S = n2.sum(axis=1), s2.sum(axis=1)
+    p = np.where((S > 0) & (S < N), S / np.maximum(N, 1.0), glm.smoothed_rate(S, N))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(n2 > 0, s2 / np.where(n2 > 0, n2, 1.0), 0.0)
+        spread = (n2 * (rates - p[:, None]) ** 2).sum(axis=1) - ((n2 > 0).sum(axis=1) - 1) * p * (1 - p)
+        tau2 = spread / (N - (n2 ** 2).sum(axis=1) / np.maximum(N, 1.0))
+        m = np.where(tau2 > 0, p * (1 - p) / tau2 - 1.0, np.inf)
+    m = np.clip(m, 1.0, np.maximum(N, 1.0))
+    weights = shrunk / (n2 + m[:, None])
+    total = (weights * n2).sum(axis=1)
+    pooled = np.where((total > 0) & (S > 0) & (S < N), (weights * s2).sum(axis=1) / np.where(total > 0, total, 1), p)
+    per_row = np.where(shrunk, m[:, None] / np.maximum(n2, 1.0), 0.0)
+    centre = np.broadcast_to(pooled[:, None], n2.shape)
+    return RatePrior(per_row.ravel(), centre.ravel().copy(), (s2 + np.where(shrunk, m[:, None], 0.0) * centre).ravel(),
+                     1.0 + per_row.ravel(), m, pooled, shrunk.ravel())
+
+
 def add_logistic_terms(total: np.ndarray | None, part: GroupedPart, x: np.ndarray, fits: Fits, active: np.ndarray,
-                       columns: np.ndarray | None = None) -> np.ndarray:
+                       columns: np.ndarray | None = None, prior: RatePrior | None = None) -> np.ndarray:
     """total (F, d + 2) += per fit its data log loss's gradient ((w, b): d + 1) and, in the last column, the log loss
-    Σ log(1 + e^{z}) − r z, over the blocks of its rows (a pass of :meth:`PartSet.accumulate`); ``columns``: the
-    features renumbered to the d present ones (:func:`~dr_scale.crossfit.parts.present_columns`)."""
+    Σ log(1 + e^{z}) − r z (with its prior's pseudo-rows, :func:`rate_prior`), over the blocks of its rows (a pass
+    of :meth:`PartSet.accumulate`); ``columns``: the features renumbered to the d present ones
+    (:func:`~dr_scale.crossfit.parts.present_columns`)."""
     d = x.shape[1] - 1
     if total is None:
         total = np.zeros((x.shape[0], d + 2))
@@ -342,23 +417,28 @@ def add_logistic_terms(total: np.ndarray | None, part: GroupedPart, x: np.ndarra
                 continue
             for lo, hi, X in part.chunks(b, b + 1, d, columns):
                 for F in using:
-                    glm.add_binary_terms(loss, grad, X, part.reward[lo:hi], x[F, :d], x[F, d], F)
+                    glm.add_binary_terms(loss, grad, X, part.reward[lo:hi], x[F, :d], x[F, d], F,
+                                         0.0 if prior is None else prior.per_row[F],
+                                         0.0 if prior is None else prior.centre[F])
     out: np.ndarray = total
     return out
 
 
-def misclassified(part: GroupedPart, x: np.ndarray, fits: Fits, columns: np.ndarray | None = None) -> np.ndarray:
-    """(F,): per full-data fit the rows on the wrong side of its boundary, (2r − 1) z ≤ 0 (0: separated)."""
+def intercept_terms(part: GroupedPart, x: np.ndarray, fits: Fits, columns: np.ndarray | None = None) -> np.ndarray:
+    """(F, 3): per fit Σ σ(z_i) and Σ σ(z_i)(1 − σ(z_i)) over its rows (Newton's step on its intercept), and, for the
+    full-data fits, the rows on the wrong side of its boundary, (2r − 1) z ≤ 0 (0: separated)."""
     d = x.shape[1] - 1
-    out = np.zeros(x.shape[0])
+    out = np.zeros((x.shape[0], 3))
     for f in range(fits.groups):
         for a in range(fits.n_actions):
-            F = fits.folds * fits.n_actions + a
             b = f * fits.n_actions + a
-            lo, hi = int(part.start[b]), int(part.start[b + 1])
-            if hi > lo:
-                z = part.blocks(b, b + 1, d, columns) @ x[F, :d] + x[F, d]
-                out[F] += np.count_nonzero((2 * part.reward[lo:hi] - 1) * z <= 0)
+            for lo, hi, X in part.chunks(b, b + 1, d, columns):
+                for F in fits.of_block(f, a):
+                    z = X @ x[F, :d] + x[F, d]
+                    p = glm.expit(z)
+                    out[F, :2] += float(p.sum()), float(p @ (1 - p))
+                    if F >= fits.folds * fits.n_actions:
+                        out[F, 2] += np.count_nonzero((2 * part.reward[lo:hi] - 1) * z <= 0)
     return out
 
 
@@ -374,39 +454,64 @@ def out_of_fold_log_loss(part: GroupedPart, x: np.ndarray, folds: int, n_actions
     return out
 
 
+def solve_intercepts(parts: PartSet, x: np.ndarray, prior: RatePrior, fitted: np.ndarray, fits: Fits,
+                     columns: np.ndarray | None, max_iter: int) -> tuple[np.ndarray, int]:
+    """The fits' intercepts solved exactly for their weights w: Newton's method on log W_F Σ_i σ(x_i·w + b) = log T_F
+    (the score equation of b, :func:`rate_prior`; nearly linear in b where σ ≈ e^z), one pass per step, until
+    |W Σ σ − T| ≤ :data:`INTERCEPT_RTOL` · T for every ``fitted`` fit; (the last pass's :func:`intercept_terms`,
+    the passes)."""
+    d, passes = x.shape[1] - 1, 0
+    while True:
+        terms = parts.sum(intercept_terms, x, fits, columns)
+        passes += 1
+        predicted = prior.weight * terms[:, 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            off = np.abs(predicted - prior.target) > INTERCEPT_RTOL * prior.target
+        off &= fitted & (terms[:, 1] > 0)
+        if not off.any() or passes >= max_iter:
+            return terms, passes
+        x[off, d] += (np.log(prior.target[off]) - np.log(predicted[off])) * terms[off, 0] / terms[off, 1]
+
+
 def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: int, columns: np.ndarray | None,
                    squares: np.ndarray, n_all: float, lam: float, fits: Fits, *, rtol: float, max_iter: int,
-                   progress: bool = False) -> tuple[glm.GLMFit, np.ndarray]:
-    """The binary fits at penalty λ by L-BFGS, one pass per step (:mod:`dr_scale.outofcore.glm`): (the result, x
-    (F, d + 1) = (w, b)), d = ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own);
+                   progress: bool = False) -> tuple[glm.GLMFit, np.ndarray, np.ndarray, int]:
+    """The binary fits at penalty λ: (the L-BFGS result, x (F, d + 1) = (w, b), :func:`intercept_terms` at x, the
+    intercept passes), d = ``n_features`` the features ``columns`` renumbers the rows' to (None: the rows' own);
     n, sy (F,) the fits' rows and Σ r; ``squares`` (d,) the features' Σ x² over all ``n_all`` rows (the
-    preconditioner: w_j's curvature ≈ (Σ_{i in the fit} x_ij² · p(1 − p) + λ)/n, p the fit's mean reward and the
-    sum taken as the fit's share of Σ x²). A fit whose rewards are all equal, or that has no rows,
-    is not fitted (its maximum-likelihood intercept is ±∞): w = 0 and b = logit of the add-½ rate
-    (s + ½)/(n + 1) of its rows — of the pooled rows of all actions of its fold model if it has none."""
+    preconditioner: w_j's curvature ≈ (1 + c)(Σ_{i in the fit} x_ij² · p(1 − p) + λ)/n, p the fit's prior mean
+    and the sum taken as the fit's share of Σ x²).
+
+    Each fit minimises Σ_i [(1 + c) log(1 + e^{z_i}) − (r_i + c p̄) z_i] + (λ/2)‖w‖² (c, p̄ its
+    :func:`rate_prior`; c = 0 where the intercept is exact) by L-BFGS, one pass per step
+    (:mod:`dr_scale.outofcore.glm`), from w = 0 and b = the logit of its prior mean (s + m p̄)/(n + m); then its
+    intercept b, unpenalised, is solved exactly for the w found (:func:`solve_intercepts`). A fit whose rewards are
+    all equal has its optimum at the start (every row's label (r + c p̄)/(1 + c) is the same: w = 0, σ(b) the prior
+    mean); a fit without rows is not fitted: w = 0, b = logit p̄ of its fold model."""
     d = n_features
-    groups = n.reshape(-1, fits.n_actions)
-    pooled = np.repeat(glm.smoothed_rate(sy.reshape(groups.shape).sum(axis=1), groups.sum(axis=1)), fits.n_actions)
-    mixed = (sy > 0) & (sy < n)
-    rate = np.where(mixed, sy / np.maximum(n, 1), np.where(n > 0, glm.smoothed_rate(sy, n), pooled))
+    prior = rate_prior(n, sy, fits.n_actions)
+    fitted = n > 0
+    rate = np.where(fitted, prior.target / np.maximum(n * prior.weight, 1e-300), prior.centre)
     x0 = np.zeros((n.size, d + 1))
     x0[:, d] = glm.logit(rate)
     free = np.zeros((n.size, d + 1), bool)
-    free[mixed] = True
+    free[fitted & (sy > 0) & (sy < n)] = True  # all rewards equal: every row's label (r + c p̄)/(1 + c) is the same
     penalty = np.r_[np.ones(d, bool), False]
     spread = np.maximum(rate * (1 - rate), 1e-6)
     rows = np.maximum(n, 1.0)
-    curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread)[:, None] + lam)
-                                 / rows[:, None], spread])
+    curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread * prior.weight)[:, None] + lam)
+                                 / rows[:, None], spread * prior.weight])
 
     def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The penalised log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""
-        total = parts.accumulate(add_logistic_terms, x, fits, active, columns)
+        total = parts.accumulate(add_logistic_terms, x, fits, active, columns, prior)
         return glm.penalised(total[:, -1], total[:, :-1], x, lam, n, penalty)
 
     result = glm.minimize(evaluate, x0, rtol=rtol, max_iter=max_iter, free=free, curvature=curvature,
                           progress=progress, description="logistic ρ̂")
-    return result, result.x
+    x = result.x
+    terms, passes = solve_intercepts(parts, x, prior, fitted, fits, columns, max_iter)
+    return result, x, terms, passes
 
 
 @dataclass
@@ -440,17 +545,22 @@ class LogisticObjective(Objective):
     def solve(self, parts: PartSet, sums: Any, n_features: int, lam: float, fits: Fits, settings: FitSettings,
               progress: bool) -> Solved:
         """The fits by :func:`solve_logistic` on the present features, their weights put back in d columns (0
-        elsewhere); with the full-data models, also each one's misclassified rows (:func:`misclassified`)."""
+        elsewhere); with the full-data models, also each one's misclassified rows (:func:`intercept_terms`) and the
+        calibration on the rows (:mod:`dr_scale.reward.calibration`, one pass)."""
         block_n, block_sy, squares = sums
         present = squares > 0
         columns, m = present_columns(present)
-        result, x_m = solve_logistic(parts, fits.combine(block_n), fits.combine(block_sy), m, columns,
-                                     squares[present], float(block_n.sum()), lam, fits, rtol=settings.rtol,
-                                     max_iter=settings.max_iter, progress=progress)
+        result, x_m, terms, passes = solve_logistic(parts, fits.combine(block_n), fits.combine(block_sy), m, columns,
+                                                    squares[present], float(block_n.sum()), lam, fits,
+                                                    rtol=settings.rtol, max_iter=settings.max_iter, progress=progress)
         x = np.zeros((x_m.shape[0], n_features + 1))  # the features no row has: weight 0
         x[:, np.r_[present, True]] = x_m[:, np.r_[np.arange(int(present.sum())), m]]
-        wrong = parts.sum(misclassified, x_m, fits, columns) if fits.full else None
-        return Solved(x, result.passes + fits.full, result.converged, wrong)
+        calibration = None
+        if fits.full:
+            predictors = x_m[:fits.groups * fits.n_actions] if fits.folds else x_m[-fits.n_actions:]
+            calibration = calibration_record(parts.sum(calibration_terms, predictors[:, :m], predictors[:, m],
+                                                       fits.groups, fits.n_actions, True, columns), fits.folds > 0)
+        return Solved(x, result.passes + passes + fits.full, result.converged, terms[:, 2], calibration)
 
     def out_of_fold(self, part: GroupedPart, solved: Solved, n_features: int, folds: int,
                     n_actions: int) -> np.ndarray:
@@ -474,7 +584,8 @@ class LogisticObjective(Objective):
         n, sy = fits.combine(sums[0]), fits.combine(sums[1])
         full = slice(fits.folds * k, None)
         mixed = (sy > 0) & (sy < n)
-        separated = np.flatnonzero(mixed[full] & (solved.extra[full] == 0))
+        prior = rate_prior(n, sy, k)  # the shrunk actions' pseudo-rows cannot be separated: only the exact ones
+        separated = np.flatnonzero(mixed[full] & ~prior.shrunk[full] & (solved.extra[full] == 0))
         if separated.size:
             warnings.warn(f"{self.name}: the features separate the 0 and 1 rewards of action(s) "
                           f"{', '.join(map(str, separated))} perfectly; the L2 penalty λ = {lam:g} keeps their weights "
@@ -490,7 +601,9 @@ class LogisticObjective(Objective):
                                     metadata={
             "model": "logistic", "model_chosen_by": self.chosen_by, "method": "L-BFGS", "rows": int(rows.sum()),
             "rows_per_action": rows.tolist(), "unlogged_actions": np.flatnonzero(rows == 0).tolist(),
-            "constant_actions": constant.tolist(), "separated_actions": separated.tolist()})
+            "constant_actions": constant.tolist(), "separated_actions": separated.tolist(),
+            "prior": {"rows": float(prior.rows[-1]), "centre": float(prior.pooled[-1]), "exact_events": EXACT_EVENTS,
+                      "shrunk_actions": np.flatnonzero(prior.shrunk[full]).tolist()}})
         if fits.folds:
             model.fold_coef, model.fold_intercept = np.ascontiguousarray(coef[:-1]), intercept[:-1].copy()
         return model
@@ -504,13 +617,14 @@ class SeparatedRewardsWarning(UserWarning):
 
 def _warn_unlogged(name: str, n: np.ndarray, intercept: np.ndarray, folds: int, logit: bool = False) -> None:
     """One :class:`UnloggedActionWarning` naming the actions never logged, and the fold models without rows
-    (``logit``: the intercepts are logits, of the add-½ pooled rate)."""
+    (``logit``: the intercepts are logits, of the prior's centre p̄, :func:`rate_prior`)."""
     never = np.flatnonzero(n[-1] == 0)
     messages = []
     if never.size:
         value = intercept[-1, never[0]]
         messages.append(f"action(s) {', '.join(map(str, never))} never logged: ρ̂ for them is the pooled mean reward "
-                        + (f"{glm.expit(value):.6g} (add-½, as the logit b = {value:.6g}; w = 0)" if logit else
+                        + (f"{glm.expit(value):.6g} (the prior's centre p̄, as the logit b = {value:.6g}; w = 0)"
+                           if logit else
                            f"{value:.6g} (w = 0)"))
     for j in range(folds):
         missing = np.flatnonzero((n[j] == 0) & (n[-1] > 0))

@@ -9,6 +9,7 @@ import numpy as np
 
 from dr_scale.core.numbers import number
 from dr_scale.outofcore import glm
+from dr_scale.reward.calibration import calibration_lines
 from dr_scale.reward.models import LinearRewardModel
 
 
@@ -24,11 +25,29 @@ def model_line(model: LinearRewardModel) -> str | None:
 
 def summary(model: LinearRewardModel) -> str:
     """A fitted model's figures as text: the model, λ, rows, and per action its rows, intercept, ‖w‖ and the
-    out-of-fold figure of the λ search (R² for ridge, log loss for logistic)."""
+    out-of-fold figure of the λ search (R² for ridge, log loss for logistic); then its calibration
+    (:func:`calibration_summary`)."""
     m = model.metadata
     first = model_line(model)
     text = _logistic_summary(model) if m.get("model") == "logistic" else _ridge_summary(model)
+    text = "\n".join([text, *calibration_summary(model)])
     return f"{first}\n{text}" if first else text
+
+
+def calibration_summary(model: LinearRewardModel) -> list[str]:
+    """The logistic model's prior (:func:`~dr_scale.reward.fitting.rate_prior`) and the calibration on the rows it
+    was fitted on (:func:`~dr_scale.reward.calibration.calibration_lines`), as lines (none where not recorded)."""
+    m = model.metadata
+    lines = []
+    prior = m.get("prior")
+    if prior is not None:
+        shrunk, k = len(prior["shrunk_actions"]), m["n_actions"]
+        lines.append(f"prior: {k - shrunk} of {k} actions (≥ {prior['exact_events']} rewarded and unrewarded rows) "
+                     f"calibrated exactly; {shrunk} shrunk toward the pooled rate p̄ = {prior['centre']:.6g} by "
+                     f"m = {prior['rows']:.4g} prior rows (Beta(m p̄, m(1 − p̄)), empirical Bayes)")
+    if "calibration" in m:
+        lines += calibration_lines(m["calibration"])
+    return lines
 
 
 def _logistic_summary(model: LinearRewardModel) -> str:
@@ -73,7 +92,9 @@ def _fit_line(m: dict, passes: str) -> str:
     """The first line of a fit's summary, from its metadata ``m``: λ, rows, d, k, folds, ``passes``, fingerprint."""
     search = m.get("lambda_search")
     return (f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {m['n_features']} features, "
-            f"{m['n_actions']} actions, {m['folds'] or 'no'} folds, {passes}"
+            f"{m['n_actions']} actions, "
+            + (f"cross-fitted over {m['folds']} folds" if m['folds'] else "in-sample reward model (no folds)")
+            + f", {passes}"
             + (f" (+ {search['passes']} on the λ sample)" if search else "") + f", fingerprint {m.get('fingerprint')}")
 
 

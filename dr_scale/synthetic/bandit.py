@@ -58,6 +58,9 @@ MANIFEST = "_manifest.json"
 FIRST_DATE = datetime.date(2026, 11, 1)
 MAX_FEATURES = 1 << 24
 MAX_ACTIONS = 500
+#: ``click_rate`` P: the action offsets' mean is logit(P) − CLICK_SHIFT, the shift that offsets E[e^{x·W_a + …}] > 1
+#: of the scores' spread (the mean reward then lands within ~20% of P for P ≤ 1%: docs/generate-bandit.md).
+CLICK_SHIFT = 1.9
 
 
 @dataclass(frozen=True)
@@ -293,14 +296,16 @@ def part_paths(rows: int, days: int | None, rows_per_part: int) -> list[tuple[st
 def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: int = 0, days: int | None = None,
                     rows_per_part: int = 500_000, overwrite: bool = False, storage_options: dict | None = None,
                     client=None, progress: bool = False, hide_propensity: bool = False,
-                    uniform_share: float | None = None) -> dict:
+                    uniform_share: float | None = None, click_rate: float | None = None) -> dict:
     """Write a generated log to ``url`` in parallel (one Dask task per part); return its manifest.
 
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
     settings and the calibration figures (:meth:`Calibration.summary`). A non-empty ``url`` is
     refused unless ``overwrite``, which replaces only a folder dr-scale wrote
     (:func:`dr_scale.io.atomic.prepare_output_folder`). ``hide_propensity`` leaves the ``propensity`` column
-    out; ``uniform_share`` is the logging policy's uniform share ε in [0, 0.5] (default min(0.5, 0.001 k)).
+    out; ``uniform_share`` is the logging policy's uniform share ε in [0, 0.5] (default min(0.5, 0.001 k));
+    ``click_rate`` P ∈ (0, 0.5] makes rewards rare clicks: the action offsets' mean is logit(P) − :data:`CLICK_SHIFT`
+    instead of −1.5, so that the mean reward is near P (printed; docs/generate-bandit.md).
     """
     check(PositiveInt, "rows", rows)
     check(PositiveInt, "rows_per_part", rows_per_part)
@@ -311,6 +316,13 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
         from dr_scale.io.config import UniformShare
 
         settings = WorldSettings(min_propensity=check(UniformShare, "uniform_share", uniform_share) / actions)
+    if click_rate is not None:
+        from dataclasses import replace
+
+        from dr_scale.io.config import ClickRate
+
+        rate = check(ClickRate, "click_rate", click_rate)
+        settings = replace(settings, base=float(np.log(rate) - np.log1p(-rate)) - CLICK_SHIFT)
     make_world(seed, features, actions, settings)  # bad sizes or seed fail here, before anything is written
     fs, root = url_to_fs(url, storage_options)
     prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.bandit")

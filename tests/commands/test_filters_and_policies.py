@@ -39,7 +39,10 @@ def test_several_policies_in_one_run_equal_separate_runs(tmp_path, capsys):
     together, printed = run_json(tmp_path, capsys, "evaluate", LOGS, *words, "--fit-reward-model",
                                  "--lam", "2", "--folds", "2")
     assert printed.count("reward model fitted on") == 1
-    assert printed.splitlines()[1].startswith("4 policies on")
+    # after the fit's line and its calibration lines (prior, calibration, indented figures)
+    first = next(line for line in printed.splitlines()
+                 if not line.startswith(("reward model fitted on", "prior:", "calibration on", "  ")))
+    assert first.startswith("4 policies on")
     assert together["baseline"] == specs[0] and list(together["policies"]) == specs
     for spec in specs:
         extra = [] if spec == specs[0] else ["--baseline", specs[0]]

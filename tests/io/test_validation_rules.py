@@ -86,7 +86,7 @@ def test_no_option_parses_a_number_without_its_rule():
 
 @pytest.mark.parametrize("argv, message", [
     (["learn", "logs", "--out", "p.npz", "--folds", "1"], "argument --folds: should be greater than or equal to 2"),
-    (["fit", "logs", "--out", "m.npz", "--folds", "1"], "argument --folds: should be greater than or equal to 2"),
+    (["fit", "logs", "--out", "m.npz", "--folds", "0"], "argument --folds: should be greater than or equal to 1"),
     (["fit", "logs", "--out", "m.npz", "--seed", "-1"], "argument --seed: should be greater than or equal to 0"),
     (["generate", "visits", "--out", "o", "--rows-per-part", "0"],
      "argument --rows-per-part: should be greater than or equal to 1"),

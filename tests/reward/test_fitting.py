@@ -231,8 +231,8 @@ def test_bad_options_are_errors_and_nothing_is_written(logs, tmp_path, capsys):
     out = tmp_path / "model.npz"
     assert main(["fit", logs[False, 1], "--out", str(out), "--lam", "0"]) == 2
     assert "λ must be a positive number or 'auto'" in capsys.readouterr().err
-    assert main(["fit", logs[False, 1], "--out", str(out), "--folds", "1", "--no-progress"]) == 2
-    assert "argument --folds: should be greater than or equal to 2" in capsys.readouterr().err
+    assert main(["fit", logs[False, 1], "--out", str(out), "--folds", "0", "--no-progress"]) == 2
+    assert "argument --folds: should be greater than or equal to 1" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -22,7 +22,13 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.io.parameter_files import ParameterFileError
 from dr_scale.logs.sparse import csr_to_features
 from dr_scale.logs.writing import write_log
-from dr_scale.reward.fitting import FitSettings, SeparatedRewardsWarning, UnloggedActionWarning, fit_reward_model
+from dr_scale.reward.fitting import (
+    FitSettings,
+    SeparatedRewardsWarning,
+    UnloggedActionWarning,
+    fit_reward_model,
+    rate_prior,
+)
 from dr_scale.reward.models import LinearRewardModel, LogisticRewardModel, fold_of
 
 N, D, K = 4000, 25, 3
@@ -187,7 +193,8 @@ def test_an_action_never_logged_falls_back_to_the_pooled_rate_as_a_logit(tmp_pat
     write_log(table, str(tmp_path / "log"), n_features=D, n_actions=K)
     with pytest.warns(UnloggedActionWarning, match=r"action\(s\) 1 never logged: ρ̂ for them is the pooled mean"):
         model = fit_reward_model(str(tmp_path / "log"), FitSettings(lam=1.0))
-    expected = (reward.sum() + 0.5) / (reward.size + 1)
+    n, s = np.bincount(action, minlength=K), np.bincount(action, weights=reward, minlength=K)
+    expected = rate_prior(n, s, K).pooled[0]  # the prior's centre p̄ of the logged actions
     assert np.all(model.coef[:, 1] == 0)
     np.testing.assert_allclose(model.predict(X)[:, 1], expected, rtol=1e-12)
 
