@@ -66,6 +66,19 @@ class Estimator(ABC):
     needs_importance_weight: ClassVar[bool] = False  # reads estimated weights ŵ(x_i, a_i) (BIPW)
     el_map: ClassVar[tuple] = ((1.0,),)
     model_term: ClassVar[int | None] = None
+    #: Whether the estimator is a consistent, asymptotically normal mean under correct propensities (IPS, DR, SNIPS,
+    #: SNDR …), so that its interval covers the value with probability → 1 − α; :attr:`guarantee` per instance.
+    clt: ClassVar[bool] = False
+
+    @property
+    def guarantee(self) -> bool:
+        """Whether this estimator's interval has an asymptotic coverage guarantee (:attr:`clt`)."""
+        return self.clt
+
+    @property
+    def model_based(self) -> bool:
+        """Whether its value rests on the reward model with no guarantee (DM, DRos, the tuned DR estimators)."""
+        return self.needs_model and not self.guarantee
 
     @abstractmethod
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
@@ -132,7 +145,12 @@ class Estimator(ABC):
         value, grad, chosen = self.linearize(state)
         variance = float(grad @ state.covariance() @ grad) / state.n
         return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad, value),
-                        chosen)
+                        chosen, bounds=reward_bounds(state), guarantee=self.guarantee, model_based=self.model_based,
+                        tuning=self.tuning(state))
+
+    def tuning(self, state: Moments) -> str | None:
+        """Why a tuned estimator chose its parameter at a state, in words (None: nothing is tuned)."""
+        return None
 
     def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
         """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state; ``value`` the estimate."""
@@ -178,3 +196,10 @@ class Estimator(ABC):
     def estimate_policy_value(self, **arrays: ArrayLike) -> float:
         """The point estimate alone, as obp's estimators return it."""
         return self.estimate(**arrays).value
+
+
+def reward_bounds(state: Moments) -> tuple[float, float] | None:
+    """[min r, max r], the range of the rewards a state saw (its first range), or None for a state without one."""
+    if state.low.size == 0 or not (np.isfinite(state.low[0]) and np.isfinite(state.high[0])):
+        return None
+    return float(state.low[0]), float(state.high[0])

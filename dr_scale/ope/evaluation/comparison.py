@@ -15,7 +15,7 @@ from dr_scale.core.numbers import estimate, number
 from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.ope.diagnostics import Coverage
 from dr_scale.ope.estimators import RowInputs
-from dr_scale.ope.evaluation.results import EvaluationResult
+from dr_scale.ope.evaluation.results import EvaluationResult, markers
 from dr_scale.ope.evaluation.rows import policy_rows, with_propensities
 from dr_scale.ope.evaluation.specification import LOGGING, Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
@@ -106,18 +106,20 @@ class ComparisonResult:
         lines = [head, "-" * len(head)]
         for policy, r in self.results.items():
             for name, e in r.estimates.items():
-                lo, hi = e.ci(alpha, interval)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+                shown = e.projected(alpha, interval)
+                value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci)
                 lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
-                             f"{number(r.weights.ess):>12} {number(r.weights.max_w):>11}")
+                             f"{number(r.weights.ess):>12} {number(r.weights.max_w):>11}"
+                             + markers(e, shown, r.insufficient_of(name)))
         level = f"{100 * (1 - alpha):g}% CI (normal)"
         head = f"{'policy':<{pw}} {'estimator':<{ew}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
         lines += ["", f"difference: each policy A − {self.baseline} (paired, on the same rows)", head, "-" * len(head)]
         for policy, r in self.results.items():
             for name, e in r.differences.items():
-                lo, hi = e.ci(alpha)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
-                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27}")
+                shown = e.projected(alpha)
+                value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci, sign=True)
+                lines.append(f"{policy:<{pw}} {name:<{ew}} {value:>12} {stderr:>12} {bounds:>27}"
+                             + markers(e, shown, r.insufficient_of(name) or r.baseline_insufficient_of(name)))
         return "\n".join(lines)
 
 

@@ -10,17 +10,45 @@ from typing import Any
 
 from dr_scale.core.numbers import estimate, number
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT, Coverage, WeightStats
-from dr_scale.ope.estimators import Estimate
+from dr_scale.ope.estimators import Estimate, Projected
 from dr_scale.propensity.diagnostics import PropensityState
 
 
 def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool = False) -> dict[str, Any]:
     """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag and, for a
-    tuned estimator, the chosen parameters (∞ as "inf")."""
-    out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))),
-           "cs": list(map(float, e.cs(alpha, method=interval))), "n": e.n, "insufficient_data": bool(insufficient)}
+    tuned estimator, the chosen parameters (∞ as "inf") and why (``tuning``).
+
+    The value and intervals are projected into the rewards' range (:meth:`Estimate.projected`); where that moved
+    them, ``raw_value``, ``raw_ci`` and ``raw_cs`` keep the unprojected ones and ``projected`` is true. An estimate
+    whose interval has no coverage guarantee (:attr:`Estimate.guarantee`) says so (``coverage_guarantee``: false),
+    with ``model_based`` and the reward model's standard error (``model_stderr``) where it is known.
+    """
+    shown = e.projected(alpha, interval)
+    out: dict[str, Any] = {"value": shown.value, "stderr": e.stderr, "ci": list(shown.ci), "cs": list(shown.cs),
+                           "n": e.n, "insufficient_data": bool(insufficient)}
+    if shown.moved:
+        out.update(raw_value=shown.raw_value, raw_ci=list(shown.raw_ci), raw_cs=list(shown.raw_cs), projected=True)
+    if not e.guarantee:
+        out.update(coverage_guarantee=False, model_based=e.model_based)
+    if e.model_stderr is not None:
+        out["model_stderr"] = e.model_stderr
     chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
-    return {**out, "chosen": chosen} if chosen else out
+    if chosen:
+        out["chosen"] = chosen
+    if e.tuning:
+        out["tuning"] = e.tuning
+    return out
+
+
+def markers(e: Estimate, shown: Projected, insufficient: bool) -> str:
+    """The notes after a table row: "insufficient data", no coverage guarantee, the raw value of a projection."""
+    notes = ["insufficient data"] if insufficient else []
+    if not e.guarantee:
+        notes.append("model-based: no coverage guarantee" if e.model_based else "no coverage guarantee")
+    if shown.moved:
+        value, _, bounds = estimate(shown.raw_value, e.total_stderr, shown.raw_ci)
+        notes.append(f"projected into the reward range, raw {value} {bounds}")
+    return "".join(f"   {note}" for note in notes)
 
 
 @dataclass
@@ -201,28 +229,31 @@ class EvaluationResult:
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
                 f"{'max weight':>11}")
         lines = [head, "-" * len(head)]
+        tuning = []
         for name, e in self.estimates.items():
-            lo, hi = e.ci(alpha, interval)
+            shown = e.projected(alpha, interval)
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
                                                                              else "") for k, v in e.chosen.items())
-            value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi))
+            value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci)
             w = self.weights_of(name)  # MIPS: its marginal weights' ESS and largest weight
             lines.append(
                 f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27} {e.n:>10d} "
                 f"{number(w.ess):>12} {number(w.max_w):>11}"
-                + (f"   ({chosen})" if chosen else "") + ("   insufficient data" if self.insufficient_of(name) else "")
+                + (f"   ({chosen})" if chosen else "") + markers(e, shown, self.insufficient_of(name))
             )
+            tuning += [f"{name}: {e.tuning}"] if e.tuning else []
         if self.baseline is not None:
             head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
             lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
                       "-" * len(head)]
             for name, e in self.differences.items():
-                lo, hi = e.ci(alpha, interval)
-                value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=True)
+                shown = e.projected(alpha, interval)
+                value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci, sign=True)
                 flagged = self.insufficient_of(name) or self.baseline_insufficient_of(name)
-                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}"
-                             + ("   insufficient data" if flagged else ""))
+                lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}" + markers(e, shown, flagged))
         note = self.support_note()
         if note:
             lines += ["", note]
+        if tuning:
+            lines += ["", *tuning]
         return "\n".join(lines)
