@@ -20,10 +20,19 @@ from dr_scale.core.keyed_random import row_hash
 from dr_scale.logs.catalogue import Catalogue
 from dr_scale.logs.contract import LogDataError, Partition, numeric_values
 from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, Coverage, WeightStats
-from dr_scale.ope.estimators import Difference, Estimator, OnPolicy, RowInputs, make_estimators
+from dr_scale.ope.estimators import (
+    Difference,
+    Estimate,
+    Estimator,
+    OnPolicy,
+    RowInputs,
+    fold_jackknife,
+    make_estimators,
+)
 from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.rows import PropensityEstimate, policy_rows, with_propensities
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
+from dr_scale.ope.moments import Moments
 from dr_scale.policies import ActionDistribution, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import RewardModel, check_fitted_log, checks_fitted_log
@@ -347,7 +356,26 @@ class Evaluation(PartitionSource[PolicyState]):
             rows_hash,
             marginal_weights=marginal,
             baseline_marginal_weights=base_marginal,
+            folds=self.fold_states(part, rows),
         )
+
+    def fold_states(self, part: Partition, rows: RowInputs) -> dict[str, list[Moments]]:
+        """Per model-based estimator (:attr:`~dr_scale.ope.estimators.Estimator.model_based`: DM, DRos, the shrunk
+        and tuned DR estimators), its state with every row predicted by fold model j, for each of the cross-fitted
+        reward model's K fold models (none for a model without folds): the mergeable state of the reward model's
+        standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. ``rows`` are the policy's rows (their
+        weights are reused); the model is asked K times more."""
+        model = self.reward_model
+        names = [name for name, est in self.estimators.items() if est.model_based]
+        folds = getattr(model, "folds", 0)
+        if not names or folds < 2 or not callable(getattr(model, "fold_model", None)) or len(part) == 0:
+            return {}
+        by_fold = []
+        for j in range(folds):
+            fold_rows = policy_rows(replace(self, reward_model=model.fold_model(j), k_source=self.k_source), part)[0]
+            by_fold.append(replace(rows, reward_hat_pi=fold_rows.reward_hat_pi,
+                                   reward_hat_logged=fold_rows.reward_hat_logged))
+        return {name: [self.estimators[name].state(r) for r in by_fold] for name in names}
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
@@ -362,7 +390,7 @@ class Evaluation(PartitionSource[PolicyState]):
                                 "predictions are too large; rescale them")
         with np.errstate(over="ignore", invalid="ignore"):  # an interval end that overflows prints as "—"
             return EvaluationResult(
-                {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
+                {name: self.estimate_of(name, state) for name in self.estimators},
                 state.weights,
                 str(self.policy),
                 {name: d.result(state.differences[name]) for name, d in self.differences().items()},
@@ -375,6 +403,17 @@ class Evaluation(PartitionSource[PolicyState]):
                 state.baseline_marginal_weights,
                 tuple(name for name, est in self.estimators.items() if est.needs_embedding),
             )
+
+    def estimate_of(self, name: str, state: PolicyState) -> Estimate:
+        """Estimator ``name``'s estimate from a merged state, with the reward model's standard error where the state
+        holds the fold models' states: the grouped jackknife of its values V̂_j under the K fold models
+        (:func:`~dr_scale.ope.estimators.fold_jackknife`), which the intervals add to the rows' in quadrature."""
+        est = self.estimators[name]
+        out = est.result(state.estimators[name])
+        if name not in state.folds or state.estimators[name].n == 0:
+            return out
+        values = np.array([est.result(m).value for m in state.folds[name]])
+        return replace(out, model_stderr=fold_jackknife(values))
 
     @property
     def dimensions(self) -> tuple[int | None, int | None]:
