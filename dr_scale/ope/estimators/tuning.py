@@ -129,10 +129,12 @@ class _Thresholded(Estimator):
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
     def choose(self, state: Moments) -> int:
-        """The index of the chosen threshold: SLOPE over the thresholds' means and their 1/n variances, δ = 0.1."""
+        """The index of the chosen threshold: SLOPE over the thresholds' means and their 1/n variances, δ = 0.1, the
+        thresholds in obp's order (decreasing, so that ties go as obp's ``…Tuning(tuning_method="slope")``)."""
         if state.n < 2:
             return state.m - 1
-        return slope(state.mean, slope_widths(np.diag(state.comoment) / state.n, state.n, OBP_TUNING_DELTA))
+        widths = slope_widths(np.diag(state.comoment) / state.n, state.n, OBP_TUNING_DELTA)
+        return state.m - 1 - slope(state.mean[::-1], widths[::-1])
 
     def tuning(self, state: Moments) -> str | None:
         """With the threshold chosen: which and why (:func:`~dr_scale.ope.estimators.shrinkage.tuning_reason`)."""
