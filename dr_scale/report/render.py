@@ -148,12 +148,12 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         d = pair.differences[primary]
         shown = estimate_dict(d, alpha, interval, pair.insufficient_of(primary)
                               or pair.baseline_insufficient_of(primary))
-        for key in ("value", "raw_value"):  # V(a) − V(b) from the pair's difference, of either sign
-            if key in shown:
-                shown[key] = sign * shown[key]
-        for key in ("ci", "cs", "raw_ci", "raw_cs"):
-            if key in shown:
-                shown[key] = sorted(sign * x for x in shown[key])
+        for name in ("value", "raw_value"):  # V(a) − V(b) from the pair's difference, of either sign
+            if name in shown:
+                shown[name] = sign * shown[name]
+        for name in ("ci", "cs", "raw_ci", "raw_cs"):
+            if name in shown:
+                shown[name] = sorted(sign * x for x in shown[name])
         out.append({"policy": a, "baseline": b, "estimator": primary, **shown})
     return out
 

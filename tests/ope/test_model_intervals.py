@@ -130,3 +130,26 @@ def test_the_tuned_estimators_choose_a_finite_threshold_when_a_few_rows_carry_th
         e = estimator.estimate(**log)
         assert math.isfinite(e.chosen[key]), (estimator, e.chosen)
         assert e.tuning.startswith(f"{'λ' if key == 'lambda_' else key} = ") and "SLOPE" in e.tuning
+
+
+@pytest.mark.slow  # importing obp (scikit-learn, pandas …) takes seconds
+def test_switch_and_clipped_dr_choose_as_obps_slope_tuning_on_the_same_arrays():
+    from test_shrinkage_estimators import obp_equality
+
+    obp_equality()  # installs the stand-in modules obp imports
+    from obp.ope import DoublyRobustTuning, SwitchDoublyRobustTuning
+
+    from dr_scale.ope.estimators import TUNING_GRID
+
+    grid = [*TUNING_GRID, math.inf]
+    for seed in range(3):
+        log = _heavy_log(n=4000, seed=seed)
+        rows = dict(reward=log["reward"], action=log["action"], pscore=log["propensity"],
+                    action_dist=log["target_probs"][:, :, None],
+                    estimated_rewards_by_reg_model=log["reward_hat"][:, :, None])
+        for ours, theirs, key in ((SwitchDR(), SwitchDoublyRobustTuning, "tau"),
+                                  (ClippedDR(), DoublyRobustTuning, "max_weight")):
+            reference = theirs(lambdas=grid, tuning_method="slope")
+            value = reference.estimate_policy_value(**rows)
+            e = ours.estimate(**log)
+            assert abs(e.value - value) <= 1e-12 and e.chosen[key] == reference.best_hyperparam, (ours, seed)

@@ -113,7 +113,7 @@ class _Thresholded(Estimator):
     @property
     def guarantee(self) -> bool:
         """Only at a given threshold of ∞ (DR itself); a finite or chosen one adds a bias."""
-        return getattr(self, self.parameter) == math.inf
+        return bool(getattr(self, self.parameter) == math.inf)
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`), one array per threshold."""

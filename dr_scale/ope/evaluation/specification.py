@@ -365,14 +365,14 @@ class Evaluation(PartitionSource[PolicyState]):
         reward model's K fold models (none for a model without folds): the mergeable state of the reward model's
         standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. ``rows`` are the policy's rows (their
         weights are reused); the model is asked K times more."""
-        model = self.reward_model
         names = [name for name, est in self.estimators.items() if est.model_based]
-        folds = getattr(model, "folds", 0)
-        if not names or folds < 2 or not callable(getattr(model, "fold_model", None)) or len(part) == 0:
+        folds = getattr(self.reward_model, "folds", 0)
+        fold_model = getattr(self.reward_model, "fold_model", None)
+        if not names or folds < 2 or not callable(fold_model) or len(part) == 0:
             return {}
         by_fold = []
         for j in range(folds):
-            fold_rows = policy_rows(replace(self, reward_model=model.fold_model(j), k_source=self.k_source), part)[0]
+            fold_rows = policy_rows(replace(self, reward_model=fold_model(j), k_source=self.k_source), part)[0]
             by_fold.append(replace(rows, reward_hat_pi=fold_rows.reward_hat_pi,
                                    reward_hat_logged=fold_rows.reward_hat_logged))
         return {name: [self.estimators[name].state(r) for r in by_fold] for name in names}

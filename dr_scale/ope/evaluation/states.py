@@ -117,9 +117,14 @@ class PolicyState:
                    Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
                    int(d["rows_hash"]) if "rows_hash" in d else None,
                    PropensityState.from_dict(d["propensity"]) if "propensity" in d else None,
-                   *(WeightStats.from_dict(d[key]) if d.get(key) is not None else None
-                     for key in ("marginal_weights", "baseline_marginal_weights")),
-                   {k: [Moments.from_dict(m) for m in v] for k, v in d.get("folds", {}).items()})
+                   marginal_weights=_weights(d.get("marginal_weights")),
+                   baseline_marginal_weights=_weights(d.get("baseline_marginal_weights")),
+                   folds={k: [Moments.from_dict(m) for m in v] for k, v in d.get("folds", {}).items()})
+
+
+def _weights(d: dict[str, Any] | None) -> WeightStats | None:
+    """The :class:`WeightStats` of a ``to_dict`` dict, or None."""
+    return None if d is None else WeightStats.from_dict(d)
 
 
 class PartitionSource(abc.ABC, Generic[State]):
