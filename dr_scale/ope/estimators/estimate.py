@@ -124,6 +124,7 @@ class Estimate:
         a, b = self.bounds
 
         def clip(x: float) -> float:
+            """x projected onto [a, b] (NaN stays NaN)."""
             return x if math.isnan(x) else min(max(float(x), a), b)
 
         return Projected(clip(self.value), (clip(ci[0]), clip(ci[1])), (clip(cs[0]), clip(cs[1])),

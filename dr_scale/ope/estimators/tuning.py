@@ -230,8 +230,8 @@ class SwitchDR(_Thresholded):
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> round(SwitchDR(tau=20).estimate(**log).value, 4)
     0.729
-    >>> SwitchDR().estimate(**log).chosen  # SLOPE: DR's interval (weights up to 50) holds τ = 2's
-    {'tau': 2.0}
+    >>> SwitchDR().estimate(**log).chosen  # SLOPE: DR's wide interval holds τ = 200's (= τ = 2's: no weight between)
+    {'tau': 200.0}
     """
 
     tau: float | None = None
