@@ -84,9 +84,10 @@ def _crossfit_log(rows=1500):
 def test_the_fold_states_merge_over_any_split_and_give_the_model_stderr():
     table, model = _crossfit_log()
     evaluation = Evaluation("uniform", ["DM", "DR", "DRos"], reward_model=model, n_actions=4, n_features=120,
-                            allow_other_log=True)
+                            allow_other_log=True, baseline="logging")
     whole = evaluation.table_state(table, "log")
-    assert set(whole.folds) == {"DM", "DRos"} and len(whole.folds["DM"]) == 3  # DR has its CLT: no fold states
+    # DR has its CLT: no fold states
+    assert set(whole.folds) == {"DM", "DRos", "difference:DM", "difference:DRos"} and len(whole.folds["DM"]) == 3
     pieces = [evaluation.table_state(table.slice(a, b - a), "log") for a, b in ((0, 400), (400, 1450), (1450, 1500))]
     for merged in (pieces[0] + pieces[1] + pieces[2], pieces[2] + (pieces[1] + pieces[0])):
         for name, states in whole.folds.items():
@@ -101,7 +102,9 @@ def test_the_fold_states_merge_over_any_split_and_give_the_model_stderr():
     assert dm.model_stderr == pytest.approx(fold_jackknife(np.array(values)), rel=1e-15) and dm.model_stderr > 0
     assert not dm.guarantee and dm.model_based and result.estimates["DR"].guarantee
     assert result.estimates["DR"].model_stderr is None
-    out = result.to_dict()["estimates"]
+    # V(uniform) − V(logging) by DM: the logging policy's value is the logged mean, which no model moves
+    assert result.differences["DM"].model_stderr == pytest.approx(dm.model_stderr, rel=1e-9)
+    out = {name: estimate_dict(e, 0.05, "normal") for name, e in result.estimates.items()}
     assert out["DM"]["coverage_guarantee"] is False and out["DM"]["model_stderr"] == dm.model_stderr
     assert "coverage_guarantee" not in out["DR"]
     assert "model-based: no coverage guarantee" in result.table()

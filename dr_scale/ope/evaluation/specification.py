@@ -356,26 +356,37 @@ class Evaluation(PartitionSource[PolicyState]):
             rows_hash,
             marginal_weights=marginal,
             baseline_marginal_weights=base_marginal,
-            folds=self.fold_states(part, rows),
+            folds=self.fold_states(part, rows, base),
         )
 
-    def fold_states(self, part: Partition, rows: RowInputs) -> dict[str, list[Moments]]:
+    def fold_states(self, part: Partition, rows: RowInputs, base: RowInputs | None = None
+                    ) -> dict[str, list[Moments]]:
         """Per model-based estimator (:attr:`~dr_scale.ope.estimators.Estimator.model_based`: DM, DRos, the shrunk
         and tuned DR estimators), its state with every row predicted by fold model j, for each of the cross-fitted
         reward model's K fold models (none for a model without folds): the mergeable state of the reward model's
-        standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. ``rows`` are the policy's rows (their
+        standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. With a baseline (``base``, its rows), the
+        paired difference's too, under the key ``"difference:NAME"``. ``rows`` are the policy's rows (their
         weights are reused); the model is asked K times more."""
         names = [name for name, est in self.estimators.items() if est.model_based]
         folds = getattr(self.reward_model, "folds", 0)
         fold_model = getattr(self.reward_model, "fold_model", None)
         if not names or folds < 2 or not callable(fold_model) or len(part) == 0:
             return {}
-        by_fold = []
+        out: dict[str, list[Moments]] = {name: [] for name in names}
+        differences = self.differences() if base is not None else {}
         for j in range(folds):
-            fold_rows = policy_rows(replace(self, reward_model=fold_model(j), k_source=self.k_source), part)[0]
-            by_fold.append(replace(rows, reward_hat_pi=fold_rows.reward_hat_pi,
-                                   reward_hat_logged=fold_rows.reward_hat_logged))
-        return {name: [self.estimators[name].state(r) for r in by_fold] for name in names}
+            evaluation = replace(self, reward_model=fold_model(j), k_source=self.k_source)
+            rows_j = _with_model_of(rows, evaluation.rows(part))
+            for name in names:
+                out[name].append(self.estimators[name].state(rows_j))
+            if base is None:
+                continue
+            baseline = self.baseline
+            base_j = (_with_model_of(base, evaluation.rows(part, baseline)) if isinstance(baseline, Policy)
+                      else rows_j)  # "logging": the logged rewards, which no model changes
+            for name in names:
+                out.setdefault(f"difference:{name}", []).append(differences[name].state(rows_j, base_j))
+        return out
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
@@ -393,7 +404,7 @@ class Evaluation(PartitionSource[PolicyState]):
                 {name: self.estimate_of(name, state) for name in self.estimators},
                 state.weights,
                 str(self.policy),
-                {name: d.result(state.differences[name]) for name, d in self.differences().items()},
+                {name: self.difference_of(name, state) for name in self.differences()},
                 None if self.baseline is None else str(self.baseline),
                 state.baseline_weights,
                 self.min_support,
@@ -408,17 +419,32 @@ class Evaluation(PartitionSource[PolicyState]):
         """Estimator ``name``'s estimate from a merged state, with the reward model's standard error where the state
         holds the fold models' states: the grouped jackknife of its values V̂_j under the K fold models
         (:func:`~dr_scale.ope.estimators.fold_jackknife`), which the intervals add to the rows' in quadrature."""
-        est = self.estimators[name]
-        out = est.result(state.estimators[name])
-        if name not in state.folds or state.estimators[name].n == 0:
-            return out
-        values = np.array([est.result(m).value for m in state.folds[name]])
-        return replace(out, model_stderr=fold_jackknife(values))
+        return _with_model_stderr(self.estimators[name], state.estimators[name], state.folds.get(name))
+
+    def difference_of(self, name: str, state: PolicyState) -> Estimate:
+        """The paired difference of estimator ``name`` from a merged state, with the reward model's standard error
+        as :meth:`estimate_of`'s."""
+        return _with_model_stderr(self.differences()[name], state.differences[name],
+                                  state.folds.get(f"difference:{name}"))
 
     @property
     def dimensions(self) -> tuple[int | None, int | None]:
         """(d, k) a partition is read with."""
         return self.n_features, self.n_actions
+
+
+def _with_model_of(rows: RowInputs, other: RowInputs) -> RowInputs:
+    """``rows`` with the reward model's predictions ρ̂_π, ρ̂_a of ``other`` (the same rows, another model)."""
+    return replace(rows, reward_hat_pi=other.reward_hat_pi, reward_hat_logged=other.reward_hat_logged)
+
+
+def _with_model_stderr(estimator: Estimator | Difference, state: Moments, folds: list[Moments] | None) -> Estimate:
+    """``estimator``'s estimate at ``state``, with the fold jackknife of its values under the fold models' states
+    ``folds`` as ``model_stderr`` (as it is without them)."""
+    out = estimator.result(state)
+    if not folds or state.n == 0:
+        return out
+    return replace(out, model_stderr=fold_jackknife(np.array([estimator.result(m).value for m in folds])))
 
 
 def _checked_count(name: str, value: object) -> int:
