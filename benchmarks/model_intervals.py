@@ -11,7 +11,8 @@ ESS is small). Their true values come from 400,000 fresh contexts of the world (
 
 Printed per policy and estimator: how often the 95% normal interval (projected into the rewards' range, with the
 reward model's fold-jackknife standard error for the model-based estimators) covers the truth, with its binomial
-standard error √(c(1 − c)/R); the mean width; whether the output claims a coverage guarantee; how many raw
+standard error √(c(1 − c)/R); the mean width, and that of the rows' standard error alone (2 z SE, no model
+spread); whether the output claims a coverage guarantee; how many raw
 values and intervals lay outside [0, 1] (the projection's work) and how many shown ones do (must be 0); and the
 thresholds SwitchDR and ClippedDR chose.
 """
@@ -59,6 +60,7 @@ def main() -> None:
     print(f"world: d = {D}, k = {K}, click rate {first.column('reward').to_numpy().mean():.4f}; truths "
           + ", ".join(f"{p} {v:.5f}" for p, v in truth.items()))
     covered, widths, guarantee = collections.Counter(), collections.defaultdict(list), {}
+    row_widths = collections.defaultdict(list)  # 2 z SE of the rows alone: the interval without the model's spread
     raw_outside, shown_outside, chosen, ess = collections.Counter(), collections.Counter(), collections.defaultdict(
         collections.Counter), collections.defaultdict(list)
     start = time.perf_counter()
@@ -77,6 +79,7 @@ def main() -> None:
                     lo, hi = e["ci"]
                     covered[key] += lo <= truth[policy] <= hi
                     widths[key].append(hi - lo)
+                    row_widths[key].append(2 * 1.959963984540054 * e["stderr"])
                     guarantee[key] = e.get("coverage_guarantee", True)
                     raw = [e.get("raw_value", e["value"]), *e.get("raw_ci", e["ci"])]
                     raw_outside[key] += any(not 0.0 <= x <= 1.0 for x in raw)
@@ -87,14 +90,15 @@ def main() -> None:
                 print(f"first log: {time.perf_counter() - start:.1f} s")
     n = args.logs
     print(f"\n{n} logs of {args.rows} rows, {time.perf_counter() - start:.0f} s; 95% normal intervals")
-    print(f"{'policy':<12} {'estimator':<14} {'coverage':>9} {'± s.e.':>7} {'mean width':>11} {'guarantee':>10} "
-          f"{'raw outside [0,1]':>18} {'shown outside':>14}")
+    print(f"{'policy':<12} {'estimator':<14} {'coverage':>9} {'± s.e.':>7} {'mean width':>11} {'rows only':>10} "
+          f"{'guarantee':>10} {'raw outside [0,1]':>18} {'shown outside':>14}")
     for policy in policies:
         for name in ESTIMATORS:
             key = (policy, name)
             c = covered[key] / n
             print(f"{policy:<12} {name:<14} {c:>9.3f} {math.sqrt(c * (1 - c) / n):>7.3f} "
-                  f"{np.mean(widths[key]):>11.5f} {'yes' if guarantee[key] else 'no':>10} {raw_outside[key]:>18d} "
+                  f"{np.mean(widths[key]):>11.5f} {np.mean(row_widths[key]):>10.5f} "
+                  f"{'yes' if guarantee[key] else 'no':>10} {raw_outside[key]:>18d} "
                   f"{shown_outside[key]:>14d}")
         print(f"{policy:<12} ESS median {np.median(ess[policy]):.0f} (min {min(ess[policy]):.0f}) of {args.rows}")
         for name in ("SwitchDR", "ClippedDR", "DRos", "SubGaussianDR"):
