@@ -1,6 +1,8 @@
 """Intervals of the model-based and tuned estimators on generated click worlds: coverage, range, thresholds.
 
     python benchmarks/model_intervals.py --logs 200
+    python benchmarks/model_intervals.py --cost-rows 200000
+
 
 One world of rare clicks (:mod:`dr_scale.synthetic.bandit` with the action offsets' mean b = −7: a click rate near
 0.5%; d = 200 features, k = 20 actions, the logging policy's smallest propensity 0.001). ``--logs`` logs of
@@ -15,6 +17,10 @@ standard error √(c(1 − c)/R); the mean width, and that of the rows' standard
 spread); whether the output claims a coverage guarantee; how many raw
 values and intervals lay outside [0, 1] (the projection's work) and how many shown ones do (must be 0); and the
 thresholds SwitchDR and ClippedDR chose.
+
+``--cost-rows N`` instead times the state of ``--estimators DM,IPS,DR`` of the uniform policy on one log of N rows
+(d = 4,096, a 3-fold logistic model): with the fold models' states (the model asked K + 1 times for DM) and without
+them (the same evaluation with ``fold_states`` returning none), best of 3, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -46,11 +52,46 @@ def truths(world, policies: dict) -> dict:
             for name, action in policies.items()}
 
 
+def cost(rows: int) -> None:
+    """Seconds of one state of DM, IPS, DR with and without the fold models' states, and their ratio."""
+    from dr_scale.ope.evaluation import specification
+
+    world = make_world(1, 4096, K, WorldSettings(base=-7.0))
+    table, _ = generate_rows(world, 0, 0, rows)
+    with tempfile.TemporaryDirectory() as folder:
+        os.makedirs(os.path.join(folder, "log"))
+        pq.write_table(table, os.path.join(folder, "log", "part-0.parquet"))
+        model = fit_reward_model(os.path.join(folder, "log"), FitSettings(model="logistic", folds=3, lam=10.0))
+    evaluation = Evaluation("uniform", ["DM", "IPS", "DR"], reward_model=model)
+
+    def best() -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            evaluation.table_state(table, "log")
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    with_folds = best()
+    original = specification.Evaluation.fold_states
+    specification.Evaluation.fold_states = lambda self, part, rows, base=None: {}  # type: ignore[method-assign]
+    try:
+        without = best()
+    finally:
+        specification.Evaluation.fold_states = original  # type: ignore[method-assign]
+    print(f"{rows} rows, d = 4096, k = {K}, 3 folds, uniform policy, DM,IPS,DR: state {with_folds:.2f} s with the "
+          f"fold states, {without:.2f} s without; ratio {with_folds / without:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--logs", type=int, default=200)
     parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--cost-rows", type=int, default=0, help="time the fold states on one log of this many rows")
     args = parser.parse_args()
+    if args.cost_rows:
+        cost(args.cost_rows)
+        return
     world = make_world(1, D, K, WorldSettings(base=-7.0))
     first, _ = generate_rows(world, 10 ** 6, 0, 50_000)
     shares = np.bincount(first.column("action").to_numpy(), minlength=K)
