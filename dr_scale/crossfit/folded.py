@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, overload
 
 import numpy as np
@@ -269,6 +269,14 @@ class FoldedLinearModel:
             return predict(self.coef, self.intercept, X)
         return predict_by_fold(X, fold_of(np.asarray(row_id), self.folds, self.fold_seed), width,
                                lambda j, rows: predict(fold_coef[j], fold_intercept[j], rows))
+
+    def fold_model(self, j: int):
+        """Fold model j alone, as a model without folds (it predicts every row; the fold models' spread gives the
+        reward model's standard error, :func:`dr_scale.ope.estimators.fold_jackknife`)."""
+        if self.fold_coef is None or self.fold_intercept is None or not 0 <= j < self.folds:
+            raise ParameterError(f"the model has {self.folds} fold models; there is no fold model {j}")
+        return replace(self, coef=self.fold_coef[j], intercept=self.fold_intercept[j], fold_coef=None,
+                       fold_intercept=None, metadata={})
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""

@@ -162,12 +162,15 @@ def comparisons(states, evaluations: dict, pairs: dict, primary: str, alpha: flo
         key, sign = (("pair", a, b), 1.0) if ("pair", a, b) in pairs else (("pair", b, a), -1.0)
         pair = pairs[key].result(states.totals[key])
         d = pair.differences[primary]
-        lo, hi = sorted(sign * x for x in map(float, d.ci(alpha, interval)))
-        cs_lo, cs_hi = sorted(sign * x for x in d.cs(alpha, method=interval))
-        out.append({"policy": a, "baseline": b, "estimator": primary, "value": sign * d.value, "stderr": d.stderr,
-                    "ci": [lo, hi], "cs": [cs_lo, cs_hi], "n": d.n,
-                    "insufficient_data": pair.insufficient_of(primary) or pair.baseline_insufficient_of(primary),
-                    "verdict": pair.difference_verdict_of(primary)})
+        shown = estimate_dict(d, alpha, interval, pair.insufficient_of(primary)
+                              or pair.baseline_insufficient_of(primary), pair.difference_verdict_of(primary))
+        for name in ("value", "raw_value"):  # V(a) − V(b) from the pair's difference, of either sign
+            if name in shown:
+                shown[name] = sign * shown[name]
+        for name in ("ci", "cs", "raw_ci", "raw_cs"):
+            if name in shown:
+                shown[name] = sorted(sign * x for x in shown[name])
+        out.append({"policy": a, "baseline": b, "estimator": primary, **shown})
     return out
 
 

@@ -204,7 +204,9 @@ def test_json_is_strict_and_undefined_numbers_are_null(tmp_path, capsys):
         raise ValueError(token)
 
     result = json.loads(out.read_text(), parse_constant=refuse)
-    assert result["estimates"]["SNIPS"]["value"] is None and result["estimates"]["IPS"]["value"] == 0.0
+    ips = result["estimates"]["IPS"]  # 0 raw; shown projected into the rewards' range [min r, max r]
+    assert result["estimates"]["SNIPS"]["value"] is None and ips["raw_value"] == 0.0
+    assert ips["value"] == min(cols["reward"]) and ips["projected"] is True
 
 
 # -- (3) silent NaN -----------------------------------------------------------------------

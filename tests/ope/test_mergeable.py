@@ -49,7 +49,8 @@ def _policy_state(s):
     ranges = (np.array([REWARD[s].min(initial=np.inf)]), np.array([REWARD[s].max(initial=-np.inf)]))
     return PolicyState({"ips": Moments.of(weight * REWARD[s], weight, ranges=ranges)},
                        WeightStats.of(weight, PROPENSITY[s], REWARD[s]),
-                       {"dr": Moments.of(REWARD[s] - weight)})
+                       {"dr": Moments.of(REWARD[s] - weight)},
+                       folds={"dm": [Moments.of(EXPECTED[s, j], ranges=ranges) for j in range(K)]})
 
 
 def _log_part(s):
@@ -81,6 +82,10 @@ def assert_same(a, b, rtol=1e-12):
         assert a.keys() == b.keys()
         for k in a:
             assert_same(a[k], b[k], rtol)
+    elif isinstance(a, list) and a and dataclasses.is_dataclass(a[0]):  # a list of states (PolicyState.folds)
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y, rtol)
     elif dataclasses.is_dataclass(a):
         assert type(a) is type(b)
         for f in dataclasses.fields(a):

@@ -127,7 +127,8 @@ def test_evaluate_flags_a_difference_resting_on_no_clicks(tmp_path, capsys):
 
 def test_evaluate_prints_no_estimate_outside_its_interval_when_the_model_predicts_below_zero(tmp_path, capsys):
     """A reward model predicting negative click rates (as a ridge fit can): DM and DR fall below the rewards'
-    range [0, 1]; their EL intervals, once cut to that range, excluded them — now each holds its value."""
+    range [0, 1]; their EL intervals, once cut to that range, excluded them — now each holds its value. The values
+    and intervals shown are projected into [0, 1]; the raw ones, kept in the JSON, hold each other too."""
     base = LinearRewardModel.load(MODEL)
     model = tmp_path / "negative.npz"
     LinearRewardModel(base.coef, base.intercept - 0.7).save(str(model))
@@ -136,8 +137,10 @@ def test_evaluate_prints_no_estimate_outside_its_interval_when_the_model_predict
                  "--interval", "el", "--no-progress", "--json", str(path)]) == 0
     capsys.readouterr()
     data = json.loads(path.read_text())
-    assert data["estimates"]["DM"]["value"] < 0
+    assert data["estimates"]["DM"]["raw_value"] < 0 == data["estimates"]["DM"]["value"]
     for section in ("estimates", "difference"):
         for name, e in data[section].items():
             if name != "interval":
                 assert e["ci"][0] <= e["value"] <= e["ci"][1] and e["cs"][0] <= e["value"] <= e["cs"][1], (name, e)
+                raw, ci, cs = e.get("raw_value", e["value"]), e.get("raw_ci", e["ci"]), e.get("raw_cs", e["cs"])
+                assert ci[0] <= raw <= ci[1] and cs[0] <= raw <= cs[1], (name, e)

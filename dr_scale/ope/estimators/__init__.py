@@ -37,7 +37,7 @@ from dr_scale.ope.estimators.difference import Difference, OnPolicy
 from dr_scale.ope.estimators.direct import DirectMethod
 from dr_scale.ope.estimators.dr import SNDR, DoublyRobust
 from dr_scale.ope.estimators.embed import MIPS, SNMIPS, marginal_weights, sparse_marginal_weights
-from dr_scale.ope.estimators.estimate import INTERVAL_METHODS, Estimate
+from dr_scale.ope.estimators.estimate import INTERVAL_METHODS, Estimate, Projected, fold_jackknife
 from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import IPS, SNIPS
 from dr_scale.ope.estimators.replay import ReplayMethod
@@ -71,7 +71,6 @@ from dr_scale.ope.estimators.spec import (
 )
 from dr_scale.ope.estimators.subgaussian import SubGaussianDR, SubGaussianIPS
 from dr_scale.ope.estimators.tuning import (
-    TUNING_DELTA,
     TUNING_GRID,
     ClippedDR,
     DRos,
@@ -84,11 +83,11 @@ from dr_scale.ope.estimators.tuning import (
 
 __all__ = [
     "CLIPPING_LAMBDAS", "ESTIMATORS", "INTERVAL_METHODS", "IPS", "MIPS", "OBP_TUNING_DELTA", "SNDR", "SNIPS",
-    "SNMIPS", "STANDARD_ESTIMATORS", "SUBGAUSSIAN_LAMBDAS", "TUNING_DELTA", "TUNING_GRID", "TUNING_METHODS",
+    "SNMIPS", "STANDARD_ESTIMATORS", "SUBGAUSSIAN_LAMBDAS", "TUNING_GRID", "TUNING_METHODS",
     "BalancedIPW", "ClippedDR", "DRTuning", "DRos", "Difference", "DirectMethod", "DoublyRobust", "Estimate",
-    "Estimator", "IPSTuning", "OnPolicy", "ReplayMethod", "RowInputs", "Shrinkage", "SubGaussianDR",
-    "SubGaussianIPS", "SwitchDR", "SwitchDRTuning", "grid_moments", "make_estimators", "marginal_weights",
-    "parse_estimator", "parse_estimator_list", "sparse_marginal_weights",
+    "Estimator", "IPSTuning", "OnPolicy", "Projected", "ReplayMethod", "RowInputs", "Shrinkage", "SubGaussianDR",
+    "SubGaussianIPS", "SwitchDR", "SwitchDRTuning", "fold_jackknife", "grid_moments", "make_estimators",
+    "marginal_weights", "parse_estimator", "parse_estimator_list", "sparse_marginal_weights",
     "SLATE_ESTIMATORS", "SelfNormalizedSlateIndependentIPS", "SelfNormalizedSlateRewardInteractionIPS",
     "SelfNormalizedSlateStandardIPS", "SlateCascadeDR", "SlateEstimator", "SlateIndependentIPS", "SlateInputs",
     "SlateOnPolicy", "SlatePseudoInverse", "SlateRewardInteractionIPS", "SlateStandardIPS",

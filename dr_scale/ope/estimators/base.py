@@ -67,6 +67,20 @@ class Estimator(ABC):
     model_based: ClassVar[bool] = False  # rests on the reward model alone, not on the weights (DM): no weight verdict
     el_map: ClassVar[tuple] = ((1.0,),)
     model_term: ClassVar[int | None] = None
+    #: Whether the estimator is a consistent, asymptotically normal mean under correct propensities (IPS, DR, SNIPS,
+    #: SNDR …), so that its interval covers the value with probability → 1 − α; :attr:`guarantee` per instance.
+    clt: ClassVar[bool] = False
+
+    @property
+    def guarantee(self) -> bool:
+        """Whether this estimator's interval has an asymptotic coverage guarantee (:attr:`clt`)."""
+        return self.clt
+
+    @property
+    def model_dependent(self) -> bool:
+        """Whether its value leans on the reward model with no coverage guarantee (DM, DRos, the shrunk and tuned DR
+        estimators): the cross-fitted fold models' jackknife adds the model's standard error to its intervals."""
+        return self.needs_model and not self.guarantee
 
     @abstractmethod
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
@@ -133,7 +147,12 @@ class Estimator(ABC):
         value, grad, chosen = self.linearize(state)
         variance = float(grad @ state.covariance() @ grad) / state.n
         return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, self.summary(state, grad, value),
-                        chosen)
+                        chosen, bounds=reward_bounds(state), guarantee=self.guarantee, model_based=self.model_based,
+                        tuning=self.tuning(state))
+
+    def tuning(self, state: Moments) -> str | None:
+        """Why a tuned estimator chose its parameter at a state, in words (None: nothing is tuned)."""
+        return None
 
     def summary(self, state: Moments, grad: np.ndarray, value: float | None = None) -> Summary:
         """The (y, w) moments and ranges of :mod:`dr_scale.ope.intervals` from a state; ``value`` the estimate."""
@@ -179,3 +198,10 @@ class Estimator(ABC):
     def estimate_policy_value(self, **arrays: ArrayLike) -> float:
         """The point estimate alone, as obp's estimators return it."""
         return self.estimate(**arrays).value
+
+
+def reward_bounds(state: Moments) -> tuple[float, float] | None:
+    """[min r, max r], the range of the rewards a state saw (its first range), or None for a state without one."""
+    if state.low.size == 0 or not (np.isfinite(state.low[0]) and np.isfinite(state.high[0])):
+        return None
+    return float(state.low[0]), float(state.high[0])

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dr_scale.ope.estimators.base import Estimator
+from dr_scale.ope.estimators.base import Estimator, reward_bounds
 from dr_scale.ope.estimators.estimate import Estimate
 from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.shrinkage import Shrinkage, with_ties
@@ -24,6 +24,7 @@ class OnPolicy(Estimator):
 
     name: ClassVar[str] = "logging"
     needs_model: ClassVar[bool] = False
+    clt: ClassVar[bool] = True
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(r_i,): the logging policy's value is the plain mean of the logged rewards."""
@@ -84,4 +85,9 @@ class Difference:
         spread = float(state.high[0] - state.low[0]) if state.low.size else float("inf")
         summary = summary_of(state.n, np.array([value]), np.array([[float(grad @ state.comoment @ grad) / state.n]]),
                              0.0, (0.0, 0.0), (0.0, 0.0), (-spread, spread), weighted=False, estimate=value)
-        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, summary, chosen)
+        bounds = reward_bounds(state)
+        return Estimate(value, float(np.sqrt(max(variance, 0.0))), state.n, summary, chosen,
+                        bounds=None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0]),
+                        guarantee=self.estimator.guarantee and self.baseline.guarantee,
+                        model_based=self.estimator.model_based or self.baseline.model_based,
+                        tuning=self.estimator.tuning(state.take(np.arange(m_a))))

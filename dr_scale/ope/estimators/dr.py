@@ -55,6 +55,7 @@ class DoublyRobust(Shrinkage):
 
     lambda_: float | None = math.inf
     name: ClassVar[str] = "DR"
+    clt: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
     model_term: ClassVar[int | None] = 2
     descending: ClassVar[bool] = True
@@ -92,6 +93,7 @@ class SNDR(Estimator):
     """
 
     name: ClassVar[str] = "SNDR"
+    clt: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0, 1.0, 0.0), (0.0, 0.0, 1.0))
     model_term: ClassVar[int | None] = 0
 

@@ -112,6 +112,7 @@ class MIPS(Estimator):
     """
 
     name: ClassVar[str] = "MIPS"
+    clt: ClassVar[bool] = True
     needs_model: ClassVar[bool] = False
     needs_embedding: ClassVar[bool] = True
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))  # IPS's: the EL interval's constraint E[w] = 1
@@ -170,6 +171,7 @@ class SNMIPS(MIPS):
     """
 
     name: ClassVar[str] = "SNMIPS"
+    clt: ClassVar[bool] = True
 
     value_of = SNIPS.value_of
     gradient = SNIPS.gradient

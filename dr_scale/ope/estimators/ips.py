@@ -58,6 +58,7 @@ class IPS(Shrinkage):
 
     lambda_: float | None = math.inf
     name: ClassVar[str] = "IPS"
+    clt: ClassVar[bool] = True
     needs_model: ClassVar[bool] = False
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
     descending: ClassVar[bool] = True
@@ -97,6 +98,7 @@ class SNIPS(Estimator):
     """
 
     name: ClassVar[str] = "SNIPS"
+    clt: ClassVar[bool] = True
     needs_model: ClassVar[bool] = False
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
 

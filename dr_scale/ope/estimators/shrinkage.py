@@ -32,6 +32,45 @@ OBP_TUNING_DELTA = 0.1  # obp's BaseOffPolicyEstimatorTuning.delta
 SLOPE_C = math.sqrt(6) - 1  # SLOPE++'s constant (Tucker & Lee 2021), as obp
 
 
+def slope_widths(var: np.ndarray, n: int, delta: float) -> np.ndarray:
+    """SLOPE's half-widths c_j = mean − (mean − √(Var_j/(n − 1)) t_{n−1}(1 − δ)), obp 0.5.7's Student-t lower bound
+    (``estimate_student_t_lower_bound``) subtracted from the mean as obp does; ``var`` the 1/n variances."""
+    width: np.ndarray = np.sqrt(var / (n - 1)) * stdtrit(n - 1, 1.0 - delta)
+    return width
+
+
+def slope(mean: np.ndarray, width: np.ndarray) -> int:
+    """SLOPE's choice (Su, Srinath & Krishnamurthy 2020, in obp's SLOPE++ form of Tucker & Lee 2021): the index of
+    the candidate chosen among estimates ``mean`` with interval half-widths ``width``.
+
+    The candidates in decreasing width (the least biased first) are accepted while the next one, i, satisfies
+    |V̂_i − V̂_j| ≤ c_i + (√6 − 1) c_j for every accepted j; the last accepted one is chosen (Lepski's rule: the
+    narrowest interval consistent with all the wider ones). Order and ties as obp's ``np.argsort(cnf)[::-1]``.
+
+    >>> slope(np.array([0.5, 0.25, 0.12]), np.array([0.4, 0.01, 0.05]))  # 0.25 is outside 0.12's interval
+    2
+    """
+    order = np.argsort(width)[::-1]
+    kept = [order[0]]
+    for i in order[1:]:
+        if not np.all(np.abs(mean[kept] - mean[i]) <= width[i] + SLOPE_C * width[kept]):
+            return int(kept[-1])
+        kept.append(i)
+    return int(order[-1])
+
+
+def tuning_reason(method: str, parameter: str, candidates: tuple[float, ...], best: int,
+                  ess: float | None = None) -> str:
+    """Why ``candidates[best]`` was chosen by ``method``, in words (the table's footnote, the JSON's ``tuning``)."""
+    value = f"{candidates[best]:g}".replace("inf", "∞")
+    if method == "slope":
+        why = (f"the narrowest of {len(candidates)} candidates whose interval meets those of all wider (less "
+               "biased) ones")
+    else:
+        why = "the smallest estimated MSE (variance + squared bias bound)"
+    return f"{parameter} = {value} by {method.upper()}: {why}" + ("" if ess is None else f"; ESS {ess:.3g}")
+
+
 def _spec_list(text: str | float | Iterable[object]) -> list[object]:
     """``"[10, 50, inf]"`` / ``"(10.0, 50.0)"`` / a sequence → a list of its items (strings stripped)."""
     if isinstance(text, str):
@@ -258,14 +297,21 @@ class Shrinkage(Estimator):
                 mean_w2 = state.comoment[size + 1, size + 1] / n + state.mean[size + 1] ** 2
                 bias = bias + math.sqrt(2 * mean_w2 * log_term / n) + 2 * float(state.high[1]) * log_term / (3 * n)
             return int(np.argmin(var / n + bias ** 2))  # the first minimum, as obp's min over its dict
-        cnf = mean - (mean - np.sqrt(var / (n - 1)) * stdtrit(n - 1, 1.0 - self.delta))  # obp's mean − lower bound
-        order = np.argsort(cnf)[::-1]
-        kept = [order[0]]
-        for i in order[1:]:
-            if not np.all(np.abs(mean[kept] - mean[i]) <= cnf[i] + SLOPE_C * cnf[kept]):
-                return int(kept[-1])
-            kept.append(i)
-        return int(order[-1])
+        return slope(mean, slope_widths(var, n, self.delta))
+
+    @property
+    def guarantee(self) -> bool:
+        """IPS and DR themselves (λ = ∞) have the central limit theorem's guarantee; a clipped, shrunk or tuned
+        weight adds a bias no interval accounts for."""
+        return self.clt and self.lambda_ == math.inf
+
+    def tuning(self, state: Moments) -> str | None:
+        """With λ tuned: which λ and why (:func:`tuning_reason`), with the ESS of the weights w."""
+        if self.lambda_ is not None or state.n < 2:
+            return None
+        size = len(self.candidates)
+        return tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
+                             _ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1]))
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
@@ -289,6 +335,12 @@ class Shrinkage(Estimator):
         var = float(grad @ state.comoment @ grad) / state.n
         return summary_of(state.n, np.array([grad @ state.mean]), np.array([[var]]), *self.el_ranges(state),
                           weighted=False, estimate=value)
+
+
+def _ess(n: int, mean_w: float, comoment_ww: float) -> float:
+    """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment."""
+    second = comoment_ww + n * mean_w ** 2
+    return float(n * n * mean_w ** 2 / second) if second > 0 else 0.0
 
 
 _TUNING_FIELDS = ("lambdas", "tuning_method", "use_bias_upper_bound", "delta")

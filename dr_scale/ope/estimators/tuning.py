@@ -1,5 +1,5 @@
 """The estimators that choose a threshold or a shrinkage from the data: obp's ``…Tuning`` classes (IPS, DR,
-Switch-DR), DR with optimistic shrinkage, and Switch-DR and clipped DR with dr-scale's own choice of threshold.
+Switch-DR), DR with optimistic shrinkage, and Switch-DR and clipped DR with SLOPE's choice of a threshold.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import ndtri  # the normal quantile (scipy.stats is slow to import)
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.ope.estimators.base import Estimator
@@ -18,11 +17,11 @@ from dr_scale.ope.estimators.dr import DoublyRobust
 from dr_scale.ope.estimators.estimate import checked
 from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import IPS
+from dr_scale.ope.estimators.shrinkage import OBP_TUNING_DELTA, slope, slope_widths, tuning_reason
 from dr_scale.ope.moments import Moments
 
 #: The thresholds (weights) among which SwitchDR's τ and ClippedDR's M are chosen when not given.
 TUNING_GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
-TUNING_DELTA = 0.05  # the tuning's bias bound holds with probability 1 − δ (obp's default)
 
 
 @dataclass(frozen=True, repr=False)
@@ -83,17 +82,17 @@ class DRTuning(DoublyRobust):
 
 @dataclass(frozen=True)
 class _Thresholded(Estimator):
-    """DR with a threshold on the weights: fixed, or chosen from :data:`TUNING_GRID` by estimated MSE.
+    """DR with a threshold on the weights: fixed, or chosen from :data:`TUNING_GRID` ∪ {∞} by SLOPE.
 
     With the threshold not given, the state holds the terms at every grid value and
-    DR's (one pass, mergeable); at the end the threshold minimising
-
-        MSE(t) = (|D_t| + z_{1−δ/2} SE(D_t))² + SE(V̂_t)²,    D_t = V̂_t − V̂_DR,  δ = 0.05,
-
-    is chosen: obp's MSE-based tuning with its high-confidence bound on the bias (DR
-    the unbiased reference), here with the normal bound of the paired difference D_t,
-    whose standard error the joint state gives. DR itself (t = ∞) has D = 0, so a
-    threshold is chosen only where its variance saving outweighs the bias it may add.
+    DR's (one pass, mergeable); at the end the threshold is chosen by SLOPE (Su, Srinath &
+    Krishnamurthy 2020, in obp's SLOPE++ form, :func:`~dr_scale.ope.estimators.shrinkage.slope`):
+    in decreasing interval width — DR (t = ∞) first, the least biased and, where the weights
+    are heavy, the widest — each threshold is accepted while its interval (Student t,
+    δ = 0.1, as obp) meets those of all the wider ones; the last accepted is chosen. Where
+    a few rows carry huge weights, DR's interval is wide and a finite threshold whose value
+    lies inside it is preferred; where the weights are light, the intervals are alike and
+    a bias would show as a disagreement, which stops the walk at a larger threshold.
     The standard error is that of the chosen V̂_t, not accounting for the choice.
     """
 
@@ -111,6 +110,11 @@ class _Thresholded(Estimator):
         value = getattr(self, self.parameter)
         return (value,) if value is not None else (*TUNING_GRID, float("inf"))
 
+    @property
+    def guarantee(self) -> bool:
+        """Only at a given threshold of ∞ (DR itself); a finite or chosen one adds a bias."""
+        return bool(getattr(self, self.parameter) == math.inf)
+
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`), one array per threshold."""
         return [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
@@ -124,19 +128,26 @@ class _Thresholded(Estimator):
         grid = np.array(self.thresholds)
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
+    def choose(self, state: Moments) -> int:
+        """The index of the chosen threshold: SLOPE over the thresholds' means and their 1/n variances, δ = 0.1, the
+        thresholds in obp's order (decreasing, so that ties go as obp's ``…Tuning(tuning_method="slope")``)."""
+        if state.n < 2:
+            return state.m - 1
+        widths = slope_widths(np.diag(state.comoment) / state.n, state.n, OBP_TUNING_DELTA)
+        return state.m - 1 - slope(state.mean[::-1], widths[::-1])
+
+    def tuning(self, state: Moments) -> str | None:
+        """With the threshold chosen: which and why (:func:`~dr_scale.ope.estimators.shrinkage.tuning_reason`)."""
+        if getattr(self, self.parameter) is not None or state.n < 2:
+            return None
+        return tuning_reason("slope", self.parameter, self.thresholds, self.choose(state))
+
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
-        """At a given threshold, the base's; tuned, the threshold minimizing (|B̂_j| + z_{1−δ/2} ŝe(B̂_j))² + V̂_j,
-        B̂_j = t̄_j − t̄_DR the bias against DR (the last term), as obp's tuning does (ties: the largest threshold);
-        its unit gradient and the chosen threshold.
-        """
+        """At a given threshold, the base's; tuned, the mean at the SLOPE threshold (:meth:`choose`), its unit
+        gradient and the chosen threshold."""
         if getattr(self, self.parameter) is not None:
             return super().linearize(state)
-        cov = state.covariance() / state.n  # covariance of the means
-        dr = state.m - 1
-        bias = state.mean - state.mean[dr]
-        bias_se = np.sqrt(np.maximum(np.diag(cov) + cov[dr, dr] - 2 * cov[:, dr], 0.0))
-        mse = (np.abs(bias) + ndtri(1 - TUNING_DELTA / 2) * bias_se) ** 2 + np.diag(cov)
-        best = state.m - 1 - int(np.argmin(mse[::-1]))  # ties: the largest threshold (∞: DR itself)
+        best = self.choose(state)
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
 
 
@@ -201,7 +212,7 @@ class SwitchDR(_Thresholded):
 
     The correction is switched off for rows whose weight exceeds τ: τ = ∞ is DR, τ = 0
     is DM. ``tau=None`` (the default) chooses τ from :data:`TUNING_GRID` ∪ {∞} by
-    estimated MSE (see ``_Thresholded``); ``Estimate.chosen`` says which.
+    SLOPE (see ``_Thresholded``); ``Estimate.chosen`` says which.
 
     Parameters
     ----------
@@ -219,8 +230,8 @@ class SwitchDR(_Thresholded):
     >>> log = BanditWorld.make(epsilon=0.02).sample(2000, seed=1)  # true value 0.7825
     >>> round(SwitchDR(tau=20).estimate(**log).value, 4)
     0.729
-    >>> SwitchDR().estimate(**log).chosen
-    {'tau': inf}
+    >>> SwitchDR().estimate(**log).chosen  # SLOPE: DR's wide interval holds τ = 200's (= τ = 2's: no weight between)
+    {'tau': 200.0}
     """
 
     tau: float | None = None
@@ -243,7 +254,7 @@ class ClippedDR(_Thresholded):
         V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + min(w_i, M) (r_i − ρ̂_{a_i}(x_i)) ]
 
     M = ∞ is DR. ``max_weight=None`` (the default) chooses M from :data:`TUNING_GRID` ∪ {∞}
-    by estimated MSE; ``Estimate.chosen`` says which.
+    by SLOPE (see ``_Thresholded``); ``Estimate.chosen`` says which.
 
     Parameters
     ----------
@@ -287,8 +298,7 @@ class SwitchDRTuning(DoublyRobust):
         V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + 1{w_i ≤ λ} w_i (r_i − ρ̂_{a_i}(x_i)) ]
 
     (:class:`SwitchDR` at τ = λ, Wang, Agarwal & Dudík 2017), λ chosen among ``lambdas`` by obp's
-    ``"slope"`` or ``"mse"`` rule (``Shrinkage``) — where a bare ``SwitchDR()`` uses dr-scale's own
-    rule (the paired difference's normal bound on the bias).
+    ``"slope"`` or ``"mse"`` rule (``Shrinkage``) — where a bare ``SwitchDR()`` uses SLOPE over its own grid.
 
     Parameters
     ----------

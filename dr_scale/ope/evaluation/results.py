@@ -19,7 +19,7 @@ from dr_scale.ope.diagnostics import (
     Coverage,
     WeightStats,
 )
-from dr_scale.ope.estimators import Estimate
+from dr_scale.ope.estimators import Estimate, Projected
 from dr_scale.propensity.diagnostics import PropensityState
 
 
@@ -27,13 +27,41 @@ def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool =
                   verdict: str | None = None) -> dict[str, Any]:
     """value, stderr, interval (``ci``), confidence sequence (``cs``), n, the "insufficient data" flag, the verdict
     where given ("reliable", "no reliable estimate", "model-based": :meth:`EvaluationResult.verdict_of`) and, for
-    a tuned estimator, the chosen parameters (∞ as "inf")."""
-    out = {"value": e.value, "stderr": e.stderr, "ci": list(map(float, e.ci(alpha, interval))),
-           "cs": list(map(float, e.cs(alpha, method=interval))), "n": e.n, "insufficient_data": bool(insufficient)}
+    a tuned estimator, the chosen parameters (∞ as "inf") and why (``tuning``).
+
+    The value and intervals are projected into the rewards' range (:meth:`Estimate.projected`); where that moved
+    them, ``raw_value``, ``raw_ci`` and ``raw_cs`` keep the unprojected ones and ``projected`` is true. An estimate
+    whose interval has no coverage guarantee (:attr:`Estimate.guarantee`) says so (``coverage_guarantee``: false),
+    with ``model_based`` and the reward model's standard error (``model_stderr``) where it is known.
+    """
+    shown = e.projected(alpha, interval)
+    out: dict[str, Any] = {"value": shown.value, "stderr": e.stderr, "ci": list(shown.ci), "cs": list(shown.cs),
+                           "n": e.n, "insufficient_data": bool(insufficient)}
     if verdict is not None:
         out["verdict"] = verdict
+    if shown.moved:
+        out.update(raw_value=shown.raw_value, raw_ci=list(shown.raw_ci), raw_cs=list(shown.raw_cs), projected=True)
+    if not e.guarantee:
+        out.update(coverage_guarantee=False, model_based=e.model_based)
+    if e.model_stderr is not None:
+        out["model_stderr"] = e.model_stderr
     chosen = {k: v if math.isfinite(v) else "inf" for k, v in e.chosen.items()}
-    return {**out, "chosen": chosen} if chosen else out
+    if chosen:
+        out["chosen"] = chosen
+    if e.tuning:
+        out["tuning"] = e.tuning
+    return out
+
+
+def markers(e: Estimate, shown: Projected, insufficient: bool) -> str:
+    """The notes after a table row: "insufficient data", no coverage guarantee, the raw value of a projection."""
+    notes = ["insufficient data"] if insufficient else []
+    if not e.guarantee:
+        notes.append("model-based: no coverage guarantee" if e.model_based else "no coverage guarantee")
+    if shown.moved:
+        value, _, bounds = estimate(shown.raw_value, e.total_stderr, shown.raw_ci)
+        notes.append(f"projected into the reward range, raw {value} {bounds}")
+    return "".join(f"   {note}" for note in notes)
 
 
 @dataclass
@@ -269,23 +297,22 @@ class EvaluationResult:
     def cells(self, name: str, alpha: float = 0.05, interval: str = "normal", difference: bool = False
               ) -> tuple[str, str, str, str]:
         """Estimator ``name``'s value (or difference from the baseline), standard error and interval as table text,
-        and the marks after the row: the interval reads "no reliable estimate" where that is the verdict; the
-        marks say "insufficient data" (:meth:`support_note`) and "model-based" for DM beside estimates (or
-        differences) that are no reliable estimate."""
+        projected into the rewards' range (:meth:`Estimate.projected`), and the marks after the row (:func:`markers`).
+        The interval reads "no reliable estimate" where that is the verdict; DM beside estimates (or differences)
+        that are no reliable estimate is marked "model-based"."""
         e = self.differences[name] if difference else self.estimates[name]
-        lo, hi = e.ci(alpha, interval)
-        value, stderr, bounds = estimate(e.value, e.stderr, (lo, hi), sign=difference)
+        shown = e.projected(alpha, interval)
+        value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci, sign=difference)
         verdict = self.difference_verdict_of(name) if difference else self.verdict_of(name)
         if verdict == NO_RELIABLE_ESTIMATE:
             bounds = NO_RELIABLE_ESTIMATE
-        marks = []
-        if self.insufficient_of(name) or (difference and self.baseline_insufficient_of(name)):
-            marks.append("insufficient data")
+        insufficient = self.insufficient_of(name) or (difference and self.baseline_insufficient_of(name))
+        marks = markers(e, shown, insufficient)
         verdicts = map(self.difference_verdict_of if difference else self.verdict_of,
                        self.differences if difference else self.estimates)
-        if verdict == MODEL_BASED and NO_RELIABLE_ESTIMATE in verdicts:  # beside the estimates that are none
-            marks.append(MODEL_BASED)
-        return value, stderr, bounds, "".join(f"   {m}" for m in marks)
+        if verdict == MODEL_BASED and e.guarantee and NO_RELIABLE_ESTIMATE in verdicts:  # beside the ones that are none
+            marks += f"   {MODEL_BASED}"
+        return value, stderr, bounds, marks
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
         """The results as a fixed-width text table; the interval's kind is in the header. An undefined
@@ -297,6 +324,7 @@ class EvaluationResult:
         head = (f"{'estimator':<{width}} {'value':>12} {'std. error':>12} {level:>27} {'n':>10} {'ESS':>12} "
                 f"{'max weight':>11}")
         lines = [head, "-" * len(head)]
+        tuning = []
         for name, e in self.estimates.items():
             chosen = ", ".join(f"{k}={v:g}" if math.isfinite(v) else f"{k}=∞" + (" (DR)" if k in ("tau", "max_weight")
                                                                              else "") for k, v in e.chosen.items())
@@ -307,6 +335,7 @@ class EvaluationResult:
                 f"{number(w.ess):>12} {number(w.max_w):>11}"
                 + (f"   ({chosen})" if chosen else "") + marks
             )
+            tuning += [f"{name}: {e.tuning}"] if e.tuning else []
         if self.baseline is not None:
             head = f"{'estimator':<{width}} {'V(A) − V(B)':>12} {'std. error':>12} {level:>27}"
             lines += ["", f"difference: {self.policy} − {self.baseline} (paired, on the same rows)", head,
@@ -315,4 +344,4 @@ class EvaluationResult:
                 value, stderr, bounds, marks = self.cells(name, alpha, interval, difference=True)
                 lines.append(f"{name:<{width}} {value:>12} {stderr:>12} {bounds:>27}{marks}")
         notes = [n for n in (self.support_note(), self.verdict_note()) if n]
-        return "\n".join(lines + [line for n in notes for line in ("", n)])
+        return "\n".join(lines + [line for n in notes for line in ("", n)] + (["", *tuning] if tuning else []))

@@ -170,7 +170,8 @@ class SlotResult:
                  "independent)", f"{'estimator':<12}{'value':>12}{'std. error':>13}{'95% CI (normal)':>28}"
                  if alpha == 0.05 else f"{'estimator':<12}{'value':>12}{'std. error':>13}{'CI (normal)':>28}"]
         for name, e in self.impression.items():
-            value, se, ci = estimate(e.value, e.stderr, e.ci(alpha, "normal"))
+            shown = e.projected(alpha, "normal")
+            value, se, ci = estimate(shown.value, e.total_stderr, shown.ci)
             lines.append(f"{name:<12}{value:>12}{se:>13}{ci:>28}")
         return "\n\n".join([*blocks, "\n".join(lines)])
 

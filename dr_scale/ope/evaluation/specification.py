@@ -20,11 +20,20 @@ from dr_scale.core.keyed_random import row_hash
 from dr_scale.logs.catalogue import Catalogue
 from dr_scale.logs.contract import LogDataError, Partition, numeric_values
 from dr_scale.ope.diagnostics import DEFAULT_MIN_SUPPORT, Coverage, WeightStats
-from dr_scale.ope.estimators import Difference, Estimator, OnPolicy, RowInputs, make_estimators
+from dr_scale.ope.estimators import (
+    Difference,
+    Estimate,
+    Estimator,
+    OnPolicy,
+    RowInputs,
+    fold_jackknife,
+    make_estimators,
+)
 from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.rows import PropensityEstimate, policy_rows, with_propensities
 from dr_scale.ope.evaluation.states import PartitionSource, PolicyState
 from dr_scale.ope.logged import fitted
+from dr_scale.ope.moments import Moments
 from dr_scale.policies import ActionDistribution, Policy, parse_policy
 from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR, PropensityState
 from dr_scale.reward.models import RewardModel, check_fitted_log, checks_fitted_log
@@ -348,7 +357,37 @@ class Evaluation(PartitionSource[PolicyState]):
             rows_hash,
             marginal_weights=marginal,
             baseline_marginal_weights=base_marginal,
+            folds=self.fold_states(part, rows, base),
         )
+
+    def fold_states(self, part: Partition, rows: RowInputs, base: RowInputs | None = None
+                    ) -> dict[str, list[Moments]]:
+        """Per model-based estimator (:attr:`~dr_scale.ope.estimators.Estimator.model_dependent`: DM, DRos, the shrunk
+        and tuned DR estimators), its state with every row predicted by fold model j, for each of the cross-fitted
+        reward model's K fold models (none for a model without folds): the mergeable state of the reward model's
+        standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. With a baseline (``base``, its rows), the
+        paired difference's too, under the key ``"difference:NAME"``. ``rows`` are the policy's rows (their
+        weights are reused); the model is asked K times more."""
+        names = [name for name, est in self.estimators.items() if est.model_dependent]
+        folds = getattr(self.reward_model, "folds", 0)
+        fold_model = getattr(self.reward_model, "fold_model", None)
+        if not names or folds < 2 or not callable(fold_model) or len(part) == 0:
+            return {}
+        out: dict[str, list[Moments]] = {name: [] for name in names}
+        differences = self.differences() if base is not None else {}
+        for j in range(folds):
+            evaluation = replace(self, reward_model=fold_model(j), k_source=self.k_source)
+            rows_j = _with_model_of(rows, evaluation.rows(part))
+            for name in names:
+                out[name].append(self.estimators[name].state(rows_j))
+            if base is None:
+                continue
+            baseline = self.baseline
+            base_j = (_with_model_of(base, evaluation.rows(part, baseline)) if isinstance(baseline, Policy)
+                      else rows_j)  # "logging": the logged rewards, which no model changes
+            for name in names:
+                out.setdefault(f"difference:{name}", []).append(differences[name].state(rows_j, base_j))
+        return out
 
     def result(self, state: PolicyState) -> EvaluationResult:
         """The estimates of a merged state; sums that overflowed float64 are an error, not an inf printed."""
@@ -363,10 +402,10 @@ class Evaluation(PartitionSource[PolicyState]):
                                 "predictions are too large; rescale them")
         with np.errstate(over="ignore", invalid="ignore"):  # an interval end that overflows prints as "—"
             return EvaluationResult(
-                {name: est.result(state.estimators[name]) for name, est in self.estimators.items()},
+                {name: self.estimate_of(name, state) for name in self.estimators},
                 state.weights,
                 str(self.policy),
-                {name: d.result(state.differences[name]) for name, d in self.differences().items()},
+                {name: self.difference_of(name, state) for name in self.differences()},
                 None if self.baseline is None else str(self.baseline),
                 state.baseline_weights,
                 self.min_support,
@@ -378,10 +417,36 @@ class Evaluation(PartitionSource[PolicyState]):
                 tuple(name for name, est in self.estimators.items() if est.model_based),
             )
 
+    def estimate_of(self, name: str, state: PolicyState) -> Estimate:
+        """Estimator ``name``'s estimate from a merged state, with the reward model's standard error where the state
+        holds the fold models' states: the grouped jackknife of its values V̂_j under the K fold models
+        (:func:`~dr_scale.ope.estimators.fold_jackknife`), which the intervals add to the rows' in quadrature."""
+        return _with_model_stderr(self.estimators[name], state.estimators[name], state.folds.get(name))
+
+    def difference_of(self, name: str, state: PolicyState) -> Estimate:
+        """The paired difference of estimator ``name`` from a merged state, with the reward model's standard error
+        as :meth:`estimate_of`'s."""
+        return _with_model_stderr(self.differences()[name], state.differences[name],
+                                  state.folds.get(f"difference:{name}"))
+
     @property
     def dimensions(self) -> tuple[int | None, int | None]:
         """(d, k) a partition is read with."""
         return self.n_features, self.n_actions
+
+
+def _with_model_of(rows: RowInputs, other: RowInputs) -> RowInputs:
+    """``rows`` with the reward model's predictions ρ̂_π, ρ̂_a of ``other`` (the same rows, another model)."""
+    return replace(rows, reward_hat_pi=other.reward_hat_pi, reward_hat_logged=other.reward_hat_logged)
+
+
+def _with_model_stderr(estimator: Estimator | Difference, state: Moments, folds: list[Moments] | None) -> Estimate:
+    """``estimator``'s estimate at ``state``, with the fold jackknife of its values under the fold models' states
+    ``folds`` as ``model_stderr`` (as it is without them)."""
+    out = estimator.result(state)
+    if not folds or state.n == 0:
+        return out
+    return replace(out, model_stderr=fold_jackknife(np.array([estimator.result(m).value for m in folds])))
 
 
 def _checked_count(name: str, value: object) -> int:

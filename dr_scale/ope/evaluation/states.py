@@ -52,6 +52,9 @@ class PolicyState:
     # a marginalized estimator)
     marginal_weights: WeightStats | None = None
     baseline_marginal_weights: WeightStats | None = None
+    # per model-based estimator, its state under each cross-fitting fold model j (every row predicted by model j):
+    # the fold models' spread, the reward model's standard error (Evaluation.result)
+    folds: dict[str, list[Moments]] = field(default_factory=dict)
 
     def __add__(self, other: PolicyState) -> PolicyState:
         """The state of both states' rows: the moments and diagnostics summed, the fingerprints
@@ -66,7 +69,9 @@ class PolicyState:
                            rows_hash,
                            _both(self.propensity, other.propensity),
                            _both(self.marginal_weights, other.marginal_weights),
-                           _both(self.baseline_marginal_weights, other.baseline_marginal_weights))
+                           _both(self.baseline_marginal_weights, other.baseline_marginal_weights),
+                           {k: [a + b for a, b in zip(v, other.folds[k], strict=True)] for k, v in self.folds.items()
+                            if k in other.folds})
 
     def marginal_view(self) -> PolicyState:
         """This state with MIPS's marginal weights in place of w_i = π(a_i|x_i) / p̂_i (itself without them): the
@@ -98,6 +103,8 @@ class PolicyState:
             out["marginal_weights"] = self.marginal_weights.to_dict()
         if self.baseline_marginal_weights is not None:
             out["baseline_marginal_weights"] = self.baseline_marginal_weights.to_dict()
+        if self.folds:
+            out["folds"] = {k: [m.to_dict() for m in v] for k, v in self.folds.items()}
         return out
 
     @classmethod
@@ -110,8 +117,14 @@ class PolicyState:
                    Coverage.from_dict(d["coverage"]) if "coverage" in d else None,
                    int(d["rows_hash"]) if "rows_hash" in d else None,
                    PropensityState.from_dict(d["propensity"]) if "propensity" in d else None,
-                   *(WeightStats.from_dict(d[key]) if d.get(key) is not None else None
-                     for key in ("marginal_weights", "baseline_marginal_weights")))
+                   marginal_weights=_weights(d.get("marginal_weights")),
+                   baseline_marginal_weights=_weights(d.get("baseline_marginal_weights")),
+                   folds={k: [Moments.from_dict(m) for m in v] for k, v in d.get("folds", {}).items()})
+
+
+def _weights(d: dict[str, Any] | None) -> WeightStats | None:
+    """The :class:`WeightStats` of a ``to_dict`` dict, or None."""
+    return None if d is None else WeightStats.from_dict(d)
 
 
 class PartitionSource(abc.ABC, Generic[State]):
