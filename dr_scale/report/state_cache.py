@@ -24,7 +24,6 @@ import hashlib
 import json
 import posixpath
 
-
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState

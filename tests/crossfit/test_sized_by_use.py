@@ -19,8 +19,8 @@ from dr_scale.logs.writing import write_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
 from dr_scale.propensity.fitting import PropensityObjective
 from dr_scale.propensity.model import PropensityModel
-from dr_scale.reward.fitting import FitSettings, RewardModels
 from dr_scale.reward.files import load_reward_model
+from dr_scale.reward.fitting import FitSettings, RewardModels
 
 D, K, N = 4096, 3, 600  # ids drawn from a 4096-wide hashed space: ~300 of them in use
 
