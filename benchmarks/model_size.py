@@ -62,16 +62,20 @@ def main(base: str, hash_bits: int = 18, folds: int = 5) -> None:
         print(f"OBD sample, hash_bits = {hash_bits}, fit and fit-propensity with --folds {folds}; "
               f"load average {os.getloadavg()[0]:.1f}")
         print(f"{'':<26}{'file MB':>12}{'wall s':>9}{'CPU s':>8}{'peak RSS GiB':>14}")
-        for command, load in (("fit", load_reward_model), ("fit-propensity", PropensityModel.load)):
-            figures, models = {}, {}
+        commands = (("fit", load_reward_model), ("fit-propensity", PropensityModel.load))
+        figures = {}  # every child first: a child forked from this process after it loaded a model would start at
+        for command, _ in commands:  # this process's resident size (ru_maxrss is kept across fork and exec)
             for label, checkout in (("sized by use", str(HERE)), ("dense (BASE)", base)):
                 out = folder / f"{command}-{label.split()[0]}.npz"
                 wall, cpu, rss = run(checkout, command, logs, "--out", str(out), "--folds", str(folds))
-                figures[label] = (out.stat().st_size / 1e6, wall, cpu, rss)
-                models[label] = load(str(out))
-                size, wall, cpu, rss = figures[label]
+                figures[command, label] = (out.stat().st_size / 1e6, wall, cpu, rss)
+        for command, load in commands:
+            models = {}
+            for label in ("sized by use", "dense (BASE)"):
+                models[label] = load(str(folder / f"{command}-{label.split()[0]}.npz"))
+                size, wall, cpu, rss = figures[command, label]
                 print(f"{command + ', ' + label:<26}{size:>12.3f}{wall:>9.1f}{cpu:>8.1f}{rss:>14.3f}")
-            (s0, w0, c0, r0), (s1, w1, c1, r1) = figures["sized by use"], figures["dense (BASE)"]
+            (s0, w0, c0, r0), (s1, w1, c1, r1) = figures[command, "sized by use"], figures[command, "dense (BASE)"]
             print(f"{command + ', ratio':<26}{s0 / s1:>12.2e}{w0 / w1:>9.2f}{c0 / c1:>8.2f}{r0 / r1:>14.2f}")
             sized, dense = models["sized by use"], models["dense (BASE)"]
             diff = 0.0
