@@ -3,7 +3,10 @@ solves and scores; :func:`fit_log` and :func:`fit_parts` run the same steps for 
 
 1. **Read** (:func:`fit_log`): the log's parts read through the contract and grouped by (fold, action)
    (:func:`~dr_scale.crossfit.parts.read_grouped_parts`), kept between passes in memory, on a cluster's workers or
-   spilled to local files.
+   spilled to local files. For an objective ``sized_by_use`` (the reward and propensity models), the features
+   some row has are found in one pass and the parts' feature ids renumbered 0 … m − 1 in another
+   (:func:`~dr_scale.crossfit.parts.used_features`): every sum, solve and model below is then over m used
+   features, not the d = 2^hash_bits of the hashed space, and the model keeps their sorted ids (``features``).
 2. **Sums**: the objective's per-part sums over all rows (:meth:`Objective.count`, then
    :meth:`Objective.sums`); with λ = ``"auto"`` the keyed λ sample — row i when u(row_id_i) < ``search_rows`` / n,
    u keyed by (seed, "lambda sample") — is drawn in the same pass and held as one part grouped over the search's
@@ -26,12 +29,20 @@ from __future__ import annotations
 import abc
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dr_scale.core.errors import ConvergenceWarning, ParameterError
-from dr_scale.crossfit.parts import Fits, GroupedPart, concatenated, read_grouped_parts, read_log_part, sample_of
+from dr_scale.crossfit.parts import (
+    Fits,
+    GroupedPart,
+    concatenated,
+    read_grouped_parts,
+    read_log_part,
+    sample_of,
+    used_features,
+)
 from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.io.cache import spill_root
 from dr_scale.logs.opened import open_log
@@ -55,6 +66,10 @@ class Solved:
 class Reads:
     """How a fitter reads one part: through the contract (:func:`~dr_scale.crossfit.parts.read_log_part`) unless it
     says otherwise (the estimated logging policy: without propensities; the balancing weights: the pairs)."""
+
+    #: Whether its model is fitted on the features the rows have only (:func:`fit_log`), a
+    #: :class:`~dr_scale.crossfit.folded.FoldedLinearModel` with ``features``.
+    sized_by_use: ClassVar[bool] = False
 
     def read_part(self, fs, path: str, n_features: int | None, n_actions: int | None):
         """One part of the log at ``path`` as a :class:`~dr_scale.crossfit.parts.LogPart`."""
@@ -248,7 +263,9 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
     the parts read by the objective (:meth:`Reads.read_part`) and grouped
     (:func:`~dr_scale.crossfit.parts.read_grouped_parts`; d and k by the log's one rule,
     :meth:`~dr_scale.logs.opened.OpenedLog.dimensions`: from ``settings`` (else ``n_actions``), else the log's
-    metadata, else the data) in the spill folder of ``settings.spill``, then :func:`fit_parts`; the model's
+    metadata, else the data) in the spill folder of ``settings.spill``, renumbered to the used features if the
+    objective is ``sized_by_use`` (:func:`~dr_scale.crossfit.parts.used_features`; the model gets their ids as
+    ``features`` and d as ``dimension``), then :func:`fit_parts`; the model's
     metadata gets the data's fingerprint (``rows:hash``, :class:`~dr_scale.crossfit.parts.Extent`) and the passes
     of each stage."""
     settings = settings or FitSettings()
@@ -267,7 +284,18 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
                                                              folder=folder, logs=str(logs),
                                                              read_part=objective.read_part)
             p.append(passes)
-        model = fit_parts(parts, extent.n, d, k, settings, objective, progress=progress, stages=stages)
+        ids = None
+        if objective.sized_by_use:
+            with stages.stage("features", "the features the rows have, renumbered") as p:
+                parts, ids = used_features(parts, d)
+                p.append(2)
+        model = fit_parts(parts, extent.n, d if ids is None else max(ids.size, 1), k, settings, objective,
+                          progress=progress, stages=stages)
         del parts
+    if ids is not None:
+        if ids.size == 0:  # no row has a feature: one column of weight 0
+            ids = np.zeros(1, np.int64)
+        model.features, model.dimension = ids, d
+        model.metadata.update(n_features=d, used_features=int(ids.size))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())
     return model

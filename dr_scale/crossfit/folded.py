@@ -79,11 +79,31 @@ def _linear(X, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     return np.asarray(X @ coef) + intercept
 
 
+def used_columns(X, features: np.ndarray) -> sp.csr_matrix:
+    """X's columns at the sorted feature ids ``features`` (m of them), as a CSR matrix (n, m): entry (i, j) is
+    x_i[features[j]]. Each stored entry's id is looked up by ``np.searchsorted`` on ``features``; ids not among
+    them are dropped (their coefficient is 0), so X'·coef_used = X·coef_dense term for term, in the same order.
+
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0, 3.0]]))
+    >>> used_columns(X, np.array([2, 3])).toarray()
+    array([[2., 3.]])
+    """
+    X = sp.csr_matrix(X)
+    ids = X.indices.astype(np.int64, copy=False)
+    at = np.searchsorted(features, ids)
+    hit = features[np.minimum(at, features.size - 1)] == ids
+    indptr = np.concatenate([[0], np.cumsum(hit)])[X.indptr]  # the kept entries before each row's start
+    return sp.csr_matrix((X.data[hit], at[hit].astype(np.int32), indptr), shape=(X.shape[0], features.size))
+
+
 def model_arrays(model, kind: str | None = None) -> dict:
     """The arrays of a linear model's ``.npz``: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON)
     and, for models other than the linear reward model, ``kind`` (what the scores mean: ``"logistic"``,
-    ``"propensity"``)."""
+    ``"propensity"``); a model sized by use also ``features`` (the sorted ids of coef's rows) and ``n_features``
+    (d, the hashed space)."""
     arrays = {"coef": model.coef, "intercept": model.intercept}
+    if model.features is not None:
+        arrays.update(features=model.features, n_features=np.array(model.n_features, dtype=np.int64))
     if model.folds:
         arrays.update(fold_coef=model.fold_coef, fold_intercept=model.fold_intercept,
                       fold_seed=np.array(model.fold_seed, dtype=np.int64))
@@ -159,6 +179,10 @@ def linear_model(cls, arrays: dict, where: str):
     arrays = linear_arrays(arrays, where)
     model = cls(arrays["coef"], arrays["intercept"])
     try:
+        if "features" in arrays:
+            model.features = np.asarray(arrays["features"])
+            model.dimension = int(arrays["n_features"])
+            model.check_features()
         if "fold_coef" in arrays:
             model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
             model.fold_intercept = np.asarray(arrays["fold_intercept"], dtype=np.float64).reshape(
@@ -173,6 +197,21 @@ def linear_model(cls, arrays: dict, where: str):
     except (KeyError, ValueError, TypeError) as exc:
         raise ParameterFileError(f"{where}: bad cross-fitting arrays or metadata ({type(exc).__name__}: {exc})") \
             from None
+    return model if model.features is not None else sized_by_use(model)
+
+
+def sized_by_use(model):
+    """A dense model (coef's rows are features 0 … d − 1) kept to the rows where it or a fold model has a non-zero
+    weight: the same predictions, term for term (a feature of weight 0 adds exactly 0)."""
+    weights = model.coef if model.fold_coef is None else np.concatenate([model.coef[None], model.fold_coef])
+    used = np.flatnonzero(weights.reshape(-1, *model.coef.shape).any(axis=(0, 2)))
+    if used.size == 0:  # no weight anywhere: keep one row (a model has d ≥ 1 rows)
+        used = np.zeros(1, np.int64)
+    model.dimension = model.coef.shape[0]
+    model.coef = np.ascontiguousarray(model.coef[used])
+    if model.fold_coef is not None:
+        model.fold_coef = np.ascontiguousarray(model.fold_coef[:, used])
+    model.features = used.astype(np.int64)
     return model
 
 
@@ -205,6 +244,11 @@ class FoldedLinearModel:
         The key of the rows' folds (:func:`~dr_scale.crossfit.parts.fold_of`).
     metadata : dict, optional
         What the fit recorded (λ, rows per action, folds, the data's fingerprint …; saved as JSON).
+    features : numpy.ndarray, shape (m,), optional
+        The sorted feature ids of coef's rows (the features the training rows have; all others weigh 0), with
+        ``dimension`` = d; None: coef's rows are the features 0 … d − 1.
+    dimension : int, default 0
+        d, the hashed feature space, for a model with ``features``.
     """
 
     coef: np.ndarray
@@ -213,6 +257,11 @@ class FoldedLinearModel:
     fold_intercept: np.ndarray | None = None
     fold_seed: int = 0
     metadata: dict = field(default_factory=dict)
+    features: np.ndarray | None = None
+    dimension: int = 0
+    #: The last ``X`` mapped to the used features and its mapping (:meth:`checked_call`): every action, fold model
+    #: and policy predicted on the same part shares one mapping.
+    _mapped: tuple = field(default=(None, None), init=False, repr=False, compare=False)
     #: What the scores mean, saved in the file (a linear reward model's file has no ``kind``: "linear").
     KIND: ClassVar[str] = "linear"
     #: The model in messages: ``"reward model"`` → "reward model FILE: …".
@@ -229,6 +278,23 @@ class FoldedLinearModel:
 
     def __post_init__(self):
         self.coef, self.intercept = checked_linear(self.coef, self.intercept, type(self).__name__)
+        if self.features is not None:
+            self.check_features()
+
+    def __getstate__(self) -> dict:
+        """The fields without the mapping of the last ``X`` (a model sent to a worker carries no part)."""
+        return {**self.__dict__, "_mapped": (None, None)}
+
+    def check_features(self) -> None:
+        """``features``: int64, strictly increasing ids in [0, ``dimension``), one per row of ``coef`` (else a
+        ``ValueError``)."""
+        features = np.asarray(self.features)
+        if features.ndim != 1 or features.dtype.kind not in "iu" or features.size != self.coef.shape[0]:
+            raise ValueError(f"'features' must be {self.coef.shape[0]} integer ids (one per row of 'coef'), got "
+                             f"{features.dtype} of shape {features.shape}")
+        self.features = features.astype(np.int64)
+        if features.size and (features[0] < 0 or features[-1] >= self.dimension or np.any(np.diff(features) <= 0)):
+            raise ValueError(f"'features' must be increasing ids in [0, n_features = {self.dimension})")
 
     @property
     def n_actions(self) -> int:
@@ -237,8 +303,16 @@ class FoldedLinearModel:
 
     @property
     def n_features(self) -> int:
-        """d, the number of features."""
-        return self.coef.shape[0]
+        """d, the number of features (the hashed space; coef has a row for each of ``features`` only, if set)."""
+        return self.dimension if self.features is not None else self.coef.shape[0]
+
+    def full_coef(self) -> np.ndarray:
+        """The full-data model's weights over all d features (d, k), zeros where ``features`` has no row."""
+        if self.features is None:
+            return self.coef
+        out = np.zeros((self.n_features, self.n_actions))
+        out[self.features] = self.coef
+        return out
 
     @property
     def folds(self) -> int:
@@ -256,6 +330,12 @@ class FoldedLinearModel:
         row_id = checked_row_id(row_id, X.shape[0])
         if X.shape[1] > self.n_features:
             raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
+        if self.features is not None:  # once per part: the same X again (another action, policy) reuses it
+            seen, mapped = self._mapped
+            if seen is not X:
+                mapped = used_columns(X, self.features)
+                self._mapped = (X, mapped)
+            return mapped, actions, row_id
         if X.shape[1] < self.n_features:
             X = sp.csr_matrix(X)
             X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
@@ -280,9 +360,10 @@ class FoldedLinearModel:
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""
+        used = () if self.features is None else (self.features, np.array([self.dimension]))
         if self.fold_coef is None or self.fold_intercept is None or not self.folds:
-            return self.coef, self.intercept
-        return self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed])
+            return (self.coef, self.intercept, *used)
+        return (self.coef, self.intercept, self.fold_coef, self.fold_intercept, np.array([self.fold_seed]), *used)
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
         """Write the ``.npz`` atomically: ``coef``, ``intercept``, the fold models if any, ``metadata`` (JSON) and,

@@ -10,6 +10,7 @@ through them, so that all cross-fit with the same folds: row i is in fold
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,6 +204,34 @@ def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: 
         _, parts = raw.sum_and_derive(_group_step, k, folds, seed)
         del raw
     return parts, extent, d, k, 2 if n_features and n_actions else 3
+
+
+def feature_presence(part: LogPart, n_features: int) -> np.ndarray:
+    """(d,) bool: the features some row of the part has (summed over parts with ``+``: logical or)."""
+    present = np.zeros(n_features, dtype=bool)
+    present[part.indices] = True
+    return present
+
+
+def renumbered(_, part: GroupedPart, columns: np.ndarray) -> tuple[np.ndarray, GroupedPart]:
+    """(nothing to sum, the part with each feature id i replaced by ``columns[i]``, its column among the used
+    features; :func:`present_columns`): a step of :meth:`PartSet.sum_and_derive`. A part held in this process's
+    memory is renumbered in place (no second copy of its indices); a memory-mapped one is copied."""
+    if part.indices.flags.writeable:
+        np.take(columns, part.indices, out=part.indices)
+        return np.zeros(1), part
+    return np.zeros(1), dataclasses.replace(part, indices=columns.take(part.indices.astype(np.intp)))
+
+
+def used_features(parts: PartSet, n_features: int) -> tuple[PartSet, np.ndarray]:
+    """(the parts with their features renumbered 0 … m − 1 in the order of their ids, the sorted ids (m,)): the
+    features some row has, in one pass, then the renumbering in another — fits on them hold m, not d, columns
+    (a feature no row has gets weight 0 under an L2 penalty, and adds nothing to any sum)."""
+    present = parts.sum(feature_presence, n_features)
+    columns, _ = present_columns(present)
+    _, parts = parts.sum_and_derive(renumbered, columns)
+    ids: np.ndarray = np.flatnonzero(present).astype(np.int64)
+    return parts, ids
 
 
 def concatenated(parts: list[GroupedPart], folds: int, n_actions: int, seed: int) -> tuple[GroupedPart, int]:

@@ -318,7 +318,8 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
     linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
     from dr_scale.io.config import PropensityFloor, check
 
-    imputation = Imputation(method, d, k, rho, (rho.coef, rho.intercept) if linear and rho is not None else None,
+    centre = getattr(rho, "full_coef", lambda: rho.coef)() if linear else None  # over all d features
+    imputation = Imputation(method, d, k, rho, (centre, rho.intercept) if linear and rho is not None else None,
                             propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
     if propensity_model is not None:
         meta["propensities"] = "estimated"

@@ -164,6 +164,8 @@ class PropensityObjective(Objective):
     """π̂₀ as the cross-fitting driver fits it (module docstring): rows per (fold, action) block and Σ x² per feature,
     the multinomial fits at λ on the present features (:func:`solve`), the out-of-fold log loss."""
 
+    sized_by_use: ClassVar[bool] = True
+
     label: ClassVar[str] = "π̂₀"
     loss: ClassVar[str] = "log_loss"
     per_action: ClassVar[bool] = False

@@ -24,8 +24,6 @@ import hashlib
 import json
 import posixpath
 
-import numpy as np
-
 from dr_scale.io import strict_json
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.ope.evaluation import Evaluation, PolicyState
@@ -57,9 +55,7 @@ def fingerprint(evaluation: Evaluation) -> str:
         "estimators": [[name, repr(e)] for name, e in evaluation.estimators.items()],
         "reward_model": model_digest(evaluation.reward_model),
         **({} if evaluation.propensity_model is None else {
-            "propensity_model": parameters_digest(*(np.asarray(getattr(evaluation.propensity_model, name))
-                                                    for name in ("coef", "intercept", "fold_coef", "fold_intercept")
-                                                    if getattr(evaluation.propensity_model, name, None) is not None)),
+            "propensity_model": model_digest(evaluation.propensity_model),
             "propensity_floor": evaluation.propensity_floor}),
         "n_actions": evaluation.n_actions,
         "n_features": evaluation.n_features,

@@ -202,6 +202,8 @@ class RewardModels(Family):
     """The per-action reward models ρ̂: ridge, or logistic for 0/1 rewards, as ``settings.model`` says, else by the
     rewards (:func:`model_kind`). ``name``: the log in warnings."""
 
+    sized_by_use: ClassVar[bool] = True
+
     name: str = "the log"
 
     def objective(self, parts: PartSet, settings: FitSettings) -> Objective:
