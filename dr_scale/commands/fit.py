@@ -18,9 +18,8 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.core.errors import check_output_file
-from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import Folds, option, penalty, rule_option, tolerance
+from dr_scale.io.outputs import check_output_file, record_file
 from dr_scale.outofcore.compute import dask_session
 
 if TYPE_CHECKING:
@@ -159,7 +158,7 @@ def log_and_output(args) -> tuple[dict, OpenedLog]:
     file is checked before the work, not after it."""
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
-    check_output_file(args.out, *url_to_fs(args.out, opts))
+    check_output_file(args.out, [args.logs], opts)  # not an input, nor a file dr-scale did not write
     return opts, logs
 
 
@@ -172,6 +171,7 @@ def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> i
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)
+    record_file(args.out, opts)
     print(summary(model))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -191,6 +191,7 @@ def _run_shared(args, logs, opts) -> int:
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fitted(fit_shared_model, args, logs, client, opts, settings)
     model.save(args.out, opts or None)
+    record_file(args.out, opts)
     print(shared_summary(model))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

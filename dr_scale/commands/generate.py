@@ -181,10 +181,10 @@ def _view_and_calibration(args, opts, client, spill) -> int:
 def _write_view_manifest(url: str, opts, rows: int, seed: int) -> None:
     """The logged view's ``_manifest.json``, written last: the view is complete."""
     import json
-    import posixpath
 
-    from dr_scale.io.atomic import MANIFEST, atomic_write, url_to_fs
+    from dr_scale.io.atomic import url_to_fs
+    from dr_scale.io.outputs import publish_folder
 
     fs, root = url_to_fs(url, opts)
-    atomic_write(fs, posixpath.join(root, MANIFEST),
-                 json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows, "seed": seed}))
+    publish_folder(fs, root, json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows,
+                                         "seed": seed}))

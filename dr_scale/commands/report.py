@@ -65,12 +65,14 @@ def _with_estimated_propensities(args, logs, policies, client, opts):
     import posixpath
 
     from dr_scale.commands.fit_propensity import fit_propensity_from_args, propensity_settings
+    from dr_scale.io.outputs import record_file
 
     settings = propensity_settings(args)
     check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
     model = fit_propensity_from_args(args, logs, client, opts, settings)
     path = posixpath.join(args.out.rstrip("/"), PROPENSITY_FILE)
     model.save(path, opts or None)
+    record_file(path, opts)
     print(f"dr-scale report: propensities estimated on {logs} (cross-fitted, {settings.folds} folds), "
           f"model written to {path}", file=sys.stderr)
     return replace(policies, propensity_model=path)
@@ -95,7 +97,7 @@ def run(args) -> int:
     from dr_scale.commands.fit import model_options_given
     from dr_scale.commands.fit_propensity import check_propensity_options
     from dr_scale.core.errors import UserError
-    from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
+    from dr_scale.report.make import check_report_folder, make_report  # imports matplotlib: only here
     from dr_scale.report.policies_file import load_policies
 
     opts = storage_options(args.storage_options)
@@ -105,6 +107,7 @@ def run(args) -> int:
         raise UserError(f"{', '.join(model_options_given(args))} fit(s) the propensity model of "
                         "--estimate-propensity; give it, or drop them")
     policies = load_policies(args.policies, opts)
+    check_report_folder(args.out, logs, args.policies, opts)  # before the work (and the propensity fit)
     if args.propensity_model:
         policies = replace(policies, propensity_model=args.propensity_model)
     if args.propensity_model or args.estimate_propensity or args.propensity_floor != DEFAULT_PROPENSITY_FLOOR:

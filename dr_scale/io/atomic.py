@@ -182,6 +182,9 @@ def prepare_output_folder(url: str, fs, root: str, *, overwrite: bool, writer: s
             example = posixpath.basename(sorted(entries)[0].rstrip("/"))
             raise UserError(f"{url}: not replaced: dr-scale did not write this folder (no {MANIFEST} or {MARKER} in "
                             f"it; it holds e.g. {example}); choose another folder, or remove it yourself")
+        from dr_scale.io.outputs import check_replaceable
+
+        check_replaceable(url, fs, root)  # every file in it dr-scale's: nothing of the user's is deleted
         fs.rm(root, recursive=True)
     import json
     import os

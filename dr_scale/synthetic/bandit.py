@@ -46,8 +46,9 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, prepare_output_folder, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.io.outputs import publish_folder
 from dr_scale.logs.sparse import binary_csr, compact_index
 from dr_scale.logs.writing import with_log_metadata
 from dr_scale.outofcore.compute import compute
@@ -324,7 +325,7 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
                 "features": features, "actions": actions, "seed": seed, "days": days,
                 "rows_per_part": rows_per_part, "parts": len(tasks), "settings": asdict(settings),
                 "hide_propensity": hide_propensity, "calibration": calibration.summary()}
-    atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
+    publish_folder(fs, root, json.dumps(manifest, indent=2))
     return manifest
 
 
