@@ -15,6 +15,7 @@ from dr_scale.commands.common import (
 from dr_scale.commands.fit import add_model_options, fit_from_args, fit_settings, model_options_given
 from dr_scale.commands.fit_propensity import (
     add_propensity_options,
+    check_not_reward_model,
     check_propensity_options,
     fit_propensity_from_args,
     load_propensity_model,
@@ -112,6 +113,7 @@ def run(args) -> int:
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
     check_propensity_options(args)
+    check_not_reward_model(args)
     if not args.fit_reward_model and not args.estimate_propensity and model_options_given(args):
         raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model or a propensity model: give "
                         "it with --fit-reward-model or --estimate-propensity (a --reward-model FILE is already fitted, "

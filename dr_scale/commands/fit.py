@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -43,12 +44,13 @@ def add_parser(sub) -> None:
     add_fit_arguments(p, "MODEL.npz", run, shared=True)
 
 
-def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
-    """The arguments of ``fit`` and ``fit-propensity``: LOGS, ``--out`` (``out`` its metavar), the fitting options
-    (:func:`add_model_options`), ``--n-actions``, the rows, compute and storage options; ``run`` runs it."""
+def add_fit_arguments(p, out: str, run, shared: bool = False, propensity: bool = False) -> None:
+    """The arguments of ``fit`` and ``fit-propensity`` (``propensity``: no ``--model`` in its help, which a
+    propensity fit refuses): LOGS, ``--out`` (``out`` its metavar), the fitting options (:func:`add_model_options`),
+    ``--n-actions``, the rows, compute and storage options; ``run`` runs it."""
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar=out, help="where to write the model (any fsspec URL)")
-    add_model_options(p, shared=shared)
+    add_model_options(p, shared=shared, propensity=propensity)
     p.add_argument("--n-actions", type=POSITIVE_INT,
                    help="number of actions k (default: the log's metadata, else the data)")
     add_filter_options(p)
@@ -57,15 +59,15 @@ def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
     p.set_defaults(func=run)
 
 
-def add_model_options(p, shared: bool = False) -> None:
+def add_model_options(p, shared: bool = False, propensity: bool = False) -> None:
     """--lam, --folds, --seed, --rtol, --n-features, --model (shared with ``evaluate --fit-reward-model``; ``shared``:
-    ``--model shared`` too, for ``fit``)."""
+    ``--model shared`` too, for ``fit``; ``propensity``: the options of ``fit-propensity``, ``--model`` hidden)."""
     from dr_scale.crossfit.settings import LAMBDA_GRID as grid
     from dr_scale.crossfit.settings import RTOL as rtol
     from dr_scale.crossfit.settings import SEARCH_FOLDS as search_folds
     from dr_scale.crossfit.settings import SEARCH_ROWS as search_rows
 
-    p = p.add_argument_group("fitting the reward model")
+    p = p.add_argument_group("fitting the propensity model" if propensity else "fitting the reward model")
     p.add_argument("--lam", type=parse_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto' (default): chosen from {', '.join(f'{g:g}' for g in grid)} by "
                         f"the out-of-fold squared error of the fold models (--folds K, else {search_folds} folds) on a "
@@ -79,21 +81,23 @@ def add_model_options(p, shared: bool = False) -> None:
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
-    add_model_choice(p, shared)
+    add_model_choice(p, shared, hidden=propensity)
 
 
-def add_model_choice(p, shared: bool = False) -> None:
-    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``."""
+def add_model_choice(p, shared: bool = False, hidden: bool = False) -> None:
+    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``;
+    ``hidden``: out of the help (fit-propensity refuses it with the reason)."""
+    text = ("the reward model: per-action ridge regression, or per-action L2-regularised logistic "
+            "regression (0/1 rewards: predictions in (0, 1))"
+            + ("; shared: one model over the context, the action's features (the log's action "
+               "catalogue) and their interactions, z = b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
+               "of actions — ridge (ρ̂ = z) or logistic (ρ̂ = σ(z)) by the same rule as the per-action "
+               "models, or shared-ridge / shared-logistic to choose; the same --lam, --folds, --seed, "
+               "--rtol, --local-workers, --scheduler" if shared else "")
+            + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
+              "policy's shrinkage centre; the choice is printed)")
     p.add_argument("--model", choices=("ridge", "logistic") + (SHARED_MODELS if shared else ()),
-                   help="the reward model: per-action ridge regression, or per-action L2-regularised logistic "
-                        "regression (0/1 rewards: predictions in (0, 1))"
-                        + ("; shared: one model over the context, the action's features (the log's action "
-                           "catalogue) and their interactions, z = b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
-                           "of actions — ridge (ρ̂ = z) or logistic (ρ̂ = σ(z)) by the same rule as the per-action "
-                           "models, or shared-ridge / shared-logistic to choose; the same --lam, --folds, --seed, "
-                           "--rtol, --local-workers, --scheduler" if shared else "")
-                        + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
-                          "policy's shrinkage centre; the choice is printed)")
+                   help=argparse.SUPPRESS if hidden else text)
 
 
 #: ``fit --model`` values of the model shared across actions, and the link each fixes (None: by the rewards).

@@ -31,9 +31,8 @@ def run(args) -> int:
     """Run ``dr-scale import``: the raw table imported as a log (:func:`~dr_scale.logs.importing.import_log`); the
     exit status.
     """
-    from dr_scale.logs.importing import import_log
-
     from dr_scale.io.outputs import check_not_an_input
+    from dr_scale.logs.importing import import_log
 
     opts = storage_options(args.storage_options)
     check_not_an_input(args.out, [args.raw, args.spec], opts)  # the log never replaces its raw table or spec
