@@ -74,7 +74,8 @@ def add_model_options(p, shared: bool = False, propensity: bool = False) -> None
                         f"keyed sample of {search_rows:,} rows")
     p.add_argument("--folds", type=option(Folds, "integer ≥ 2"), metavar="K",
                    help="also fit K fold models for cross-fitting, 2 ≤ K ≤ min(20, rows / 10): row i's fold is "
-                        "⌊K·u(row_id)⌋, and fold model j, fitted on the other folds, predicts the rows of fold j (default: none)")
+                        "⌊K·u(row_id)⌋, and fold model j, fitted on the other folds, predicts the rows of fold j "
+                        "(default: none)")
     p.add_argument("--seed", type=SEED,
                    help="key of the folds and the λ sample (default 0)")
     p.add_argument("--rtol", type=parse_rtol,
