@@ -145,7 +145,8 @@ def run_visits(args) -> int:
 
     opts = storage_options(args.storage_options)
     if args.logged_view:  # checked and claimed before the work, replaced only if dr-scale wrote it
-        from dr_scale.io.atomic import prepare_output_folder, url_to_fs
+        from dr_scale.io.atomic import url_to_fs
+        from dr_scale.io.outputs import prepare_output_folder
 
         prepare_output_folder(args.logged_view, *url_to_fs(args.logged_view, opts), overwrite=args.overwrite,
                               writer="dr_scale.experiments.visits.logged")

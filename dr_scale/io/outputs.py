@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dr_scale.core.errors import UserError
-from dr_scale.io.atomic import MANIFEST, MARKER, TEMPORARY, atomic_write
+from dr_scale.io.atomic import MANIFEST, MARKER, TEMPORARY, atomic_write, incomplete_folder, written_by_dr_scale
 from dr_scale.io.storage import url_to_fs
 
 #: The manifest of what dr-scale wrote in a folder.
@@ -158,8 +158,6 @@ def check_replaceable(url: str, fs: Any, root: str) -> None:
     """``--overwrite`` of the folder ``root``: every entry is dr-scale's (:func:`foreign_entries`; in a folder whose
     writer was interrupted — :func:`~dr_scale.io.atomic.incomplete_folder` — also its parts), else refused with one
     of the others named: nothing of the user's is deleted."""
-    from dr_scale.io.atomic import incomplete_folder
-
     foreign = foreign_entries(fs, root)
     if incomplete_folder(fs, root):
         foreign = [name for name in foreign if not PART_FILES.match(name)]
@@ -167,3 +165,35 @@ def check_replaceable(url: str, fs: Any, root: str) -> None:
         raise UserError(f"{url}: not replaced: it holds {foreign[0]}"
                         f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which dr-scale did not "
                         f"write (not listed in {OUTPUTS}); move it out, or choose another folder")
+
+
+def prepare_output_folder(url: str, fs, root: str, *, overwrite: bool, writer: str) -> None:
+    """Make ``root`` ready for a writer that fills a whole folder; claim it with the :data:`MARKER`.
+
+    A missing or empty folder is used as is. A non-empty one is refused unless ``overwrite``, and
+    then replaced only if dr-scale wrote it (:func:`written_by_dr_scale`): a folder of notes, or a
+    file (a policy ``.npz``) where the folder should be, is refused with a line naming it, never
+    deleted. The marker is written before the first part, so an interrupted writer's folder is
+    recognised — by ``--overwrite``, and by readers, which refuse a marked folder without its manifest.
+    """
+    from dr_scale.core.errors import ParameterError
+    from dr_scale.core.errors import check_output_folder as check_writable
+
+    if fs.exists(root) and not fs.isdir(root):
+        raise UserError(f"{url}: is a file, not a folder; --overwrite replaces only a folder dr-scale wrote "
+                        "(it holds _manifest.json or _dr_scale): choose another path")
+    check_writable(url, fs, root)
+    entries = fs.ls(root, detail=False) if fs.exists(root) else []
+    if entries:
+        if not overwrite:
+            raise ParameterError(f"{url}: exists and is not empty; choose a new folder or pass `overwrite`")
+        if not written_by_dr_scale(fs, root):
+            example = posixpath.basename(sorted(entries)[0].rstrip("/"))
+            raise UserError(f"{url}: not replaced: dr-scale did not write this folder (no {MANIFEST} or {MARKER} in "
+                            f"it; it holds e.g. {example}); choose another folder, or remove it yourself")
+        check_replaceable(url, fs, root)  # every file in it dr-scale's: nothing of the user's is deleted
+        fs.rm(root, recursive=True)
+    import socket
+
+    atomic_write(fs, posixpath.join(root, MARKER), json.dumps({"writer": writer, "host": socket.gethostname(),
+                                                                "pid": os.getpid()}))

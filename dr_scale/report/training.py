@@ -94,6 +94,7 @@ def summed(fs: Any, parts: list[PartitionInfo], fn: Any, *args: Any) -> Any:
     from dr_scale.outofcore.mergeable import merge_all
 
     def term(path: str, log_filter: Any) -> Any:
+        """``fn`` of one part, read."""
         return fn(read_partition(fs, path, log_filter=log_filter), *args)
 
     return merge_all(dask.compute(*[dask.delayed(term)(p.path, p.log_filter) for p in parts]))

@@ -45,9 +45,9 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
-from dr_scale.io.outputs import publish_folder
+from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
 from dr_scale.logs.contract import Partition
 from dr_scale.logs.writing import with_log_metadata
