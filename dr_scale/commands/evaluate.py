@@ -21,15 +21,17 @@ from dr_scale.commands.fit import (
 )
 from dr_scale.commands.fit_propensity import (
     add_propensity_options,
+    check_not_reward_model,
     check_propensity_options,
     fit_propensity_from_args,
     load_propensity_model,
     propensity_settings,
     propensity_source_line,
 )
-from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
+from dr_scale.io.outputs import check_output_file, record_file
 from dr_scale.io.strict_json import dumps
 from dr_scale.ope.diagnostics import DEFAULT_MIN_ESS_RATIO, DEFAULT_MIN_SUPPORT
 from dr_scale.ope.estimators import (
@@ -125,6 +127,7 @@ def run(args) -> int:
     if args.fit_reward_model and model_path:
         raise UserError("give --reward-model FILE or --fit-reward-model, not both")
     check_propensity_options(args)
+    check_not_reward_model(args)
     if not args.fit_reward_model and not args.estimate_propensity and model_options_given(args):
         raise UserError(f"{', '.join(model_options_given(args))} fit(s) a reward model or a propensity model: give "
                         "it with --fit-reward-model or --estimate-propensity (a --reward-model FILE is already fitted, "
@@ -141,7 +144,10 @@ def run(args) -> int:
         return run_slates(args, logs, opts)
     if args.json:
         json_fs, json_path = url_to_fs(args.json, opts)
-        check_output_file(args.json, json_fs, json_path)  # before the work, not after it
+        inputs = [str(logs), model_path, args.propensity_model,
+                  *(spec.split(":")[1] for spec in [*policies, args.baseline or ""]
+                    if spec.startswith(("linear:", "softmax:", "scorer:")))]
+        check_output_file(args.json, inputs, opts)  # before the work, not after it
     model = load_reward_model(model_path, opts) if model_path else None
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
     baseline = [args.baseline] if args.baseline not in (None, LOGGING) else []
@@ -267,8 +273,11 @@ def run(args) -> int:
             png = json_path.rsplit(".", 1)[0] + "-reliability.png" if json_path.endswith(".json") \
                 else json_path + "-reliability.png"
             document["propensities"]["reliability_plot"] = png.rsplit("/", 1)[-1]
+            check_output_file(png, inputs, opts)
             save_reliability_png(diagnostics, json_fs, png)
+            record_file(png, opts)
         atomic_write(json_fs, json_path, dumps(document, indent=2))
+        record_file(args.json, opts)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
@@ -335,8 +344,8 @@ def training_overlap_of(logs, policy_spec: str, parsed: dict, args) -> dict[str,
     specs = {f"{policy_spec} (--policy)": policy_spec}
     if args.baseline and args.baseline != LOGGING:
         specs[f"{args.baseline} (--baseline)"] = args.baseline
-    policies = {name: parsed[spec] for name, spec in specs.items() if spec.startswith(("linear:", "softmax:"))}
+    policies = {name: parsed[spec] for name, spec in specs.items() if spec in parsed}
     if not any(training_of(p) for p in policies.values()):
         return {}
-    _, parts = list_partitions(logs)
-    return check_training_overlap(policies, parts, allow=args.allow_training_overlap, read=logs.log_filter)
+    fs, parts = list_partitions(logs)
+    return check_training_overlap(policies, parts, allow=args.allow_training_overlap, read=logs.log_filter, fs=fs)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -18,9 +19,8 @@ from dr_scale.commands.common import (
     storage_options,
     warnings_as_lines,
 )
-from dr_scale.core.errors import check_output_file
-from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import PositiveInt, option, penalty, rule_option, tolerance
+from dr_scale.io.outputs import check_output_file, record_file
 from dr_scale.outofcore.compute import dask_session
 
 if TYPE_CHECKING:
@@ -44,12 +44,13 @@ def add_parser(sub) -> None:
     add_fit_arguments(p, "MODEL.npz", run, shared=True)
 
 
-def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
-    """The arguments of ``fit`` and ``fit-propensity``: LOGS, ``--out`` (``out`` its metavar), the fitting options
-    (:func:`add_model_options`), ``--n-actions``, the rows, compute and storage options; ``run`` runs it."""
+def add_fit_arguments(p, out: str, run, shared: bool = False, propensity: bool = False) -> None:
+    """The arguments of ``fit`` and ``fit-propensity`` (``propensity``: no ``--model`` in its help, which a
+    propensity fit refuses): LOGS, ``--out`` (``out`` its metavar), the fitting options (:func:`add_model_options`),
+    ``--n-actions``, the rows, compute and storage options; ``run`` runs it."""
     p.add_argument("logs", help="Parquet file, folder, glob or fsspec URL of the logged data")
     p.add_argument("--out", required=True, metavar=out, help="where to write the model (any fsspec URL)")
-    add_model_options(p, shared=shared)
+    add_model_options(p, shared=shared, propensity=propensity)
     p.add_argument("--n-actions", type=POSITIVE_INT,
                    help="number of actions k (default: the log's metadata, else the data)")
     add_filter_options(p)
@@ -58,23 +59,23 @@ def add_fit_arguments(p, out: str, run, shared: bool = False) -> None:
     p.set_defaults(func=run)
 
 
-def add_model_options(p, shared: bool = False) -> None:
+def add_model_options(p, shared: bool = False, propensity: bool = False) -> None:
     """--lam, --folds, --seed, --rtol, --n-features, --model (shared with ``evaluate --fit-reward-model``; ``shared``:
-    ``--model shared`` too, for ``fit``)."""
+    ``--model shared`` too, for ``fit``; ``propensity``: the options of ``fit-propensity``, ``--model`` hidden)."""
     from dr_scale.crossfit.settings import LAMBDA_GRID as grid
     from dr_scale.crossfit.settings import RTOL as rtol
     from dr_scale.crossfit.settings import SEARCH_FOLDS as search_folds
     from dr_scale.crossfit.settings import SEARCH_ROWS as search_rows
 
-    p = p.add_argument_group("fitting the reward model")
+    p = p.add_argument_group("fitting the propensity model" if propensity else "fitting the reward model")
     p.add_argument("--lam", type=parse_lambda, metavar="λ|auto",
                    help=f"ridge penalty λ > 0, or 'auto' (default): chosen from {', '.join(f'{g:g}' for g in grid)} by "
                         f"the out-of-fold squared error of the fold models (--folds K, else {search_folds} folds) on a "
                         f"keyed sample of {search_rows:,} rows")
     p.add_argument("--folds", type=option(PositiveInt, "integer ≥ 1"), metavar="K",
-                   help="also fit K fold models for cross-fitting, 2 ≤ K ≤ rows: row i's fold is ⌊K·u(row_id)⌋, "
-                        "and fold model j, fitted on the other folds, predicts the rows of fold j; 1: none, the "
-                        "model in sample (default: fit none; evaluate --fit-reward-model "
+                   help="also fit K fold models for cross-fitting, 2 ≤ K ≤ min(20, rows / 10): row i's fold is "
+                        "⌊K·u(row_id)⌋, and fold model j, fitted on the other folds, predicts the rows of fold j; "
+                        "1: none, the model in sample (default: fit none; evaluate --fit-reward-model "
                         f"{DEFAULT_REWARD_FOLDS})")
     p.add_argument("--seed", type=SEED,
                    help="key of the folds and the λ sample (default 0)")
@@ -82,21 +83,23 @@ def add_model_options(p, shared: bool = False) -> None:
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
-    add_model_choice(p, shared)
+    add_model_choice(p, shared, hidden=propensity)
 
 
-def add_model_choice(p, shared: bool = False) -> None:
-    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``."""
+def add_model_choice(p, shared: bool = False, hidden: bool = False) -> None:
+    """``--model ridge|logistic`` (fit, evaluate --fit-reward-model, learn); ``fit`` also takes ``shared``;
+    ``hidden``: out of the help (fit-propensity refuses it with the reason)."""
+    text = ("the reward model: per-action ridge regression, or per-action L2-regularised logistic "
+            "regression (0/1 rewards: predictions in (0, 1))"
+            + ("; shared: one model over the context, the action's features (the log's action "
+               "catalogue) and their interactions, z = b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
+               "of actions — ridge (ρ̂ = z) or logistic (ρ̂ = σ(z)) by the same rule as the per-action "
+               "models, or shared-ridge / shared-logistic to choose; the same --lam, --folds, --seed, "
+               "--rtol, --local-workers, --scheduler" if shared else "")
+            + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
+              "policy's shrinkage centre; the choice is printed)")
     p.add_argument("--model", choices=("ridge", "logistic") + (SHARED_MODELS if shared else ()),
-                   help="the reward model: per-action ridge regression, or per-action L2-regularised logistic "
-                        "regression (0/1 rewards: predictions in (0, 1))"
-                        + ("; shared: one model over the context, the action's features (the log's action "
-                           "catalogue) and their interactions, z = b + x·β_x + f_a·β_f + x·B·f_a, whatever the number "
-                           "of actions — ridge (ρ̂ = z) or logistic (ρ̂ = σ(z)) by the same rule as the per-action "
-                           "models, or shared-ridge / shared-logistic to choose; the same --lam, --folds, --seed, "
-                           "--rtol, --local-workers, --scheduler" if shared else "")
-                        + " (default: logistic when every reward is 0 or 1, ridge otherwise — for learn, ridge, the "
-                          "policy's shrinkage centre; the choice is printed)")
+                   help=argparse.SUPPRESS if hidden else text)
 
 
 #: ``fit --model`` values of the model shared across actions, and the link each fixes (None: by the rewards).
@@ -169,7 +172,7 @@ def log_and_output(args) -> tuple[dict, OpenedLog]:
     file is checked before the work, not after it."""
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
-    check_output_file(args.out, *url_to_fs(args.out, opts))
+    check_output_file(args.out, [args.logs], opts)  # not an input, nor a file dr-scale did not write
     return opts, logs
 
 
@@ -182,6 +185,7 @@ def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> i
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)
+    record_file(args.out, opts)
     print(summary(model))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -201,6 +205,7 @@ def _run_shared(args, logs, opts) -> int:
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fitted(fit_shared_model, args, logs, client, opts, settings)
     model.save(args.out, opts or None)
+    record_file(args.out, opts)
     print(shared_summary(model))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                                    "cross-fitting (row i's propensity comes from the fold model that did not see "
                                    "it). Writes a PropensityModel .npz that evaluate, learn and report read with "
                                    "--propensity-model (docs/propensities.md).")
-    add_fit_arguments(p, "PROPENSITY.npz", run)
+    add_fit_arguments(p, "PROPENSITY.npz", run, propensity=True)
 
 
 def add_propensity_options(p) -> None:
@@ -39,15 +39,32 @@ def add_propensity_options(p) -> None:
                        help="an estimated logging policy (.npz from dr-scale fit-propensity on this log) whose "
                             "cross-fitted propensities replace the logged ones")
     group.add_argument("--propensity-floor", type=option(PropensityFloor, "number in (0, 1)"),
-                       default=DEFAULT_PROPENSITY_FLOOR, metavar="P",
+                       default=None, metavar="P",
                        help="floor of estimated propensities p̂ = max(π̂₀(a|x), P): a weight is at most 1/P; the "
-                            f"rows floored are reported (default {DEFAULT_PROPENSITY_FLOOR:g})")
+                            f"rows floored are reported (default {DEFAULT_PROPENSITY_FLOOR:g}; only with estimated "
+                            "propensities)")
 
 
-def check_propensity_options(args) -> None:
-    """The propensity options agree: not both a file and a fit."""
+def check_propensity_options(args, model_elsewhere: bool = False) -> None:
+    """The propensity options agree: not both a file and a fit, and ``--propensity-floor`` only with estimated
+    propensities (a file, a fit, or — ``model_elsewhere`` — the report's policies file's ``propensity_model``);
+    then its default is set."""
+    estimated = getattr(args, "estimate_propensity", False) or getattr(args, "propensity_model", None)
     if getattr(args, "estimate_propensity", False) and getattr(args, "propensity_model", None):
         raise UserError("give --propensity-model FILE or --estimate-propensity, not both")
+    if getattr(args, "propensity_floor", None) is not None and not (estimated or model_elsewhere):
+        raise UserError("--propensity-floor floors estimated propensities; the log's own propensities are used here "
+                        "as they are: give --estimate-propensity or --propensity-model FILE, or drop it")
+    if hasattr(args, "propensity_floor") and args.propensity_floor is None:
+        args.propensity_floor = DEFAULT_PROPENSITY_FLOOR
+
+
+def check_not_reward_model(args) -> None:
+    """``--model`` chooses a reward model: refused where the options fit only the propensity model (fit-propensity,
+    report, evaluate --estimate-propensity without --fit-reward-model), which is multinomial logistic."""
+    if getattr(args, "model", None) is not None and not getattr(args, "fit_reward_model", False):
+        raise UserError(f"--model {args.model} chooses the reward model; the model fitted here is the propensity "
+                        "model π̂₀(a|x), multinomial logistic whatever --model says: drop it")
 
 
 def propensity_settings(args):
@@ -106,6 +123,7 @@ def run(args) -> int:
     """Run ``dr-scale fit-propensity``: the propensity model π̂₀ fitted on the log and written; the exit status."""
     from dr_scale.commands.fit import fit_and_write, log_and_output
 
+    check_not_reward_model(args)
     opts, logs = log_and_output(args)
     return fit_and_write(args, logs, opts, propensity_settings(args), fit_propensity_from_args,
                          lambda model: "\n".join(summary_lines(model)))

@@ -12,6 +12,7 @@ from dr_scale.commands.common import (
     add_storage_option,
     storage_options,
 )
+from dr_scale.core.errors import UserError
 from dr_scale.io.config import ClickRate, UniformShare, option
 from dr_scale.outofcore.compute import dask_session
 
@@ -106,9 +107,9 @@ def _add_bandit_parser(kinds) -> None:
                         "reward depending on the context and the item's category (docs/large-action-spaces.md): "
                         "writes the action catalogue (_actions.parquet), embedding_propensity, a top-K target "
                         "policy (_target_policy.npz, column target_topk) and its truth target_expected_reward")
-    b.add_argument("--embedding-categories", type=POSITIVE_INT, default=20, metavar="L",
+    b.add_argument("--embedding-categories", type=POSITIVE_INT, metavar="L",
                    help="with --action-features: the number of item categories e(a) (default 20)")
-    b.add_argument("--target-top-k", type=POSITIVE_INT, default=10, metavar="K",
+    b.add_argument("--target-top-k", type=POSITIVE_INT, metavar="K",
                    help="with --action-features: the actions the target policy lists per row (default 10)")
     b.add_argument("--out", required=True, metavar="URL", help="output folder (any fsspec URL); must be new or empty")
     b.add_argument("--seed", type=SEED, default=0, help="the world and every draw (default 0)")
@@ -139,6 +140,17 @@ def run_bandit(args) -> int:
     from dr_scale.synthetic.bandit import calibration_lines, generate_bandit
 
     opts = storage_options(args.storage_options)
+    items_only = [flag for flag, dest in (("--embedding-categories", "embedding_categories"),
+                                          ("--target-top-k", "target_top_k")) if getattr(args, dest) is not None]
+    if items_only and args.action_features is None:
+        raise UserError(f"{items_only[0]} sets the world of items of --action-features D_A; without it the world has "
+                        "no items, and it would be silently ignored: give --action-features or drop it")
+    flat_only = [flag for flag, given in (("--hide-propensity", args.hide_propensity),
+                                          ("--uniform-share", args.uniform_share is not None)) if given]
+    if flat_only and args.action_features is not None:
+        raise UserError(f"{flat_only[0]} sets the logging of the world without items; the world of items of "
+                        "--action-features logs by its own softmax over the items, and it would be silently ignored: "
+                        "drop one of them")
     if args.action_features is not None:
         return _run_items(args, opts)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
@@ -162,8 +174,8 @@ def _run_items(args, opts) -> int:
         start = time.perf_counter()
         manifest = generate_item_bandit(args.out, rows=args.rows, features=args.features, actions=args.actions,
                                         action_features=args.action_features,
-                                        embedding_categories=args.embedding_categories,
-                                        target_top_k=args.target_top_k, seed=args.seed, days=args.days,
+                                        embedding_categories=args.embedding_categories or 20,
+                                        target_top_k=args.target_top_k or 10, seed=args.seed, days=args.days,
                                         rows_per_part=args.rows_per_part, overwrite=args.overwrite,
                                         storage_options=opts, client=client, progress=not args.no_progress)
     print(f"wrote {manifest['rows']:,} rows in {manifest['parts']} parts to {args.out} "
@@ -182,7 +194,8 @@ def run_visits(args) -> int:
 
     opts = storage_options(args.storage_options)
     if args.logged_view:  # checked and claimed before the work, replaced only if dr-scale wrote it
-        from dr_scale.io.atomic import prepare_output_folder, url_to_fs
+        from dr_scale.io.atomic import url_to_fs
+        from dr_scale.io.outputs import prepare_output_folder
 
         prepare_output_folder(args.logged_view, *url_to_fs(args.logged_view, opts), overwrite=args.overwrite,
                               writer="dr_scale.experiments.visits.logged")
@@ -230,10 +243,10 @@ def _view_and_calibration(args, opts, client, spill) -> int:
 def _write_view_manifest(url: str, opts, rows: int, seed: int) -> None:
     """The logged view's ``_manifest.json``, written last: the view is complete."""
     import json
-    import posixpath
 
-    from dr_scale.io.atomic import MANIFEST, atomic_write, url_to_fs
+    from dr_scale.io.atomic import url_to_fs
+    from dr_scale.io.outputs import publish_folder
 
     fs, root = url_to_fs(url, opts)
-    atomic_write(fs, posixpath.join(root, MANIFEST),
-                 json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows, "seed": seed}))
+    publish_folder(fs, root, json.dumps({"generator": "dr_scale.experiments.visits.logged", "rows": rows,
+                                         "seed": seed}))

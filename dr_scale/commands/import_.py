@@ -31,9 +31,11 @@ def run(args) -> int:
     """Run ``dr-scale import``: the raw table imported as a log (:func:`~dr_scale.logs.importing.import_log`); the
     exit status.
     """
+    from dr_scale.io.outputs import check_not_an_input
     from dr_scale.logs.importing import import_log
 
     opts = storage_options(args.storage_options)
+    check_not_an_input(args.out, [args.raw, args.spec], opts)  # the log never replaces its raw table or spec
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         summary = import_log(args.raw, args.spec, args.out, client=client, storage_options=opts,
                              blocksize=args.blocksize, progress=not args.no_progress)

@@ -15,11 +15,11 @@ from dr_scale.commands.common import (
     warnings_as_lines,
 )
 from dr_scale.commands.fit import add_model_choice, parse_lambda
-from dr_scale.core.errors import UserError, check_output_file
+from dr_scale.core.errors import UserError
 from dr_scale.crossfit.settings import Stages
-from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option
+from dr_scale.io.outputs import check_output_file, record_file
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.learn import LEARNERS, MAX_PASSES, LearnSettings, learn_policy
 from dr_scale.outofcore.compute import dask_session
@@ -82,7 +82,7 @@ def run(args) -> int:
     """
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
-    check_output_file(args.out, *url_to_fs(args.out, opts))  # before the work, not after it
+    check_output_file(args.out, [args.logs, args.reward_model, getattr(args, "propensity_model", None)], opts)
     from dr_scale.commands.fit_propensity import (
         check_propensity_options,
         fit_propensity_from_args,
@@ -136,6 +136,7 @@ def run(args) -> int:
 
     policy.metadata[TRAINING] = training_record(logs, opts, folds=settings.folds if fits_model else None)
     policy.save(args.out, opts)
+    record_file(args.out, opts)
     meta = policy.metadata
     detail = f"λ = {meta['lam']:g}" if "lam" in meta else f"{meta.get('passes')} passes"
     print(f"learned a {meta['method'].upper()} {meta['learner']} policy on {meta['rows']} rows, "
@@ -172,6 +173,7 @@ def _run_scorer(args, logs, opts) -> int:
     record_log_filter(policy, logs)
     policy.metadata[TRAINING] = training_record(logs, opts, folds=args.folds)
     policy.save(args.out, opts)
+    record_file(args.out, opts)
     meta = policy.metadata
     print(f"learned a {meta['method'].upper()} item scorer on {meta['rows']} rows, {meta['n_features']} features, "
           f"{meta['n_actions']} items with {meta['action_features']} features (λ = {meta['lam']:g}, "

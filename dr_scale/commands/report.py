@@ -17,7 +17,6 @@ from dr_scale.commands.common import (
     storage_options,
 )
 from dr_scale.outofcore.compute import dask_session
-from dr_scale.propensity.diagnostics import DEFAULT_PROPENSITY_FLOOR
 
 
 def add_parser(sub) -> None:
@@ -68,12 +67,14 @@ def _with_estimated_propensities(args, logs, policies, client, opts):
     import posixpath
 
     from dr_scale.commands.fit_propensity import fit_propensity_from_args, propensity_settings
+    from dr_scale.io.outputs import record_file
 
     settings = propensity_settings(args)
     check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
     model = fit_propensity_from_args(args, logs, client, opts, settings)
     path = posixpath.join(args.out.rstrip("/"), PROPENSITY_FILE)
     model.save(path, opts or None)
+    record_file(path, opts)
     print(f"dr-scale report: propensities estimated on {logs} (cross-fitted, {settings.folds} folds), "
           f"model written to {path}", file=sys.stderr)
     return replace(policies, propensity_model=path)
@@ -96,21 +97,24 @@ def run(args) -> int:
     3 bad partitions).
     """
     from dr_scale.commands.fit import model_options_given
-    from dr_scale.commands.fit_propensity import check_propensity_options
+    from dr_scale.commands.fit_propensity import check_not_reward_model, check_propensity_options
     from dr_scale.core.errors import UserError
-    from dr_scale.report.make import make_report  # imports matplotlib: only when a report is made
+    from dr_scale.report.make import check_report_folder, make_report  # imports matplotlib: only here
     from dr_scale.report.policies_file import load_policies
 
     opts = storage_options(args.storage_options)
     logs = opened_log(args, args.logs, opts)
-    check_propensity_options(args)
     if model_options_given(args) and not args.estimate_propensity:
         raise UserError(f"{', '.join(model_options_given(args))} fit(s) the propensity model of "
                         "--estimate-propensity; give it, or drop them")
+    check_not_reward_model(args)
     policies = load_policies(args.policies, opts)
+    floor_given = args.propensity_floor is not None
+    check_propensity_options(args, model_elsewhere=bool(policies.propensity_model))
+    check_report_folder(args.out, logs, args.policies, opts)  # before the work (and the propensity fit)
     if args.propensity_model:
         policies = replace(policies, propensity_model=args.propensity_model)
-    if args.propensity_model or args.estimate_propensity or args.propensity_floor != DEFAULT_PROPENSITY_FLOOR:
+    if args.propensity_model or args.estimate_propensity or floor_given:
         policies = replace(policies, propensity_floor=args.propensity_floor)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         if args.estimate_propensity:

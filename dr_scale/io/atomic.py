@@ -159,38 +159,6 @@ def written_by_dr_scale(fs, root: str) -> bool:
     return isinstance(report, dict) and report.get("schema") == REPORT_SCHEMA
 
 
-def prepare_output_folder(url: str, fs, root: str, *, overwrite: bool, writer: str) -> None:
-    """Make ``root`` ready for a writer that fills a whole folder; claim it with the :data:`MARKER`.
-
-    A missing or empty folder is used as is. A non-empty one is refused unless ``overwrite``, and
-    then replaced only if dr-scale wrote it (:func:`written_by_dr_scale`): a folder of notes, or a
-    file (a policy ``.npz``) where the folder should be, is refused with a line naming it, never
-    deleted. The marker is written before the first part, so an interrupted writer's folder is
-    recognised — by ``--overwrite``, and by readers, which refuse a marked folder without its manifest.
-    """
-    from dr_scale.core.errors import ParameterError, check_output_folder
-
-    if fs.exists(root) and not fs.isdir(root):
-        raise UserError(f"{url}: is a file, not a folder; --overwrite replaces only a folder dr-scale wrote "
-                        "(it holds _manifest.json or _dr_scale): choose another path")
-    check_output_folder(url, fs, root)
-    entries = fs.ls(root, detail=False) if fs.exists(root) else []
-    if entries:
-        if not overwrite:
-            raise ParameterError(f"{url}: exists and is not empty; choose a new folder or pass `overwrite`")
-        if not written_by_dr_scale(fs, root):
-            example = posixpath.basename(sorted(entries)[0].rstrip("/"))
-            raise UserError(f"{url}: not replaced: dr-scale did not write this folder (no {MANIFEST} or {MARKER} in "
-                            f"it; it holds e.g. {example}); choose another folder, or remove it yourself")
-        fs.rm(root, recursive=True)
-    import json
-    import os
-    import socket
-
-    atomic_write(fs, posixpath.join(root, MARKER), json.dumps({"writer": writer, "host": socket.gethostname(),
-                                                                "pid": os.getpid()}))
-
-
 def incomplete_folder(fs, root: str) -> bool:
     """True if dr-scale began writing ``root`` (the :data:`MARKER`) and did not finish (no :data:`MANIFEST`)."""
     return fs.exists(posixpath.join(root, MARKER)) and not fs.exists(posixpath.join(root, MANIFEST))

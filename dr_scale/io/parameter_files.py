@@ -84,3 +84,20 @@ def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]
             raise ParameterFileError(f"{where}: '{name}' has NaN or infinite entries (e.g. at index "
                              f"{tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])})")
     return coef, intercept
+
+
+def file_metadata(arrays: dict[str, np.ndarray], where: str) -> dict:
+    """The JSON object in a parameter file's ``metadata`` entry ({} without one); anything else — not JSON, or
+    JSON that is not an object — is a :class:`ParameterFileError` naming ``where``."""
+    import json
+
+    if "metadata" not in arrays:
+        return {}
+    try:
+        meta = json.loads(str(arrays["metadata"]))
+    except ValueError as exc:
+        raise ParameterFileError(f"{where}: unreadable metadata ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ParameterFileError(f"{where}: unreadable metadata (a JSON {type(meta).__name__}, not an object of "
+                                 "named fields)")
+    return meta

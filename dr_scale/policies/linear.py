@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, read_linear_file, write_npz
+from dr_scale.io.parameter_files import ParameterFileError, checked_linear, file_metadata, read_linear_file, write_npz
 from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
@@ -221,10 +221,7 @@ class LinearPolicy(Policy):
             The policy, ``source`` its URL.
         """
         arrays = read_linear_file(url, storage_options, f"policy {url}")
-        try:
-            meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
-        except ValueError as exc:
-            raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
+        meta = file_metadata(arrays, f"policy {url}")
         return cls(arrays["coef"], arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
     def __str__(self) -> str:

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError
+from dr_scale.io.parameter_files import ParameterFileError, file_metadata
 from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import SparseProbs
@@ -161,10 +161,7 @@ class ItemScorerPolicy(Policy):
         if missing:
             raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "
                                      "item_features, item_bias, top_k, temperature)")
-        try:
-            meta = json.loads(str(arrays["metadata"])) if "metadata" in arrays else {}
-        except ValueError as exc:
-            raise ParameterFileError(f"policy {url}: unreadable metadata ({exc})") from None
+        meta = file_metadata(arrays, f"policy {url}")
         return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
                    float(arrays["temperature"]), url, metadata=meta)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, cast
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dr_scale.io.config import Finite, Model, PositiveFinite, PositiveInt, Share
 from dr_scale.ope.diagnostics import NO_RELIABLE_ESTIMATE, WeightStats
@@ -69,6 +69,13 @@ class AlertSettings(Model):
     max_pareto_k_rise: PositiveFinite = 0.5
     history_days: PositiveInt = 14
     min_history_days: PositiveInt = 3
+
+    @model_validator(mode="after")
+    def _history_fits(self) -> AlertSettings:
+        if self.min_history_days > self.history_days:
+            raise ValueError(f"min_history_days = {self.min_history_days} is above history_days = "
+                             f"{self.history_days}: a history never reaches it and drift alerts could never fire")
+        return self
 
 
 FailOn = Annotated[list[AlertKind], Field(max_length=len(KINDS))]
@@ -105,11 +112,13 @@ def _crossed(value: float, threshold: float, above: bool = True) -> bool:
     return math.isfinite(value) and (value > threshold if above else value < threshold)
 
 
-def level_alerts(m: dict, s: AlertSettings) -> list[dict]:
-    """The ``support`` alerts of one day's (or the window's) metrics ``m``."""
+def level_alerts(m: dict, s: AlertSettings, estimated: bool = False) -> list[dict]:
+    """The ``support`` alerts of one day's (or the window's) metrics ``m``. ``estimated``: the weights divide by
+    estimated propensities p̂, whose error lifts w̄ above 1 (E[1/p̂] > 1/p, Jensen) with no logged propensity to
+    blame — the mean weight is then tested below 1 only (π's mass on actions the log no longer takes)."""
     out = []
     z = m["mean_weight_z"]
-    if not math.isnan(z) and abs(z) > s.max_weight_mean_z:
+    if not math.isnan(z) and abs(z) > s.max_weight_mean_z and not (estimated and z > 0):
         side = "below" if z < 0 else "above"
         why = ("the log no longer takes actions the policy takes" if z < 0
                else "the logged propensities are too small for the actions logged")
@@ -172,7 +181,7 @@ def _alert(kind: str, metric: str, value: float, threshold: float, message: str)
     return {"kind": kind, "metric": metric, "value": value, "threshold": threshold, "message": message}
 
 
-def support_by_day(by_day: dict, settings: AlertSettings) -> list[dict]:
+def support_by_day(by_day: dict, settings: AlertSettings, estimated: bool = False) -> list[dict]:
     """Per day (``by_day``: date → PolicyState, in date order): its metrics, its history's, the change, the alerts.
 
     The history of day i is the merge of days max(0, i − history_days) … i − 1 (a merge of their cached
@@ -185,7 +194,7 @@ def support_by_day(by_day: dict, settings: AlertSettings) -> list[dict]:
         m = support_metrics(state.weights, state.coverage)
         before = days[max(0, i - settings.history_days):i]
         entry = {"date": day, **m, "history_days": len(before), "history": None, "change": None}
-        alerts = level_alerts(m, settings)
+        alerts = level_alerts(m, settings, estimated)
         if len(before) >= settings.min_history_days:
             h = support_metrics(cast(WeightStats, merge_all(by_day[d].weights for d in before)))
             entry["history"] = {k: h[k] for k in CHANGED}
@@ -196,7 +205,7 @@ def support_by_day(by_day: dict, settings: AlertSettings) -> list[dict]:
     return out
 
 
-def window_support(total, settings: AlertSettings) -> dict:
+def window_support(total, settings: AlertSettings, estimated: bool = False) -> dict:
     """The window's metrics and its ``support`` alerts (no history: the window is the whole log read)."""
     m = support_metrics(total.weights, total.coverage)
-    return {**m, "alerts": level_alerts(m, settings)}
+    return {**m, "alerts": level_alerts(m, settings, estimated)}

@@ -26,6 +26,8 @@ from pydantic import Field
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError, Model, NonNegativeInt, TestFraction, validate
+from dr_scale.io.outputs import check_output_folder as check_outputs_folder
+from dr_scale.io.outputs import record_outputs
 from dr_scale.io.storage import storage_options
 from dr_scale.logs.filters import DEFAULT_TEST_FRACTION, LogFilter
 from dr_scale.logs.opened import open_log
@@ -154,7 +156,7 @@ def compute_report(logs, policies: str | PoliciesFile, cache: str | None, *, win
     if any(e.needs_embedding for e in evaluations.values()):  # MIPS: the log's action catalogue
         evaluations = {n: replace(e, catalogue=logs.catalogue) for n, e in evaluations.items()}
     in_sample = check_training_overlap({name: e.policy for name, e in evaluations.items()}, parts,
-                                       read=logs.log_filter, allow=allow_training_overlap)
+                                       read=logs.log_filter, allow=allow_training_overlap, fs=fs)
     for name, days in in_sample.items():
         print(f"dr-scale report: warning: {name} was learned on {days} of the window; its results are in-sample",
               file=log)
@@ -190,7 +192,7 @@ def make_report(logs, policies: str | PoliciesFile, out: str, *, window: str | N
     ``fail_on``: alert kinds (``"support"``, ``"drift"``) that make the status 4, besides the policies file's."""
     log = log or sys.stderr
     fs, root = url_to_fs(out, storage_options)
-    check_output_folder(out, fs, root)  # before the work, not after it
+    check_report_folder(out, logs, policies, storage_options)  # before the work, not after it
     if cache:
         check_output_folder(cache, *url_to_fs(cache, storage_options))
     report = compute_report(logs, policies, cache or posixpath.join(out, CACHE_FOLDER), window=window, until=until,
@@ -198,7 +200,8 @@ def make_report(logs, policies: str | PoliciesFile, out: str, *, window: str | N
                             log=log, allow_training_overlap=allow_training_overlap)
     failing = set(report["fail_on"]) | set(fail_on or ())
     report["fail_on"] = [k for k in KINDS if k in failing]
-    write_report(out, report, storage_options)
+    written = write_report(out, report, storage_options)
+    record_outputs(fs, root, [*written, *([] if cache else [CACHE_FOLDER])])
     for a in report["alerts"]:
         print(f"dr-scale report: warning: {a['kind']} alert, {a['policy']}"
               f"{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}", file=log)
@@ -213,6 +216,22 @@ def make_report(logs, policies: str | PoliciesFile, out: str, *, window: str | N
         print(f"dr-scale report: exit status {EXIT_ALERT}: {' and '.join(raised)} alerts raised (fail_on)", file=log)
         return report, EXIT_ALERT
     return report, EXIT_OK
+
+
+#: What a report folder written before :data:`~dr_scale.io.outputs.OUTPUTS` existed holds (its report.json is
+#: dr-scale's): the report's own names.
+REPORT_NAMES = ("report.json", "report.md", "report.html", "plots", CACHE_FOLDER, "propensity-model.npz")
+
+
+def check_report_folder(out: str, logs, policies, storage_options: dict | None = None) -> None:
+    """The report's folder ``out`` by the outputs rule (:func:`dr_scale.io.outputs.check_output_folder`): not the
+    log or the policies file, nor around or inside them, and no file in it that dr-scale did not write."""
+    from dr_scale.io.atomic import written_by_dr_scale
+
+    fs, root = url_to_fs(out, storage_options)
+    source = policies.source if isinstance(policies, PoliciesFile) else policies
+    legacy = REPORT_NAMES if fs.isdir(root) and written_by_dr_scale(fs, root) else ()
+    check_outputs_folder(out, [str(logs), source], storage_options, allowed=legacy)
 
 
 class ReportJob(Model):

@@ -114,7 +114,8 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
         warnings.insert(0, f"in-sample: this policy was learned on {in_sample} of the window; its estimates are "
                            "optimistic")
     days, running = [], None
-    support = support_by_day(seen_by_day, alerts)
+    estimated = total.propensity is not None  # estimated propensities (:func:`~dr_scale.report.alerts.level_alerts`)
+    support = support_by_day(seen_by_day, alerts, estimated)
     for (day, state), day_support in zip(by_day.items(), support, strict=True):  # in date order
         r = evaluation.result(state).to_dict(alpha, interval)
         running = state if running is None else running + state
@@ -124,7 +125,7 @@ def policy_section(name, spec, evaluation, total, by_day, alpha, min_ess_ratio, 
         days.append({"date": day, "estimates": r["estimates"], "diagnostics": r["diagnostics"],
                      "running": so_far, "cs": {name: e["cs"] for name, e in so_far.items()},
                      "support": {k: v for k, v in day_support.items() if k != "date"}})
-    window = window_support(seen, alerts)
+    window = window_support(seen, alerts, estimated)
     raised = ([{"date": None, **a} for a in verdict_alerts(full) + window["alerts"]]
               + [{"date": d["date"], **a} for d in support for a in d["alerts"]])
     warnings += [f"{a['kind']} alert{' on ' + a['date'] if a['date'] else ' over the window'}: {a['message']}"

@@ -46,8 +46,9 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.sparse import binary_csr, compact_index
 from dr_scale.logs.writing import with_log_metadata
 from dr_scale.outofcore.compute import compute
@@ -302,7 +303,7 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
     The manifest (also written as ``_manifest.json``, last) holds the options, the world's
     settings and the calibration figures (:meth:`Calibration.summary`). A non-empty ``url`` is
     refused unless ``overwrite``, which replaces only a folder dr-scale wrote
-    (:func:`dr_scale.io.atomic.prepare_output_folder`). ``hide_propensity`` leaves the ``propensity`` column
+    (:func:`dr_scale.io.outputs.prepare_output_folder`). ``hide_propensity`` leaves the ``propensity`` column
     out; ``uniform_share`` is the logging policy's uniform share ε in [0, 0.5] (default min(0.5, 0.001 k));
     ``click_rate`` P ∈ (0, 0.5] makes rewards rare clicks: the action offsets' mean is logit(P) − :data:`CLICK_SHIFT`
     instead of −1.5, so that the mean reward is near P (printed; docs/generate-bandit.md).
@@ -336,7 +337,7 @@ def generate_bandit(url: str, *, rows: int, features: int, actions: int, seed: i
                 "features": features, "actions": actions, "seed": seed, "days": days,
                 "rows_per_part": rows_per_part, "parts": len(tasks), "settings": asdict(settings),
                 "hide_propensity": hide_propensity, "calibration": calibration.summary()}
-    atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
+    publish_folder(fs, root, json.dumps(manifest, indent=2))
     return manifest
 
 

@@ -45,15 +45,16 @@ import scipy.sparse as sp
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
 from dr_scale.logs.contract import Partition
 from dr_scale.logs.writing import with_log_metadata
 from dr_scale.outofcore.compute import compute
 from dr_scale.policies import ItemScorerPolicy
 from dr_scale.policies.columns import sparse_target_column
-from dr_scale.synthetic.bandit import MANIFEST, make_world, part_paths
+from dr_scale.synthetic.bandit import make_world, part_paths
 
 GENERATOR_VERSION = 1
 TARGET_POLICY_FILE = "_target_policy.npz"
@@ -326,7 +327,7 @@ def generate_item_bandit(url: str, *, rows: int, features: int, actions: int, ac
                 "embedding_categories": embedding_categories, "target_top_k": target_top_k, "seed": seed,
                 "days": days, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "settings": asdict(world.settings), "calibration": calibration.summary()}
-    atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
+    publish_folder(fs, root, json.dumps(manifest, indent=2))
     return manifest
 
 

@@ -41,7 +41,8 @@ from scipy.special import expit, logit
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, atomic_write, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.writing import with_log_metadata
 from dr_scale.policies.slates import (
     FactoredSlatePolicy,
@@ -55,7 +56,6 @@ from dr_scale.policies.slates import (
 ENUMERATION_LIMIT = 2_000_000
 #: Monte Carlo slates per user for a truth not enumerated.
 MONTE_CARLO_SLATES = 20_000
-MANIFEST = "_manifest.json"
 
 
 @dataclass(frozen=True)
@@ -236,5 +236,5 @@ def generate_slates(url: str, world: SlateWorld, *, impressions: int, impression
                           "position_bias": world.position_bias, "interaction": world.interaction,
                           "seed": world.seed},
                 "truth": {name: {"value": v, "stderr": se} for name, (v, se) in truths.items()}}
-    atomic_write(fs, posixpath.join(root, MANIFEST), json.dumps(manifest, indent=2))
+    publish_folder(fs, root, json.dumps(manifest, indent=2))
     return manifest

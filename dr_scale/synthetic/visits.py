@@ -44,8 +44,9 @@ import pyarrow as pa
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.io import strict_json
-from dr_scale.io.atomic import atomic_write, incomplete_on_interrupt, prepare_output_folder, url_to_fs
+from dr_scale.io.atomic import incomplete_on_interrupt, url_to_fs
 from dr_scale.io.config import NonNegativeInt, PositiveInt, check
+from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.writing import with_log_metadata, write_parquet
 from dr_scale.outofcore.compute import compute
 
@@ -193,7 +194,7 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     """Write the set to ``url`` (a folder) in parallel, one Dask task per part; return the manifest.
 
     A non-empty ``url`` is refused unless ``overwrite``, which replaces only a folder dr-scale wrote
-    (:func:`dr_scale.io.atomic.prepare_output_folder`).
+    (:func:`dr_scale.io.outputs.prepare_output_folder`).
     """
     for name, value in (("rows", rows), ("features", features), ("rows_per_part", rows_per_part)):
         check(PositiveInt, name, value)
@@ -211,7 +212,7 @@ def generate_visits(url: str, *, rows: int = DEFAULT_ROWS, features: int = DEFAU
     manifest = {"generator": "dr_scale.synthetic.visits", "version": GENERATOR_VERSION, "rows": int(sum(written)),
                 "features": features, "seed": seed, "rows_per_part": rows_per_part, "parts": len(tasks),
                 "model": asdict(VisitsModel())}
-    atomic_write(fs, posixpath.join(root, MANIFEST), strict_json.dumps(manifest, indent=2))
+    publish_folder(fs, root, strict_json.dumps(manifest, indent=2))
     return manifest
 
 

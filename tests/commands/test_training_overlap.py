@@ -42,11 +42,16 @@ def test_evaluate_refuses_the_training_days_names_them_and_labels_when_allowed(l
     out = root / "e.json"
     assert main([*args, "--json", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"was learned on {DAYS} of the log read here" in err and "--allow-training-overlap" in err
+    assert f"was learned on {DAYS} (" in err and "% of the rows read, by content) of the log read here" in err
+    assert "--allow-training-overlap" in err
     assert not out.exists()
     assert main([*args, "--allow-training-overlap", "--json", str(out)]) == 0
     assert f"IN-SAMPLE: linear:{policy} (--policy) was learned on {DAYS}" in capsys.readouterr().out
-    assert json.loads(out.read_text())["in_sample"] == {f"linear:{policy} (--policy)": DAYS}
+    (name, days), = json.loads(out.read_text())["in_sample"].items()
+    assert name == f"linear:{policy} (--policy)" and days.startswith(f"{DAYS} (")
+    share = float(days.split("(")[1].split("%")[0]) / 100  # 5 of 7 equal days, measured on the sketch's sample:
+    checked = 4096 * 7 / 5  # the rows read below the sketch's largest hash, about m·|E|/|T|
+    assert abs(share - 5 / 7) < 4 * (5 / 7 * 2 / 7 / checked) ** 0.5 + 0.0005  # 4 s.e., and the printed rounding
     held_out = ["evaluate", f"{log}/date=2026-11-0[67]", "--policy", f"linear:{policy}", "--estimators", "IPS",
                 "--no-progress", "--json", str(out)]
     assert main(held_out) == 0 and json.loads(out.read_text())["in_sample"] == {}

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import fields
 
-from dr_scale.core.errors import UserError
+from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.ope.estimators.balanced import BalancedIPW
 from dr_scale.ope.estimators.base import Estimator
 from dr_scale.ope.estimators.direct import DirectMethod
@@ -76,6 +76,8 @@ def parse_estimator(spec: str | dict) -> tuple[str, Estimator]:
                 example = getattr(ESTIMATORS.get(name), "example", "")
                 raise UserError(f"estimator {shown!r}: write parameters as name=value"
                                 + (f", e.g. {example}" if example else ""))
+            if key.strip() in params:
+                raise UserError(f"estimator {shown!r}: {key.strip()} is given twice; give each parameter once")
             params[key.strip()] = value.strip().strip("'\"")
     if name not in ESTIMATORS:
         raise UserError(f"unknown estimator {name!r}" + (f" in {shown!r}" if shown != name else "")
@@ -123,7 +125,8 @@ def make_estimators(specs: Iterable[str | dict], *, clip: float | None = None,
     Raises
     ------
     UserError
-        An unknown name or parameter, a label given twice, or ``specs`` not a list.
+        An unknown name or parameter, a parameter given twice, a label given twice, ``specs`` not a list, or
+        ``clip`` (``tau``) without a bare ``ClippedDR`` (``SwitchDR``) to set.
 
     See Also
     --------
@@ -149,4 +152,11 @@ def make_estimators(specs: Iterable[str | dict], *, clip: float | None = None,
         elif label == "SwitchDR" and tau is not None:
             estimator = SwitchDR(tau=tau)
         out[label] = estimator
+    for value, param, bare in ((clip, "clip", "ClippedDR"), (tau, "tau", "SwitchDR")):
+        if value is not None and bare not in out:
+            own = [label for label in out if label.startswith(bare + "(")]
+            raise ParameterError(f"`{param}` sets the {'clip M' if param == 'clip' else 'threshold τ'} of a bare "
+                                 f"{bare}, and none of the estimators ({', '.join(out)}) is one"
+                                 + (f" ({own[0]} sets its own)" if own else "")
+                                 + f": add {bare} or drop `{param}`")
     return out
