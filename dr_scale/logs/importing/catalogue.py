@@ -76,7 +76,7 @@ def catalogue_table(catalogue: Items, spec: ImportSpec, vocabulary: Vocabulary, 
     assert cat is not None  # written for a spec with [actions]
     item_spec = ImportSpec(action=cat.key, reward=cat.key, propensity=cat.key, hash_bits=spec.hash_bits,
                            features=FeatureColumns(categorical=cat.categorical, numeric=cat.numeric, tokens=cat.tokens))
-    cols = Columns(item_spec, table.column_names, spec_source, path)
+    cols = Columns(item_spec, table.column_names, spec_source, path, roles=False)
     rows = Rows(path, table.num_rows, 2, "line", False)
     r, i, v = hashed_features(table, cols, item_spec, rows, [])
     index = {value: a for a, value in enumerate(vocabulary.values)}

@@ -24,15 +24,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, propensity_fault
+from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, propensity_fault
 from dr_scale.logs.importing.features import distinct, hashed_features, list_column
 from dr_scale.logs.importing.fields import (
     Rows,
     as_text,
+    column_integers,
     column_numbers,
     combined,
     converted,
     dates,
+    implausible_reason,
+    implausible_times,
     is_numeric,
     timestamps,
 )
@@ -64,6 +67,7 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     """
     n = table.num_rows
     rows = Rows(source, n, line0, kind, spec.skip_bad_rows)
+    check_scalars(table, cols.used, cols.tokens, source)
     # action, through the vocabulary
     action_text = as_text(combined(table.column(cols.action)))
     rows.flag(pc.is_null(action_text).to_numpy(zero_copy_only=False), cols.action, "missing action")
@@ -90,9 +94,7 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         mask, rule = fault
         rows.flag(mask, cols.propensity, f"propensity {rule}")
     if cols.row_id is not None:
-        ids = column_numbers(table, cols.row_id, rows, required=True)
-        rows.flag(np.isfinite(ids) & (ids != np.floor(ids)), cols.row_id, "not an integer")
-        row_id = np.nan_to_num(ids).astype(np.int64)
+        row_id = column_integers(table, cols.row_id, rows)
     else:
         row_id = np.arange(position0, position0 + n, dtype=np.int64)
         if file_id is not None:
@@ -101,9 +103,13 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     if cols.timestamp is not None:
         stamps = combined(table.column(cols.timestamp))
         rows.flag(pc.is_null(stamps).to_numpy(zero_copy_only=False), cols.timestamp, "missing timestamp")
-        ts = converted(stamps, lambda a: timestamps(a, spec.timezone), rows, cols.timestamp,
-                        "not a timestamp (ISO 8601, e.g. 2019-11-24 00:00:34+00:00)",
-                        "1970-01-01T00:00:00+00:00" if not is_numeric(stamps.type) else 0)
+        ts = converted(stamps, lambda a: timestamps(a, spec.timezone, spec.timestamp_unit), rows, cols.timestamp,
+                        "not a timestamp (ISO 8601, e.g. 2019-11-24 00:00:34+00:00, or a number since 1970)",
+                        "2000-01-01T00:00:00+00:00" if not is_numeric(stamps.type) else 946_684_800)
+        implausible = implausible_times(stamps, ts) & ~rows.bad
+        if implausible.any():
+            value = stamps[int(np.flatnonzero(implausible)[0])].as_py()
+            rows.flag(implausible, cols.timestamp, implausible_reason(value, spec.timestamp_unit))
         date = dates(ts, spec.timezone)
     fps: list = []
     r, i, v = hashed_features(table, cols, spec, rows, fps)
@@ -133,6 +139,20 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     fingerprints = distinct(np.concatenate(fps)) if fps else np.zeros(0, np.uint64)
     return Converted(pa.table(columns), rows.reasons, fingerprints, has_values)
 
+
+
+def check_scalars(table: pa.Table, columns: list[str], tokens: list[str], source: str) -> None:
+    """Each of ``columns`` holds one value a row (a list only in a column of ``tokens``); else an error naming the
+    column and the fix."""
+    for column in columns:
+        typ = table.schema.field(column).type
+        listed = pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
+        nested = pa.types.is_struct(typ) or pa.types.is_map(typ) or pa.types.is_union(typ)
+        if nested or (listed and column not in tokens):
+            what, fix = (("a list", "a list of tokens goes under features.tokens") if listed else
+                         ("an object (nested JSON)", "flatten it into columns, e.g. with pandas.json_normalize"))
+            raise LogDataError(source, column, f"{what} in each row ({typ}), where the spec needs one value a row; "
+                                               f"{fix}")
 
 
 def file_id_of(name: str) -> int:

@@ -11,7 +11,7 @@ from dr_scale.logs.importing.output import OutputLog
 from dr_scale.logs.importing.passes import convert_blocks, survey
 from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, RawTable
 from dr_scale.logs.importing.summary import ImportSummary
-from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, check_same_hashing, read_spec, saved_spec
+from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, check_same_meaning, read_spec, saved_spec
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -62,7 +62,7 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
     cols = Columns(spec, table.names, spec_source, table.files[0])
     output = OutputLog.open(out, storage_options)
     table.check_headers(spec, cols.used)
-    lent = check_same_hashing(output.saved, spec, cols, out, spec_source) if output.saved else None
+    lent = check_same_meaning(output.saved, spec, cols, out, spec_source) if output.saved else None
     catalogue = read_items(spec, spec_source, storage_options) if spec.actions else None
     starts, values = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
     vocabulary = lent if lent is not None else Vocabulary.of(values | set(catalogue[0] if catalogue else ()),

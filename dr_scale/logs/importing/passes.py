@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dr_scale.logs.importing.convert import convert_table, with_shape
+from dr_scale.logs.importing.convert import check_scalars, convert_table, with_shape
 from dr_scale.logs.importing.features import union
 from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.importing.raw import Block, RawTable, block_bytes, line_count, read_tables
@@ -112,6 +112,7 @@ def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: 
     if not values_wanted:
         return lines, values
     for table, _ in read_tables(fs, block, spec, names, [action], skip, data):
+        check_scalars(table, [action], [], block.path)
         values.update(v for v in pc.unique(as_text(combined(table.column(action)))).to_pylist() if v is not None)
     return lines, values
 
