@@ -367,6 +367,17 @@ def saved_spec(spec: ImportSpec, columns: Columns, vocabulary: Vocabulary) -> di
     }
 
 
+#: The schema-metadata key of a log table built from a DataFrame (``from_pandas``) that holds its saved spec
+#: (:func:`saved_spec`, as JSON): ``write_log`` stores it as the log's spec file, so the log keeps its vocabulary.
+META_SPEC = b"dr_scale.spec"
+
+
+def table_spec(table) -> dict | None:  # type: ignore[no-untyped-def]
+    """The saved spec a table built from a DataFrame carries in its schema metadata (:data:`META_SPEC`), or None."""
+    raw = (table.schema.metadata or {}).get(META_SPEC)
+    return json.loads(raw) if raw else None
+
+
 def load_saved(fs, path: str) -> dict:
     """The saved spec document at ``path``."""
     with fs.open(path, "rb") as f:
@@ -399,7 +410,7 @@ def check_same_meaning(doc: dict, spec: ImportSpec, columns: Columns, source: st
                          ("row_id", "a row id column")):
         had, has = saved.get(key) is not None, getattr(spec, key) is not None
         if had != has:
-            differences.append(f"{key} {getattr(spec, key)!r} (the log has {meaning} from {saved.get(key)!r})" if had
+            differences.append(f"no {key} (the log has {meaning} from {saved.get(key)!r})" if had
                                else f"{key} {getattr(spec, key)!r} (the log has no {key})")
     if spec.timestamp is not None and saved.get("timestamp") is not None:
         for key, default in (("timezone", "UTC"), ("timestamp_unit", "auto")):

@@ -13,10 +13,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
+from dr_scale.io.strict_json import dumps
 from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, combined, first_null
+from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.reading import partition_from_table
+from dr_scale.logs.spec import META_SPEC, table_spec
 from dr_scale.logs.targets import check_target_columns
 
 if TYPE_CHECKING:
@@ -91,6 +94,10 @@ def write_log(
         The action catalogue (each action's features and embedding), written as :data:`CATALOGUE_FILE` at the
         folder's root (:func:`read_catalogue` reads it); its k must be the log's.
 
+    A table from a DataFrame (``from_pandas(...).table``) carries its spec and action vocabulary: written to a
+    folder, they become the log's spec file (``_dr_scale_spec.json``), so that policies name actions by value
+    on it; k is the vocabulary's.
+
     Returns
     -------
     list of str
@@ -136,6 +143,15 @@ def write_log(
             raise LogDataError(url, "date", "null values", int(table.column("row_id")[first_null(dates)].as_py()))
         dates = pc.cast(dates, pa.string())
         table = table.drop_columns(["date"])
+    document = table_spec(table)
+    if document is not None:  # a table from a DataFrame (from_pandas): its spec and vocabulary
+        table = table.replace_schema_metadata({k: v for k, v in (table.schema.metadata or {}).items()
+                                               if k != META_SPEC})
+        if n_actions is not None and n_actions != document["n_actions"]:
+            raise UserError(f"{url}: n_actions = {n_actions}, but the table's vocabulary (from_pandas) has "
+                            f"{document['n_actions']} actions; leave n_actions out, or give "
+                            f"{document['n_actions']}")
+        n_actions = document["n_actions"]
     part = partition_from_table(table, url, n_features, n_actions, with_features=True)
     check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
@@ -147,6 +163,9 @@ def write_log(
         if path.endswith(".parquet"):
             raise UserError(f"{url}: a catalogue is stored beside the parts; give a folder, not a .parquet file")
         write_parquet(catalogue.table(), posixpath.join(path, CATALOGUE_FILE), fs=fs)
+    if document is not None and not path.endswith(".parquet"):
+        spec_path = posixpath.join(path, SPEC_FILE)
+        atomic_write(fs, spec_path, dumps(document, indent=2))
     if partition_by is not None:
         if path.endswith(".parquet"):
             raise UserError(f"{url}: partition_by='date' writes a folder per date; give a folder, not a .parquet file")
