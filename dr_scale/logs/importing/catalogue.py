@@ -84,10 +84,10 @@ def check_coverage(catalogue: Items, vocabulary: Vocabulary, logged: Iterable[in
     logged = sorted(set(logged))
     covered = [a for a in logged if a in ids]
     if not covered:
-        shown = ", ".join(repr(k) for k in keys[:3])
-        logged_shown = ", ".join(repr(vocabulary.values[a]) for a in logged[:3])
-        raise LogDataError(path, key, f"none of its {len(keys)} keys ({shown}, …) is a logged action (the log's "
-                                      f"actions: {logged_shown}, …); the key column must hold the values of the "
+        shown = ", ".join(repr(k) for k in keys[:3]) + (", …" if len(keys) > 3 else "")
+        logged_shown = ", ".join(repr(vocabulary.values[a]) for a in logged[:3]) + (", …" if len(logged) > 3 else "")
+        raise LogDataError(path, key, f"none of its {len(keys)} keys ({shown}) is a logged action (the log's "
+                                      f"actions: {logged_shown}); the key column must hold the values of the "
                                       "action column")
     missing = [vocabulary.values[a] for a in logged if a not in ids]
     return len(covered), len(logged), missing[:3]

@@ -98,11 +98,8 @@ def column_numbers(table: pa.Table, column: str, rows: Rows, required: bool) -> 
 def _integers(array: pa.Array) -> pa.Array:
     """64-bit integers of integer, whole float or text values (``"12"``, ``"12.0"``); others refused."""
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        text = pc.utf8_trim_whitespace(array)
-        try:
-            return pc.cast(text, pa.int64())
-        except pa.ArrowInvalid:
-            array = pc.cast(text, pa.float64())
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(array), r"^([+-]?\d+)\.0*$", r"\1")
+        return pc.cast(text, pa.int64())  # digits only: a value beyond 64 bits is refused, never rounded
     if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
         return pc.cast(array, pa.int64())  # safe: a fraction or a value beyond 64 bits is refused
     raise pa.ArrowInvalid(f"wrong type {array.type}")
@@ -176,7 +173,8 @@ def timestamps(array: pa.Array, zone: str, unit: str = "auto") -> pa.Array:
         zoned = array if t.tz else pc.assume_timezone(array, zone, ambiguous="earliest", nonexistent="earliest")
         return pc.cast(zoned, pa.timestamp("us", "UTC"), safe=False)
     if is_numeric(t):
-        return _epoch_times(pc.fill_null(pc.cast(array, pa.float64()), np.nan).to_numpy(zero_copy_only=False), unit)
+        seconds = pc.cast(array, pa.float64(), safe=False)  # nanoseconds lose digits below the microsecond only
+        return _epoch_times(pc.fill_null(seconds, np.nan).to_numpy(zero_copy_only=False), unit)
     if pa.types.is_date(t):
         return pc.cast(pc.assume_timezone(pc.cast(array, pa.timestamp("us")), zone), pa.timestamp("us", "UTC"))
     text = pc.utf8_trim_whitespace(pc.cast(array, pa.string()))

@@ -51,6 +51,8 @@ def sniff(fs: AbstractFileSystem, path: str) -> str | None:
     """What a file's first bytes say it is (a compression of :data:`MAGIC`, or ``"parquet"``), or None."""
     with fs.open(path, "rb") as f:
         head = bytes(f.read(8))
+    if not head:
+        return "empty"
     return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
 
 
@@ -68,7 +70,8 @@ def format_of(path: str, given: str | None, sniffed: str | None = None) -> tuple
         raise UserError(f"{path}: cannot tell the format from the name; set format = \"csv\", \"json\" or "
                         "\"parquet\" in the spec")
     if fmt == "parquet":
-        what = f"{compression}-compressed" if compression else "text or another format"
+        what = (f"{compression}-compressed" if compression else "an empty file" if sniffed == "empty"
+                else "text or another format")
         raise UserError(f"{path}: not a Parquet file (its first bytes are not Parquet's 'PAR1': {what}); set "
                         "format = \"csv\" or \"json\" in the spec, or give the Parquet file")
     return fmt, compression
@@ -222,6 +225,9 @@ def header(fs: AbstractFileSystem, block: Block, spec: ImportSpec) -> list[str]:
     except DECOMPRESSION_ERRORS as exc:
         raise _damaged(block, exc) from None
     _check_text(block.path, head)
+    if not head.strip():
+        first = "JSON line" if block.fmt == "json" else "CSV header line"
+        raise LogDataError(block.path, None, f"empty file: no {first}")
     if block.fmt == "json":
         import pyarrow.json as pj
 
@@ -232,8 +238,6 @@ def header(fs: AbstractFileSystem, block: Block, spec: ImportSpec) -> list[str]:
             raise LogDataError(block.path, None, f"not JSON lines, one object a line ({_reason(exc)})") from None
     import pyarrow.csv as pcsv
 
-    if not head.strip():
-        raise LogDataError(block.path, None, "empty file: no CSV header line")
     try:
         names = list(pcsv.read_csv(io.BytesIO(head), parse_options=pcsv.ParseOptions(
             delimiter=spec.delimiter)).column_names)
@@ -307,8 +311,15 @@ def _parse_error(fs: AbstractFileSystem, block: Block, text: bytes | None, prepe
                  handler: _Invalid | None) -> LogDataError:
     """A parser's error as one line naming the file and the line."""
     message = _reason(exc)
-    if "invalid UTF8" in message or "UTF8" in message:
-        return LogDataError(block.path, None, "not UTF-8 text; convert it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8")
+    if "UTF8" in message:
+        where = block.path
+        if text is not None:
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                line = _first_line(fs, block) + text[: bad.start].count(b"\n") - (1 if prepended else 0)
+                where = f"{block.path}, line {line}"
+        return LogDataError(where, None, "not UTF-8 text; convert it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8")
     if handler is not None and handler.text is not None:
         line_text, expected, actual = handler.text
         reason = f"malformed CSV line: {actual} fields where the header has {expected}"
