@@ -372,7 +372,7 @@ def saved_spec(spec: ImportSpec, columns: Columns, vocabulary: Vocabulary) -> di
 META_SPEC = b"dr_scale.spec"
 
 
-def table_spec(table) -> dict | None:  # type: ignore[no-untyped-def]
+def table_spec(table) -> dict | None:
     """The saved spec a table built from a DataFrame carries in its schema metadata (:data:`META_SPEC`), or None."""
     raw = (table.schema.metadata or {}).get(META_SPEC)
     return json.loads(raw) if raw else None

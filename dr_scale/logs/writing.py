@@ -221,6 +221,8 @@ def _lists_from_text(text: pa.Array, value_type: pa.DataType, source: str, colum
 
     import pyarrow.json as pj
 
+    if not len(text):
+        return pa.array([], pa.list_(value_type))
     if text.null_count:
         raise LogDataError(source, column, "null values")
     body = "\n".join(f'{{"v":{t}}}' for t in text.to_pylist()).encode()

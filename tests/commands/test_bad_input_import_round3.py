@@ -507,6 +507,27 @@ def _from_pandas(df: pd.DataFrame, spec_: dict = FRAME_SPEC, **kwargs):
     return dr_scale.from_pandas(df, spec_, **kwargs)
 
 
+def _contract() -> pd.DataFrame:
+    """Three rows in the log contract."""
+    return pd.DataFrame({"row_id": np.arange(3), "features": [[0], [1], []], "action": [0, 1, 0],
+                         "reward": [1.0, 0.0, 1.0], "propensity": [0.5] * 3})
+
+
+def _dask(df: pd.DataFrame):
+    import dask.dataframe as dd
+
+    return dd.from_pandas(df, npartitions=1)
+
+
+def _empty_partition():
+    from dr_scale.logs.reading import partition_from_table
+
+    table = pa.table({"row_id": pa.array([], pa.int64()), "features": pa.array([], pa.list_(pa.int32())),
+                      "action": pa.array([], pa.int64()), "reward": pa.array([], pa.float64()),
+                      "propensity": pa.array([], pa.float64())})
+    return partition_from_table(table, "<empty>", 2, 2)
+
+
 FRAME_REFUSED = {
     "pandas-empty": (lambda: _from_pandas(_frame().iloc[:0]), "no rows: a log with no rows is an error"),
     "pandas-all-rows-bad-skipped": (lambda: _from_pandas(_frame(click=["x", "y", "z"]),
@@ -532,6 +553,15 @@ FRAME_REFUSED = {
     "pandas-list-action": (lambda: _from_pandas(_frame(item=[["a"], ["b"], ["a"]])), "column 'item': a list"),
     "pandas-timestamp-5.8": (lambda: _from_pandas(_frame(ts=[5.8, 5.9, 6.0]), {**FRAME_SPEC, "timestamp": "ts"}),
                              "row 0: column 'ts': not a time from 1990 to 2099"),
+    "evaluate-dataframe-empty": (lambda: __import__("dr_scale").evaluate_dataframe(
+        _dask(_contract().iloc[:0]), __import__("dr_scale").Evaluation("constant:#0", ["IPS"])),
+        "no rows; nothing to evaluate (a log with no rows is an error)"),
+    "evaluate-dataframe-text-reward": (lambda: __import__("dr_scale").evaluate_dataframe(
+        _dask(_contract().assign(reward=[1.0, "x", 0.0])), __import__("dr_scale").Evaluation("constant:#0", ["IPS"])),
+        "column 'reward': wrong type"),
+    "evaluate-partitions-zero-rows": (lambda: __import__("dr_scale").evaluate_partitions(
+        [_empty_partition()],
+        __import__("dr_scale").Evaluation("constant:#0", ["IPS"], n_actions=2)), "no rows; nothing to evaluate"),
     "write-log-n-actions-disagree": (lambda: __import__("dr_scale").write_log(
         _from_pandas(_frame()).table, "memory://frame-log-k", n_actions=7),
         "n_actions = 7, but the table's vocabulary (from_pandas) has 3 actions"),

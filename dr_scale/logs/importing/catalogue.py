@@ -68,10 +68,10 @@ def read_items(spec: ImportSpec, spec_source: str, storage_options: dict | None 
     if not len(keys):
         raise LogDataError(path, None, "no items: the catalogue has no rows")
     values = keys.to_pylist()
-    if len(set(values)) != len(values):
-        seen: set = set()
-        i = next(j for j, v in enumerate(values) if v in seen or seen.add(v))
-        raise LogDataError(f"{path}, {where} {first + i}", cat.key, f"duplicate key {values[i]!r}")
+    first_at: dict[str, int] = {}
+    for i, v in enumerate(values):
+        if first_at.setdefault(v, i) != i:
+            raise LogDataError(f"{path}, {where} {first + i}", cat.key, f"duplicate key {v!r}")
     return values, table, path
 
 

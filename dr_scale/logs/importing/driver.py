@@ -76,7 +76,8 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
                                progress=progress)
         if stats.rows == 0:
             raise LogDataError(raw, None, "no rows to import" + (" (every row was bad)" if stats.bad else ""))
-        coverage = check_coverage(catalogue, vocabulary, stats.actions, spec.actions.key) if catalogue else None
+        coverage = (check_coverage(catalogue, vocabulary, stats.actions, spec.actions.key)
+                    if catalogue and spec.actions else None)
         output.check_new_days(stats.days)
         if cols.row_id is not None:
             output.check_new_row_ids(staging)

@@ -256,6 +256,9 @@ def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | 
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
     (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
+    if state.rows == 0:
+        raise LogDataError("<dataframe>", None, "no rows" + (f" selected ({log_filter})" if log_filter else "")
+                           + "; nothing to evaluate (a log with no rows is an error)")
     return _result(evaluation, state)
 
 
@@ -299,7 +302,7 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
     if not parts:
         raise ParameterError("`parts` is empty: there are no rows to evaluate")
     if not sum(len(p) for p in parts):
-        raise LogDataError(parts[0].source, None, "no rows to evaluate: a log with no rows is an error")
+        raise LogDataError(parts[0].source, None, "no rows; nothing to evaluate (a log with no rows is an error)")
     evaluation = _with_vocabulary(evaluation, parts)
     return _result(evaluation, merge_all([evaluation.state(p) for p in parts]))
 
