@@ -73,6 +73,10 @@ def write_log(
     probabilities per row summing to 1) when present. Each part is written atomically;
     docs/data-contract.md says what a crash part-way leaves.
 
+    A table from a DataFrame (``from_pandas(...).table``) carries its spec and action vocabulary: written to a
+    folder, they become the log's spec file (``_dr_scale_spec.json``), so that policies name actions by value
+    on it; k is the vocabulary's.
+
     Parameters
     ----------
     table : pyarrow.Table
@@ -93,10 +97,6 @@ def write_log(
     catalogue : Catalogue or None
         The action catalogue (each action's features and embedding), written as :data:`CATALOGUE_FILE` at the
         folder's root (:func:`read_catalogue` reads it); its k must be the log's.
-
-    A table from a DataFrame (``from_pandas(...).table``) carries its spec and action vocabulary: written to a
-    folder, they become the log's spec file (``_dr_scale_spec.json``), so that policies name actions by value
-    on it; k is the vocabulary's.
 
     Returns
     -------

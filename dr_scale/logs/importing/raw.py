@@ -84,9 +84,11 @@ class _Stream(io.RawIOBase):
         self.stream = stream
 
     def readable(self) -> bool:
+        """A raw stream that reads."""
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        """Up to ``len(buffer)`` decompressed bytes into ``buffer``; their number (0 at the end)."""
         data = self.stream.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
