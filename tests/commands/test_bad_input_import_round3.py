@@ -326,13 +326,27 @@ for fmt in ("csv", "json", "parquet"):
     CASES[f"later-copy-at-another-path-{fmt}"] = Case(
         {f"a.{EXT[fmt]}": raw, f"copy/a.{EXT[fmt]}": raw}, [(f"a.{EXT[fmt]}", "spec.toml"),
                                                             (f"copy/a.{EXT[fmt]}", "spec.toml")], 2,
-        f"copy/a.{EXT[fmt]}: the same content as", None, {"spec.toml": spec(timestamp=None)})
+        f"copy/a.{EXT[fmt]}: the same rows as", None, {"spec.toml": spec(timestamp=None)})
     CASES[f"later-same-file-again-{fmt}"] = Case(
         {f"a.{EXT[fmt]}": raw}, [(f"a.{EXT[fmt]}", "spec.toml"), (f"a.{EXT[fmt]}", "spec.toml")], 2,
         "already imported into", None, {"spec.toml": spec(timestamp=None)})
 CASES["later-two-copies-in-one-import"] = Case(
-    {"in/a.csv": DAY1, "in/b.csv": DAY1}, [("in", "spec.toml")], 2, "have the same content", None,
+    {"in/a.csv": DAY1, "in/b.csv": DAY1}, [("in", "spec.toml")], 2, "hold the same rows", None,
     {"spec.toml": spec(timestamp=None)})
+COPIES = {  # the rows of a.csv again, in another file: compressed, in another format, in another order
+    "gzip": ("a.csv.gz", gzip.compress(DAY1)),
+    "parquet": ("a.parquet", encode("parquet", rows())),
+    "json": ("a.jsonl", encode("json", rows())),
+    "reordered-rows": ("b.csv", encode("csv", rows()[::-1])),
+    "reordered-columns": ("b.csv", encode("csv", [dict(reversed(list(r.items()))) for r in rows()])),
+}
+for name, (file, data) in COPIES.items():
+    CASES[f"later-copy-{name}"] = Case({"a.csv": DAY1, f"copy/{file}": data}, [("a.csv", "spec.toml"),
+                                                                             (f"copy/{file}", "spec.toml")], 2,
+                                       f"copy/{file}: the same rows as", None, {"spec.toml": spec(timestamp=None)})
+CASES["later-one-row-changed"] = Case({"a.csv": DAY1, "b.csv": encode("csv", rows(click=[1, 1, 0]))},
+                                      [("a.csv", "spec.toml"), ("b.csv", "spec.toml")], 0, "imported 3 rows",
+                                      rows_are(6), {"spec.toml": spec(timestamp=None)})
 CASES["later-row-ids-already-there"] = Case(
     {"a.csv": encode("csv", rows(rid=[1, 2, 3])), "b.csv": encode("csv", rows(rid=[3, 4, 5], size=[9.0, 9.0, 9.0]))},
     [("a.csv", "spec.toml"), ("b.csv", "spec.toml")], 2, "already holds row_id 3 (1 of the new rows' ids)", None,

@@ -328,7 +328,7 @@ def test_later_day_same_ids_and_unseen_action(tmp_path, capsys):
     assert status == 2 and "already holds date=2026-11-02" in err
     raw5, _ = write_raw(tmp_path / "d5", day2)  # a copy of d2's file at another path: the same rows
     status, _, err = run(capsys, "import", str(raw5), "--spec", str(spec), "--out", str(logs), "--no-progress")
-    assert status == 2 and f"d5/raw.csv: the same content as {raw2}, imported into" in err
+    assert status == 2 and f"d5/raw.csv: the same rows as {raw2}, imported into" in err
     assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
 

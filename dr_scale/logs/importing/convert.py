@@ -54,6 +54,7 @@ class Converted:
     bad: Counter = field(default_factory=Counter)
     fingerprints: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     values: bool = False
+    content: int = 0  # Σ of the rows' content hashes mod 2^64 (:func:`content_hash`)
 
 
 def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: Vocabulary, *, source: str,
@@ -137,8 +138,40 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     if date is not None:
         columns["date"] = date
     fingerprints = distinct(np.concatenate(fps)) if fps else np.zeros(0, np.uint64)
-    return Converted(pa.table(columns), rows.reasons, fingerprints, has_values)
+    table = pa.table(columns)
+    return Converted(table, rows.reasons, fingerprints, has_values, content_hash(table, offsets, i, v))
 
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of 64-bit words (Steele, Lea & Flood 2014): each output bit depends on every input
+    bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: np.ndarray = x ^ (x >> np.uint64(31))
+    return out
+
+
+def content_hash(table: pa.Table, offsets: np.ndarray, index: np.ndarray, value: np.ndarray) -> int:
+    """Σ over the rows of a hash of each row's content — action, reward, propensity, day and its (index, value)
+    features, not its row id — mod 2^64: a multiset hash, so a file's is the sum of its blocks' and a copy of its
+    rows (at another path, compressed, in another format or order) has the same."""
+    n = table.num_rows
+    if not n:
+        return 0
+    h = _mix(table.column("action").to_numpy().astype(np.uint64) + np.uint64(1))
+    h = _mix(h ^ table.column("reward").to_numpy().astype(np.float64).view(np.uint64))
+    if "propensity" in table.column_names:
+        h = _mix(h ^ table.column("propensity").to_numpy().astype(np.float64).view(np.uint64))
+    if "date" in table.column_names:
+        days = pc.dictionary_encode(combined(table.column("date")))
+        day_hash = murmurhash3_32(days.dictionary, 7).astype(np.int64).astype(np.uint64)
+        h = _mix(h ^ day_hash[days.indices.to_numpy()])
+    entry = _mix((index.astype(np.uint64) << np.uint64(32)) | value.astype(np.float32).view(np.uint32).astype(
+        np.uint64))
+    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(entry, dtype=np.uint64)])  # wraps mod 2^64
+    h = _mix(h ^ _mix(sums[offsets[1:]] - sums[offsets[:-1]]))
+    return int(h.sum(dtype=np.uint64))
 
 
 def check_scalars(table: pa.Table, columns: list[str], tokens: list[str], source: str) -> None:

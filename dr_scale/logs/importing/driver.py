@@ -64,8 +64,7 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
     table.check_headers(spec, cols.used)
     lent = check_same_meaning(output.saved, spec, cols, out, spec_source) if output.saved else None
     catalogue = read_items(spec, spec_source, storage_options) if spec.actions else None
-    starts, values, digests = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
-    output.check_new_content(digests)
+    starts, values = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
     if catalogue and lent is not None:
         check_keys_known(catalogue, lent, out)
     vocabulary = lent if lent is not None else Vocabulary.of(values | set(catalogue[0] if catalogue else ()),
@@ -78,10 +77,11 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
             raise LogDataError(raw, None, "no rows to import" + (" (every row was bad)" if stats.bad else ""))
         coverage = (check_coverage(catalogue, vocabulary, stats.actions, spec.actions.key)
                     if catalogue and spec.actions else None)
+        output.check_new_content(stats.contents)
         output.check_new_days(stats.days)
         if cols.row_id is not None:
             output.check_new_row_ids(staging)
-        output.write_spec(staging, saved_spec(spec, cols, vocabulary), file_ids, digests)
+        output.write_spec(staging, saved_spec(spec, cols, vocabulary), file_ids, stats.contents)
         n_catalogue = (write_catalogue(catalogue, spec, vocabulary, spec_source, output.fs, staging) if catalogue
                        else None)
         output.publish(staging)

@@ -76,21 +76,22 @@ class OutputLog:
             by_id[fid] = path
         return file_ids
 
-    def check_new_content(self, digests: dict[str, str]) -> None:
+    def check_new_content(self, contents: dict[str, int]) -> None:
         """No two raw files of the import, and none of them and a file imported into this log before, have the same
-        content (:func:`~dr_scale.logs.importing.passes.content_digest`): a copy at another path would add its
-        rows again."""
-        earlier: dict = (self.saved or {}).get("content_digests", {})
+        rows (:func:`~dr_scale.logs.importing.convert.content_hash`): a copy at another path, compressed or in
+        another format would add its rows again."""
+        earlier: dict = (self.saved or {}).get("contents", {})
         seen: dict[str, str] = {}
-        for path, digest in digests.items():
+        for path, content in contents.items():
+            digest = f"{content:016x}"
             if earlier.get(digest) == path:
                 raise UserError(f"{path}: already imported into {self.url}; its rows would repeat")
             if digest in earlier:
-                raise UserError(f"{path}: the same content as {earlier[digest]}, imported into {self.url} before; its "
-                                "rows would be there twice. Import only files whose rows are not in the log yet")
+                raise UserError(f"{path}: the same rows as {earlier[digest]}, imported into {self.url} before; they "
+                                "would be there twice. Import only files whose rows are not in the log yet")
             if digest in seen:
-                raise UserError(f"{seen[digest]} and {path} have the same content; its rows would be imported twice: "
-                                "give one of them")
+                raise UserError(f"{seen[digest]} and {path} hold the same rows; they would be imported twice: give "
+                                "one of them")
             seen[digest] = path
 
     def check_new_row_ids(self, staging: str) -> None:
@@ -131,13 +132,13 @@ class OutputLog:
                     self.fs.rm(staging, recursive=True)
             raise
 
-    def write_spec(self, staging: str, document: dict, file_ids: dict, digests: dict[str, str]) -> None:
-        """The spec file in ``staging``: ``document`` (the saved spec), every raw file's content digest (``digests``
+    def write_spec(self, staging: str, document: dict, file_ids: dict, contents: dict[str, int]) -> None:
+        """The spec file in ``staging``: ``document`` (the saved spec), every raw file's content hash (``contents``
         added to those imported before) and, for stable row ids (``file_ids`` not empty), every file's id
         (``file_ids`` added to those imported before), so that a later import refuses a file whose rows are in the
         log or whose ids would clash."""
-        earlier: dict = (self.saved or {}).get("content_digests", {})
-        document = {**document, "content_digests": {**earlier, **{d: p for p, d in digests.items()}}}
+        earlier: dict = (self.saved or {}).get("contents", {})
+        document = {**document, "contents": {**earlier, **{f"{h:016x}": p for p, h in contents.items()}}}
         if file_ids:
             document = {**document, "row_id_files": {**self._saved_files, **file_ids}}
         atomic_write(self.fs, posixpath.join(staging, SPEC_FILE), dumps(document, indent=2))

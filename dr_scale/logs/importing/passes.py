@@ -10,7 +10,6 @@ writes one Parquet part per day into the staging folder; the blocks' :class:`Blo
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import posixpath
 import uuid
 from collections import Counter
@@ -47,17 +46,21 @@ class BlockStats:
     p_max: float = -np.inf
     fingerprints: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     files: tuple = ()
+    contents: dict = field(default_factory=dict)  # raw file → Σ of its rows' content hashes mod 2^64
 
     def __add__(self, other: BlockStats) -> BlockStats:
+        contents = dict(self.contents)
+        for path, h in other.contents.items():
+            contents[path] = (contents.get(path, 0) + h) % (1 << 64)
         return BlockStats(self.rows + other.rows, self.bad + other.bad, self.days | other.days,
                           self.actions | other.actions, min(self.p_min, other.p_min), max(self.p_max, other.p_max),
-                          union([self.fingerprints, other.fingerprints]), self.files + other.files)
+                          union([self.fingerprints, other.fingerprints]), self.files + other.files, contents)
 
 
 def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *, client: Client | None = None,
-           progress: bool = False) -> tuple[list[int], set, dict[str, str]]:
+           progress: bool = False) -> tuple[list[int], set]:
     """First pass: (the line number of each block's first data row, the distinct action values as text — none
-    unless ``values_wanted`` —, each file's content digest, :func:`content_digest`).
+    unless ``values_wanted``; without, only the byte blocks are read, to count their lines).
 
     Lines count from 1 (a CSV's header is line 1); a byte block's first row follows the data lines of the byte
     blocks before it in its file.
@@ -67,32 +70,17 @@ def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *,
     from dr_scale.outofcore.compute import compute
 
     blocks = raw.blocks
-    read = [dask.delayed(survey_block, pure=False)(raw.fs, b, spec, raw.names, action, values_wanted) for b in blocks]
-    surveyed = compute(*read, client=client, progress=progress)
+    read = [dask.delayed(survey_block, pure=False)(raw.fs, b, spec, raw.names, action, values_wanted) for b in blocks
+            if values_wanted or b.length is not None]
+    surveyed = iter(compute(*read, client=client, progress=progress))
+    surveyed = [next(surveyed) if values_wanted or b.length is not None else (0, set()) for b in blocks]
     starts, line = [], 0
-    for block, (lines, _, _) in zip(blocks, surveyed, strict=True):
+    for block, (lines, _) in zip(blocks, surveyed, strict=True):
         if block.first:
             line = 2 if block.fmt == "csv" else 1
         starts.append(line)
         line += lines  # the data lines of the byte blocks before, in the same file
-    parts: dict[str, list[bytes]] = {}
-    for block, (_, _, digest) in zip(blocks, surveyed, strict=True):
-        parts.setdefault(block.path, []).append(digest)
-    digests = {path: hashlib.blake2b(b"".join(d), digest_size=16).hexdigest() for path, d in parts.items()}
-    return starts, set().union(*(v for _, v, _ in surveyed)), digests
-
-
-def content_digest(fs: AbstractFileSystem, block: Block, data: bytes | None) -> bytes:
-    """A block's content digest (BLAKE2b, 128 bits): of its bytes, or of the whole file's (compressed) bytes; a
-    file's digest is that of its blocks' digests in order, so a copy of a file at another path has the same."""
-    h = hashlib.blake2b(digest_size=16)
-    if data is not None:
-        h.update(data)
-    else:
-        with fs.open(block.path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-    return h.digest()
+    return starts, set().union(*(v for _, v in surveyed))
 
 
 def convert_blocks(raw: RawTable, spec: ImportSpec, cols: Columns, vocabulary: Vocabulary, starts: list[int],
@@ -115,9 +103,9 @@ def convert_blocks(raw: RawTable, spec: ImportSpec, cols: Columns, vocabulary: V
 
 
 def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], action: str,
-                 values_wanted: bool = True) -> tuple[int, set[str], bytes]:
+                 values_wanted: bool = True) -> tuple[int, set[str]]:
     """First pass, one block: (data lines in a byte block, distinct action values as text — only if
-    ``values_wanted`` —, the block's :func:`content_digest`)."""
+    ``values_wanted``)."""
     values: set[str] = set()
     lines = 0
     data = None
@@ -125,13 +113,12 @@ def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: 
     if block.length is not None:
         data = block_bytes(fs, block)
         lines = line_count(data) - (1 if block.first and block.fmt == "csv" else 0)
-    digest = content_digest(fs, block, data)
     if not values_wanted:
-        return lines, values, digest
+        return lines, values
     for table, _ in read_tables(fs, block, spec, names, [action], skip, data):
         check_scalars(table, [action], [], block.path)
         values.update(v for v in pc.unique(as_text(combined(table.column(action)))).to_pylist() if v is not None)
-    return lines, values, digest
+    return lines, values
 
 
 def convert_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: list[str], cols: Columns,
@@ -155,7 +142,7 @@ def convert_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names:
             out = convert_table(table, cols, spec, vocabulary, source=block.path, line0=first, kind=kind,
                                 file_id=file_id, position0=first - header_lines)
             stats = stats + BlockStats(out.table.num_rows, out.bad, fingerprints=out.fingerprints,
-                                       files=())
+                                       files=(), contents={block.path: out.content})
             if out.table.num_rows == 0:
                 continue
             partition_from_table(out.table, block.path, d, k)  # the contract's own checks, before writing
