@@ -389,6 +389,10 @@ READ = {  # (file name, bytes): read as what the content is, whatever the name
     "gzip-json": ("raw.jsonl.gz", gzip.compress(encode("json", rows()))),
     "zstd-json": ("raw.jsonl.zst", _zstd(encode("json", rows()))),
     "crlf": ("raw.csv", CSV.replace(b"\n", b"\r\n")),
+    "utf8-bom-crlf": ("raw.csv", b"\xef\xbb\xbf" + CSV.replace(b"\n", b"\r\n")),
+    "utf8-bom-gzip": ("raw.csv.gz", gzip.compress(b"\xef\xbb\xbf" + CSV)),
+    "utf8-bom-json": ("raw.jsonl", b"\xef\xbb\xbf" + encode("json", rows())),
+    "quoted-header": ("raw.csv", CSV.replace(b"ts,item,click,p,color,size", b'"ts","item","click","p","color","size"')),
 }
 for name, (file, data) in READ.items():
     CASES[f"format-{name}"] = one(data, file, spec(), 0, "imported 3 rows", days_are(DAYS))
@@ -590,6 +594,17 @@ def test_dataframe_refused(name):
     assert fragment in str(info.value) and not LIBRARY.search(str(info.value)), str(info.value)
 
 
+@pytest.mark.parametrize("name", sorted(ROLE_SPECS))
+def test_dataframe_roles(name):
+    """The import's role cases through from_pandas: the same refusal, naming the column and both roles."""
+    import tomllib
+
+    text, fragment = ROLE_SPECS[name]
+    with pytest.raises(UserError) as info:
+        _from_pandas(pd.DataFrame(rows()), tomllib.loads(text))
+    assert fragment in str(info.value), str(info.value)
+
+
 def test_dataframe_timestamps_by_magnitude():
     """Epoch milliseconds in a DataFrame are read as milliseconds (the days of the text times)."""
     log = _from_pandas(_frame(ts=[T0 * 1000, (T0 + 3600) * 1000, (T0 + 86400) * 1000]),
@@ -652,5 +667,5 @@ def test_policy_naming_an_action_beyond_k(tmp_path, capsys, five_actions, policy
 
 def test_round3_import_corpus_size():
     """At least 170 distinct inputs of this round on the import side."""
-    counted = len(CASES) + len(FRAME_REFUSED) + 1 + 2 + len(POLICIES)
+    counted = len(CASES) + len(ROLE_SPECS) + len(FRAME_REFUSED) + 1 + 2 + len(POLICIES)
     assert counted >= 170, counted
