@@ -1,7 +1,9 @@
 """The raw table as blocks: listing the files, their format and compression, and reading a block's rows.
 
-The raw data is one file, a folder or a glob at any fsspec URL, compressed or not (by the file name's
-extension: ``.gz``, ``.bz2``, ``.xz``, ``.zst``…). It is read as blocks — byte ranges of an uncompressed
+The raw data is one file, a folder or a glob at any fsspec URL, compressed or not: each file's compression
+(gzip, bzip2, xz, zstd, zip) and whether it is Parquet are told by its first bytes (:func:`sniff`), CSV from
+JSON lines by the spec's ``format`` or the name; a text file must be UTF-8 (:func:`header` says how to convert
+one that is not, and which delimiter a one-column header line suggests). It is read as blocks — byte ranges of an uncompressed
 CSV / JSON-lines file cut at line ends (as Dask's ``read_csv`` cuts them), one streamed file for a compressed
 one, a whole Parquet file read by row groups — each parsed by pyarrow into tables of the columns the spec uses,
 never the whole table in memory.
@@ -48,7 +50,8 @@ COMPRESSED_NAMES = (".gz", ".gzip", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".z
 
 
 def sniff(fs: AbstractFileSystem, path: str) -> str | None:
-    """What a file's first bytes say it is (a compression of :data:`MAGIC`, or ``"parquet"``), or None."""
+    """What a file's first bytes say it is: a compression of :data:`MAGIC`, ``"parquet"``, ``"empty"`` (no bytes),
+    or None (text, or another format)."""
     with fs.open(path, "rb") as f:
         head = bytes(f.read(8))
     if not head:
