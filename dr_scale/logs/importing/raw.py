@@ -3,10 +3,10 @@
 The raw data is one file, a folder or a glob at any fsspec URL, compressed or not: each file's compression
 (gzip, bzip2, xz, zstd, zip) and whether it is Parquet are told by its first bytes (:func:`sniff`), CSV from
 JSON lines by the spec's ``format`` or the name; a text file must be UTF-8 (:func:`header` says how to convert
-one that is not, and which delimiter a one-column header line suggests). It is read as blocks — byte ranges of an uncompressed
-CSV / JSON-lines file cut at line ends (as Dask's ``read_csv`` cuts them), one streamed file for a compressed
-one, a whole Parquet file read by row groups — each parsed by pyarrow into tables of the columns the spec uses,
-never the whole table in memory.
+one that is not, and which delimiter a one-column header line suggests). It is read as blocks — byte ranges of an
+uncompressed CSV / JSON-lines file cut at line ends (as Dask's ``read_csv`` cuts them), one streamed file for a
+compressed one, a whole Parquet file read by row groups — each parsed by pyarrow into tables of the columns the
+spec uses, never the whole table in memory.
 """
 
 from __future__ import annotations
