@@ -53,7 +53,7 @@ import json
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.config import ConfigError, Model, read_config_file, validate
@@ -118,6 +118,15 @@ class ImportSpec(Model):
             zoneinfo.ZoneInfo(value)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {value!r} (an IANA name such as 'UTC' or 'Asia/Tokyo')") from None
+        return value
+
+    @field_validator("timezone", "timestamp_unit")
+    @classmethod
+    def _with_a_timestamp(cls, value: str, info: ValidationInfo) -> str:
+        """``timezone`` and ``timestamp_unit`` say how the timestamp column is read: given without one, refused."""
+        if info.data.get("timestamp") is None:
+            raise ValueError("says how the timestamp column is read, but the spec names none: name it (timestamp = "
+                             "\"COLUMN\"), or drop the key")
         return value
 
 

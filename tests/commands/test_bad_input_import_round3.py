@@ -181,6 +181,10 @@ CASES["time-offset-moves-day-csv"] = one(encode("csv", rows(["2025-12-01T23:30:0
                                          0, "days: 1", days_are(["2025-12-02"]))
 CASES["time-zone-key-csv"] = one(encode("csv", rows(["2025-12-01 23:30:00"] * 3)), "raw.csv",
                                  spec(timezone="Asia/Tokyo"), 0, "days: 1", days_are(["2025-12-01"]))
+for key, value in (("timezone", "Asia/Tokyo"), ("timestamp_unit", "ms")):
+    CASES[f"time-{key}-without-timestamp"] = one(encode("csv", rows()), "raw.csv", spec(timestamp=None, **{key: value}),
+                                                 2, f"spec.toml: {key}: says how the timestamp column is read, but "
+                                                    "the spec names none")
 CASES["time-skip-bad-5.8-csv"] = one(encode("csv", rows([5.8, T0, T0 + 86400])), "raw.csv",
                                      spec() + "", 0, "", None)
 CASES["time-skip-bad-5.8-csv"].specs["spec.toml"] = "skip_bad_rows = true\n" + spec()
