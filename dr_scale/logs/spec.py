@@ -371,6 +371,9 @@ def saved_spec(spec: ImportSpec, columns: Columns, vocabulary: Vocabulary) -> di
         "columns": {"reward": spec.reward, "propensity": spec.propensity, "row_id": spec.row_id,
                     "timestamp": spec.timestamp, "timezone": spec.timezone, "timestamp_unit": spec.timestamp_unit},
         "features": columns.to_dict(),
+        "actions": None if spec.actions is None else {
+            "key": spec.actions.key, "categorical": spec.actions.categorical, "numeric": spec.actions.numeric,
+            "tokens": spec.actions.tokens},
         "n_features": 1 << spec.hash_bits,
         "n_actions": len(vocabulary),
     }
@@ -421,6 +424,11 @@ def check_same_meaning(doc: dict, spec: ImportSpec, columns: Columns, source: st
         if had != has:
             differences.append(f"no {key} (the log has {meaning} from {saved.get(key)!r})" if had
                                else f"{key} {getattr(spec, key)!r} (the log has no {key})")
+    if "actions" in doc and doc["actions"] is not None and spec.actions is not None:
+        for key in ("key", "categorical", "numeric", "tokens"):
+            if doc["actions"].get(key) != getattr(spec.actions, key):
+                differences.append(f"actions.{key} {getattr(spec.actions, key)!r} (the log's catalogue has "
+                                   f"{doc['actions'].get(key)!r})")
     if spec.timestamp is not None and saved.get("timestamp") is not None:
         for key, default in (("timezone", "UTC"), ("timestamp_unit", "auto")):
             if saved.get(key, default) != getattr(spec, key):

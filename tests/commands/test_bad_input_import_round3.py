@@ -291,6 +291,26 @@ CASES["catalogue-later-import-unknown-key"] = Case(
     [("day1.csv", "first.toml"), ("day2.csv", "spec.toml")], 2, "key '011' is not in the vocabulary of the log", None,
     {"first.toml": spec(), "spec.toml": spec(actions=CATALOGUE.format(ext="csv"))})
 
+DAY5 = encode("csv", rows(["2025-12-05 09:00:00"] * 3, item=["007"] * 3))
+CASES["catalogue-later-import-lacks-items"] = Case(
+    {"day1.csv": encode("csv", NUMBERED), "day2.csv": DAY5, "items.csv": items("csv", ["007", "008", "009"]),
+     "new/items.csv": items("csv", ["007", "008"])},
+    [("day1.csv", "spec.toml"), ("day2.csv", "new/spec.toml")], 2, "lacks 1 item(s) of the catalogue of the log at",
+    None, {"spec.toml": spec(actions=CATALOGUE.format(ext="csv")),
+           "new/spec.toml": spec(actions=CATALOGUE.format(ext="csv"))})
+CASES["catalogue-later-import-other-columns"] = Case(
+    {"day1.csv": encode("csv", NUMBERED), "day2.csv": DAY5, "items.csv": items("csv", ["007", "008", "009"])},
+    [("day1.csv", "spec.toml"), ("day2.csv", "other.toml")], 2,
+    "actions.numeric [] (the log's catalogue has ['price'])", None,
+    {"spec.toml": spec(actions=CATALOGUE.format(ext="csv")),
+     "other.toml": spec(actions=CATALOGUE.format(ext="csv").replace('numeric = ["price"]', ""))})
+CASES["catalogue-later-import-updated-items"] = Case(
+    {"day1.csv": encode("csv", NUMBERED), "day2.csv": DAY5, "items.csv": items("csv", ["007", "008", "009"]),
+     "new/items.csv": items("csv", ["007", "008", "009"], ["y", "y", "z"])},
+    [("day1.csv", "spec.toml"), ("day2.csv", "new/spec.toml")], 0, "catalogue coverage: 1 of 1 logged actions",
+    vocabulary_is(["007", "008", "009"]), {"spec.toml": spec(actions=CATALOGUE.format(ext="csv")),
+                                           "new/spec.toml": spec(actions=CATALOGUE.format(ext="csv"))})
+
 # -- a later import against the saved spec and the rows already there ------------------------------------------
 DAY1, DAY2 = encode("csv", rows()), encode("csv", rows(["2025-12-05 09:00:00"] * 3))
 LATER = {

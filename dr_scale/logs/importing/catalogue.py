@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dr_scale.io.atomic import url_to_fs
 from dr_scale.io.config import ConfigError
@@ -93,8 +94,10 @@ def check_coverage(catalogue: Items, vocabulary: Vocabulary, logged: Iterable[in
     return len(covered), len(logged), missing[:3]
 
 
-def check_keys_known(catalogue: Items, vocabulary: Vocabulary, source: str) -> None:
-    """A later import's catalogue names actions of the log's vocabulary only (its ids are fixed)."""
+def check_later_catalogue(catalogue: Items, vocabulary: Vocabulary, fs: AbstractFileSystem, folder: str,
+                          source: str) -> None:
+    """A later import's catalogue names actions of the log's vocabulary only (its ids are fixed), and every item of
+    the log's catalogue (it replaces it whole)."""
     keys, _, path = catalogue
     known = set(vocabulary.values)
     unknown = [k for k in keys if k not in known]
@@ -102,6 +105,15 @@ def check_keys_known(catalogue: Items, vocabulary: Vocabulary, source: str) -> N
         raise LogDataError(path, None, f"key {unknown[0]!r} is not in the vocabulary of the log at {source} "
                                        f"({len(unknown)} such key(s)); a later import's catalogue describes the "
                                        "log's actions: import it with the log's first file, or into a new log")
+    saved = posixpath.join(folder, CATALOGUE_FILE)
+    if fs.exists(saved):
+        with fs.open(saved, "rb") as f:
+            before = pq.read_table(f, columns=["key"]).column("key").to_pylist()
+        lost = sorted(set(before) - set(keys))
+        if lost:
+            raise LogDataError(path, None, f"lacks {len(lost)} item(s) of the catalogue of the log at {source} (e.g. "
+                                           f"{lost[0]!r}); the new catalogue replaces the log's whole: give every "
+                                           "item")
 
 
 def catalogue_table(catalogue: Items, spec: ImportSpec, vocabulary: Vocabulary, spec_source: str) -> pa.Table:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from dr_scale.io.config import PositiveInt, check
 from dr_scale.logs.contract import LogDataError
-from dr_scale.logs.importing.catalogue import check_coverage, check_keys_known, read_items, write_catalogue
+from dr_scale.logs.importing.catalogue import check_coverage, check_later_catalogue, read_items, write_catalogue
 from dr_scale.logs.importing.output import OutputLog
 from dr_scale.logs.importing.passes import convert_blocks, survey
 from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, RawTable
@@ -66,7 +66,7 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
     catalogue = read_items(spec, spec_source, storage_options) if spec.actions else None
     starts, values = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
     if catalogue and lent is not None:
-        check_keys_known(catalogue, lent, out)
+        check_later_catalogue(catalogue, lent, output.fs, output.path, out)
     vocabulary = lent if lent is not None else Vocabulary.of(values | set(catalogue[0] if catalogue else ()),
                                                              reserved=spec.unseen_actions == "reserved")
     file_ids = output.row_id_files(table.files) if cols.row_id is None else {}
