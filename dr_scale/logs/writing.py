@@ -190,6 +190,26 @@ def _write_parts(table: pa.Table, fs: AbstractFileSystem, path: str, n_parts: in
     return written
 
 
+def frame_to_arrow(df: pd.DataFrame, source: str) -> pa.Table:
+    """A pandas DataFrame as an Arrow table (its index dropped); a column whose values are of mixed types (7 and
+    ``'a'``) is an error naming it, two of its types and the fix."""
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        for name in df.columns:
+            try:
+                pa.array(df[name], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                values = df[name].dropna()
+                kinds: dict[str, object] = {}
+                for v in values:
+                    kinds.setdefault(type(v).__name__, v)
+                shown = " and ".join(f"{v!r} ({t})" for t, v in list(kinds.items())[:2])
+                raise LogDataError(source, str(name), f"mixed types in one column: {shown}; give the column one "
+                                                      f"type, e.g. df[{str(name)!r}].astype(str)") from None
+        raise LogDataError(source, None, f"not convertible to Arrow ({' '.join(str(exc).split())})") from None
+
+
 #: The contract's list columns and their value types, for :func:`table_from_pandas`.
 LIST_COLUMNS = {"features": pa.int32(), "values": pa.float32(), "target_probs": pa.float64()}
 
@@ -204,7 +224,7 @@ def table_from_pandas(frame: pd.DataFrame, source: str = "<DataFrame>") -> pa.Ta
     with ``...`` — is an error saying how to keep the lists (Arrow list dtypes, which Dask
     leaves alone, or ``dr_scale.from_dask``).
     """
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = frame_to_arrow(frame, source)
     for name, value_type in LIST_COLUMNS.items():
         if name not in table.column_names:
             continue

@@ -561,6 +561,13 @@ def _dask(df: pd.DataFrame):
     return dd.from_pandas(df, npartitions=1)
 
 
+def _without_string_conversion(run):
+    import dask
+
+    with dask.config.set({"dataframe.convert-string": False}):
+        return run()
+
+
 def _empty_partition():
     from dr_scale.logs.reading import partition_from_table
 
@@ -601,6 +608,12 @@ FRAME_REFUSED = {
     "evaluate-dataframe-text-reward": (lambda: __import__("dr_scale").evaluate_dataframe(
         _dask(_contract().assign(reward=[1.0, "x", 0.0])), __import__("dr_scale").Evaluation("constant:#0", ["IPS"])),
         "column 'reward': wrong type"),
+    "evaluate-dataframe-mixed-reward": (lambda: _without_string_conversion(lambda: __import__(
+        "dr_scale").evaluate_dataframe(_dask(_contract().assign(reward=[1.0, "x", 0.0])),
+                                       __import__("dr_scale").Evaluation("constant:#0", ["IPS"]))),
+        "<dataframe partition 0>: column 'reward': mixed types in one column: 1.0 (float) and 'x' (str)"),
+    "table-from-pandas-mixed-action": (lambda: __import__("dr_scale.logs.writing").logs.writing.table_from_pandas(
+        _contract().assign(action=[0, "a", 1])), "<DataFrame>: column 'action': mixed types in one column"),
     "evaluate-partitions-zero-rows": (lambda: __import__("dr_scale").evaluate_partitions(
         [_empty_partition()],
         __import__("dr_scale").Evaluation("constant:#0", ["IPS"], n_actions=2)), "no rows; nothing to evaluate"),

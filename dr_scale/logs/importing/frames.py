@@ -19,30 +19,11 @@ from dr_scale.logs.importing.convert import check_scalars, convert_table
 from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.reading import partition_from_table
 from dr_scale.logs.spec import META_SPEC, Columns, ImportSpec, Vocabulary, read_spec, saved_spec
+from dr_scale.logs.writing import frame_to_arrow
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
     import pandas as pd
-
-
-def _frame_table(df: pd.DataFrame, source: str) -> pa.Table:
-    """A DataFrame as an Arrow table; a column whose values are of mixed types (7 and ``'a'``) is an error naming
-    it, two of its types and the fix."""
-    try:
-        return pa.Table.from_pandas(df, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        for name in df.columns:
-            try:
-                pa.array(df[name], from_pandas=True)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                values = df[name].dropna()
-                kinds: dict[str, object] = {}
-                for v in values:
-                    kinds.setdefault(type(v).__name__, v)
-                shown = " and ".join(f"{v!r} ({t})" for t, v in list(kinds.items())[:2])
-                raise LogDataError(source, str(name), f"mixed types in one column: {shown}; give the column one "
-                                                      f"type, e.g. df[{str(name)!r}].astype(str)") from None
-        raise LogDataError(source, None, f"not convertible to Arrow ({' '.join(str(exc).split())})") from None
 
 
 def _vocabulary_for(spec: ImportSpec, values: Iterable[str], actions: Sequence[object] | None) -> Vocabulary:
@@ -110,7 +91,7 @@ def from_pandas(df: pd.DataFrame, spec: str | dict | ImportSpec, *, actions: Seq
         raise ParameterError(f"`df` must be a pandas DataFrame, got {type(df).__name__}")
     if not len(df):
         raise _no_rows("<DataFrame>")
-    table = _frame_table(df, "<DataFrame>")
+    table = frame_to_arrow(df, "<DataFrame>")
     cols = Columns(spec, table.column_names, source, "the DataFrame")
     check_scalars(table, [cols.action], [], "<DataFrame>")
     values = [v for v in pc.unique(as_text(combined(table.column(cols.action)))).to_pylist() if v is not None]
@@ -168,7 +149,7 @@ def from_dask(ddf: dd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequ
 
     def survey(pdf: pd.DataFrame) -> tuple[int, set[str]]:
         """(rows, distinct action values as text) of one pandas partition."""
-        table = _frame_table(pdf[[cols.action]], "<dataframe partition>")
+        table = frame_to_arrow(pdf[[cols.action]], "<dataframe partition>")
         check_scalars(table, [cols.action], [], "<dataframe partition>")
         text = as_text(combined(table.column(0)))
         return len(pdf), {v for v in pc.unique(text).to_pylist() if v is not None}
@@ -184,12 +165,12 @@ def from_dask(ddf: dd.DataFrame, spec: str | dict | ImportSpec, *, actions: Sequ
         """Partition ``partition_info["number"]`` in the log contract, its row ids from its first row's position."""
         i = partition_info["number"] if partition_info else 0
         where = f"<dataframe partition {i}>"
-        out = convert_table(_frame_table(pdf, where), cols, spec, vocabulary, source=where, line0=int(starts[i]),
+        out = convert_table(frame_to_arrow(pdf, where), cols, spec, vocabulary, source=where, line0=int(starts[i]),
                             kind="row", position0=int(starts[i]), values=True)
         partition_from_table(out.table, where, d, k)
         return _contract_frame(out.table)
 
-    meta = _contract_frame(convert_table(_frame_table(ddf._meta, "<meta>"), cols, spec, vocabulary, source="<meta>",
+    meta = _contract_frame(convert_table(frame_to_arrow(ddf._meta, "<meta>"), cols, spec, vocabulary, source="<meta>",
                                          line0=0, kind="row", values=True).table)
     converted: dd.DataFrame = ddf.map_partitions(convert, meta=meta)
     return converted
