@@ -375,6 +375,10 @@ CASES["later-row-ids-already-there"] = Case(
     {"a.csv": encode("csv", rows(rid=[1, 2, 3])), "b.csv": encode("csv", rows(rid=[3, 4, 5], size=[9.0, 9.0, 9.0]))},
     [("a.csv", "spec.toml"), ("b.csv", "spec.toml")], 2, "already holds row_id 3 (1 of the new rows' ids)", None,
     {"spec.toml": spec(timestamp=None, row_id="rid")})
+CASES["row-ids-repeated-across-files"] = Case(
+    {"in/a.csv": encode("csv", rows(rid=[1, 2, 3])), "in/b.csv": encode("csv", rows(rid=[3, 4, 5], size=[9.0] * 3))},
+    [("in", "spec.toml")], 2, "column 'rid': row id 3 is on two rows of the import (in two blocks or files)", None,
+    {"spec.toml": spec(timestamp=None, row_id="rid")})
 CASES["later-new-row-ids"] = Case(
     {"a.csv": encode("csv", rows(rid=[1, 2, 3])), "b.csv": encode("csv", rows(rid=[4, 5, 6], size=[9.0, 9.0, 9.0]))},
     [("a.csv", "spec.toml"), ("b.csv", "spec.toml")], 0, "imported 3 rows", rows_are(6),
@@ -476,7 +480,8 @@ REFUSED = {  # (file name, bytes, spec, fragment)
     "row-id-1e20-parquet": ("raw.parquet", encode("parquet", rows(rid=[1e20, 1.0, 2.0])), spec(row_id="rid"),
                             "raw.parquet, row 0: column 'rid': not an integer"),
     "row-id-duplicate-after-2^53": ("raw.csv", encode("csv", rows(rid=[2**60 + 1, 2**60 + 1, 5])), spec(row_id="rid"),
-                                    "duplicate row id"),
+                                    "raw.csv, line 3: column 'rid': row id 1152921504606846977 repeats an earlier "
+                                    "row's"),
 }
 for name, (file, data, text, fragment) in REFUSED.items():
     CASES[f"format-{name}"] = one(data, file, text, 2, fragment)

@@ -96,6 +96,12 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         rows.flag(mask, cols.propensity, f"propensity {rule}")
     if cols.row_id is not None:
         row_id = column_integers(table, cols.row_id, rows)
+        order = np.argsort(row_id, kind="stable")
+        again = np.zeros(n, dtype=bool)
+        again[order[1:][row_id[order][1:] == row_id[order][:-1]]] = True  # each repeat after its first row
+        if (again & ~rows.bad).any():
+            rows.flag(again, cols.row_id, f"row id {int(row_id[np.flatnonzero(again & ~rows.bad)[0]])} repeats an "
+                                          "earlier row's")
     else:
         row_id = np.arange(position0, position0 + n, dtype=np.int64)
         if file_id is not None:

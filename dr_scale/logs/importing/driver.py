@@ -80,7 +80,7 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
         output.check_new_content(stats.contents)
         output.check_new_days(stats.days)
         if cols.row_id is not None:
-            output.check_new_row_ids(staging)
+            output.check_new_row_ids(staging, cols.row_id)
         output.write_spec(staging, saved_spec(spec, cols, vocabulary), file_ids, stats.contents)
         n_catalogue = (write_catalogue(catalogue, spec, vocabulary, spec_source, output.fs, staging) if catalogue
                        else None)

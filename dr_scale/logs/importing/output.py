@@ -94,13 +94,16 @@ class OutputLog:
                                 "one of them")
             seen[digest] = path
 
-    def check_new_row_ids(self, staging: str) -> None:
-        """Adding to a log imported before with a ``row_id`` column: none of the staged rows' ids is in the log
-        already (the parts whose row-id range, from their footers, overlaps the new ids' are read)."""
-        if self.saved is None:
-            return
+    def check_new_row_ids(self, staging: str, column: str) -> None:
+        """With a ``row_id`` column: the staged rows' ids are distinct (across the import's blocks and files), and,
+        adding to a log imported before, none is in the log already (the parts whose row-id range, from their
+        footers, overlaps the new ids' are read)."""
         new = _row_ids(self.fs, self.fs.find(staging))
-        if not new.size:
+        repeated = new[1:][new[1:] == new[:-1]]
+        if repeated.size:
+            raise UserError(f"column {column!r}: row id {int(repeated[0])} is on two rows of the import (in two "
+                            "blocks or files); row ids name rows once")
+        if self.saved is None or not new.size:
             return
         lo, hi = int(new.min()), int(new.max())
         old = [p for p in self.fs.find(self.path) if p.endswith(".parquet")
