@@ -55,13 +55,15 @@ import json
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from dr_scale.core.errors import UserError
 from dr_scale.io.config import ConfigError, Model, read_config_file, validate
 from dr_scale.logs.catalogue import CATALOGUE_FILE  # noqa: F401 - the optional item catalogue beside a log
+from dr_scale.logs.listing import SPEC_FILE
 
-#: The file stored beside an imported log: the vocabulary and the hashing spec.
+#: The version of the file stored beside an imported log (:data:`~dr_scale.logs.listing.SPEC_FILE`): the vocabulary
+#: and the hashing spec.
 SPEC_VERSION = 1
 HASH_LIBRARY = "sklearn.utils.murmurhash3_32"
 
@@ -101,6 +103,9 @@ class ImportSpec(Model):
     slot: ColumnName | None = None
     first_slot: Annotated[int, Field(ge=0)] = 1
     impression: ColumnName | list[ColumnName] | None = None
+    #: The unit of numeric timestamps since 1970-01-01 UTC: told by magnitude ("auto", :data:`TIME_UNITS`'s
+    #: disjoint bands within :data:`TIME_RANGE`), or given.
+    timestamp_unit: Literal["auto", "s", "ms", "us", "ns"] = "auto"
     timezone: str = "UTC"
     hash_bits: HashBits = 18
     format: Literal["csv", "json", "parquet"] | None = None
@@ -123,6 +128,15 @@ class ImportSpec(Model):
             raise ValueError(f"unknown time zone {value!r} (an IANA name such as 'UTC' or 'Asia/Tokyo')") from None
         return value
 
+    @field_validator("timezone", "timestamp_unit")
+    @classmethod
+    def _with_a_timestamp(cls, value: str, info: ValidationInfo) -> str:
+        """``timezone`` and ``timestamp_unit`` say how the timestamp column is read: given without one, refused."""
+        if info.data.get("timestamp") is None:
+            raise ValueError("says how the timestamp column is read, but the spec names none: name it (timestamp = "
+                             "\"COLUMN\"), or drop the key")
+        return value
+
 
 def read_spec(spec, storage_options: dict | None = None) -> tuple[ImportSpec, str]:
     """The :class:`ImportSpec` of a TOML/YAML file, a mapping or a spec, and the name errors use for it."""
@@ -139,7 +153,10 @@ def read_spec(spec, storage_options: dict | None = None) -> tuple[ImportSpec, st
 class Columns:
     """A spec's columns resolved against a raw table's column names (globs expanded, each checked)."""
 
-    def __init__(self, spec: ImportSpec, names: list[str], spec_source: str, data_source: str):
+    def __init__(self, spec: ImportSpec, names: list[str], spec_source: str, data_source: str, *,
+                 roles: bool = True):
+        """``roles``: check that each column has one role (:meth:`_check_disjoint`); an item catalogue's columns
+        (whose key is no action column) are checked as features only."""
         self.spec = spec
         missing = []
 
@@ -182,11 +199,38 @@ class Columns:
             shown = ", ".join(names[:12]) + (", …" if len(names) > 12 else "")
             raise ConfigError(f"{key}: no column matching {name!r} in {data_source} (its columns: {shown})",
                               spec_source)
-        for kind, cols in (("categorical", self.categorical), ("numeric", self.numeric), ("tokens", self.tokens)):
-            for other, cols2 in (("numeric", self.numeric), ("tokens", self.tokens)):
-                both = sorted(set(cols) & set(cols2)) if other != kind and kind < other else []
-                if both:
-                    raise ConfigError(f"features: column {both[0]!r} is both {kind} and {other}", spec_source)
+        if roles:
+            self._check_disjoint(spec_source)
+        else:
+            for kind, cols in (("categorical", self.categorical), ("numeric", self.numeric), ("tokens", self.tokens)):
+                for other, cols2 in (("numeric", self.numeric), ("tokens", self.tokens)):
+                    both = sorted(set(cols) & set(cols2)) if other != kind and kind < other else []
+                    if both:
+                        raise ConfigError(f"features: column {both[0]!r} is both {kind} and {other}", spec_source)
+
+    def _check_disjoint(self, spec_source: str) -> None:
+        """Each raw column in one role: the action, reward, propensity, row id, timestamp and each feature column
+        distinct (a reward among the features would leak into x); an error naming the column, both roles and,
+        for a pattern, the pattern that matched it."""
+        spec = self.spec
+        roles: dict[str, str] = {}
+        assigned: list[tuple[str, str | None]] = [
+            ("action", self.action), ("reward", self.reward), ("propensity", self.propensity),
+            ("row_id", self.row_id), ("timestamp", self.timestamp)]
+        for kind in ("categorical", "numeric", "tokens"):
+            patterns = getattr(spec.features, kind)
+            for column in getattr(self, kind):
+                pattern = next(p for p in patterns if fnmatch.fnmatchcase(column, p))
+                shown = f"features.{kind}" + (f" (by the pattern {pattern!r})" if pattern != column else "")
+                assigned.append((shown, column))
+        for role, column in assigned:
+            if column is None:
+                continue
+            if column in roles:
+                raise ConfigError(f"column {column!r} is both the {roles[column]} and the {role}; a column has one "
+                                  "role (a reward or propensity among the features leaks into x): name another "
+                                  "column, or narrow the pattern", spec_source)
+            roles[column] = role
 
     @property
     def used(self) -> list[str]:
@@ -336,11 +380,25 @@ def saved_spec(spec: ImportSpec, columns: Columns, vocabulary: Vocabulary) -> di
                     "bits": spec.hash_bits},
         "action": {"column": spec.action, "values": vocabulary.values, "reserved": vocabulary.reserved},
         "columns": {"reward": spec.reward, "propensity": spec.propensity, "row_id": spec.row_id,
-                    "timestamp": spec.timestamp, "timezone": spec.timezone},
+                    "timestamp": spec.timestamp, "timezone": spec.timezone, "timestamp_unit": spec.timestamp_unit},
         "features": columns.to_dict(),
+        "actions": None if spec.actions is None else {
+            "key": spec.actions.key, "categorical": spec.actions.categorical, "numeric": spec.actions.numeric,
+            "tokens": spec.actions.tokens},
         "n_features": 1 << spec.hash_bits,
         "n_actions": len(vocabulary),
     }
+
+
+#: The schema-metadata key of a log table built from a DataFrame (``from_pandas``) that holds its saved spec
+#: (:func:`saved_spec`, as JSON): ``write_log`` stores it as the log's spec file, so the log keeps its vocabulary.
+META_SPEC = b"dr_scale.spec"
+
+
+def table_spec(table) -> dict | None:
+    """The saved spec a table built from a DataFrame carries in its schema metadata (:data:`META_SPEC`), or None."""
+    raw = (table.schema.metadata or {}).get(META_SPEC)
+    return json.loads(raw) if raw else None
 
 
 def load_saved(fs, path: str) -> dict:
@@ -355,8 +413,11 @@ def load_saved(fs, path: str) -> dict:
     return doc
 
 
-def check_same_hashing(doc: dict, spec: ImportSpec, columns: Columns, source: str, spec_source: str) -> Vocabulary:
-    """The saved vocabulary, if ``spec`` hashes as the saved spec did; else an error naming what differs."""
+def check_same_meaning(doc: dict, spec: ImportSpec, columns: Columns, source: str, spec_source: str) -> Vocabulary:
+    """The saved vocabulary, if ``spec`` gives the rows the meaning the saved spec gave the log's: the same hashing
+    (bits, action column, feature columns), the same unseen-action rule, propensities logged or not as before, a
+    timestamp or not as before (in the same zone and unit), a row id column or not as before; else an error naming
+    each key that differs, with the log's value."""
     differences = []
     if doc["hashing"]["bits"] != spec.hash_bits:
         differences.append(f"hash_bits {spec.hash_bits} (the log has {doc['hashing']['bits']})")
@@ -367,7 +428,24 @@ def check_same_hashing(doc: dict, spec: ImportSpec, columns: Columns, source: st
             differences.append(f"features.{kind} {cols} (the log has {doc['features'].get(kind)})")
     if bool(doc["action"]["reserved"]) != (spec.unseen_actions == "reserved"):
         differences.append(f"unseen_actions {spec.unseen_actions!r}")
+    saved = doc.get("columns", {})
+    for key, meaning in (("propensity", "logged propensities"), ("timestamp", "a timestamp (dated folders)"),
+                         ("row_id", "a row id column")):
+        had, has = saved.get(key) is not None, getattr(spec, key) is not None
+        if had != has:
+            differences.append(f"no {key} (the log has {meaning} from {saved.get(key)!r})" if had
+                               else f"{key} {getattr(spec, key)!r} (the log has no {key})")
+    if "actions" in doc and doc["actions"] is not None and spec.actions is not None:
+        for key in ("key", "categorical", "numeric", "tokens"):
+            if doc["actions"].get(key) != getattr(spec.actions, key):
+                differences.append(f"actions.{key} {getattr(spec.actions, key)!r} (the log's catalogue has "
+                                   f"{doc['actions'].get(key)!r})")
+    if spec.timestamp is not None and saved.get("timestamp") is not None:
+        for key, default in (("timezone", "UTC"), ("timestamp_unit", "auto")):
+            if saved.get(key, default) != getattr(spec, key):
+                differences.append(f"{key} {getattr(spec, key)!r} (the log has {saved.get(key, default)!r})")
     if differences:
         raise ConfigError(f"differs from the spec the log at {source} was imported with: {'; '.join(differences)}; "
-                          "import into a new folder, or use the same spec", spec_source)
+                          f"give these keys the log's values (its {SPEC_FILE} lists them), or import into a new "
+                          "folder", spec_source)
     return Vocabulary(doc["action"]["values"], bool(doc["action"]["reserved"]))

@@ -13,10 +13,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.atomic import atomic_open, atomic_write, url_to_fs
+from dr_scale.io.strict_json import dumps
 from dr_scale.logs.catalogue import CATALOGUE_FILE, Catalogue
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError, combined, first_null
+from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.reading import partition_from_table
+from dr_scale.logs.spec import META_SPEC, table_spec
 from dr_scale.logs.targets import check_target_columns
 
 if TYPE_CHECKING:
@@ -69,6 +72,10 @@ def write_log(
     policy columns ``target_action`` (integers in [0, k)) and ``target_probs`` (k
     probabilities per row summing to 1) when present. Each part is written atomically;
     docs/data-contract.md says what a crash part-way leaves.
+
+    A table from a DataFrame (``from_pandas(...).table``) carries its spec and action vocabulary: written to a
+    folder, they become the log's spec file (``_dr_scale_spec.json``), so that policies name actions by value
+    on it; k is the vocabulary's.
 
     Parameters
     ----------
@@ -136,6 +143,15 @@ def write_log(
             raise LogDataError(url, "date", "null values", int(table.column("row_id")[first_null(dates)].as_py()))
         dates = pc.cast(dates, pa.string())
         table = table.drop_columns(["date"])
+    document = table_spec(table)
+    if document is not None:  # a table from a DataFrame (from_pandas): its spec and vocabulary
+        table = table.replace_schema_metadata({k: v for k, v in (table.schema.metadata or {}).items()
+                                               if k != META_SPEC})
+        if n_actions is not None and n_actions != document["n_actions"]:
+            raise UserError(f"{url}: n_actions = {n_actions}, but the table's vocabulary (from_pandas) has "
+                            f"{document['n_actions']} actions; leave n_actions out, or give "
+                            f"{document['n_actions']}")
+        n_actions = document["n_actions"]
     part = partition_from_table(table, url, n_features, n_actions, with_features=True)
     check_target_columns(part, n_actions)
     table = with_log_metadata(table, n_features, n_actions)
@@ -147,6 +163,9 @@ def write_log(
         if path.endswith(".parquet"):
             raise UserError(f"{url}: a catalogue is stored beside the parts; give a folder, not a .parquet file")
         write_parquet(catalogue.table(), posixpath.join(path, CATALOGUE_FILE), fs=fs)
+    if document is not None and not path.endswith(".parquet"):
+        spec_path = posixpath.join(path, SPEC_FILE)
+        atomic_write(fs, spec_path, dumps(document, indent=2))
     if partition_by is not None:
         if path.endswith(".parquet"):
             raise UserError(f"{url}: partition_by='date' writes a folder per date; give a folder, not a .parquet file")
@@ -171,6 +190,26 @@ def _write_parts(table: pa.Table, fs: AbstractFileSystem, path: str, n_parts: in
     return written
 
 
+def frame_to_arrow(df: pd.DataFrame, source: str) -> pa.Table:
+    """A pandas DataFrame as an Arrow table (its index dropped); a column whose values are of mixed types (7 and
+    ``'a'``) is an error naming it, two of its types and the fix."""
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        for name in df.columns:
+            try:
+                pa.array(df[name], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                values = df[name].dropna()
+                kinds: dict[str, object] = {}
+                for v in values:
+                    kinds.setdefault(type(v).__name__, v)
+                shown = " and ".join(f"{v!r} ({t})" for t, v in list(kinds.items())[:2])
+                raise LogDataError(source, str(name), f"mixed types in one column: {shown}; give the column one "
+                                                      f"type, e.g. df[{str(name)!r}].astype(str)") from None
+        raise LogDataError(source, None, f"not convertible to Arrow ({' '.join(str(exc).split())})") from None
+
+
 #: The contract's list columns and their value types, for :func:`table_from_pandas`.
 LIST_COLUMNS = {"features": pa.int32(), "values": pa.float32(), "target_probs": pa.float64()}
 
@@ -185,7 +224,7 @@ def table_from_pandas(frame: pd.DataFrame, source: str = "<DataFrame>") -> pa.Ta
     with ``...`` — is an error saying how to keep the lists (Arrow list dtypes, which Dask
     leaves alone, or ``dr_scale.from_dask``).
     """
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = frame_to_arrow(frame, source)
     for name, value_type in LIST_COLUMNS.items():
         if name not in table.column_names:
             continue
@@ -202,6 +241,8 @@ def _lists_from_text(text: pa.Array, value_type: pa.DataType, source: str, colum
 
     import pyarrow.json as pj
 
+    if not len(text):
+        return pa.array([], pa.list_(value_type))
     if text.null_count:
         raise LogDataError(source, column, "null values")
     body = "\n".join(f'{{"v":{t}}}' for t in text.to_pylist()).encode()

@@ -31,6 +31,15 @@ def action_id(item: str, actions: list | None, spec: str) -> int:
                     "name an action by its value, or by id as #N")
 
 
+def check_ids(ids: tuple[int, ...], k: int, spec: str) -> np.ndarray:
+    """The ids a policy names, each one of the log's k actions; else an error naming the policy and the id."""
+    bad = [a for a in ids if not 0 <= a < k]
+    if bad:
+        raise UserError(f"policy {spec}: action #{bad[0]} is not one of the log's {k} actions (ids #0 … #{k - 1}); "
+                        "name an action of the log")
+    return np.array(ids, dtype=np.int64)
+
+
 @dataclass
 class ConstantPolicy(Policy):
     """The policy that always takes one action: π(a|x) = 1{a = action} (spec ``constant:A``).
@@ -85,7 +94,8 @@ class ConstantPolicy(Policy):
         if self.action is None:
             assert self.item is not None  # a constant policy names its action by id or by value
             action_id(self.item, None, str(self))  # the error: no vocabulary to name it by
-        return ChosenActions(self._check_actions(np.full(len(part), self.action), k, part, "<constant policy>"), k)
+        assert self.action is not None  # resolved above, or the error was raised
+        return ChosenActions(np.full(len(part), check_ids((self.action,), k, str(self))[0]), k)
 
     def __str__(self) -> str:
         if self.item is None or self.item == str(self.action):
@@ -154,7 +164,7 @@ class TopKPolicy(Policy):
         if self.ids is None:
             self.resolve(None)  # the error: values without a vocabulary
         assert self.ids is not None
-        ids = self._check_actions(np.array(self.ids), k, part, f"<{self}>") if len(part) else np.array(self.ids)
+        ids = check_ids(self.ids, k, str(self))
         if len(self.ids) == 1:
             return ChosenActions(np.full(len(part), ids[0]), k)
         n, m = len(part), len(ids)

@@ -27,7 +27,7 @@ import pytest
 
 from dr_scale.cli import main
 from dr_scale.logs.importing import from_dask, from_pandas, import_log
-from dr_scale.logs.listing import SPEC_FILE
+from dr_scale.logs.listing import SPEC_FILE, action_vocabulary
 from dr_scale.logs.reading import read_log
 from dr_scale.logs.spec import hash_keys
 from dr_scale.logs.writing import write_log
@@ -324,9 +324,12 @@ def test_later_day_same_ids_and_unseen_action(tmp_path, capsys):
     # the same file again, or another file of a day the log holds: refused, nothing changed
     status, _, err = run(capsys, "import", str(raw2), "--spec", str(spec), "--out", str(logs), "--no-progress")
     assert status == 2 and "d2/raw.csv: already imported into" in err
-    raw4, _ = write_raw(tmp_path / "d4", day2)
+    raw4, _ = write_raw(tmp_path / "d4", day2.replace(",b,1,", ",a,1,"))
     status, _, err = run(capsys, "import", str(raw4), "--spec", str(spec), "--out", str(logs), "--no-progress")
     assert status == 2 and "already holds date=2026-11-02" in err
+    raw5, _ = write_raw(tmp_path / "d5", day2)  # a copy of d2's file at another path: the same rows
+    status, _, err = run(capsys, "import", str(raw5), "--spec", str(spec), "--out", str(logs), "--no-progress")
+    assert status == 2 and f"d5/raw.csv: the same rows as {raw2}, imported into" in err
     assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
 
@@ -381,8 +384,11 @@ def test_from_pandas_and_from_dask_agree_with_import(tmp_path):
     assert [list(f) for f in computed["features"]] == [list(f) for f in part.table.column("features").to_pylist()]
     # write_log partition_by="date" writes the days an import writes
     write_log(part.table, str(tmp_path / "frame_logs"), partition_by="date", n_features=4096, n_actions=3)
-    days = sorted(p.name for p in (tmp_path / "frame_logs").iterdir())
+    days = sorted(p.name for p in (tmp_path / "frame_logs").iterdir() if p.name.startswith("date="))
     assert days == sorted(p.name for p in (tmp_path / "logs").iterdir() if p.name.startswith("date="))
+    # ... and keeps the vocabulary, as the import does
+    assert action_vocabulary(str(tmp_path / "frame_logs")) == action_vocabulary(str(tmp_path / "logs")) == \
+        ["x", "y", "z"]
     assert sum(len(p) for p in read_log(str(tmp_path / "frame_logs"))) == 600
 
 

@@ -30,15 +30,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dr_scale.logs.contract import IMPRESSION, META_ACTIONS, META_FEATURES, SLOT, propensity_fault
+from dr_scale.logs.contract import IMPRESSION, META_ACTIONS, META_FEATURES, SLOT, LogDataError, propensity_fault
 from dr_scale.logs.importing.features import distinct, hashed_features, list_column
 from dr_scale.logs.importing.fields import (
     Rows,
     as_text,
+    column_integers,
     column_numbers,
     combined,
     converted,
     dates,
+    implausible_reason,
+    implausible_times,
     is_numeric,
     timestamps,
 )
@@ -57,6 +60,7 @@ class Converted:
     bad: Counter = field(default_factory=Counter)
     fingerprints: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     values: bool = False
+    content: int = 0  # Σ of the rows' content hashes mod 2^64 (:func:`content_hash`)
 
 
 def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: Vocabulary, *, source: str,
@@ -70,6 +74,7 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     """
     n = table.num_rows
     rows = Rows(source, n, line0, kind, spec.skip_bad_rows)
+    check_scalars(table, cols.used, cols.tokens, source)
     # action, through the vocabulary
     action_text = as_text(combined(table.column(cols.action)))
     rows.flag(pc.is_null(action_text).to_numpy(zero_copy_only=False), cols.action, "missing action")
@@ -96,9 +101,13 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
         mask, rule = fault
         rows.flag(mask, cols.propensity, f"propensity {rule}")
     if cols.row_id is not None:
-        ids = column_numbers(table, cols.row_id, rows, required=True)
-        rows.flag(np.isfinite(ids) & (ids != np.floor(ids)), cols.row_id, "not an integer")
-        row_id = np.nan_to_num(ids).astype(np.int64)
+        row_id = column_integers(table, cols.row_id, rows)
+        order = np.argsort(row_id, kind="stable")
+        again = np.zeros(n, dtype=bool)
+        again[order[1:][row_id[order][1:] == row_id[order][:-1]]] = True  # each repeat after its first row
+        if (again & ~rows.bad).any():
+            rows.flag(again, cols.row_id, f"row id {int(row_id[np.flatnonzero(again & ~rows.bad)[0]])} repeats an "
+                                          "earlier row's")
     else:
         row_id = np.arange(position0, position0 + n, dtype=np.int64)
         if file_id is not None:
@@ -115,9 +124,13 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     if cols.timestamp is not None:
         stamps = combined(table.column(cols.timestamp))
         rows.flag(pc.is_null(stamps).to_numpy(zero_copy_only=False), cols.timestamp, "missing timestamp")
-        ts = converted(stamps, lambda a: timestamps(a, spec.timezone), rows, cols.timestamp,
-                        "not a timestamp (ISO 8601, e.g. 2019-11-24 00:00:34+00:00)",
-                        "1970-01-01T00:00:00+00:00" if not is_numeric(stamps.type) else 0)
+        ts = converted(stamps, lambda a: timestamps(a, spec.timezone, spec.timestamp_unit), rows, cols.timestamp,
+                        "not a timestamp (ISO 8601, e.g. 2019-11-24 00:00:34+00:00, or a number since 1970)",
+                        "2000-01-01T00:00:00+00:00" if not is_numeric(stamps.type) else 946_684_800)
+        implausible = implausible_times(stamps, ts) & ~rows.bad
+        if implausible.any():
+            value = stamps[int(np.flatnonzero(implausible)[0])].as_py()
+            rows.flag(implausible, cols.timestamp, implausible_reason(value, spec.timestamp_unit))
         date = dates(ts, spec.timezone)
     fps: list = []
     r, i, v = hashed_features(table, cols, spec, rows, fps)
@@ -151,7 +164,8 @@ def convert_table(table: pa.Table, cols: Columns, spec: ImportSpec, vocabulary: 
     if date is not None:
         columns["date"] = date
     fingerprints = distinct(np.concatenate(fps)) if fps else np.zeros(0, np.uint64)
-    return Converted(pa.table(columns), rows.reasons, fingerprints, has_values)
+    table = pa.table(columns)
+    return Converted(table, rows.reasons, fingerprints, has_values, content_hash(table, offsets, i, v))
 
 
 
@@ -165,6 +179,51 @@ def impression_ids(table: pa.Table, columns: list[str], rows: Rows) -> np.ndarra
     _, fingerprint = hash_strings(pc.fill_null(joined, ""), 1)
     ids: np.ndarray = (fingerprint & np.uint64(0x7FFFFFFFFFFFFFFF)).astype(np.int64)
     return ids
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of 64-bit words (Steele, Lea & Flood 2014): each output bit depends on every input
+    bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: np.ndarray = x ^ (x >> np.uint64(31))
+    return out
+
+
+def content_hash(table: pa.Table, offsets: np.ndarray, index: np.ndarray, value: np.ndarray) -> int:
+    """Σ over the rows of a hash of each row's content — action, reward, propensity, day and its (index, value)
+    features, not its row id — mod 2^64: a multiset hash, so a file's is the sum of its blocks' and a copy of its
+    rows (at another path, compressed, in another format or order) has the same."""
+    n = table.num_rows
+    if not n:
+        return 0
+    h = _mix(table.column("action").to_numpy().astype(np.uint64) + np.uint64(1))
+    h = _mix(h ^ table.column("reward").to_numpy().astype(np.float64).view(np.uint64))
+    if "propensity" in table.column_names:
+        h = _mix(h ^ table.column("propensity").to_numpy().astype(np.float64).view(np.uint64))
+    if "date" in table.column_names:
+        days = pc.dictionary_encode(combined(table.column("date")))
+        day_hash = murmurhash3_32(days.dictionary, 7).astype(np.int64).astype(np.uint64)
+        h = _mix(h ^ day_hash[days.indices.to_numpy()])
+    entry = _mix((index.astype(np.uint64) << np.uint64(32)) | value.astype(np.float32).view(np.uint32).astype(
+        np.uint64))
+    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(entry, dtype=np.uint64)])  # wraps mod 2^64
+    h = _mix(h ^ _mix(sums[offsets[1:]] - sums[offsets[:-1]]))
+    return int(h.sum(dtype=np.uint64))
+
+
+def check_scalars(table: pa.Table, columns: list[str], tokens: list[str], source: str) -> None:
+    """Each of ``columns`` holds one value a row (a list only in a column of ``tokens``); else an error naming the
+    column and the fix."""
+    for column in columns:
+        typ = table.schema.field(column).type
+        listed = pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
+        nested = pa.types.is_struct(typ) or pa.types.is_map(typ) or pa.types.is_union(typ)
+        if nested or (listed and column not in tokens):
+            what, fix = (("a list", "a list of tokens goes under features.tokens") if listed else
+                         ("an object (nested JSON)", "flatten it into columns, e.g. with pandas.json_normalize"))
+            raise LogDataError(source, column, f"{what} in each row ({typ}), where the spec needs one value a row; "
+                                               f"{fix}")
 
 
 def file_id_of(name: str) -> int:

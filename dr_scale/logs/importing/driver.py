@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 from dr_scale.io.config import PositiveInt, check
 from dr_scale.logs.contract import LogDataError
-from dr_scale.logs.importing.catalogue import read_items, write_catalogue
+from dr_scale.logs.importing.catalogue import check_coverage, check_later_catalogue, read_items, write_catalogue
 from dr_scale.logs.importing.output import OutputLog
 from dr_scale.logs.importing.passes import convert_blocks, survey
 from dr_scale.logs.importing.raw import DEFAULT_BLOCKSIZE, RawTable
 from dr_scale.logs.importing.summary import ImportSummary
-from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, check_same_hashing, read_spec, saved_spec
+from dr_scale.logs.spec import Columns, ImportSpec, Vocabulary, check_same_meaning, read_spec, saved_spec
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -62,9 +62,11 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
     cols = Columns(spec, table.names, spec_source, table.files[0])
     output = OutputLog.open(out, storage_options)
     table.check_headers(spec, cols.used)
-    lent = check_same_hashing(output.saved, spec, cols, out, spec_source) if output.saved else None
+    lent = check_same_meaning(output.saved, spec, cols, out, spec_source) if output.saved else None
     catalogue = read_items(spec, spec_source, storage_options) if spec.actions else None
     starts, values = survey(table, spec, cols.action, lent is None, client=client, progress=progress)
+    if catalogue and lent is not None:
+        check_later_catalogue(catalogue, lent, output.fs, output.path, out)
     vocabulary = lent if lent is not None else Vocabulary.of(values | set(catalogue[0] if catalogue else ()),
                                                              reserved=spec.unseen_actions == "reserved")
     file_ids = output.row_id_files(table.files) if cols.row_id is None else {}
@@ -73,9 +75,14 @@ def import_log(raw: str, spec: str | dict | ImportSpec, out: str, *, client: Cli
                                progress=progress)
         if stats.rows == 0:
             raise LogDataError(raw, None, "no rows to import" + (" (every row was bad)" if stats.bad else ""))
+        coverage = (check_coverage(catalogue, vocabulary, stats.actions, spec.actions.key)
+                    if catalogue and spec.actions else None)
+        output.check_new_content(stats.contents)
         output.check_new_days(stats.days)
-        output.write_spec(staging, saved_spec(spec, cols, vocabulary), file_ids)
+        if cols.row_id is not None:
+            output.check_new_row_ids(staging, cols.row_id)
+        output.write_spec(staging, saved_spec(spec, cols, vocabulary), file_ids, stats.contents)
         n_catalogue = (write_catalogue(catalogue, spec, vocabulary, spec_source, output.fs, staging) if catalogue
                        else None)
         output.publish(staging)
-    return ImportSummary.of(out, stats, spec, len(vocabulary), n_catalogue)
+    return ImportSummary.of(out, stats, spec, len(vocabulary), n_catalogue, coverage)

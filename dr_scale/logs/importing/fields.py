@@ -95,6 +95,28 @@ def column_numbers(table: pa.Table, column: str, rows: Rows, required: bool) -> 
     return values
 
 
+def _integers(array: pa.Array) -> pa.Array:
+    """64-bit integers of integer, whole float or text values (``"12"``, ``"12.0"``); others refused."""
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(array), r"^([+-]?\d+)\.0*$", r"\1")
+        return pc.cast(text, pa.int64())  # digits only: a value beyond 64 bits is refused, never rounded
+    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
+        return pc.cast(array, pa.int64())  # safe: a fraction or a value beyond 64 bits is refused
+    raise pa.ArrowInvalid(f"wrong type {array.type}")
+
+
+def column_integers(table: pa.Table, column: str, rows: Rows) -> np.ndarray:
+    """int64 values of a column of ids (text parsed exactly, not through float64); refused or missing values are
+    bad rows."""
+    array = combined(table.column(column))
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or is_numeric(array.type)):
+        raise LogDataError(rows.source, column, f"wrong type {array.type}: expected integers")
+    ids = converted(array, _integers, rows, column, "not an integer from -2^63 to 2^63 - 1", "0")
+    rows.flag(pc.is_null(ids).to_numpy(zero_copy_only=False), column, "missing value")
+    values: np.ndarray = pc.fill_null(ids, 0).to_numpy(zero_copy_only=False)
+    return values
+
+
 def is_numeric(t: pa.DataType) -> bool:
     """Whether an Arrow type holds numbers (integers, floats or booleans)."""
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
@@ -116,21 +138,79 @@ def as_text(array: pa.Array) -> pa.Array:
     return pc.cast(array, pa.string())
 
 
-def timestamps(array: pa.Array, zone: str) -> pa.Array:
-    """UTC timestamps: ISO-8601 text (a naive time is in ``zone``), Arrow timestamps, or seconds since the epoch."""
+#: Plausible times, in seconds since 1970-01-01 UTC: from 1990-01-01 (inclusive) to 2100-01-01 (exclusive). A time
+#: outside is a bad row: most often a number in another unit, or a column that holds no times.
+TIME_RANGE = (631_152_000, 4_102_444_800)
+#: The units of numeric timestamps (``timestamp_unit``) and their counts per second. Their bands of plausible values,
+#: ``TIME_RANGE`` times the count (6.3e8 … 4.1e9 seconds, 6.3e11 … 4.1e12 milliseconds, 6.3e14 … 4.1e15
+#: microseconds, 6.3e17 … 4.1e18 nanoseconds), are disjoint: ``"auto"`` reads a number in the unit whose band
+#: holds it.
+TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+def _epoch_times(x: np.ndarray, unit: str) -> pa.Array:
+    """UTC timestamps of numbers since the epoch in ``unit`` (``"auto"``: each number's band, :data:`TIME_UNITS`);
+    a number outside :data:`TIME_RANGE` in its unit (in every unit, for ``"auto"``) is null."""
+    lo, hi = TIME_RANGE
+    seconds = np.full(x.shape, np.nan)
+    for name, scale in TIME_UNITS.items():
+        if unit in ("auto", name):
+            inside = (x >= lo * scale) & (x < hi * scale)
+            seconds = np.where(inside, x / scale, seconds)
+    missing = np.isnan(seconds)
+    micros = np.round(np.where(missing, 0.0, seconds) * 1e6).astype(np.int64)
+    return pa.array(micros, type=pa.timestamp("us", "UTC"), mask=missing)
+
+
+def timestamps(array: pa.Array, zone: str, unit: str = "auto") -> pa.Array:
+    """UTC timestamps (microseconds): ISO-8601 text (a naive time is in ``zone``; a date alone is its midnight;
+    digits beyond the microsecond are dropped), Arrow timestamps and dates, or numbers since the epoch in ``unit``
+    (:func:`_epoch_times`; numbers as text too). A number outside :data:`TIME_RANGE` is null (the caller names it);
+    text that is no time is an error (``ArrowInvalid``)."""
     t = array.type
     if pa.types.is_timestamp(t):
-        return array if t.tz else pc.assume_timezone(array, zone, ambiguous="earliest", nonexistent="earliest")
+        zoned = array if t.tz else pc.assume_timezone(array, zone, ambiguous="earliest", nonexistent="earliest")
+        return pc.cast(zoned, pa.timestamp("us", "UTC"), safe=False)
     if is_numeric(t):
-        return pc.cast(pc.cast(pc.multiply(pc.cast(array, pa.float64()), 1e6), pa.int64()), pa.timestamp("us", "UTC"))
+        seconds = pc.cast(array, pa.float64(), safe=False)  # nanoseconds lose digits below the microsecond only
+        return _epoch_times(pc.fill_null(seconds, np.nan).to_numpy(zero_copy_only=False), unit)
     if pa.types.is_date(t):
-        return pc.assume_timezone(pc.cast(array, pa.timestamp("us")), zone)
+        return pc.cast(pc.assume_timezone(pc.cast(array, pa.timestamp("us")), zone), pa.timestamp("us", "UTC"))
     text = pc.utf8_trim_whitespace(pc.cast(array, pa.string()))
+    number = pc.fill_null(pc.match_substring_regex(text, _NUMBER), False)
+    if pc.any(number).as_py():
+        numbers = timestamps(pc.cast(pc.if_else(number, text, pa.scalar(None, pa.string())), pa.float64()), zone,
+                             unit)
+        rest = timestamps(pc.if_else(number, pa.scalar(None, pa.string()), text), zone, unit)
+        return pc.if_else(number, numbers, rest)
+    text = pc.replace_substring_regex(text, r"^(\d{4}-\d\d-\d\d)$", r"\1 00:00:00")  # a date alone: its midnight
+    text = pc.replace_substring_regex(text, r"(\.\d{6})\d+", r"\1")  # to the microsecond
     zoned = pc.fill_null(pc.match_substring_regex(text, r"(Z|[+-]\d\d(:?\d\d)?)$"), False)
     aware = pc.cast(pc.if_else(zoned, text, pa.scalar(None, pa.string())), pa.timestamp("us", "UTC"))
     naive = pc.cast(pc.if_else(zoned, pa.scalar(None, pa.string()), text), pa.timestamp("us"))
     local = pc.assume_timezone(naive, zone, ambiguous="earliest", nonexistent="earliest").cast(aware.type)
     return pc.if_else(zoned, aware, local)
+
+
+def implausible_times(stamps: pa.Array, times: pa.Array) -> np.ndarray:
+    """The rows whose given timestamp (``stamps``, not null) is no time within :data:`TIME_RANGE` (``times``, their
+    UTC timestamps, null or outside it)."""
+    lo, hi = (pa.scalar(v * 1_000_000, pa.timestamp("us", "UTC")) for v in TIME_RANGE)
+    outside = pc.fill_null(pc.or_(pc.less(times, lo), pc.greater_equal(times, hi)), True)
+    mask: np.ndarray = pc.and_(pc.is_valid(stamps), outside).to_numpy(zero_copy_only=False)
+    return mask
+
+
+def implausible_reason(value: object, unit: str) -> str:
+    """Why the timestamp ``value`` is refused (:func:`implausible_times`), and the fix."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and pc.match_substring_regex(
+            pa.array([value.strip()]), _NUMBER)[0].as_py()):
+        units = "seconds, milliseconds, microseconds or nanoseconds" if unit == "auto" else f"{unit}"
+        return (f"not a time from 1990 to 2099 as {units} since 1970 ({value!r}); numbers are read by their "
+                "magnitude, or in the spec's timestamp_unit (\"s\", \"ms\", \"us\" or \"ns\"); a column of "
+                "other numbers is no timestamp")
+    return f"a time outside 1990-01-01 … 2099-12-31 ({str(value)!r}); is this the timestamp column?"
 
 
 def dates(array: pa.Array, zone: str) -> pa.Array:

@@ -19,9 +19,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow.parquet as pq
+
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import atomic_write, interrupts_deferred, url_to_fs
 from dr_scale.io.strict_json import dumps
+from dr_scale.logs.catalogue import CATALOGUE_FILE
 from dr_scale.logs.importing.convert import file_id_of
 from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.spec import load_saved
@@ -72,6 +76,43 @@ class OutputLog:
             by_id[fid] = path
         return file_ids
 
+    def check_new_content(self, contents: dict[str, int]) -> None:
+        """No two raw files of the import, and none of them and a file imported into this log before, have the same
+        rows (:func:`~dr_scale.logs.importing.convert.content_hash`): a copy at another path, compressed or in
+        another format would add its rows again."""
+        earlier: dict = (self.saved or {}).get("contents", {})
+        seen: dict[str, str] = {}
+        for path, content in contents.items():
+            digest = f"{content:016x}"
+            if earlier.get(digest) == path:
+                raise UserError(f"{path}: already imported into {self.url}; its rows would repeat")
+            if digest in earlier:
+                raise UserError(f"{path}: the same rows as {earlier[digest]}, imported into {self.url} before; they "
+                                "would be there twice. Import only files whose rows are not in the log yet")
+            if digest in seen:
+                raise UserError(f"{seen[digest]} and {path} hold the same rows; they would be imported twice: give "
+                                "one of them")
+            seen[digest] = path
+
+    def check_new_row_ids(self, staging: str, column: str) -> None:
+        """With a ``row_id`` column: the staged rows' ids are distinct (across the import's blocks and files), and,
+        adding to a log imported before, none is in the log already (the parts whose row-id range, from their
+        footers, overlaps the new ids' are read)."""
+        new = _row_ids(self.fs, self.fs.find(staging))
+        repeated = new[1:][new[1:] == new[:-1]]
+        if repeated.size:
+            raise UserError(f"column {column!r}: row id {int(repeated[0])} is on two rows of the import (in two "
+                            "blocks or files); row ids name rows once")
+        if self.saved is None or not new.size:
+            return
+        lo, hi = int(new.min()), int(new.max())
+        old = [p for p in self.fs.find(self.path) if p.endswith(".parquet")
+               and posixpath.basename(p) != CATALOGUE_FILE and _may_hold(self.fs, p, lo, hi)]
+        both = np.intersect1d(new, _row_ids(self.fs, old)) if old else new[:0]
+        if both.size:
+            raise UserError(f"{self.url}: already holds row_id {int(both[0])} ({both.size:,} of the new rows' ids); "
+                            "these rows were imported before: import only new rows")
+
     def check_new_days(self, days: Iterable[str]) -> None:
         """Adding to a log imported before: none of ``days`` is in it already."""
         if self.saved is not None:
@@ -94,10 +135,13 @@ class OutputLog:
                     self.fs.rm(staging, recursive=True)
             raise
 
-    def write_spec(self, staging: str, document: dict, file_ids: dict) -> None:
-        """The spec file in ``staging``: ``document`` (the saved spec) and, for stable row ids (``file_ids`` not
-        empty), every file's id (``file_ids`` added to those imported before), so that a later import refuses a
-        file whose ids would clash."""
+    def write_spec(self, staging: str, document: dict, file_ids: dict, contents: dict[str, int]) -> None:
+        """The spec file in ``staging``: ``document`` (the saved spec), every raw file's content hash (``contents``
+        added to those imported before) and, for stable row ids (``file_ids`` not empty), every file's id
+        (``file_ids`` added to those imported before), so that a later import refuses a file whose rows are in the
+        log or whose ids would clash."""
+        earlier: dict = (self.saved or {}).get("contents", {})
+        document = {**document, "contents": {**earlier, **{f"{h:016x}": p for p, h in contents.items()}}}
         if file_ids:
             document = {**document, "row_id_files": {**self._saved_files, **file_ids}}
         atomic_write(self.fs, posixpath.join(staging, SPEC_FILE), dumps(document, indent=2))
@@ -121,3 +165,29 @@ class OutputLog:
         if interrupted:
             raise KeyboardInterrupt("the interrupt came while publishing; the log was written completely before it "
                                     "took effect")
+
+
+def _row_ids(fs: AbstractFileSystem, paths: list[str]) -> np.ndarray:
+    """The sorted row ids of the Parquet files among ``paths``."""
+    ids = []
+    for p in paths:
+        if p.endswith(".parquet") and posixpath.basename(p) != CATALOGUE_FILE:
+            with fs.open(p, "rb") as f:
+                ids.append(pq.read_table(f, columns=["row_id"]).column("row_id").to_numpy())
+    return np.sort(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+
+
+def _may_hold(fs: AbstractFileSystem, path: str, lo: int, hi: int) -> bool:
+    """Whether the part at ``path`` may hold a row id in [lo, hi]: its footer's row-id statistics say so, or it
+    has none."""
+    with fs.open(path, "rb") as f:
+        meta = pq.ParquetFile(f).metadata
+    names = meta.schema.names
+    if "row_id" not in names:
+        return False
+    column = names.index("row_id")
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max or (stats.min <= hi and stats.max >= lo):
+            return True
+    return False

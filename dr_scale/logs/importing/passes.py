@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dr_scale.logs.importing.convert import convert_table, with_shape
+from dr_scale.logs.importing.convert import check_scalars, convert_table, with_shape
 from dr_scale.logs.importing.features import union
 from dr_scale.logs.importing.fields import as_text, combined
 from dr_scale.logs.importing.raw import Block, RawTable, block_bytes, line_count, read_tables
@@ -46,11 +46,15 @@ class BlockStats:
     p_max: float = -np.inf
     fingerprints: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     files: tuple = ()
+    contents: dict = field(default_factory=dict)  # raw file → Σ of its rows' content hashes mod 2^64
 
     def __add__(self, other: BlockStats) -> BlockStats:
+        contents = dict(self.contents)
+        for path, h in other.contents.items():
+            contents[path] = (contents.get(path, 0) + h) % (1 << 64)
         return BlockStats(self.rows + other.rows, self.bad + other.bad, self.days | other.days,
                           self.actions | other.actions, min(self.p_min, other.p_min), max(self.p_max, other.p_max),
-                          union([self.fingerprints, other.fingerprints]), self.files + other.files)
+                          union([self.fingerprints, other.fingerprints]), self.files + other.files, contents)
 
 
 def survey(raw: RawTable, spec: ImportSpec, action: str, values_wanted: bool, *, client: Client | None = None,
@@ -112,6 +116,7 @@ def survey_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: 
     if not values_wanted:
         return lines, values
     for table, _ in read_tables(fs, block, spec, names, [action], skip, data):
+        check_scalars(table, [action], [], block.path)
         values.update(v for v in pc.unique(as_text(combined(table.column(action)))).to_pylist() if v is not None)
     return lines, values
 
@@ -137,7 +142,7 @@ def convert_block(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names:
             out = convert_table(table, cols, spec, vocabulary, source=block.path, line0=first, kind=kind,
                                 file_id=file_id, position0=first - header_lines)
             stats = stats + BlockStats(out.table.num_rows, out.bad, fingerprints=out.fingerprints,
-                                       files=())
+                                       files=(), contents={block.path: out.content})
             if out.table.num_rows == 0:
                 continue
             partition_from_table(out.table, block.path, d, k)  # the contract's own checks, before writing

@@ -1,20 +1,24 @@
 """The raw table as blocks: listing the files, their format and compression, and reading a block's rows.
 
-The raw data is one file, a folder or a glob at any fsspec URL, compressed or not (by the file name's
-extension: ``.gz``, ``.bz2``, ``.xz``, ``.zst``…). It is read as blocks — byte ranges of an uncompressed
-CSV / JSON-lines file cut at line ends (as Dask's ``read_csv`` cuts them), one streamed file for a compressed
-one, a whole Parquet file read by row groups — each parsed by pyarrow into tables of the columns the spec uses,
-never the whole table in memory.
+The raw data is one file, a folder or a glob at any fsspec URL, compressed or not: each file's compression
+(gzip, bzip2, xz, zstd, zip) and whether it is Parquet are told by its first bytes (:func:`sniff`), CSV from
+JSON lines by the spec's ``format`` or the name; a text file must be UTF-8 (:func:`header` says how to convert
+one that is not, and which delimiter a one-column header line suggests). It is read as blocks — byte ranges of an
+uncompressed CSV / JSON-lines file cut at line ends (as Dask's ``read_csv`` cuts them), one streamed file for a
+compressed one, a whole Parquet file read by row groups — each parsed by pyarrow into tables of the columns the
+spec uses, never the whole table in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import posixpath
+import zipfile
 from collections import Counter
 from collections.abc import Container, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,20 +41,71 @@ FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".json": "json", ".jsonl
            ".parquet": "parquet", ".pq": "parquet"}
 
 
-def format_of(path: str, given: str | None) -> tuple[str, str | None]:
-    """(format, compression) of a raw file, from the spec's ``format`` or the file name."""
-    from fsspec.utils import infer_compression
+#: The first bytes of the compressed formats read, and of Parquet: a file's compression and whether it is Parquet
+#: are told by its content, whatever its name.
+MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz",
+         b"PK\x03\x04": "zip", b"PAR1": "parquet"}
+#: Name endings of compressed files, dropped before the format is told from the name.
+COMPRESSED_NAMES = (".gz", ".gzip", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".zip")
 
-    compression = infer_compression(path)
-    stem = path[: path.rfind(".")] if compression else path
-    ext = posixpath.splitext(stem)[1].lower()
-    fmt = given or FORMATS.get(ext)
+
+def sniff(fs: AbstractFileSystem, path: str) -> str | None:
+    """What a file's first bytes say it is: a compression of :data:`MAGIC`, ``"parquet"``, ``"empty"`` (no bytes),
+    or None (text, or another format)."""
+    with fs.open(path, "rb") as f:
+        head = bytes(f.read(8))
+    if not head:
+        return "empty"
+    return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
+
+
+def format_of(path: str, given: str | None, sniffed: str | None = None) -> tuple[str, str | None]:
+    """(format, compression) of a raw file: Parquet and the compression by its first bytes (``sniffed``,
+    :func:`sniff`), CSV or JSON lines by the spec's ``format`` or the file name (a compression ending dropped)."""
+    stem = path
+    while stem.lower().endswith(COMPRESSED_NAMES):
+        stem = stem[: stem.rfind(".")]
+    if sniffed == "parquet":
+        return "parquet", None
+    compression = sniffed if sniffed in MAGIC.values() else None
+    fmt = given or FORMATS.get(posixpath.splitext(stem)[1].lower())
     if fmt is None:
         raise UserError(f"{path}: cannot tell the format from the name; set format = \"csv\", \"json\" or "
                         "\"parquet\" in the spec")
-    if fmt == "parquet" and compression:
-        raise UserError(f"{path}: a Parquet file is compressed inside; give it without the {compression} layer")
+    if fmt == "parquet":
+        what = (f"{compression}-compressed" if compression else "an empty file" if sniffed == "empty"
+                else "text or another format")
+        raise UserError(f"{path}: not a Parquet file (its first bytes are not Parquet's 'PAR1': {what}); set "
+                        "format = \"csv\" or \"json\" in the spec, or give the Parquet file")
     return fmt, compression
+
+
+class _Stream(io.RawIOBase):
+    """A pyarrow input stream as a Python raw stream (for ``io.BufferedReader``'s ``readline``)."""
+
+    def __init__(self, stream: pa.NativeFile):
+        self.stream = stream
+
+    def readable(self) -> bool:
+        """A raw stream that reads."""
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        """Up to ``len(buffer)`` decompressed bytes into ``buffer``; their number (0 at the end)."""
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+@contextlib.contextmanager
+def open_raw(fs: AbstractFileSystem, path: str, compression: str | None) -> Iterator[IO[bytes]]:
+    """A raw file's bytes, decompressed: zstd by pyarrow's codec, the others by fsspec's."""
+    if compression == "zstd":
+        with fs.open(path, "rb") as f:
+            yield io.BufferedReader(_Stream(pa.CompressedInputStream(pa.PythonFile(f, mode="r"), "zstd")))
+    else:
+        with fs.open(path, "rb", compression=compression) as f:
+            yield f
 
 
 def list_raw(url: str, storage_options: dict | None = None) -> tuple[object, list[str]]:
@@ -93,7 +148,7 @@ def plan_blocks(fs: AbstractFileSystem, files: list[str], spec: ImportSpec, bloc
     file each, a compressed or Parquet file whole."""
     blocks: list[Block] = []
     for path in files:
-        fmt, compression = format_of(path, spec.format)
+        fmt, compression = format_of(path, spec.format, sniff(fs, path))
         if fmt == "parquet" or compression:
             blocks.append(Block(len(blocks), path, fmt, compression))
             continue
@@ -159,27 +214,78 @@ def _csv_options(spec: ImportSpec, names: list[str], used: list[str], handler: _
 
 
 def header(fs: AbstractFileSystem, block: Block, spec: ImportSpec) -> list[str]:
-    """The column names of a raw file (the CSV header line, the JSON keys of the first lines, the Parquet schema)."""
-    with fs.open(block.path, "rb", compression=block.compression) as f:
-        if block.fmt == "parquet":
-            return list(pq.ParquetFile(f).schema_arrow.names)
-        if block.fmt == "json":
-            import pyarrow.json as pj
-
-            head = f.read(1 << 20)
-            head = head[: head.rfind(b"\n") + 1] or head
+    """The column names of a raw file (the CSV header line, the JSON keys of the first lines, the Parquet schema);
+    a file that is not UTF-8 text, or whose header line holds one column that another delimiter would split, is
+    an error saying what to do."""
+    if block.fmt == "parquet":
+        with fs.open(block.path, "rb") as f:
             try:
-                return list(pj.read_json(io.BytesIO(head)).column_names)
-            except pa.ArrowInvalid as exc:
-                raise LogDataError(block.path, None, f"not JSON lines ({exc})") from None
-        import pyarrow.csv as pcsv
-
-        line = f.readline()
+                return list(pq.ParquetFile(f).schema_arrow.names)
+            except pa.ArrowException:
+                raise LogDataError(block.path, None, "not a complete Parquet file (no footer: truncated, or still "
+                                                     "being written); copy it again") from None
     try:
-        table = pcsv.read_csv(io.BytesIO(line), parse_options=pcsv.ParseOptions(delimiter=spec.delimiter))
-        return list(table.column_names)
+        with open_raw(fs, block.path, block.compression) as f:
+            head = f.read(1 << 20) if block.fmt == "json" else f.readline()
+    except DECOMPRESSION_ERRORS as exc:
+        raise _damaged(block, exc) from None
+    _check_text(block.path, head)
+    if not head.strip():
+        first = "JSON line" if block.fmt == "json" else "CSV header line"
+        raise LogDataError(block.path, None, f"empty file: no {first}")
+    if block.fmt == "json":
+        import pyarrow.json as pj
+
+        head = head[: head.rfind(b"\n") + 1] or head
+        try:
+            return list(pj.read_json(io.BytesIO(head)).column_names)
+        except pa.ArrowInvalid as exc:
+            raise LogDataError(block.path, None, f"not JSON lines, one object a line ({_reason(exc)})") from None
+    import pyarrow.csv as pcsv
+
+    try:
+        names = list(pcsv.read_csv(io.BytesIO(head), parse_options=pcsv.ParseOptions(
+            delimiter=spec.delimiter)).column_names)
     except pa.ArrowInvalid as exc:
-        raise LogDataError(block.path, None, f"no CSV header line ({exc})") from None
+        raise LogDataError(block.path, None, f"no CSV header line ({_reason(exc)})") from None
+    if len(names) == 1:
+        text = head.decode()
+        guess = max(";\t|,", key=text.count)
+        if guess != spec.delimiter and text.count(guess):
+            by, shown = ("tabs", "\\t") if guess == "\t" else (repr(guess), guess)
+            raise LogDataError(block.path, None, f"the header line is one column ({text.strip()[:60]!r}); its fields "
+                                                 f"look separated by {by}: set delimiter = \"{shown}\" in the spec")
+    return names
+
+
+def _check_text(path: str, head: bytes) -> None:
+    """The first bytes of a text file are UTF-8 (a UTF-8 byte-order mark allowed); else an error saying how to
+    convert it."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
+        raise LogDataError(path, None, "UTF-16 or UTF-32 text (a byte-order mark or NUL bytes); dr-scale reads "
+                                       "UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not a character cut at the end of the bytes read
+            line = head[: exc.start].count(b"\n") + 1
+            raise LogDataError(f"{path}, line {line}", None,
+                               f"not UTF-8 text (byte {head[exc.start]:#04x}); convert it to UTF-8, e.g. iconv -f "
+                               "LATIN1 -t UTF-8") from None
+
+
+#: What a damaged or cut-short compressed file raises while it is read.
+DECOMPRESSION_ERRORS = (OSError, EOFError, zipfile.BadZipFile, pa.ArrowInvalid)
+
+
+def _damaged(block: Block, exc: Exception) -> LogDataError:
+    return LogDataError(block.path, None, f"cannot be decompressed as {block.compression}: damaged or cut short "
+                                          f"({_reason(exc)}); copy it again")
+
+
+def _reason(exc: Exception) -> str:
+    """A parser's message, on one line."""
+    return " ".join(str(exc).split())
 
 
 def block_bytes(fs: AbstractFileSystem, block: Block) -> bytes:
@@ -209,7 +315,16 @@ def _first_line(fs: AbstractFileSystem, block: Block) -> int:
 def _parse_error(fs: AbstractFileSystem, block: Block, text: bytes | None, prepended: bool, exc: Exception,
                  handler: _Invalid | None) -> LogDataError:
     """A parser's error as one line naming the file and the line."""
-    message = " ".join(str(exc).split())
+    message = _reason(exc)
+    if "UTF8" in message:
+        where = block.path
+        if text is not None:
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                line = _first_line(fs, block) + text[: bad.start].count(b"\n") - (1 if prepended else 0)
+                where = f"{block.path}, line {line}"
+        return LogDataError(where, None, "not UTF-8 text; convert it to UTF-8, e.g. iconv -f LATIN1 -t UTF-8")
     if handler is not None and handler.text is not None:
         line_text, expected, actual = handler.text
         reason = f"malformed CSV line: {actual} fields where the header has {expected}"
@@ -248,8 +363,9 @@ def read_tables(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: l
         return
     if block.length is None:  # a compressed file, streamed
         line0 = 2 if block.fmt == "csv" else 1
-        with fs.open(block.path, "rb", compression=block.compression) as f:
+        with contextlib.ExitStack() as stack:
             try:
+                f = stack.enter_context(open_raw(fs, block.path, block.compression))
                 if block.fmt == "csv":
                     import pyarrow.csv as pcsv
 
@@ -267,6 +383,8 @@ def read_tables(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: l
                     line0 += batch.num_rows
             except pa.ArrowInvalid as exc:
                 raise _parse_error(fs, block, None, False, exc, handler) from None
+            except DECOMPRESSION_ERRORS as exc:
+                raise _damaged(block, exc) from None
         skip["malformed line"] += handler.count
         return
     data = block_bytes(fs, block) if data is None else data

@@ -43,6 +43,8 @@ class ImportSummary:
         The raw files read.
     catalogue : int, optional
         The actions of the item catalogue written beside the log, if any.
+    coverage : tuple, optional
+        With a catalogue: (logged actions it describes, logged actions, examples of logged values it lacks).
 
     Examples
     --------
@@ -65,17 +67,18 @@ class ImportSummary:
     propensity: tuple | None  # (min, max), None when the spec names no propensity column
     files: int
     catalogue: int | None = None
+    coverage: tuple | None = None
 
     @classmethod
     def of(cls, out: str, stats: BlockStats, spec: ImportSpec, n_actions: int,
-           catalogue: int | None) -> ImportSummary:
+           catalogue: int | None, coverage: tuple | None = None) -> ImportSummary:
         """The summary of an import into ``out`` whose blocks' merged stats are ``stats``: the distinct feature
         indices and their collisions counted from the keys' fingerprints."""
         used, n_collisions = collisions(stats.fingerprints, spec.hash_bits)
         return cls(out, stats.rows, stats.bad, sorted(stats.days), n_actions, len(stats.actions), 1 << spec.hash_bits,
                    used, int(stats.fingerprints.size), n_collisions,
                    (stats.p_min, stats.p_max) if spec.propensity is not None else None, len(set(stats.files)),
-                   catalogue)
+                   catalogue, coverage)
 
     def text(self) -> str:
         """The summary the ``import`` command prints, one fact a line."""
@@ -92,6 +95,11 @@ class ImportSummary:
             lines.append(f"propensity: {self.propensity[0]:.6g} … {self.propensity[1]:.6g}")
         if self.catalogue is not None:
             lines.append(f"item catalogue: {self.catalogue} actions with features ({CATALOGUE_FILE})")
+        if self.coverage is not None:
+            covered, logged, missing = self.coverage
+            lines.append(f"catalogue coverage: {covered} of {logged} logged actions" + (
+                f" ({logged - covered} without item features, e.g. {', '.join(map(repr, missing))})"
+                if covered < logged else ""))
         total = sum(self.bad.values())
         lines.append(f"bad rows skipped: {total:,}" + (" (" + "; ".join(f"{n:,} × {reason}" for reason, n in
                                                                           sorted(self.bad.items())) + ")"
@@ -103,5 +111,8 @@ class ImportSummary:
         return {"out": self.out, "rows": self.rows, "bad_rows": dict(self.bad), "days": self.days,
                 "n_actions": self.n_actions, "actions_logged": self.actions_logged, "n_features": self.n_features,
                 "features_used": self.features_used, "keys": self.keys, "collisions": self.collisions,
-                "propensity": None if self.propensity is None else list(self.propensity), "files": self.files}
+                "propensity": None if self.propensity is None else list(self.propensity), "files": self.files,
+                "catalogue": self.catalogue,
+                "catalogue_coverage": None if self.coverage is None else {
+                    "covered": self.coverage[0], "logged": self.coverage[1], "missing_examples": self.coverage[2]}}
 

@@ -16,6 +16,7 @@ from dr_scale.logs.contract import LogDataError, Partition
 from dr_scale.logs.filters import LogFilter
 from dr_scale.logs.listing import SPEC_FILE
 from dr_scale.logs.opened import OpenedLog, open_log
+from dr_scale.logs.spec import table_spec
 from dr_scale.logs.writing import table_from_pandas
 from dr_scale.ope.evaluation.comparison import Comparison, ComparisonResult, ComparisonState
 from dr_scale.ope.evaluation.results import EvaluationResult
@@ -264,6 +265,9 @@ def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | 
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
     (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
+    if state.rows == 0:
+        raise LogDataError("<dataframe>", None, "no rows" + (f" selected ({log_filter})" if log_filter else "")
+                           + "; nothing to evaluate (a log with no rows is an error)")
     out = _result(evaluation, state)
     assert not isinstance(out, SlotResult)  # a frame is evaluated without slots
     return out
@@ -310,8 +314,31 @@ def evaluate_partitions(parts: list[Partition], evaluation: Evaluation | Compari
         raise ParameterError(f"`parts` must be a list of Partition (e.g. read_log's), got {got}")
     if not parts:
         raise ParameterError("`parts` is empty: there are no rows to evaluate")
+    if not sum(len(p) for p in parts):
+        raise LogDataError(parts[0].source, None, "no rows; nothing to evaluate (a log with no rows is an error)")
+    evaluation = _with_vocabulary(evaluation, parts)
     source: Evaluation | Comparison | BySlot = BySlot(check_by_slot(evaluation)) if by_slot else evaluation
     return _result(source, merge_all([source.state(p) for p in parts]))
+
+
+def _with_vocabulary(evaluation: Evaluation | Comparison, parts: list[Partition]) -> Evaluation | Comparison:
+    """``evaluation`` with its policies' actions named by value resolved by the vocabulary the partitions carry
+    (``from_pandas``'s, :func:`~dr_scale.logs.spec.table_spec`), and k the vocabulary's when not given."""
+    document = table_spec(parts[0].table) if parts[0].table is not None else None
+    if document is None:
+        return evaluation
+    actions = document["action"]["values"]
+    if isinstance(evaluation, Comparison):
+        return Comparison({n: _resolved(e, actions) for n, e in evaluation.evaluations.items()}, evaluation.baseline)
+    return _resolved(evaluation, actions)
+
+
+def _resolved(evaluation: Evaluation, actions: list) -> Evaluation:
+    """One evaluation's policies resolved by ``actions`` (:func:`_with_vocabulary`)."""
+    return replace(evaluation, policy=evaluation.target_policy.resolve(actions),
+                   baseline=evaluation.baseline.resolve(actions) if isinstance(evaluation.baseline, Policy)
+                   else evaluation.baseline,
+                   n_actions=evaluation.n_actions if evaluation.n_actions is not None else len(actions))
 
 
 def _result(evaluation: Evaluation | Comparison | BySlot, state: object
