@@ -13,7 +13,7 @@ from dr_scale.commands.common import (
     storage_options,
 )
 from dr_scale.core.errors import UserError
-from dr_scale.io.config import ClickRate, UniformShare, option
+from dr_scale.io.config import ClickRate, NonNegativeFinite, Share, UniformShare, option
 from dr_scale.outofcore.compute import dask_session
 
 
@@ -59,10 +59,10 @@ def _add_slates_parser(kinds) -> None:
     s.add_argument("--slots", type=POSITIVE_INT, default=3, help="slots K per impression (default 3)")
     s.add_argument("--items", type=POSITIVE_INT, default=100, help="items in the catalogue (default 100)")
     s.add_argument("--users", type=POSITIVE_INT, default=10, help="user types, the contexts (default 10)")
-    s.add_argument("--interaction", type=float, default=0.5, metavar="GAMMA",
+    s.add_argument("--interaction", type=option(Share, "number in [0, 1]"), default=0.5, metavar="GAMMA",
                    help="γ in [0, 1]: the chance that a click ends the browsing (0: additive slots; 1: the cascade "
                         "of no click after the first; default 0.5)")
-    s.add_argument("--position-bias", type=float, default=1.0, metavar="ETA",
+    s.add_argument("--position-bias", type=option(NonNegativeFinite, "finite number ≥ 0"), default=1.0, metavar="ETA",
                    help="η ≥ 0: slot k is examined with probability (k + 1)^-η (default 1)")
     s.add_argument("--impressions-per-part", type=POSITIVE_INT, default=50_000,
                    help="impressions per Parquet part (default 50000; an impression's rows are in one part)")
@@ -71,6 +71,7 @@ def _add_slates_parser(kinds) -> None:
     s.add_argument("--overwrite", action="store_true",
                    help="replace the output folder if it is not empty and dr-scale wrote it (docs/data-contract.md)")
     add_storage_option(s)
+    add_compute_options(s)
     s.set_defaults(func=run_slates)
 
 
@@ -81,9 +82,11 @@ def run_slates(args) -> int:
     world = SlateWorld(users=args.users, items=args.items, slots=args.slots, position_bias=args.position_bias,
                        interaction=args.interaction, seed=args.seed)
     start = time.perf_counter()
-    manifest = generate_slates(args.out, world, impressions=args.impressions,
-                               impressions_per_part=args.impressions_per_part, overwrite=args.overwrite,
-                               storage_options=storage_options(args.storage_options))
+    opts = storage_options(args.storage_options)
+    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+        manifest = generate_slates(args.out, world, impressions=args.impressions,
+                                   impressions_per_part=args.impressions_per_part, overwrite=args.overwrite,
+                                   storage_options=opts, client=client, progress=not args.no_progress)
     print(f"wrote {args.impressions:,} impressions × {args.slots} slots in {manifest['parts']} part(s) to {args.out} "
           f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     for name, truth in manifest["truth"].items():

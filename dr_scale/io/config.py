@@ -41,6 +41,8 @@ Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 #: A positive float or +inf (NaN refused): a clip M, a tolerance's upper end.
 PositiveOrInf = Annotated[float, Field(gt=0)]
+#: A finite float ≥ 0: a generated world's position bias η.
+NonNegativeFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 #: A float ≥ 0 or +inf (NaN refused): a switch threshold τ.
 NonNegativeOrInf = Annotated[float, Field(ge=0)]
 PositiveInt = Annotated[int, Field(ge=1)]

@@ -34,6 +34,7 @@ import math
 import posixpath
 from dataclasses import dataclass, field
 
+import dask
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,9 +42,10 @@ from scipy.special import expit, logit
 
 from dr_scale.core import keyed_random
 from dr_scale.core.errors import ParameterError
-from dr_scale.io.atomic import atomic_open, url_to_fs
+from dr_scale.io.atomic import atomic_open, incomplete_on_interrupt, url_to_fs
 from dr_scale.io.outputs import prepare_output_folder, publish_folder
 from dr_scale.logs.writing import with_log_metadata
+from dr_scale.outofcore.compute import compute
 from dr_scale.policies.slates import (
     FactoredSlatePolicy,
     PlackettLuceSlatePolicy,
@@ -211,21 +213,29 @@ def slate_table(world: SlateWorld, first: int, n: int) -> pa.Table:
     return with_log_metadata(table, world.users, world.items)
 
 
+def _write_part(fs, path: str, world: SlateWorld, start: int, n: int) -> None:
+    """Impressions ``start`` … ``start + n − 1`` of ``world`` (:func:`slate_table`), written atomically to ``path``."""
+    with atomic_open(fs, path, "wb") as f:
+        pq.write_table(slate_table(world, start, n), f, compression="zstd")
+
+
 def generate_slates(url: str, world: SlateWorld, *, impressions: int, impressions_per_part: int = 50_000,
-                    overwrite: bool = False,
-                    storage_options: dict | None = None) -> dict:
-    """Write a slate log of ``impressions`` impressions from ``world`` to ``url`` (an impression's rows in one part)
-    and return its manifest (also ``_manifest.json``), with the true values of the logging and target policies;
-    each policy is written as ``_policy_NAME.npz`` beside the parts (``--policy slate:URL/_policy_NAME.npz``)."""
+                    overwrite: bool = False, storage_options: dict | None = None, client: object = None,
+                    progress: bool = False) -> dict:
+    """Write a slate log of ``impressions`` impressions from ``world`` to ``url`` (an impression's rows in one part,
+    the parts written in parallel on ``client``'s workers, else locally) and return its manifest (also
+    ``_manifest.json``), with the true values of the logging and target policies; each policy is written as
+    ``_policy_NAME.npz`` beside the parts (``--policy slate:URL/_policy_NAME.npz``)."""
     if impressions < 1 or impressions_per_part < 1:
         raise ParameterError("`impressions` and `impressions_per_part` must be positive integers")
     fs, root = url_to_fs(url, storage_options)
     prepare_output_folder(url, fs, root, overwrite=overwrite, writer="dr_scale.synthetic.slates")
     bounds = np.linspace(0, impressions, -(-impressions // impressions_per_part) + 1).astype(np.int64)
-    for j in range(bounds.size - 1):
-        table = slate_table(world, int(bounds[j]), int(bounds[j + 1] - bounds[j]))
-        with atomic_open(fs, posixpath.join(root, f"part-{j:05d}.parquet"), "wb") as f:
-            pq.write_table(table, f, compression="zstd")
+    tasks = [dask.delayed(_write_part, pure=True)(fs, posixpath.join(root, f"part-{j:05d}.parquet"), world,
+                                                  int(bounds[j]), int(bounds[j + 1] - bounds[j]))
+             for j in range(bounds.size - 1)]
+    with incomplete_on_interrupt(url):
+        compute(*tasks, client=client, progress=progress)
     truths = {}
     for name, policy in world.policies().items():
         save_slate_policy(policy, posixpath.join(url, f"_policy_{name}.npz"), storage_options)

@@ -63,7 +63,8 @@ def test_a_well_supported_policy_is_reliable(one_click):
     doc = result.to_dict()
     assert {e["verdict"] for n, e in doc["estimates"].items() if n != "DM"} == {"reliable"}
     assert "verdict_note" not in doc and "no reliable estimate" not in result.table()
-    assert "model-based" not in result.table()  # marked only beside estimates that are none
+    marked = [line.split()[0] for line in result.table().splitlines() if "model-based" in line]
+    assert marked == ["DM"]  # the one estimate resting on the reward model alone
     assert {_support(e) for n, e in doc["estimates"].items() if n != "DM"} == {"ok"}
 
 

@@ -76,7 +76,7 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
 
 def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
     out = tmp_path / "m.npz"
-    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 1, "--out", out, "--no-progress")
+    code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 0, "--out", out, "--no-progress")
     assert code == 2 and "--folds" in err and not out.exists()
     code, _, err = cli(capsys, "fit", item_log, "--model", "shared-logistic", "--out", out, "--no-progress")
     assert code == 0, err  # the item world's rewards are 0/1

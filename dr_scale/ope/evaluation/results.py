@@ -53,12 +53,13 @@ def estimate_dict(e: Estimate, alpha: float, interval: str, insufficient: bool =
     return out
 
 
-def markers(e: Estimate, shown: Projected, insufficient: bool) -> str:
-    """The notes after a table row: "insufficient data", no coverage guarantee, the raw value of a projection."""
+def markers(e: Estimate, shown: Projected, insufficient: bool, raw: bool = True) -> str:
+    """The notes after a table row: "insufficient data", no coverage guarantee (DM's: "model-based: no coverage
+    guarantee") and, with ``raw``, the raw value and interval of a projection."""
     notes = ["insufficient data"] if insufficient else []
     if not e.guarantee:
-        notes.append("model-based: no coverage guarantee" if e.model_based else "no coverage guarantee")
-    if shown.moved:
+        notes.append(f"{MODEL_BASED}: no coverage guarantee" if e.model_based else "no coverage guarantee")
+    if raw and shown.moved:
         value, _, bounds = estimate(shown.raw_value, e.total_stderr, shown.raw_ci)
         notes.append(f"projected into the reward range, raw {value} {bounds}")
     return "".join(f"   {note}" for note in notes)
@@ -298,8 +299,7 @@ class EvaluationResult:
               ) -> tuple[str, str, str, str]:
         """Estimator ``name``'s value (or difference from the baseline), standard error and interval as table text,
         projected into the rewards' range (:meth:`Estimate.projected`), and the marks after the row (:func:`markers`).
-        The interval reads "no reliable estimate" where that is the verdict; DM beside estimates (or differences)
-        that are no reliable estimate is marked "model-based"."""
+        The interval reads "no reliable estimate" where that is the verdict."""
         e = self.differences[name] if difference else self.estimates[name]
         shown = e.projected(alpha, interval)
         value, stderr, bounds = estimate(shown.value, e.total_stderr, shown.ci, sign=difference)
@@ -307,11 +307,7 @@ class EvaluationResult:
         if verdict == NO_RELIABLE_ESTIMATE:
             bounds = NO_RELIABLE_ESTIMATE
         insufficient = self.insufficient_of(name) or (difference and self.baseline_insufficient_of(name))
-        marks = markers(e, shown, insufficient)
-        verdicts = map(self.difference_verdict_of if difference else self.verdict_of,
-                       self.differences if difference else self.estimates)
-        if verdict == MODEL_BASED and e.guarantee and NO_RELIABLE_ESTIMATE in verdicts:  # beside the ones that are none
-            marks += f"   {MODEL_BASED}"
+        marks = markers(e, shown, insufficient, raw=verdict != NO_RELIABLE_ESTIMATE)  # no interval, raw or not
         return value, stderr, bounds, marks
 
     def table(self, alpha: float = 0.05, interval: str = "normal") -> str:
