@@ -15,6 +15,7 @@ from dr_scale.commands.common import (
 from dr_scale.commands.fit import (
     DEFAULT_REWARD_FOLDS,
     add_model_options,
+    default_folds,
     fit_from_args,
     fit_settings,
     model_options_given,
@@ -178,7 +179,7 @@ def run(args) -> int:
                           baseline=args.baseline)
 
     evaluation = None if args.fit_reward_model or args.estimate_propensity else comparison_with(model)
-    settings = fit_settings(args, DEFAULT_REWARD_FOLDS) if args.fit_reward_model else None
+    settings = fit_settings(args, default_folds(logs, args, DEFAULT_REWARD_FOLDS)) if args.fit_reward_model else None
     if settings is not None:
         check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
                          n_actions=settings.n_actions)

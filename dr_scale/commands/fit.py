@@ -117,6 +117,26 @@ parse_rtol = rule_option(tolerance, "rtol")
 DEFAULT_REWARD_FOLDS = 5
 
 
+def default_folds(logs, args, default: int) -> int:
+    """K of a model fitted for an estimate: ``--folds`` if given, else ``default`` — or, on a log too small for it,
+    the most its rows allow (rows / :data:`~dr_scale.commands.common.MIN_FOLD_ROWS`, said on stderr), 1 (no fold
+    models: in sample) below 2."""
+    from dr_scale.commands.common import MIN_FOLD_ROWS
+
+    if getattr(args, "folds", None) is not None:
+        return int(args.folds)
+    rows = logs.footprint.rows
+    allowed = rows // MIN_FOLD_ROWS
+    if allowed >= default:
+        return default
+    folds = allowed if allowed >= 2 else 1
+    print(f"dr-scale {args.command}: the log's {rows:,} rows allow "
+          + (f"{folds} cross-fitting folds, not {default}" if folds > 1 else "no cross-fitting folds")
+          + f" (at least {MIN_FOLD_ROWS} rows a fold)" + ("" if folds > 1 else ": the model is fitted in sample"),
+          file=sys.stderr)
+    return folds
+
+
 def fit_settings(args, folds: int | None = None):
     """The :class:`dr_scale.reward.fitting.FitSettings` the options describe; ``folds``: the command's default K
     where ``--folds`` is not given (``--folds 1``: no fold models, the model in sample)."""

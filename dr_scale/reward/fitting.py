@@ -380,7 +380,8 @@ def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
     **p̄**: Σ_shrunk s_a/(n_a + m) / Σ_shrunk n_a/(n_a + m), the precision-weighted rate of the shrunk actions, the
     one centre for which Σ_shrunk n_a (s_a + m p̄)/(n_a + m) = Σ_shrunk s_a: the predictions' total on the shrunk
     actions' rows is their clicks, and with the exact actions' the whole fit's mean prediction is its pooled rate.
-    (p = ½/(N + 1)-smoothed, (S + ½)/(N + 1), only where the group has no reward or no unrewarded row at all.)
+    (p = ½/(N + 1)-smoothed, (S + ½)/(N + 1), only where the group has no reward or no unrewarded row at all; p̄ the
+    shrunk actions' smoothed rate where their rewards are all 0 or all 1, whose logit p̄ would be ∓∞.)
     """
     n2, s2 = n.reshape(-1, n_actions).astype(np.float64), s.reshape(-1, n_actions).astype(np.float64)
     shrunk = ~((s2 >= EXACT_EVENTS) & (n2 - s2 >= EXACT_EVENTS)) & (n2 > 0)
@@ -395,6 +396,10 @@ def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
     weights = shrunk / (n2 + m[:, None])
     total = (weights * n2).sum(axis=1)
     pooled = np.where((total > 0) & (S > 0) & (S < N), (weights * s2).sum(axis=1) / np.where(total > 0, total, 1), p)
+    # the shrunk actions' rewards all 0 (or all 1) while the exact actions' are not: p̄ = 0 (1) has logit ∓∞, so
+    # their centre is their rows' smoothed rate instead (Σ_shrunk s + ½)/(Σ_shrunk n + 1)
+    S_shrunk, N_shrunk = (shrunk * s2).sum(axis=1), (shrunk * n2).sum(axis=1)
+    pooled = np.where((S_shrunk == 0) | (S_shrunk == N_shrunk), glm.smoothed_rate(S_shrunk, N_shrunk), pooled)
     per_row = np.where(shrunk, m[:, None] / np.maximum(n2, 1.0), 0.0)
     centre = np.broadcast_to(pooled[:, None], n2.shape)
     return RatePrior(per_row.ravel(), centre.ravel().copy(), (s2 + np.where(shrunk, m[:, None], 0.0) * centre).ravel(),

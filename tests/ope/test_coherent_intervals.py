@@ -43,9 +43,14 @@ def test_every_printed_interval_contains_its_estimate_on_200_generated_logs():
                         lo, hi = e[key]
                         assert lo <= e["value"] <= hi, (seed, baseline, interval, name, key, e)
                         checked += 1
-                    outside_range += not 0 <= e["value"] <= 1 and "difference" not in name
+                    if "difference" not in name:
+                        assert 0 <= e["value"] <= 1, (seed, name, e)  # projected into the rewards' range
+                        if e.get("projected"):  # the raw value or an end of its interval lay outside [0, 1]
+                            lo, hi = e["raw_ci"]
+                            assert lo <= e["raw_value"] <= hi, (seed, name, e)
+                            outside_range += not 0 <= e["raw_value"] <= 1  # the hard case
     assert checked > 200 * 2 * 2 * 2 * 10  # every estimator and difference had a value to check
-    assert outside_range > 0  # the hard case (an estimate outside the rewards' range) occurred
+    assert outside_range > 0  # the hard case (a raw estimate outside the rewards' range) occurred
 
 
 def test_too_few_rows_with_a_reward_are_flagged_not_claimed():

@@ -153,7 +153,7 @@ def test_report_with_mips_equals_evaluate(world_log, tmp_path, capsys):
     code, _, err = cli(capsys, "report", "--logs", folder, "--policies", policies, "--out", tmp_path / "report",
                        "--no-progress")
     assert code == 0, err
-    report = json.loads(next((tmp_path / "report").glob("*.json")).read_text())
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
     direct = evaluate_log(str(folder), Evaluation("sparse:target_topk", ["MIPS"])).estimates["MIPS"].value
     text = json.dumps(report)
     assert f"{direct:.10f}"[:10] in text or repr(direct) in text
