@@ -253,8 +253,17 @@ class Projected:
     @property
     def moved(self) -> bool:
         """Whether the projection changed the value or an interval's end (NaN compared as equal to NaN)."""
-        pairs = zip((self.value, *self.ci, *self.cs), (self.raw_value, *self.raw_ci, *self.raw_cs), strict=True)
-        return any(not (x == y or (math.isnan(x) and math.isnan(y))) for x, y in pairs)
+        return _changed((self.value, *self.ci, *self.cs), (self.raw_value, *self.raw_ci, *self.raw_cs))
+
+    @property
+    def ci_moved(self) -> bool:
+        """Whether it changed the value or the confidence interval's ends (a table's columns; not the sequence)."""
+        return _changed((self.value, *self.ci), (self.raw_value, *self.raw_ci))
+
+
+def _changed(shown: tuple, raw: tuple) -> bool:
+    """Whether any of ``shown`` differs from its ``raw`` (NaN equal to NaN)."""
+    return any(not (x == y or (math.isnan(x) and math.isnan(y))) for x, y in zip(shown, raw, strict=True))
 
 
 def fold_jackknife(values: np.ndarray) -> float:

@@ -59,7 +59,7 @@ def markers(e: Estimate, shown: Projected, insufficient: bool, raw: bool = True)
     notes = ["insufficient data"] if insufficient else []
     if not e.guarantee:
         notes.append(f"{MODEL_BASED}: no coverage guarantee" if e.model_based else "no coverage guarantee")
-    if raw and shown.moved:
+    if raw and shown.ci_moved:
         value, _, bounds = estimate(shown.raw_value, e.total_stderr, shown.raw_ci)
         notes.append(f"projected into the reward range, raw {value} {bounds}")
     return "".join(f"   {note}" for note in notes)
