@@ -6,10 +6,12 @@ BASE is a checkout whose fitters store every coefficient of the hashed space (th
 ``git worktree add ../dense 8e469ca``). Imports tests/fixtures/obd (10,000 rows, 80 items; obd.toml with
 ``hash_bits`` = HASH_BITS, default 18) once, then runs ``dr-scale fit LOGS --out … --folds FOLDS`` and
 ``dr-scale fit-propensity LOGS --out … --folds FOLDS`` (default 5) in a child process with this checkout and with
-BASE on PYTHONPATH, one after the other: wall, CPU and peak RSS of each child (``wait4``), the file's size.
+BASE on PYTHONPATH, one after the other, and ``dr-scale learn LOGS --out … --method dr --folds FOLDS`` likewise: wall,
+CPU and peak RSS of each child (``wait4``), the file's size.
 Then, in this process, both files of each kind are loaded (the dense one converted on load, which gives the same
 predictions term for term) and compared: the largest difference of the cross-fitted predictions on every row, and
-of the DM, DR and SNDR estimates of the uniform policy. Ratios are this checkout's figures over BASE's.
+of the DM, DR and SNDR estimates of the uniform policy; for the learned policies, the largest difference of their
+coefficients and the rows where their actions differ. Ratios are this checkout's figures over BASE's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from dr_scale.logs.importing import import_log
 from dr_scale.logs.reading import read_log
 from dr_scale.ope.evaluation import Evaluation, evaluate_partitions
+from dr_scale.policies import LinearPolicy
 from dr_scale.propensity.model import PropensityModel
 from dr_scale.reward.files import load_reward_model
 
@@ -59,15 +62,17 @@ def main(base: str, hash_bits: int = 18, folds: int = 5) -> None:
         logs = str(folder / "logs")
         import_log(str(folder / "all.csv.gz"), str(folder / "obd.toml"), logs)
         parts = read_log(logs)
-        print(f"OBD sample, hash_bits = {hash_bits}, fit and fit-propensity with --folds {folds}; "
+        print(f"OBD sample, hash_bits = {hash_bits}, fit, fit-propensity and learn with --folds {folds}; "
               f"load average {os.getloadavg()[0]:.1f}")
         print(f"{'':<26}{'file MB':>12}{'wall s':>9}{'CPU s':>8}{'peak RSS GiB':>14}")
-        commands = (("fit", load_reward_model), ("fit-propensity", PropensityModel.load))
+        commands = (("fit", load_reward_model), ("fit-propensity", PropensityModel.load), ("learn", LinearPolicy.load))
+        extra = {"learn": ("--method", "dr")}
         figures = {}  # every child first: a child forked from this process after it loaded a model would start at
         for command, _ in commands:  # this process's resident size (ru_maxrss is kept across fork and exec)
             for label, checkout in (("sized by use", str(HERE)), ("dense (BASE)", base)):
                 out = folder / f"{command}-{label.split()[0]}.npz"
-                wall, cpu, rss = run(checkout, command, logs, "--out", str(out), "--folds", str(folds))
+                wall, cpu, rss = run(checkout, command, logs, "--out", str(out), "--folds", str(folds),
+                                     *extra.get(command, ()))
                 figures[command, label] = (out.stat().st_size / 1e6, wall, cpu, rss)
         for command, load in commands:
             models = {}
@@ -78,6 +83,11 @@ def main(base: str, hash_bits: int = 18, folds: int = 5) -> None:
             (s0, w0, c0, r0), (s1, w1, c1, r1) = figures[command, "sized by use"], figures[command, "dense (BASE)"]
             print(f"{command + ', ratio':<26}{s0 / s1:>12.2e}{w0 / w1:>9.2f}{c0 / c1:>8.2f}{r0 / r1:>14.2f}")
             sized, dense = models["sized by use"], models["dense (BASE)"]
+            if command == "learn":
+                changed = sum(int((sized.predict(p.X) != dense.predict(p.X)).sum()) for p in parts)
+                print(f"  largest difference of the coefficients: {np.abs(sized.coef - dense.coef).max():.2e}; "
+                      f"rows whose action differs: {changed}")
+                continue
             diff = 0.0
             for part in parts:
                 if command == "fit":

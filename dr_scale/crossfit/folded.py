@@ -19,7 +19,14 @@ from numpy.typing import ArrayLike
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.parts import fold_of
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, linear_arrays, read_npz_file, write_npz
+from dr_scale.io.parameter_files import (
+    ParameterFileError,
+    checked_features,
+    checked_linear,
+    linear_arrays,
+    read_npz_file,
+    write_npz,
+)
 
 
 def checked_actions(actions, k: int) -> np.ndarray | None:
@@ -287,14 +294,8 @@ class FoldedLinearModel:
 
     def check_features(self) -> None:
         """``features``: int64, strictly increasing ids in [0, ``dimension``), one per row of ``coef`` (else a
-        ``ValueError``)."""
-        features = np.asarray(self.features)
-        if features.ndim != 1 or features.dtype.kind not in "iu" or features.size != self.coef.shape[0]:
-            raise ValueError(f"'features' must be {self.coef.shape[0]} integer ids (one per row of 'coef'), got "
-                             f"{features.dtype} of shape {features.shape}")
-        self.features = features.astype(np.int64)
-        if features.size and (features[0] < 0 or features[-1] >= self.dimension or np.any(np.diff(features) <= 0)):
-            raise ValueError(f"'features' must be increasing ids in [0, n_features = {self.dimension})")
+        ``ValueError``; :func:`~dr_scale.io.parameter_files.checked_features`)."""
+        self.features = checked_features(self.features, self.coef.shape[0], self.dimension)
 
     @property
     def n_actions(self) -> int:

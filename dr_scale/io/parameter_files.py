@@ -86,6 +86,19 @@ def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]
     return coef, intercept
 
 
+def checked_features(features, rows: int, dimension: int) -> np.ndarray:
+    """A file's ``features`` — the sorted ids, in [0, ``dimension``), of the ``rows`` rows of a coef stored sized by
+    use (the other features weigh 0) — as int64; else a ``ValueError`` saying what is wrong."""
+    features = np.asarray(features)
+    if features.ndim != 1 or features.dtype.kind not in "iu" or features.size != rows:
+        raise ValueError(f"'features' must be {rows} integer ids (one per row of 'coef'), got "
+                         f"{features.dtype} of shape {features.shape}")
+    if features.size and (features[0] < 0 or features[-1] >= dimension or np.any(np.diff(features) <= 0)):
+        raise ValueError(f"'features' must be increasing ids in [0, n_features = {dimension})")
+    out: np.ndarray = features.astype(np.int64)
+    return out
+
+
 def file_metadata(arrays: dict[str, np.ndarray], where: str) -> dict:
     """The JSON object in a parameter file's ``metadata`` entry ({} without one); anything else — not JSON, or
     JSON that is not an object — is a :class:`ParameterFileError` naming ``where``."""

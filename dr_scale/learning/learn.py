@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dr_scale.core.errors import ParameterError
-from dr_scale.crossfit.parts import Extent, LogPart, read_grouped_part
+from dr_scale.crossfit.parts import Extent, LogPart, read_grouped_part, used_features
 from dr_scale.crossfit.settings import MODELS, RTOL, FitSettings, Stages, check_int, check_lam
 from dr_scale.io.config import PositiveFinite, check, tolerance
 from dr_scale.learning.impute import METHODS
@@ -302,12 +302,21 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
         check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", model_name, logs.log_filter)
     meta = {"method": method, "learner": learner, "logs": str(logs), "n_features": d, "n_actions": k,
             "rows": int(n)}
+    # sized by use: with no model from outside (which reads the rows' own feature ids), the parts' features are
+    # renumbered to the m that some row has, every fit below is over those m (a feature no row has weighs 0 in
+    # the policy: its gradient is 0, its penalty pulls it to ρ̂'s 0), and the policy's coef is spread back to d
+    ids = None
+    if (reward_model is None or crossfit) and propensity_model is None:
+        with stages.stage("features", "the features the rows have, renumbered") as passes:
+            parts, ids = used_features(parts, d)
+            passes.append(2)
+    width = d if ids is None else max(ids.size, 1)
     vocabulary = logs.vocabulary
     check_model_actions(reward_model, vocabulary, model_name)
     if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them
         meta["actions"] = vocabulary
     if crossfit:
-        reward_model = fit_on_parts(parts, n, d, k, settings.reward_fit(d, k), progress=progress, stages=stages,
+        reward_model = fit_on_parts(parts, n, width, k, settings.reward_fit(width, k), progress=progress, stages=stages,
                                     name=str(logs))
     rho: Any = reward_model if method != "ips" else None  # any reward model: its fields are read where it has them
     meta["reward_model_folds"] = getattr(rho, "folds", None)
@@ -318,8 +327,8 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
     linear = hasattr(rho, "coef") and getattr(rho, "KIND", "linear") == "linear"  # a logistic ρ̂'s logits: no centre
     from dr_scale.io.config import PropensityFloor, check
 
-    centre = getattr(rho, "full_coef", lambda: rho.coef)() if linear else None  # over all d features
-    imputation = Imputation(method, d, k, rho, (centre, rho.intercept) if linear and rho is not None else None,
+    centre = getattr(rho, "full_coef", lambda: rho.coef)() if linear else None  # over all of its features
+    imputation = Imputation(method, width, k, rho, (centre, rho.intercept) if linear and rho is not None else None,
                             propensity_model, check(PropensityFloor, "propensity_floor", propensity_floor), str(logs))
     if propensity_model is not None:
         meta["propensities"] = "estimated"
@@ -339,7 +348,7 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
         meta.update(lam=float(lam), converged=info["converged"])
     else:
         with stages.stage("policy", f"DLM on the {method.upper()}-imputed rewards") as p:
-            m, sx, sxx = parts.sum(_moments, d)
+            m, sx, sxx = parts.sum(_moments, width)
             var = sxx / m[0] - (sx / m[0]) ** 2
             scale = np.where(var > 1e-12, 1.0 / np.sqrt(np.maximum(var, 1e-12)), 1.0)
             coef, intercept, info = fit_dlm_scores(parts, imputation, scale, epsilon=settings.epsilon,
@@ -350,6 +359,10 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
     excluded = _unlogged_actions(parts, coef, intercept, logged, settings.allow_unlogged_actions, meta, stages,
                                  str(logs))
     meta["stage_passes"] = stages.passes()
+    if ids is not None:
+        meta["used_features"] = int(ids.size)
+        coef, used = np.zeros((d, k)), coef
+        coef[ids] = used[:ids.size]
     return LinearPolicy(coef, intercept, meta, "<learned>", excluded)
 
 

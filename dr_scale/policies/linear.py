@@ -9,7 +9,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError, UserError
-from dr_scale.io.parameter_files import ParameterFileError, checked_linear, file_metadata, read_linear_file, write_npz
+from dr_scale.io.parameter_files import (
+    ParameterFileError,
+    checked_features,
+    checked_linear,
+    file_metadata,
+    read_linear_file,
+    write_npz,
+)
 from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import ActionDistribution, ChosenActions, DenseProbs
@@ -190,7 +197,9 @@ class LinearPolicy(Policy):
                                f"{self.n_actions}")
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically.
+        """Write the ``.npz`` (coef, intercept, metadata as JSON) atomically, sized by use: where some features weigh
+        0 for every action (features no training row had), ``coef`` holds the other rows only, ``features`` their
+        sorted ids and ``n_features`` d — a policy learned on a few of 2^18 hashed features is a file of those.
 
         Parameters
         ----------
@@ -201,7 +210,10 @@ class LinearPolicy(Policy):
         """
         excluded = {"excluded_actions": np.array(self.excluded_actions, dtype=np.int64)} if self.excluded_actions \
             else {}
-        write_npz(url, storage_options, coef=self.coef, intercept=self.intercept,
+        used = np.flatnonzero(np.any(self.coef != 0, axis=1)) if self.coef.any() else np.zeros(1, np.int64)
+        rows = {} if used.size == self.n_features else {"coef": self.coef[used], "features": used.astype(np.int64),
+                                                         "n_features": np.array(self.n_features, dtype=np.int64)}
+        write_npz(url, storage_options, **{"coef": self.coef, **rows}, intercept=self.intercept,
                   metadata=np.array(json.dumps(self.metadata)), **excluded)
 
     @classmethod
@@ -222,7 +234,18 @@ class LinearPolicy(Policy):
         """
         arrays = read_linear_file(url, storage_options, f"policy {url}")
         meta = file_metadata(arrays, f"policy {url}")
-        return cls(arrays["coef"], arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
+        coef = arrays["coef"]
+        if "features" in arrays:  # written sized by use: the other features' rows are 0
+            try:
+                d = int(arrays["n_features"]) if "n_features" in arrays else -1
+                if d < 1:
+                    raise ValueError("'n_features' (d ≥ 1) must accompany 'features'")
+                features = checked_features(arrays["features"], coef.shape[0], d)
+            except (TypeError, ValueError) as exc:
+                raise ParameterFileError(f"policy {url}: bad sized-by-use arrays ({exc})") from None
+            coef = np.zeros((d, coef.shape[1]))
+            coef[features] = arrays["coef"]
+        return cls(coef, arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
     def __str__(self) -> str:
         """The spec and the parameters' digest: a re-learned file is another policy (report caches key on this)."""

@@ -99,3 +99,27 @@ def test_ids_outside_the_index_contribute_nothing_and_rows_keep_their_places():
     np.testing.assert_array_equal(mapped.toarray(), [[0.0, 7.0], [0.0, 0.0], [1.0, 3.0]])
     coef = np.array([[1.0, 2.0, 3.0, 4.0]]).T
     np.testing.assert_array_equal(mapped @ coef[[0, 3]], X @ np.array([[1.0], [0.0], [0.0], [4.0]]))
+
+
+@pytest.mark.parametrize("method", ["dr", "ips"])
+def test_a_policy_learned_on_the_used_features_equals_the_dense_one(log, monkeypatch, tmp_path, method):
+    """``learn`` fits ρ̂ and the policy over the ~300 features the rows have, then spreads coef back to d: the
+    same coef as the fit over all 4096 (the renumbering replaced by the identity) to 1e-10, zero rows for the
+    features no row has, and a file of the used rows only."""
+    import dr_scale.learning.learn as learn
+    from dr_scale.learning.learn import LearnSettings, learn_policy
+    from dr_scale.policies import LinearPolicy
+
+    url, X, _ = log
+    settings = LearnSettings(method=method, folds=2, lam=100.0)
+    sized = learn_policy(url, settings)
+    monkeypatch.setattr(learn, "used_features", lambda parts, d: (parts, np.arange(d)))
+    dense = learn_policy(url, settings)
+    np.testing.assert_allclose(sized.coef, dense.coef, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(sized.intercept, dense.intercept, rtol=1e-10, atol=1e-10)
+    unused = np.setdiff1d(np.arange(D), np.unique(X.indices))
+    assert sized.coef.shape == (D, K) and not sized.coef[unused].any() and sized.metadata["used_features"] < D
+    sized.save(str(tmp_path / "p.npz"))
+    with np.load(tmp_path / "p.npz") as z:
+        assert z["coef"].shape[0] <= np.unique(X.indices).size
+    np.testing.assert_array_equal(LinearPolicy.load(str(tmp_path / "p.npz")).coef, sized.coef)

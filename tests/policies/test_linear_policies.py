@@ -122,3 +122,29 @@ def test_report_policies_file_resolves_policy_files_relative_to_itself(log, tmp_
         '[[policy]]\nname = "soft"\nspec = "softmax:policy.npz:2"\n')
     pf = load_policies(str(folder / "policies.toml"))
     assert [p.spec for p in pf.policies] == [f"linear:{folder / 'policy.npz'}", f"softmax:{folder / 'policy.npz'}:2"]
+
+
+def test_a_policy_file_holds_the_features_it_weighs(tmp_path):
+    """Rows of coef that are 0 for every action (features no training row had) are not written: a policy over
+    d = 2^18 hashed features with 5 in use is a file of 5 rows, loaded back with the same coef, scores and
+    digest; a file whose ``features`` do not fit its coef is refused naming it."""
+    d = 1 << 18
+    coef = np.zeros((d, K))
+    used = np.array([3, 70, 4096, 99_999, d - 1])
+    coef[used] = np.arange(used.size * K, dtype=np.float64).reshape(-1, K) - 4.0
+    policy = LinearPolicy(coef, np.array([0.5, -1.0, 0.0]), {"learner": "test"})
+    path = tmp_path / "sparse.npz"
+    policy.save(str(path))
+    with np.load(path) as z:
+        assert z["coef"].shape == (used.size, K) and z["features"].tolist() == used.tolist()
+    assert path.stat().st_size < 10_000  # the dense coef alone is 6 MB
+    again = LinearPolicy.load(str(path))
+    np.testing.assert_array_equal(again.coef, coef)
+    assert again.digest == policy.digest and again.n_features == d
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["features"] = arrays["features"][::-1].copy()  # not increasing
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(Exception, match="bad sized-by-use arrays .*increasing ids"):
+        LinearPolicy.load(str(bad))
