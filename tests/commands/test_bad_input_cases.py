@@ -542,9 +542,10 @@ def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
     share, _ = _share(tmp_path)
     policies = tmp_path / "slow.toml"
     policies.write_text('[[policy]]\nspec = "callable:slow_policy_for_tests:slow"\n')
+    started = tmp_path / "computing"
     (tmp_path / "slow_policy_for_tests.py").write_text(
-        "import time\nimport numpy as np\n\ndef slow(X, row_id):\n    time.sleep(30)\n"
-        "    return np.zeros(X.shape[0], dtype=int)\n")
+        f"import pathlib, time\nimport numpy as np\n\ndef slow(X, row_id):\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n    time.sleep(30)\n    return np.zeros(X.shape[0], dtype=int)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parents[2]),
                                                         os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([DR_SCALE, "report", "--logs", str(share), "--policies", str(policies), "--out",
@@ -552,7 +553,10 @@ def test_sigint_to_the_command_exits_130_with_a_true_message(tmp_path, sig):
                             preexec_fn=_sigint_by_default)
     import time
 
-    time.sleep(4)
+    deadline = time.monotonic() + 120
+    while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # the signal arrives while the report computes, however slowly the machine starts it
+    assert started.exists(), proc.stderr.read() if proc.poll() is not None else "the policy was never called"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

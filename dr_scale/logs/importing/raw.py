@@ -374,7 +374,10 @@ def read_tables(fs: AbstractFileSystem, block: Block, spec: ImportSpec, names: l
                 else:
                     import pyarrow.json as pj
 
-                    reader = pj.open_json(f, read_options=pj.ReadOptions(block_size=16 << 20))
+                    options = pj.ReadOptions(block_size=16 << 20)
+                    # pyarrow ≥ 19 streams JSON lines; before it, the decompressed file is read whole
+                    reader = (pj.open_json(f, read_options=options) if hasattr(pj, "open_json")
+                              else pj.read_json(f, read_options=options).to_batches())
                 for batch in reader:
                     table = pa.Table.from_batches([batch])
                     if block.fmt == "json":
