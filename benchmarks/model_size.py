@@ -1,9 +1,10 @@
 """Model files sized by the features in use against the dense layout, on the Open Bandit Dataset sample.
 
-    PYTHONPATH=. python benchmarks/model_size.py BASE [HASH_BITS] [FOLDS]
+    cd .. && PYTHONPATH=dr-scale python dr-scale/benchmarks/model_size.py BASE [HASH_BITS] [FOLDS]
 
 BASE is a checkout whose fitters store every coefficient of the hashed space (the dense baseline, e.g.
-``git worktree add ../dense 8e469ca``). Imports tests/fixtures/obd (10,000 rows, 80 items; obd.toml with
+``git worktree add ../dense 12fbadd``; run from outside this checkout: ``python -c`` puts the working folder
+first on the children's path). Imports tests/fixtures/obd (10,000 rows, 80 items; obd.toml with
 ``hash_bits`` = HASH_BITS, default 18) once, then runs ``dr-scale fit LOGS --out … --folds FOLDS`` and
 ``dr-scale fit-propensity LOGS --out … --folds FOLDS`` (default 5) in a child process with this checkout and with
 BASE on PYTHONPATH, one after the other, and ``dr-scale learn LOGS --out … --method dr --folds FOLDS`` likewise: wall,
