@@ -25,6 +25,8 @@ from dr_scale.io.parameter_files import (
     checked_linear,
     linear_arrays,
     read_npz_file,
+    spread_rows,
+    used_rows,
     write_npz,
 )
 
@@ -210,10 +212,7 @@ def linear_model(cls, arrays: dict, where: str):
 def sized_by_use(model):
     """A dense model (coef's rows are features 0 … d − 1) kept to the rows where it or a fold model has a non-zero
     weight: the same predictions, term for term (a feature of weight 0 adds exactly 0)."""
-    weights = model.coef if model.fold_coef is None else np.concatenate([model.coef[None], model.fold_coef])
-    used = np.flatnonzero(weights.reshape(-1, *model.coef.shape).any(axis=(0, 2)))
-    if used.size == 0:  # no weight anywhere: keep one row (a model has d ≥ 1 rows)
-        used = np.zeros(1, np.int64)
+    used = used_rows(model.coef, model.fold_coef)
     model.dimension = model.coef.shape[0]
     model.coef = np.ascontiguousarray(model.coef[used])
     if model.fold_coef is not None:
@@ -311,9 +310,7 @@ class FoldedLinearModel:
         """The full-data model's weights over all d features (d, k), zeros where ``features`` has no row."""
         if self.features is None:
             return self.coef
-        out = np.zeros((self.n_features, self.n_actions))
-        out[self.features] = self.coef
-        return out
+        return spread_rows(self.coef, self.features, self.n_features)
 
     @property
     def folds(self) -> int:

@@ -99,6 +99,26 @@ def checked_features(features, rows: int, dimension: int) -> np.ndarray:
     return out
 
 
+def used_rows(*coefs: np.ndarray | None) -> np.ndarray:
+    """The sorted ids of the rows (features) where any of ``coefs`` — each (d, k), or (F, d, k) for fold models;
+    None skipped — has a non-zero weight: the rows a file sized by use keeps (a feature of weight 0 adds exactly 0
+    to every prediction). Row 0 alone where none has one (a coef has d ≥ 1 rows)."""
+    present = np.zeros(coefs[0].shape[-2], dtype=bool) if coefs[0] is not None else np.zeros(0, dtype=bool)
+    for coef in coefs:
+        if coef is not None:
+            present |= np.asarray(coef).reshape(-1, *coef.shape[-2:]).any(axis=(0, 2))
+    used: np.ndarray = np.flatnonzero(present).astype(np.int64)
+    return used if used.size else np.zeros(1, np.int64)
+
+
+def spread_rows(rows: np.ndarray, features: np.ndarray, dimension: int) -> np.ndarray:
+    """(d, k): the (m, k) ``rows`` at the feature ids ``features``, zeros elsewhere — a coef sized by use over all
+    d = ``dimension`` features."""
+    out = np.zeros((dimension, rows.shape[1]))
+    out[features] = rows
+    return out
+
+
 def file_metadata(arrays: dict[str, np.ndarray], where: str) -> dict:
     """The JSON object in a parameter file's ``metadata`` entry ({} without one); anything else — not JSON, or
     JSON that is not an object — is a :class:`ParameterFileError` naming ``where``."""

@@ -55,6 +55,7 @@ from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.parts import Extent, LogPart, read_grouped_part, used_features
 from dr_scale.crossfit.settings import MODELS, RTOL, FitSettings, Stages, check_int, check_lam
 from dr_scale.io.config import PositiveFinite, check, tolerance
+from dr_scale.io.parameter_files import spread_rows
 from dr_scale.learning.impute import METHODS
 from dr_scale.learning.scores import Imputation, auto_lambda, fit_dlm_scores, fit_ridge_scores, lam_scale
 from dr_scale.logs.opened import OpenedLog, open_log
@@ -361,8 +362,7 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
     meta["stage_passes"] = stages.passes()
     if ids is not None:
         meta["used_features"] = int(ids.size)
-        coef, used = np.zeros((d, k)), coef
-        coef[ids] = used[:ids.size]
+        coef = spread_rows(coef[:ids.size], ids, d)
     return LinearPolicy(coef, intercept, meta, "<learned>", excluded)
 
 

@@ -15,6 +15,8 @@ from dr_scale.io.parameter_files import (
     checked_linear,
     file_metadata,
     read_linear_file,
+    spread_rows,
+    used_rows,
     write_npz,
 )
 from dr_scale.logs.contract import Partition
@@ -210,8 +212,8 @@ class LinearPolicy(Policy):
         """
         excluded = {"excluded_actions": np.array(self.excluded_actions, dtype=np.int64)} if self.excluded_actions \
             else {}
-        used = np.flatnonzero(np.any(self.coef != 0, axis=1)) if self.coef.any() else np.zeros(1, np.int64)
-        rows = {} if used.size == self.n_features else {"coef": self.coef[used], "features": used.astype(np.int64),
+        used = used_rows(self.coef)
+        rows = {} if used.size == self.n_features else {"coef": self.coef[used], "features": used,
                                                          "n_features": np.array(self.n_features, dtype=np.int64)}
         write_npz(url, storage_options, **{"coef": self.coef, **rows}, intercept=self.intercept,
                   metadata=np.array(json.dumps(self.metadata)), **excluded)
@@ -243,8 +245,7 @@ class LinearPolicy(Policy):
                 features = checked_features(arrays["features"], coef.shape[0], d)
             except (TypeError, ValueError) as exc:
                 raise ParameterFileError(f"policy {url}: bad sized-by-use arrays ({exc})") from None
-            coef = np.zeros((d, coef.shape[1]))
-            coef[features] = arrays["coef"]
+            coef = spread_rows(coef, features, d)
         return cls(coef, arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
     def __str__(self) -> str:
