@@ -67,8 +67,8 @@ def add_parser(sub) -> None:
                         "predicts each row with the fold model that did not see it)")
     p.add_argument("--fit-reward-model", action="store_true",
                    help="fit the per-action reward models on LOGS first (as dr-scale fit), cross-fitted over "
-                        f"--folds K (default {DEFAULT_REWARD_FOLDS}, fewer on a log of under {10 * DEFAULT_REWARD_FOLDS} rows; "
-                        "--folds 1: in sample), then evaluate with "
+                        f"--folds K (default {DEFAULT_REWARD_FOLDS}, fewer on a log of under "
+                        f"{10 * DEFAULT_REWARD_FOLDS} rows; --folds 1: in sample), then evaluate with "
                         "them; prints the model's calibration")
     p.add_argument("--fit-balancing-weights", action="store_true",
                    help="fit BIPW's importance weights on LOGS first: a per-action logistic classifier of the logged "
