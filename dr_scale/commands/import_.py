@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dr_scale.commands.common import POSITIVE_INT, add_compute_options, add_storage_option, storage_options
+from dr_scale.commands.common import (
+    POSITIVE_INT,
+    add_compute_options,
+    add_storage_option,
+    storage_options,
+    warnings_as_lines,
+)
 from dr_scale.outofcore.compute import dask_session
 
 DEFAULT_BLOCKSIZE = 16 << 20  # dr_scale.logs.importing.raw.DEFAULT_BLOCKSIZE, without importing pyarrow for --help
@@ -36,7 +42,7 @@ def run(args) -> int:
 
     opts = storage_options(args.storage_options)
     check_not_an_input(args.out, [args.raw, args.spec], opts)  # the log never replaces its raw table or spec
-    with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
+    with warnings_as_lines("import"), dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         summary = import_log(args.raw, args.spec, args.out, client=client, storage_options=opts,
                              blocksize=args.blocksize, progress=not args.no_progress)
     print(summary.text())

@@ -509,7 +509,8 @@ def test_colliding_features_summed_as_feature_hasher():
 
 @pytest.mark.slow
 def test_killed_import_leaves_no_log(tmp_path):
-    """SIGKILL while the parts are being written: no output folder, only the hidden staging folder beside it."""
+    """SIGKILL while the parts are being written: no output folder, only the hidden staging folder beside it, which
+    the next import into that output removes (its owner, a process of this host, is gone) with a line saying so."""
     import signal
     import time
 
@@ -536,6 +537,17 @@ def test_killed_import_leaves_no_log(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert not (tmp_path / "logs").exists()
+    assert [p.name for p in tmp_path.glob(".logs.import-*")] == [staged[0].name]
+
+    small = tmp_path / "small.csv"
+    small.write_bytes(head + b"\n" + rows)
+    again = subprocess.run([sys.executable, "-m", "dr_scale.cli", "import", str(small), "--spec", str(spec), "--out",
+                            str(tmp_path / "logs"), "--no-progress"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"removed {staged[0]}, the staging folder of an import that was killed (process {proc.pid})" in again.stderr
+    assert not list(tmp_path.glob(".logs.import-*"))
+    assert not list((tmp_path / "logs").rglob("_dr_scale_import_owner.json"))  # the owner file is not published
 
 
 def test_any_fsspec_url():

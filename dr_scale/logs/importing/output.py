@@ -6,15 +6,21 @@ stored with the log keeps each file's id of its stable row ids, and two files wi
 a file and one imported before — are an error asking for a ``row_id`` column, while a file imported before is
 refused. Nothing is written until every block is converted: the parts are written to a staging folder, which
 becomes the output in one rename (on an object store, a copy of each file) after the spec file is written in
-it; an error or a kill leaves the output untouched (a killed import leaves the hidden staging folder
-``.NAME.import-HEX`` beside it, which readers of the output never see).
+it; an error or a kill leaves the output untouched. The staging folder (``.NAME.import-HEX``, hidden beside the
+output) holds an owner file naming the host and process writing it (:data:`OWNER_FILE`); a process killed outright
+(SIGKILL, a lost machine) cannot remove its folder, and the next import into that output removes every such folder
+whose owner ran on this host and is gone (one on another host is left: its process cannot be checked from here).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import posixpath
+import socket
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +38,10 @@ from dr_scale.logs.spec import load_saved
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
+
+
+#: The file in a staging folder naming the import writing it: ``{"host": …, "pid": …}``; not published.
+OWNER_FILE = "_dr_scale_import_owner.json"
 
 
 @dataclass(frozen=True)
@@ -126,8 +136,11 @@ class OutputLog:
         """A staging folder beside the log (``.NAME.import-HEX``), removed when the body fails or is
         interrupted."""
         parent, name = posixpath.split(self.path.rstrip("/"))
+        _remove_abandoned(self.fs, parent, f".{name}.import-")
         staging = posixpath.join(parent, f".{name}.import-{uuid.uuid4().hex}")
         try:
+            atomic_write(self.fs, posixpath.join(staging, OWNER_FILE),
+                         json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
             yield staging
         except BaseException:
             with contextlib.suppress(Exception):
@@ -151,6 +164,7 @@ class OutputLog:
         last."""
         fs, out = self.fs, self.path
         with interrupts_deferred() as interrupted:
+            fs.rm(posixpath.join(staging, OWNER_FILE))
             if self.saved is None:
                 if fs.isdir(out):
                     fs.rmdir(out)  # an empty folder (checked before the work)
@@ -165,6 +179,42 @@ class OutputLog:
         if interrupted:
             raise KeyboardInterrupt("the interrupt came while publishing; the log was written completely before it "
                                     "took effect")
+
+
+def _remove_abandoned(fs: AbstractFileSystem, parent: str, prefix: str) -> None:
+    """Remove the staging folders ``parent/PREFIX*`` whose owner file names this host and a process that is gone
+    (a killed import's), with a warning naming each."""
+    try:
+        entries = fs.ls(parent, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    host = socket.gethostname()
+    for entry in entries:
+        folder = entry.rstrip("/")
+        if not posixpath.basename(folder).startswith(prefix):
+            continue
+        try:
+            with fs.open(posixpath.join(folder, OWNER_FILE), "rb") as f:
+                owner = json.loads(f.read(4096))
+            pid = int(owner["pid"])
+            mine = owner["host"] == host
+        except Exception:  # noqa: BLE001 - no readable owner (being created, or not an import's): leave it
+            continue
+        if mine and not _running(pid):
+            fs.rm(folder, recursive=True)
+            warnings.warn(f"removed {folder}, the staging folder of an import that was killed (process {pid}); "
+                          "nothing of it had been published", stacklevel=2)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _row_ids(fs: AbstractFileSystem, paths: list[str]) -> np.ndarray:
