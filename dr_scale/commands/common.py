@@ -130,12 +130,16 @@ def check_fit_limits(logs, *, folds: int | None, n_features: int | None, n_actio
 
 @contextlib.contextmanager
 def warnings_as_lines(command: str):
-    """Warnings raised inside the block (e.g. an action never logged) as one ``dr-scale CMD: warning:`` line each."""
-    with warnings.catch_warnings(record=True) as caught:
+    """Warnings raised inside the block (e.g. an action never logged) as one ``dr-scale CMD: warning:`` line each,
+    printed when raised (a warning before a long fit is seen before it, not after)."""
+
+    def show(message, *_args, **_kwargs) -> None:
+        print(f"dr-scale {command}: warning: {message}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.showwarning = show
         yield
-    for w in caught:
-        print(f"dr-scale {command}: warning: {w.message}", file=sys.stderr)
 
 
 def option_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:

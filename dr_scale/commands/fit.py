@@ -60,9 +60,11 @@ def add_fit_arguments(p, out: str, run, shared: bool = False, propensity: bool =
 
 
 def add_model_options(p, shared: bool = False, propensity: bool = False) -> None:
-    """--lam, --folds, --seed, --rtol, --n-features, --model (shared with ``evaluate --fit-reward-model``; ``shared``:
-    ``--model shared`` too, for ``fit``; ``propensity``: the options of ``fit-propensity``, ``--model`` hidden)."""
+    """--lam, --folds, --seed, --rtol, --max-iter, --n-features, --model (shared with ``evaluate --fit-reward-model``;
+    ``shared``: ``--model shared`` too, for ``fit``; ``propensity``: the options of ``fit-propensity``, ``--model``
+    hidden)."""
     from dr_scale.crossfit.settings import LAMBDA_GRID as grid
+    from dr_scale.crossfit.settings import MAX_ITER as max_iter
     from dr_scale.crossfit.settings import RTOL as rtol
     from dr_scale.crossfit.settings import SEARCH_FOLDS as search_folds
     from dr_scale.crossfit.settings import SEARCH_ROWS as search_rows
@@ -81,6 +83,10 @@ def add_model_options(p, shared: bool = False, propensity: bool = False) -> None
                    help="key of the folds and the λ sample (default 0)")
     p.add_argument("--rtol", type=parse_rtol,
                    help=f"conjugate gradients stop at ‖residual‖ ≤ rtol·‖rhs‖ for every fit (default {rtol:g})")
+    p.add_argument("--max-iter", type=POSITIVE_INT, metavar="PASSES",
+                   help="the pass budget of each solve: it stops after this many passes over the log (one per CG or "
+                        "L-BFGS step) if it has not reached --rtol by then, with a warning counting the fits that "
+                        f"did not (default {max_iter})")
     p.add_argument("--n-features", type=POSITIVE_INT,
                    help="number of features d (default: the log's metadata, else the data)")
     add_model_choice(p, shared, hidden=propensity)
@@ -169,11 +175,13 @@ def fitted(fit, args, logs: str, client, opts: dict, settings):
 #: The fitting options and their ``args`` names. They default to None on the command line, so that
 #: :func:`model_options_given` tells which were given; :func:`fit_settings` leaves the others to
 #: :class:`~dr_scale.reward.fitting.FitSettings`' defaults.
-MODEL_OPTIONS = (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"), ("--model", "model"))
+MODEL_OPTIONS = (("--lam", "lam"), ("--folds", "folds"), ("--seed", "seed"), ("--rtol", "rtol"),
+                 ("--max-iter", "max_iter"), ("--model", "model"))
 
 
 def model_options_given(args) -> list[str]:
-    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``, ``--model``) given on the command line."""
+    """The fitting options (``--lam``, ``--folds``, ``--seed``, ``--rtol``, ``--max-iter``, ``--model``) given on the
+    command line."""
     return [flag for flag, dest in MODEL_OPTIONS if getattr(args, dest, None) is not None]
 
 

@@ -76,6 +76,11 @@ class Reads:
         return read_log_part(fs, path, n_features, n_actions)
 
 
+#: Parameters (coefficients of all fits, after sizing by use) above which a fit is announced with a warning before
+#: it starts: 10^8 float64 are 0.75 GiB a copy, and a solve holds several (L-BFGS 2 × 10 history pairs + 6).
+LARGE_FIT = 10**8
+
+
 class Objective(Reads, abc.ABC):
     """One model family as the driver fits it (module docstring): its sums, its solve at λ, its out-of-fold loss and
     the model it makes. An objective is sent to the workers with the passes' functions: keep it small."""
@@ -96,6 +101,11 @@ class Objective(Reads, abc.ABC):
     def per_action(self) -> bool:
         """One fit per (fold, action) (the per-action models) or one per fold for all actions."""
         return True
+
+    def coefficients(self, n_features: int, n_actions: int) -> int:
+        """The coefficients of one fit over ``n_features`` features (the parameter count of
+        :data:`LARGE_FIT`): a weight per feature and an intercept."""
+        return n_features + 1
 
     @property
     def what(self) -> str:
@@ -221,6 +231,12 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
     groups, auto = max(folds or 1, 1), settings.lam == "auto"
     share = min(1.0, settings.search_rows / max(n_rows, 1.0))
     fits = objective.fits(folds or 0, k, full=objective.full)
+    parameters = fits.count * objective.coefficients(d, k)
+    if parameters > LARGE_FIT:
+        warnings.warn(f"{objective.label}: {parameters:,} parameters ({fits.count} fits × "
+                      f"{parameters // fits.count:,} coefficients), {8 * parameters / 2**30:,.1f} GiB a copy; the fit "
+                      "holds several copies (docs/reward-models.md, \"How big a fit is\"): fewer folds, fewer "
+                      "actions or a smaller hash_bits make it smaller", stacklevel=2)
     with stages.stage(f"{objective.label} sums", "per (fold, action) block" + (", and the λ sample" if auto else "")
                       ) as p:
         if auto:
@@ -244,8 +260,10 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
         solved = objective.solve(parts, sums, d, lam, fits, settings, progress)
         p.append(solved.passes)
     if not solved.converged.all():
-        warnings.warn(f"{objective.label}: {int((~solved.converged).sum())} fit(s) did not reach rtol "
-                      f"{settings.rtol:g} in {settings.max_iter} passes", ConvergenceWarning, stacklevel=3)
+        warnings.warn(f"{objective.label}: {int((~solved.converged).sum())} of {fits.count} fit(s) did not reach rtol "
+                      f"{settings.rtol:g} within the pass budget of {settings.max_iter} passes; the model is used as "
+                      f"its last pass left it — give a larger budget (`max_iter`, --max-iter) or rtol (--rtol)",
+                      ConvergenceWarning, stacklevel=3)
     model = objective.model(solved, sums, lam, fits, d, k, settings)
     model.metadata.update(lam=float(lam), folds=folds or 0, seed=settings.seed, rtol=settings.rtol, n_features=d,
                           n_actions=k, passes=int(solved.passes))

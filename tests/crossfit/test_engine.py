@@ -3,6 +3,9 @@ and model files read back by their kind."""
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import grimp
 import numpy as np
 import pytest
@@ -41,6 +44,34 @@ def test_the_balancing_weights_are_driven_by_the_same_engine(log):
 def test_a_fit_stopped_at_max_iter_warns_one_convergence_warning(log):
     with pytest.warns(dr_scale.ConvergenceWarning, match="did not reach rtol"):
         fit_reward_model(log, FitSettings(lam=1e-3, model="logistic", rtol=1e-12, max_iter=1))
+
+
+def test_the_pass_budget_ends_in_a_line_naming_the_options(log, capsys):
+    """``fit --max-iter 1``: the model is written, and one warning line counts the fits that did not converge and
+    names the options that change it."""
+    from dr_scale.cli import main
+
+    assert main(["fit", log, "--out", str(Path(log).parent / "m.npz"), "--lam", "0.001", "--rtol", "1e-12",
+                 "--max-iter", "1", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert ("dr-scale fit: warning: ρ̂: 3 of 3 fit(s) did not reach rtol 1e-12 within the pass budget of 1 passes; "
+            "the model is used as its last pass left it — give a larger budget (`max_iter`, --max-iter) or rtol "
+            "(--rtol)") in err
+
+
+def test_a_large_fit_is_announced_with_its_parameter_count(log, monkeypatch):
+    """Above ``LARGE_FIT`` parameters a warning gives the count: (K + 1)·k fits × (used features + 1)."""
+    from dr_scale.crossfit import engine
+
+    monkeypatch.setattr(engine, "LARGE_FIT", 100)
+    with pytest.warns(UserWarning, match="parameters") as caught:
+        model = fit_reward_model(log, FitSettings(folds=2, lam=1.0, model="ridge"))
+    used = model.metadata["used_features"]
+    assert str(caught[0].message).startswith(f"ρ̂: {9 * (used + 1):,} parameters (9 fits × {used + 1} coefficients)")
+    monkeypatch.setattr(engine, "LARGE_FIT", 9 * (used + 1))  # not above: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_reward_model(log, FitSettings(folds=2, lam=1.0, model="ridge"))
 
 
 def test_lambda_and_rtol_follow_one_rule():
