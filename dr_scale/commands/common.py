@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import warnings
 
@@ -72,60 +71,6 @@ def record_log_filter(fitted, logs) -> None:
     opened log ``logs`` (:func:`opened_log`), if any."""
     if logs.log_filter and getattr(fitted, "metadata", None) is not None:
         fitted.metadata["log_filter"] = logs.log_filter.to_dict()
-
-
-#: Without a declared d (the log's ``dr_scale.n_features`` metadata or ``--n-features``), d is inferred as the
-#: largest feature id + 1 only up to this; beyond it a stray id would silently size the model.
-MAX_INFERRED_FEATURES = 1 << 20
-#: A cross-fitting fold holds at least this many rows on average: ``--folds`` K ≤ rows / MIN_FOLD_ROWS. Each fold
-#: costs a model and its share of every pass; folds of a few rows cost a pass each and predict from models that
-#: differ by a handful of rows.
-MIN_FOLD_ROWS = 10
-#: At most this many cross-fitting folds: at K = 20 each fold model is fitted on 95% of the rows already, and the
-#: work of a fit grows faster than K (the λ search fits every fold too): 2,000 rows of 0/1 rewards take ~4 s of CPU
-#: at K = 10, ~11 s at K = 20, ~35 s at K = 40.
-MAX_FOLDS = 20
-
-
-def check_fit_limits(logs, *, folds: int | None, n_features: int | None, n_actions: int | None) -> None:
-    """Limits of a reward-model fit, checked from the opened log's footers (read once,
-    :attr:`~dr_scale.logs.opened.OpenedLog.footprint`) before the work, each naming its option.
-
-    * ``--folds`` K: 2 ≤ K ≤ min(:data:`MAX_FOLDS`, rows / :data:`MIN_FOLD_ROWS`) (each fold model is fitted
-      without one fold's rows; folds of a few rows cost a model each and as many passes as folds of many);
-    * d: the declared one (``--n-features``, else the log's metadata), else the largest feature id + 1 —
-      refused above :data:`MAX_INFERRED_FEATURES` unless ``--n-features`` says so (a stray id of 10⁷
-      would silently make a model of 10⁷ rows);
-    * the coefficients of the (K + 1) models, d × k float64 each, must fit in this machine's memory.
-    """
-    from dr_scale.core.errors import ParameterError
-
-    foot = logs.footprint
-    if folds and folds > MAX_FOLDS:
-        raise ParameterError(f"`folds` = {folds}: at most {MAX_FOLDS} cross-fitting folds (each fold model already "
-                             f"sees {1 - 1 / MAX_FOLDS:.0%} of the rows at K = {MAX_FOLDS}, and every fold adds a "
-                             "model to each pass); give 2 ≤ K ≤ 20")
-    if folds and folds * MIN_FOLD_ROWS > foot.rows:
-        raise ParameterError(f"`folds` = {folds} leaves {foot.rows / folds:,.3g} rows a fold of the log's "
-                             f"{foot.rows:,} rows; cross-fitting needs 2 ≤ K ≤ rows / {MIN_FOLD_ROWS} "
-                             f"(here {foot.rows // MIN_FOLD_ROWS:,}): at least {MIN_FOLD_ROWS} rows a fold")
-    d = n_features or foot.metadata.get("n_features")
-    if d is None and foot.max_feature is not None and foot.max_feature + 1 > MAX_INFERRED_FEATURES:
-        raise ParameterError(f"{logs}: the log declares no number of features (no dr_scale.n_features metadata) and "
-                             f"its largest feature id is {foot.max_feature:,}: d would be {foot.max_feature + 1:,}. "
-                             f"Give `n_features` if that is right, or fix the stray feature id")
-    d = d or (foot.max_feature + 1 if foot.max_feature is not None else None)
-    k = n_actions or foot.metadata.get("n_actions") or (foot.max_action + 1 if foot.max_action is not None else None)
-    if d and k:
-        need = 8 * d * k * ((folds or 0) + 1) * 3  # coefficients, and CG's residual and direction alike
-        try:
-            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (OSError, ValueError):
-            return
-        if need > have:
-            raise ParameterError(f"`n_features` d = {d:,} × k = {k} actions × {(folds or 0) + 1} model(s) need "
-                                 f"about {need / 2**30:,.1f} GiB for the coefficients alone; this machine has "
-                                 f"{have / 2**30:,.1f} GiB: check d")
 
 
 @contextlib.contextmanager

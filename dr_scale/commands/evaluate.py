@@ -8,7 +8,6 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
-    check_fit_limits,
     opened_log,
     storage_options,
 )
@@ -30,6 +29,7 @@ from dr_scale.commands.fit_propensity import (
     propensity_source_line,
 )
 from dr_scale.core.errors import UserError
+from dr_scale.crossfit.limits import check_fit_limits
 from dr_scale.io.atomic import atomic_write, url_to_fs
 from dr_scale.io.config import Alpha, NonNegativeInt, NonNegativeOrInf, PositiveInt, PositiveOrInf, Share, option
 from dr_scale.io.outputs import check_output_file, record_file

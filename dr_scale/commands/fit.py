@@ -13,12 +13,12 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
-    check_fit_limits,
     opened_log,
     record_log_filter,
     storage_options,
     warnings_as_lines,
 )
+from dr_scale.crossfit.limits import check_fit_limits
 from dr_scale.io.config import PositiveInt, option, penalty, rule_option, tolerance
 from dr_scale.io.outputs import check_output_file, record_file
 from dr_scale.outofcore.compute import dask_session
@@ -125,9 +125,9 @@ DEFAULT_REWARD_FOLDS = 5
 
 def default_folds(logs, args, default: int) -> int:
     """K of a model fitted for an estimate: ``--folds`` if given, else ``default`` — or, on a log too small for it,
-    the most its rows allow (rows / :data:`~dr_scale.commands.common.MIN_FOLD_ROWS`, said on stderr), 1 (no fold
+    the most its rows allow (rows / :data:`~dr_scale.crossfit.limits.MIN_FOLD_ROWS`, said on stderr), 1 (no fold
     models: in sample) below 2."""
-    from dr_scale.commands.common import MIN_FOLD_ROWS
+    from dr_scale.crossfit.limits import MIN_FOLD_ROWS
 
     if getattr(args, "folds", None) is not None:
         return int(args.folds)

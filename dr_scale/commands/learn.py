@@ -8,7 +8,6 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
-    check_fit_limits,
     opened_log,
     record_log_filter,
     storage_options,
@@ -16,6 +15,7 @@ from dr_scale.commands.common import (
 )
 from dr_scale.commands.fit import add_model_choice, parse_lambda
 from dr_scale.core.errors import UserError
+from dr_scale.crossfit.limits import check_fit_limits
 from dr_scale.crossfit.settings import Stages
 from dr_scale.io.cache import spill_root
 from dr_scale.io.config import Folds, PositiveInt, option

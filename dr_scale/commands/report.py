@@ -12,10 +12,10 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
-    check_fit_limits,
     opened_log,
     storage_options,
 )
+from dr_scale.crossfit.limits import check_fit_limits
 from dr_scale.outofcore.compute import dask_session
 
 

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dr_scale.core.errors import ConvergenceWarning, ParameterError
+from dr_scale.crossfit.limits import check_fit_limits, check_fit_size
 from dr_scale.crossfit.parts import (
     Fits,
     GroupedPart,
@@ -76,11 +77,6 @@ class Reads:
         return read_log_part(fs, path, n_features, n_actions)
 
 
-#: Parameters (coefficients of all fits, after sizing by use) above which a fit is announced with a warning before
-#: it starts: 10^8 float64 are 0.75 GiB a copy, and a solve holds several (L-BFGS 2 × 10 history pairs + 6).
-LARGE_FIT = 10**8
-
-
 class Objective(Reads, abc.ABC):
     """One model family as the driver fits it (module docstring): its sums, its solve at λ, its out-of-fold loss and
     the model it makes. An objective is sent to the workers with the passes' functions: keep it small."""
@@ -103,8 +99,8 @@ class Objective(Reads, abc.ABC):
         return True
 
     def coefficients(self, n_features: int, n_actions: int) -> int:
-        """The coefficients of one fit over ``n_features`` features (the parameter count of
-        :data:`LARGE_FIT`): a weight per feature and an intercept."""
+        """The coefficients of one fit over ``n_features`` features (its size,
+        :func:`~dr_scale.crossfit.limits.check_fit_size`): a weight per feature and an intercept."""
         return n_features + 1
 
     @property
@@ -231,12 +227,7 @@ def fit_parts(parts: PartSet, n_rows: float, n_features: int, n_actions: int, se
     groups, auto = max(folds or 1, 1), settings.lam == "auto"
     share = min(1.0, settings.search_rows / max(n_rows, 1.0))
     fits = objective.fits(folds or 0, k, full=objective.full)
-    parameters = fits.count * objective.coefficients(d, k)
-    if parameters > LARGE_FIT:
-        warnings.warn(f"{objective.label}: {parameters:,} parameters ({fits.count} fits × "
-                      f"{parameters // fits.count:,} coefficients), {8 * parameters / 2**30:,.1f} GiB a copy; the fit "
-                      "holds several copies (docs/reward-models.md, \"How big a fit is\"): fewer folds, fewer "
-                      "actions or a smaller hash_bits make it smaller", stacklevel=2)
+    check_fit_size(objective.label, fits.count, objective.coefficients(d, k))
     with stages.stage(f"{objective.label} sums", "per (fold, action) block" + (", and the λ sample" if auto else "")
                       ) as p:
         if auto:
@@ -292,6 +283,8 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
                              f"{type(settings).__name__} {settings!r:.80}")
     check_client(client)
     logs = open_log(logs, storage_options)
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
+                     n_actions=settings.n_actions or n_actions)
     fs, paths = logs.listing()
     n_features, n_actions = logs.dimensions(settings.n_features, settings.n_actions or n_actions)
     stages = Stages(progress)

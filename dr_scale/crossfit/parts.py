@@ -206,31 +206,40 @@ def read_grouped_parts(fs, paths: list[str], n_features: int | None, n_actions: 
     return parts, extent, d, k, 2 if n_features and n_actions else 3
 
 
-def feature_presence(part: LogPart, n_features: int) -> np.ndarray:
-    """(d,) bool: the features some row of the part has (summed over parts with ``+``: logical or)."""
-    present = np.zeros(n_features, dtype=bool)
-    present[part.indices] = True
-    return present
+@dataclass(frozen=True)
+class FeatureIds:
+    """The sorted distinct feature ids some row of a set of parts has; ``+`` is their union (a mergeable statistic
+    whose size is the features used, whatever d is)."""
+
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, part: LogPart) -> FeatureIds:
+        """The part's distinct feature ids."""
+        return cls(np.unique(part.indices).astype(np.int64))
+
+    def __add__(self, other: FeatureIds) -> FeatureIds:
+        return FeatureIds(np.union1d(self.ids, other.ids))
 
 
-def renumbered(_, part: GroupedPart, columns: np.ndarray) -> tuple[np.ndarray, GroupedPart]:
-    """(nothing to sum, the part with each feature id i replaced by ``columns[i]``, its column among the used
-    features; :func:`present_columns`): a step of :meth:`PartSet.sum_and_derive`. A part held in this process's
-    memory is renumbered in place (no second copy of its indices); a memory-mapped one is copied."""
+def renumbered(_, part: GroupedPart, ids: np.ndarray) -> tuple[np.ndarray, GroupedPart]:
+    """(nothing to sum, the part with each feature id replaced by its index in the sorted ``ids``, its column among
+    the used features): a step of :meth:`PartSet.sum_and_derive`. A part held in this process's memory is renumbered
+    in place (no second copy of its indices); a memory-mapped one is copied."""
+    columns = np.searchsorted(ids, part.indices).astype(part.indices.dtype, copy=False)
     if part.indices.flags.writeable:
-        np.take(columns, part.indices, out=part.indices)
+        part.indices[...] = columns
         return np.zeros(1), part
-    return np.zeros(1), dataclasses.replace(part, indices=columns.take(part.indices.astype(np.intp)))
+    return np.zeros(1), dataclasses.replace(part, indices=columns)
 
 
 def used_features(parts: PartSet, n_features: int) -> tuple[PartSet, np.ndarray]:
     """(the parts with their features renumbered 0 … m − 1 in the order of their ids, the sorted ids (m,)): the
     features some row has, in one pass, then the renumbering in another — fits on them hold m, not d, columns
-    (a feature no row has gets weight 0 under an L2 penalty, and adds nothing to any sum)."""
-    present = parts.sum(feature_presence, n_features)
-    columns, _ = present_columns(present)
-    _, parts = parts.sum_and_derive(renumbered, columns)
-    ids: np.ndarray = np.flatnonzero(present).astype(np.int64)
+    (a feature no row has gets weight 0 under an L2 penalty, and adds nothing to any sum). Nothing here is of size
+    d = ``n_features``: a declared d of 2^31 costs what the features used cost."""
+    ids: np.ndarray = parts.sum(FeatureIds.of).ids
+    _, parts = parts.sum_and_derive(renumbered, ids)
     return parts, ids
 
 

@@ -171,6 +171,10 @@ class PropensityObjective(Objective):
     per_action: ClassVar[bool] = False
     what: ClassVar[str] = "multinomial model(s)"
 
+    def coefficients(self, n_features: int, n_actions: int) -> int:
+        """A multinomial fit's coefficients: a weight per (feature, action) and an intercept per action."""
+        return (n_features + 1) * n_actions
+
     def read_part(self, fs: AbstractFileSystem, path: str, n_features: int | None,
                   n_actions: int | None) -> LogPart:
         """One part, with or without its propensity column (:func:`read_policy_part`)."""

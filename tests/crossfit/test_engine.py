@@ -61,17 +61,29 @@ def test_the_pass_budget_ends_in_a_line_naming_the_options(log, capsys):
 
 def test_a_large_fit_is_announced_with_its_parameter_count(log, monkeypatch):
     """Above ``LARGE_FIT`` parameters a warning gives the count: (K + 1)·k fits × (used features + 1)."""
-    from dr_scale.crossfit import engine
+    from dr_scale.crossfit import limits
 
-    monkeypatch.setattr(engine, "LARGE_FIT", 100)
+    monkeypatch.setattr(limits, "LARGE_FIT", 100)
     with pytest.warns(UserWarning, match="parameters") as caught:
         model = fit_reward_model(log, FitSettings(folds=2, lam=1.0, model="ridge"))
     used = model.metadata["used_features"]
     assert str(caught[0].message).startswith(f"ρ̂: {9 * (used + 1):,} parameters (9 fits × {used + 1} coefficients)")
-    monkeypatch.setattr(engine, "LARGE_FIT", 9 * (used + 1))  # not above: no warning
+    monkeypatch.setattr(limits, "LARGE_FIT", 9 * (used + 1))  # not above: no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_reward_model(log, FitSettings(folds=2, lam=1.0, model="ridge"))
+
+
+def test_the_python_fitters_are_bounded_like_the_commands(log, monkeypatch):
+    """The folds the rows allow and the memory a fit needs bound ``fit_reward_model`` and ``fit_propensity_model``
+    as they bound the commands: a ParameterError naming the parameter, before the work."""
+    from dr_scale.crossfit import limits
+
+    with pytest.raises(ParameterError, match="folds = 21: at most 20 cross-fitting folds"):
+        fit_reward_model(log, FitSettings(folds=21, lam=1.0))
+    monkeypatch.setattr(limits, "COPIES", 10**12)  # as if each parameter needed terabytes
+    with pytest.raises(ParameterError, match=r"π̂₀: [\d,]+ parameters \(3 fits × \d+ coefficients, the features"):
+        fit_propensity_model(log, FitSettings(folds=2, lam=1.0))
 
 
 def test_lambda_and_rtol_follow_one_rule():
