@@ -14,7 +14,10 @@
 * :func:`weights_plot` — the distribution of the importance weights w = π(a|x)/p̂ from
   :class:`~dr_scale.ope.diagnostics.WeightStats`' log-spaced histogram, one panel per policy on
   log–log axes, the rows with w = 0 (the policy never takes the logged action), which a log axis
-  cannot show, stated in the panel.
+  cannot show, stated in the panel;
+* :func:`calibration_plot` — the reward model's reliability on the rows it was fitted on: mean ρ̂ against mean
+  reward per decile of ρ̂ (each point's area by its rows), the diagonal of perfect calibration, and DM of the
+  logging policy beside the rows' own mean with their intervals.
 
 Each ``*_plot`` has a ``*_figure`` twin returning the matplotlib figure, for tests to inspect
 (the caller closes it). Numbers are written by :mod:`dr_scale.core.numbers`.
@@ -307,3 +310,29 @@ def weights_figure(policies: list[dict]):
 def weights_plot(policies: list[dict]) -> bytes:
     """:func:`weights_figure` as PNG bytes."""
     return _png(weights_figure(policies))
+
+
+def calibration_figure(calibration: dict):
+    """The reward model's calibration record (:func:`dr_scale.reward.calibration.calibration_record`) drawn: mean
+    reward against mean ρ̂ per decile of ρ̂, on the diagonal where ρ̂ is calibrated."""
+    rows, mean_p, mean_r = (np.array(v, float) for v in zip(*calibration["deciles"]))
+    fig, ax = plt.subplots(figsize=(WIDTH * 0.6, WIDTH * 0.5), layout="constrained")
+    top = max(float(mean_p.max()), float(mean_r.max())) * 1.05 or 1.0
+    ax.plot([0, top], [0, top], color="0.6", lw=1, label="calibrated (mean reward = mean ρ̂)")
+    ax.scatter(mean_p, mean_r, s=20 + 200 * rows / rows.max(), color="C0", alpha=0.8, label="decile of ρ̂")
+    (lo, hi), (dlo, dhi) = calibration["own_interval"], calibration["dm_interval"]
+    dm, own = calibration["dm"], calibration["own_mean"]
+    ax.errorbar([dm], [own], xerr=[[dm - dlo], [dhi - dm]], yerr=[[own - lo], [hi - own]], fmt="D", color="C3",
+                label=f"all rows: DM of the logging policy {number(dm, 4)}, own mean {number(own, 4)}")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("mean ρ̂ (" + calibration["predicted"] + ")")
+    ax.set_ylabel("mean logged reward")
+    ax.set_title(f"Reward model calibration (ECE {number(calibration['ece'])})")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def calibration_plot(calibration: dict) -> bytes:
+    """:func:`calibration_figure` as PNG bytes."""
+    return _png(calibration_figure(calibration))

@@ -209,6 +209,7 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
         "logs": redact(logs),
         "policies_file": redact(pf.source),
         "reward_model": redact(pf.reward_model),
+        "reward_model_fit": model_fit(evaluations),
         "window": window,
         "alpha": pf.alpha,
         "interval": pf.interval,
@@ -226,6 +227,47 @@ def report_dict(states, evaluations: dict, policies_file, *, logs: str, window: 
         "fail_on": list(pf.fail_on),
         "alerts": [{"policy": p["name"], **a} for p in policies for a in p["alerts"]],
     })
+
+
+def model_fit(evaluations: dict) -> dict | None:
+    """The reward model's fit as its file records it (the first evaluation's model; None without one): the model,
+    rows, folds, λ and its calibration on the rows it was fitted on (:mod:`dr_scale.reward.calibration`)."""
+    model = next((e.reward_model for e in evaluations.values() if e.reward_model is not None), None)
+    meta = getattr(model, "metadata", None) or {}
+    if model is None:
+        return None
+    return {"kind": type(model).__name__, "model": meta.get("model"), "rows": meta.get("rows"),
+            "folds": meta.get("folds"), "lam": meta.get("lam"), "calibration": meta.get("calibration")}
+
+
+def reward_model_blocks(report: dict, images: dict[str, str]) -> list[tuple]:
+    """The reward model's fit and its calibration on its own rows (DM of the logging policy beside the rows' mean
+    reward, the reliability by decile of ρ̂), when the report uses one."""
+    fit = report.get("reward_model_fit")
+    if not fit:
+        return []
+    folds = f"{fit['folds']} folds (cross-fitted)" if fit.get("folds") else "no folds (in sample)"
+    rows = f"{fit['rows']:,} rows" if isinstance(fit.get("rows"), int) else "rows not recorded"
+    lam = f", λ = {fit['lam']:g}" if isinstance(fit.get("lam"), (int, float)) else ""
+    out: list[tuple] = [("h2", "Reward model"),
+                        ("p", f"`{report['reward_model']}`: {fit['kind']}, fitted on {rows}, {folds}{lam}.")]
+    cal = fit.get("calibration")
+    if not cal:
+        return out + [("p", "Its file records no calibration (a model fitted before dr-scale recorded one, or a "
+                            "model from outside): refit it with `dr-scale fit` to see it here.")]
+    level = f"{100 * (1 - cal['alpha']):g}%"
+    out.append(("p", f"Calibration on the {cal['rows']:,} rows it was fitted on ({cal['predicted']}): DM of the "
+                     f"logging policy {number(cal['dm'], 4)} [{number(cal['dm_interval'][0])}, "
+                     f"{number(cal['dm_interval'][1])}] against the rows' own mean reward {number(cal['own_mean'], 4)} "
+                     f"[{number(cal['own_interval'][0])}, {number(cal['own_interval'][1])}] ({level} intervals); "
+                     f"expected calibration error {number(cal['ece'])}."))
+    if not cal["agrees"]:
+        out.append(("warn", f"DM of the logging policy lies outside the own mean's {level} interval: the reward model "
+                            "is biased on its own rows, and DM (DR less) inherits it."))
+    out += [("img", images["calibration"], "reward model calibration by decile of ρ̂"),
+            ("table", ["decile of ρ̂", "rows", "mean ρ̂", "mean reward"],
+             [[str(i + 1), f"{c:,}", number(p), number(r)] for i, (c, p, r) in enumerate(cal["deciles"])])]
+    return out
 
 
 def primary_estimator(names: list[str]) -> str:
@@ -317,6 +359,7 @@ def blocks(report: dict, images: dict[str, str]) -> list[tuple]:
                       percent(d["tiny_propensity_share"]), number(d["on_policy_value"])]]))
         if "logged" in p:  # the other log's check and on-policy value, beside the off-policy estimates
             out += [("p", line.strip()) for line in summary_lines(p["logged"])]
+    out += reward_model_blocks(report, images)
     out += propensity_blocks(report, images)
     if report["comparisons"]:
         pct = f"{100 * (1 - report['alpha']):g}%"
@@ -490,6 +533,9 @@ def render_plots(report: dict) -> dict[str, bytes]:
     if any(p["by_day"] for p in report["policies"]):  # date-partitioned logs only
         out["over_time"] = plots.over_time_plot(report["policies"], report["primary_estimator"], level)
     out["weights"] = plots.weights_plot(report["policies"])
+    calibration = (report.get("reward_model_fit") or {}).get("calibration")
+    if calibration:
+        out["calibration"] = plots.calibration_plot(calibration)
     with_p = [p for p in report["policies"] if "propensity" in p]
     if with_p:
         from dr_scale.propensity.diagnostics import reliability_png

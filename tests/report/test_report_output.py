@@ -289,6 +289,33 @@ def test_yaml_policies_file_equals_toml(tmp_path):
     assert Path(toml.reward_model).resolve() == Path(MODEL).resolve()  # relative to the policies file
 
 
+def test_the_report_shows_the_reward_models_calibration(tmp_path, example_report):
+    """With a model fitted by ``dr-scale fit``, the report carries its fit and its calibration on its own rows (the
+    record in the model's file: DM of the logging policy, the own mean, the deciles) as text, table and plot; the
+    bundled example's model, which records none, says so."""
+    from dr_scale.reward.files import load_reward_model
+
+    model = tmp_path / "rm.npz"
+    assert main(["fit", LOGS, "--folds", "2", "--out", str(model), "--no-progress"]) == 0
+    policies = tmp_path / "p.toml"
+    policies.write_text(Path(POLICIES).read_text().replace(
+        next(line for line in Path(POLICIES).read_text().splitlines() if line.startswith("reward_model")),
+        f'reward_model = "{model}"'))
+    out = tmp_path / "out"
+    assert main(["report", "--logs", LOGS, "--policies", str(policies), "--out", str(out), "--no-progress",
+                 "--window", "7d"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    record = load_reward_model(str(model)).metadata["calibration"]
+    assert report["reward_model_fit"]["calibration"] == record and report["reward_model_fit"]["folds"] == 2
+    md = (out / "report.md").read_text()
+    section = md[md.index("## Reward model"):md.index("## Comparisons")]
+    assert f"Calibration on the {record['rows']:,} rows it was fitted on (out of fold)" in section
+    assert "![reward model calibration by decile of ρ̂](plots/calibration-" in section
+    assert section.count("\n| ") == 1 + len(record["deciles"])  # the header and a row a decile
+    bundled = (example_report[0] / "report.md").read_text()
+    assert "Its file records no calibration" in bundled
+
+
 @pytest.mark.parametrize("text, message", [
     ('[[policy]]\nname = "x"\n', "policy.#1.spec: missing"),
     ('[[policy]]\nspec = "nonsense"\n', "bad policy"),
