@@ -240,15 +240,18 @@ def _run_shared(args, logs, opts) -> int:
 
 
 def shared_summary(model) -> str:
-    """A shared model's figures: the model and why, λ (and its search), rows, parameters, folds, passes."""
+    """A shared model's figures: the model and why, λ (and its search), rows, the features (used) × the action
+    features (present), parameters 1 + m + c + m·c, folds, passes."""
     from dr_scale.reward.summary import model_line
 
     m = model.metadata
     d, da = m["n_features"], m["action_features"]
+    used, present = model.beta_x.size, model.beta_f.size
     search = m.get("lambda_search")
     lines = [model_line(model),
-             f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features × {da} action "
-             f"features ({1 + d + da + d * da:,} parameters) for {m['n_actions']} actions, {m.get('folds') or 'no'} "
+             f"λ = {m['lam']:g}{' (auto)' if search else ''}, {m['rows']:,} rows, {d} features ({used} in the rows) × "
+             f"{da} action features ({present} non-zero in the catalogue): {1 + used + present + used * present:,} "
+             f"parameters for {m['n_actions']} actions, {m.get('folds') or 'no'} "
              f"folds, {m['passes']} {'L-BFGS' if m.get('method') == 'L-BFGS' else 'CG'} passes"
              + (f" (+ {search['passes']} on the λ sample)" if search else "")
              + (f", fingerprint {m['fingerprint']}" if "fingerprint" in m else "")]

@@ -86,15 +86,18 @@ def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]
     return coef, intercept
 
 
-def checked_features(features, rows: int, dimension: int) -> np.ndarray:
+def checked_features(features, rows: int, dimension: int, name: str = "features", per: str = "row of 'coef'",
+                     space: str = "n_features") -> np.ndarray:
     """A file's ``features`` — the sorted ids, in [0, ``dimension``), of the ``rows`` rows of a coef stored sized by
-    use (the other features weigh 0) — as int64; else a ``ValueError`` saying what is wrong."""
+    use (the other features weigh 0) — as int64; else a ``ValueError`` saying what is wrong. ``name``, ``per`` and
+    ``space`` name the ids, what each is one of, and the dimension in the message (a shared model's item columns:
+    ``"item_columns"``, ``"column of 'item_features'"``, ``"n_item_features"``)."""
     features = np.asarray(features)
     if features.ndim != 1 or features.dtype.kind not in "iu" or features.size != rows:
-        raise ValueError(f"'features' must be {rows} integer ids (one per row of 'coef'), got "
+        raise ValueError(f"'{name}' must be {rows} integer ids (one per {per}), got "
                          f"{features.dtype} of shape {features.shape}")
     if features.size and (features[0] < 0 or features[-1] >= dimension or np.any(np.diff(features) <= 0)):
-        raise ValueError(f"'features' must be increasing ids in [0, n_features = {dimension})")
+        raise ValueError(f"'{name}' must be increasing ids in [0, {space} = {dimension})")
     out: np.ndarray = features.astype(np.int64)
     return out
 

@@ -43,7 +43,8 @@ def greedy_scorer(model: SharedRidgeRewardModel, top_k: int = 1, temperature: fl
     >>> greedy_scorer(model).scores(X).argmax(axis=1).tolist(), model.predict(X).argmax(axis=1).tolist()
     ([0, 1], [0, 1])
     """
-    return ItemScorerPolicy(model.interaction, model.item_features, model.item_features @ model.beta_f, top_k,
+    dense = model.dense()  # the policy's coef and f_a: over all d × D_A
+    return ItemScorerPolicy(dense.interaction, dense.item_features, dense.item_features @ dense.beta_f, top_k,
                             temperature, source="<greedy scorer of a shared ridge model>")
 
 
@@ -137,6 +138,7 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: Any, *, method:
             raise ParameterError("`reward_model` must be a shared ridge model (dr-scale fit --model shared-ridge): the "
                                  "scorer sums its ρ̂ over all items through the catalogue's sums, which a logistic "
                                  "link or a per-action model does not allow")
+        reward_model = reward_model.dense()  # θ₀ in the scorer's layout, over all d × D_A
         own = reward_model.theta()
         if own.size != size:
             raise ParameterError(f"`reward_model` has {own.size} parameters, the log's d = {d} and D_A = {da} "

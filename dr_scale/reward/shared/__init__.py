@@ -11,7 +11,10 @@ ridge regression on the logged rows' features φ(x_i, a_i) = (x_i, f_{a_i}, x_i 
 on the pass engine of the per-action fitters (:func:`fit_shared_model`): the log's parts read once by
 :func:`dr_scale.crossfit.parts.read_grouped_parts` and kept between passes (in memory, spilled to local files, or on a
 Dask cluster's workers), then :func:`dr_scale.outofcore.ridge.fit`'s conjugate gradients, each iteration one pass
-over the parts that computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ (memory O(part + d·D_A)). For 0/1 rewards the
+over the parts that computes Φᵀ(Φ v) without forming Φ or ΦᵀΦ. Sized by use, as the per-action models are: on a log
+the fit, the model and its file hold β_x and B's rows for the m context features the rows have and β_f and B's
+columns for the c catalogue columns some item has non-zero (memory O(part + m·c), not d·D_A; the model's
+``features`` and ``item_columns`` are their ids). For 0/1 rewards the
 logistic form (:class:`SharedLogisticRewardModel`),
 
     ρ̂(x, a) = σ(b + φ(x, a)·θ),   min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2) ‖θ‖²,   z_i = b + φ_i·θ,

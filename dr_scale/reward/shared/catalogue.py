@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from dr_scale.crossfit.folded import used_columns
 from dr_scale.reward.shared.model import SharedRidgeRewardModel
 
 if TYPE_CHECKING:
@@ -37,11 +38,15 @@ def check_model_catalogue(model: object, catalogue: Catalogue | None, name: str)
 
     if not isinstance(model, SharedRidgeRewardModel) or catalogue is None:
         return
-    features = catalogue.features.toarray() if sp.issparse(catalogue.features) else np.asarray(catalogue.features)
-    if features.shape != model.item_features.shape or not np.array_equal(features, model.item_features):
-        same = features.shape == model.item_features.shape
-        raise UserError(f"{name} is a shared model fitted over another action catalogue ({model.n_actions} actions × "
-                        f"{model.item_features.shape[1]} features; this log's {catalogue.source}: "
+    features = sp.csr_matrix(catalogue.features)
+    shape = (model.n_actions, model.n_item_features)
+    same = features.shape == shape
+    columns = np.arange(shape[1]) if model.item_columns is None else model.item_columns
+    kept = used_columns(features, columns).toarray() if same else None  # and no non-zero in the other columns:
+    if kept is None or not np.array_equal(kept, model.item_features) or \
+            np.count_nonzero(features.data) != np.count_nonzero(kept):
+        raise UserError(f"{name} is a shared model fitted over another action catalogue ({shape[0]} actions × "
+                        f"{shape[1]} features; this log's {catalogue.source}: "
                         f"{features.shape[0]} × {features.shape[1]}{', other values' if same else ''}); "
                         "refit it on this log (dr-scale fit --model shared)")
 

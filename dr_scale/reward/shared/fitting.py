@@ -33,7 +33,9 @@ def fit_shared_on_parts(parts: PartSet, n_rows: float, n_features: int, item_fea
     (:func:`dr_scale.crossfit.parts.read_grouped_parts`), ``n_rows`` rows in all, by the cross-fitting driver
     (:func:`dr_scale.crossfit.engine.fit_parts`): ridge or logistic as ``settings.model`` says (None: logistic when
     every reward is 0 or 1); λ as ``settings.lam`` says (``"auto"``: the grid's λ with the least out-of-fold loss on
-    the keyed sample); then the K fold models and the full-data model in the same passes.
+    the keyed sample); then the K fold models and the full-data model in the same passes. Over the catalogue's
+    present columns (the model's ``item_columns``) and the parts' ``n_features`` columns as they are (the caller's
+    parts are not renumbered: :func:`fit_shared_model` fits on the features the rows have).
     """
     family = SharedModels(item_features, name)
     model: SharedRidgeRewardModel = fit_parts(parts, n_rows, int(n_features), family.item_features.shape[0],
@@ -47,7 +49,9 @@ def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None,
     """The reward model shared across actions on the log at ``logs`` over its action catalogue, out of core: the
     parts read once, kept between passes (in memory, spilled to local files, or on a Dask cluster's workers) and one
     pass per conjugate-gradient iteration (ridge) or L-BFGS step (logistic) — the per-action fitters' engine, so a
-    run on a cluster gives the same bits as a local one.
+    run on a cluster gives the same bits as a local one. Sized by use: fitted on the context features the rows
+    have (:func:`~dr_scale.crossfit.parts.used_features`, the model's ``features``) and the catalogue columns some
+    item has non-zero (the model's ``item_columns``), so its sums, directions and θ hold 1 + m + c + m·c numbers.
 
     Ridge: min_θ Σ_i (r_i − b − φ_i·θ)² + λ‖θ‖² (the module docstring); logistic (0/1 rewards):
     min_θ Σ_i [log(1 + e^{z_i}) − r_i z_i] + (λ/2)‖θ‖², z_i = b + φ_i·θ — scikit-learn's
@@ -96,7 +100,7 @@ def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None,
     k = catalogue.n_actions
     if settings is not None and settings.n_actions is not None and settings.n_actions != k:
         raise ParameterError(f"`n_actions` is {settings.n_actions}, but the log's action catalogue lists {k} actions")
-    model: SharedRidgeRewardModel = fit_log(logs, settings, SharedModels(catalogue.features.toarray(), str(logs)),
+    model: SharedRidgeRewardModel = fit_log(logs, settings, SharedModels(catalogue.features, str(logs)),
                                             client=client, storage_options=storage_options, progress=progress,
                                             n_actions=k)
     model.metadata["logs"] = str(logs)

@@ -6,19 +6,25 @@ out-of-fold squared error or log loss; and the model it makes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.crossfit.engine import Family, Objective, Solved
+from dr_scale.crossfit.folded import used_columns
 from dr_scale.crossfit.parts import Fits, GroupedPart
 from dr_scale.crossfit.settings import FitSettings
 from dr_scale.outofcore import glm, ridge
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.reward.shared.features import fold_rows, phi, phi_t
-from dr_scale.reward.shared.model import SharedLogisticRewardModel, SharedRidgeRewardModel, unflatten
+from dr_scale.reward.shared.model import (
+    SharedLogisticRewardModel,
+    SharedRidgeRewardModel,
+    present_item_columns,
+    unflatten,
+)
 
 
 # Every function of one part below is summed over the parts by the pass engine (dr_scale.outofcore.passes); the
@@ -155,6 +161,8 @@ class SharedObjective(Objective):
     per fold for all actions."""
 
     item_features: np.ndarray
+    item_columns: np.ndarray
+    item_dimension: int
     name: str = "the log"
     logistic: bool = False
     chosen_by: str = "model"
@@ -204,31 +212,42 @@ class SharedObjective(Objective):
 
     def model(self, solved: Solved, sums: Any, lam: float, fits: Fits, n_features: int, n_actions: int,
               settings: FitSettings) -> SharedRidgeRewardModel:
-        """The :class:`SharedRidgeRewardModel` (or logistic) of the full-data θ, with the fold models' θ."""
+        """The :class:`SharedRidgeRewardModel` (or logistic) of the full-data θ, with the fold models' θ, over the
+        catalogue's present columns (``item_columns``)."""
         F, d = self.item_features, n_features
         theta = np.column_stack([solved.x[:, -1], solved.x[:, :-1]])  # (b, β_x, β_f, vec B): the model's layout
         metadata = {"rows": int(sums[0].sum()), "kind": f"shared {self.kind}", "model": f"shared {self.kind}",
-                    "model_chosen_by": self.chosen_by, "action_features": F.shape[1],
-                    "method": "L-BFGS" if self.logistic else "conjugate gradients"}
+                    "model_chosen_by": self.chosen_by, "action_features": self.item_dimension,
+                    "used_action_features": F.shape[1], "method": "L-BFGS" if self.logistic else "conjugate gradients"}
         cls = SharedLogisticRewardModel if self.logistic else SharedRidgeRewardModel
         return cls(*unflatten(theta[-1], d, F.shape[1]), F, metadata, theta[:-1].copy() if fits.folds else None,
-                   settings.seed)
+                   settings.seed, item_columns=self.item_columns, item_dimension=self.item_dimension)
 
 
 @dataclass
 class SharedModels(Family):
-    """The shared model over ``item_features``: ridge, or logistic for 0/1 rewards, as ``settings.model`` says,
-    else by the rewards (the per-action rule, :func:`dr_scale.reward.fitting.model_kind`)."""
+    """The shared model over ``item_features`` (k, D_A), dense or sparse (the catalogue's): ridge, or logistic for
+    0/1 rewards, as ``settings.model`` says, else by the rewards (the per-action rule,
+    :func:`dr_scale.reward.fitting.model_kind`). Sized by use: fitted on the catalogue's present columns only
+    (:func:`~dr_scale.reward.shared.model.present_item_columns`; ``item_features`` then holds those c columns,
+    ``item_columns`` their ids) and, on a log (:func:`~dr_scale.crossfit.engine.fit_log`), on the context features
+    the rows have — its sums, directions and θ (1 + m + c + m·c) never d × D_A."""
 
     item_features: np.ndarray
     name: str = "the log"
+    item_columns: np.ndarray = field(init=False)
+    item_dimension: int = field(init=False)
+    sized_by_use: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        self.item_features = np.asarray(self.item_features, dtype=np.float64)
+        self.item_dimension = int(self.item_features.shape[1])
+        self.item_columns = present_item_columns(self.item_features)
+        self.item_features = np.asarray(used_columns(self.item_features, self.item_columns).toarray(), np.float64)
 
     def objective(self, parts: PartSet, settings: FitSettings) -> SharedObjective:
         """The shared ridge or logistic objective, as ``settings.model`` (or the rewards) choose."""
         from dr_scale.reward.fitting import model_kind
 
         kind, chosen_by = model_kind(parts, settings, self.name)
-        return SharedObjective(self.item_features, self.name, kind == "logistic", chosen_by)
+        return SharedObjective(self.item_features, self.item_columns, self.item_dimension, self.name,
+                               kind == "logistic", chosen_by)
