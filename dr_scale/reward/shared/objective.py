@@ -169,6 +169,12 @@ class SharedObjective(Objective):
     label: ClassVar[str] = "ρ̂"
     per_action: ClassVar[bool] = False
 
+    def coefficients(self, n_features: int, n_actions: int) -> int:
+        """A fold's coefficients over m = ``n_features`` context features and the c catalogue columns in use:
+        1 + m + c + m·c (b, β_x, β_f, B)."""
+        c = int(self.item_features.shape[1])
+        return 1 + n_features + c + n_features * c
+
     @property
     def loss(self) -> str:
         """``"log_loss"`` (logistic) or ``"sse"`` (ridge)."""
