@@ -21,7 +21,10 @@ Newton–CG with Hessian-vector products by passes: the cost that matters is pas
 Newton–CG step needs one pass for the gradient plus one per inner CG iteration (5–20 on these
 problems), while an L-BFGS step needs one pass (its unit step is accepted almost always), with a
 curvature model built from the same gradients; the measured counts are in docs/benchmarks.md. The
-price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver.
+price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver — in float32
+(:data:`HISTORY_DTYPE`), half of float64's bytes: the pairs only shape the curvature model (the two-loop
+recursion runs in float64 on them, ρ = 1/sᵀy from the stored pair, so the model stays positive definite), while
+the point, the gradient and the stopping rule stay float64, so the minimiser reached is float64's.
 
 Each fit's objective is divided by its rows, max(n_F, 1), so that the fits' scales match (the minimiser is
 unchanged). **Stopping rule**: fit F stops when ‖∇L_F(x)‖₂ ≤ rtol · ‖∇L_F(x₀)‖₂ — the relative residual
@@ -47,6 +50,8 @@ from dr_scale.outofcore.progress import Passes
 
 #: Pairs (s, y) each fit's curvature model keeps.
 MEMORY = 10
+#: The type the pairs are kept in (module docstring).
+HISTORY_DTYPE = np.float32
 ARMIJO = 1e-4
 
 
@@ -97,7 +102,7 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     gnorm = g0.copy()
     done = ~active | (gnorm <= rtol * g0) | (g0 == 0)
     D = idx.size
-    S, Y = np.zeros((F, memory, D)), np.zeros((F, memory, D))
+    S, Y = np.zeros((F, memory, D), HISTORY_DTYPE), np.zeros((F, memory, D), HISTORY_DTYPE)
     rho = np.zeros((F, memory))
     stored = np.zeros(F, np.int64)  # pairs in the history (the newest at index (stored − 1) % memory)
     p = np.zeros((F, D))
@@ -113,19 +118,19 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
             m = min(stored[F_], memory)
             order = [(stored[F_] - 1 - j) % memory for j in range(m)]
             alpha = np.empty(m)
-            for j, i in enumerate(order):
-                alpha[j] = rho[F_, i] * (S[F_, i] @ q)
-                q -= alpha[j] * Y[F_, i]
+            for j, i in enumerate(order):  # float64 arithmetic on the kept pairs, whatever numpy's casting rules
+                alpha[j] = rho[F_, i] * (S[F_, i].astype(np.float64) @ q)
+                q -= alpha[j] * Y[F_, i].astype(np.float64)
             if m:
-                newest = order[0]
-                q *= inverse[F_] * ((S[F_, newest] @ Y[F_, newest]) / (Y[F_, newest] @ (inverse[F_] * Y[F_, newest])))
+                y_newest = Y[F_, order[0]].astype(np.float64)
+                q *= inverse[F_] * ((1.0 / rho[F_, order[0]]) / (y_newest @ (inverse[F_] * y_newest)))
             elif curvature is not None:  # the first step: the preconditioned gradient
                 q *= inverse[F_]
             else:  # the first step: length 1 in the gradient's direction scaled to ‖g‖ = 1 (as scipy's L-BFGS)
                 q /= max(gnorm[F_], 1e-300)
             for j, i in reversed(list(enumerate(order))):
-                beta = rho[F_, i] * (Y[F_, i] @ q)
-                q += (alpha[j] - beta) * S[F_, i]
+                beta = rho[F_, i] * (Y[F_, i].astype(np.float64) @ q)
+                q += (alpha[j] - beta) * S[F_, i].astype(np.float64)
             p[F_] = -q
             slope[F_] = g[F_] @ p[F_]
             if slope[F_] >= 0:  # not a descent direction (lost curvature): restart from the gradient
@@ -149,7 +154,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
                 done[F_] = True
         rows = np.flatnonzero(accept)
         for F_ in rows:
-            s, yv = trial[F_] - x[F_], g_new[F_] - g[F_]
+            s = (trial[F_] - x[F_]).astype(HISTORY_DTYPE).astype(np.float64)  # the pair as it is kept
+            yv = (g_new[F_] - g[F_]).astype(HISTORY_DTYPE).astype(np.float64)
             sy = s @ yv
             if sy > 1e-12 * (yv @ yv):
                 i = stored[F_] % memory
