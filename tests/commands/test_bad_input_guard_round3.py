@@ -134,6 +134,26 @@ def test_model_where_only_a_propensity_model_is_fitted_is_refused(base, tmp_path
     assert code == 2 and "chooses the reward model; the model fitted here is the propensity model" in error_line(err)
 
 
+@pytest.mark.parametrize("argv,expected", [
+    (["fit", "{logs}", "--out", "{tmp}/m.npz", "--max-iter", "abc"], "argument --max-iter: should be a valid integer"),
+    (["fit", "{logs}", "--out", "{tmp}/m.npz", "--max-iter", "0"], "argument --max-iter: should be greater than or"),
+    (["fit", "{logs}", "--out", "{tmp}/m.npz", "--max-iter", "-3"], "argument --max-iter: should be greater than"),
+    (["fit-propensity", "{logs}", "--out", "{tmp}/m.npz", "--max-iter", "1.5"], "argument --max-iter: should be a"),
+    (["evaluate", "{logs}", "--policy", "uniform", "--max-iter", "5"],
+     "--max-iter fit(s) a reward model or a propensity model: give it with --fit-reward-model"),
+    (["evaluate", "{logs}", "--reward-model", "{base}/model.npz", "--policy", "uniform", "--max-iter", "5"],
+     "--max-iter fit(s) a reward model or a propensity model"),
+    (["report", "--logs", "{share}", "--policies", "{base}/policies.toml", "--out", "{tmp}/rep", "--max-iter", "3"],
+     "--max-iter fit(s) the propensity model of --estimate-propensity"),
+])
+def test_a_pass_budget_that_does_not_apply_or_is_not_a_count_is_refused(base, tmp_path, capsys, argv, expected):
+    """``--max-iter``, the pass budget of a fit: a positive count, and only where a model is fitted."""
+    argv = [a.format(logs=base / "logs", share=base / "share", base=base, tmp=tmp_path) for a in argv]
+    code, _, err = run(capsys, tmp_path, *argv, "--no-progress")
+    assert code == 2 and expected in error_line(err), err
+    assert not (tmp_path / "m.npz").exists() and not (tmp_path / "rep").exists()
+
+
 def test_fit_propensity_help_lists_no_reward_model_option(capsys):
     assert main(["fit-propensity", "--help"]) == 0
     text = capsys.readouterr().out
