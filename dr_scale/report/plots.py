@@ -329,7 +329,7 @@ def calibration_figure(calibration: dict):
     ax.set_xlabel("mean ρ̂ (" + calibration["predicted"] + ")")
     ax.set_ylabel("mean logged reward")
     ax.set_title(f"Reward model calibration (ECE {number(calibration['ece'])})")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)  # the points lie along the diagonal: this corner is free
     return fig
 
 
