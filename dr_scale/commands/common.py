@@ -79,6 +79,7 @@ def warnings_as_lines(command: str):
     printed when raised (a warning before a long fit is seen before it, not after)."""
 
     def show(message, *_args, **_kwargs) -> None:
+        """One warning as its line."""
         print(f"dr-scale {command}: warning: {message}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():

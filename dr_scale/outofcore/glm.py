@@ -22,9 +22,12 @@ Newton–CG step needs one pass for the gradient plus one per inner CG iteration
 problems), while an L-BFGS step needs one pass (its unit step is accepted almost always), with a
 curvature model built from the same gradients; the measured counts are in docs/benchmarks.md. The
 price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver — in float32
-(:data:`HISTORY_DTYPE`), half of float64's bytes: the pairs only shape the curvature model (the two-loop
-recursion runs in float64 on them, ρ = 1/sᵀy from the stored pair, so the model stays positive definite), while
-the point, the gradient and the stopping rule stay float64, so the minimiser reached is float64's.
+(:func:`history_dtype`) for every tolerance rtol ≥ :data:`FLOAT32_HISTORY_RTOL`, half of float64's bytes: the
+pairs only shape the curvature model (the two-loop recursion runs in float64 on them, ρ = 1/sᵀy from the stored
+pair, so the model stays positive definite), while the point, the gradient and the stopping rule stay float64,
+so the minimiser reached is float64's. A pair rounded to float32 (relative error 6·10⁻⁸) still models curvature
+far better than a gradient reduced to 10⁻⁶ needs; below that the rounding can stall the steps, so tighter
+tolerances keep the pairs in float64.
 
 Each fit's objective is divided by its rows, max(n_F, 1), so that the fits' scales match (the minimiser is
 unchanged). **Stopping rule**: fit F stops when ‖∇L_F(x)‖₂ ≤ rtol · ‖∇L_F(x₀)‖₂ — the relative residual
@@ -50,8 +53,18 @@ from dr_scale.outofcore.progress import Passes
 
 #: Pairs (s, y) each fit's curvature model keeps.
 MEMORY = 10
-#: The type the pairs are kept in (module docstring).
-HISTORY_DTYPE = np.float32
+#: The least rtol whose solves keep their pairs (s, y) in float32 (module docstring).
+FLOAT32_HISTORY_RTOL = 1e-6
+
+
+def history_dtype(rtol: float) -> type:
+    """The type a solve to ``rtol`` keeps its pairs (s, y) in: float32 for rtol ≥ :data:`FLOAT32_HISTORY_RTOL`,
+    else float64 (module docstring).
+
+    >>> history_dtype(1e-2).__name__, history_dtype(1e-10).__name__
+    ('float32', 'float64')
+    """
+    return np.float32 if rtol >= FLOAT32_HISTORY_RTOL else np.float64
 ARMIJO = 1e-4
 
 
@@ -102,7 +115,9 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     gnorm = g0.copy()
     done = ~active | (gnorm <= rtol * g0) | (g0 == 0)
     D = idx.size
-    S, Y = np.zeros((F, memory, D), HISTORY_DTYPE), np.zeros((F, memory, D), HISTORY_DTYPE)
+    kept = history_dtype(rtol)
+    S: np.ndarray = np.zeros((F, memory, D), kept)
+    Y: np.ndarray = np.zeros((F, memory, D), kept)
     rho = np.zeros((F, memory))
     stored = np.zeros(F, np.int64)  # pairs in the history (the newest at index (stored − 1) % memory)
     p = np.zeros((F, D))
@@ -122,8 +137,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
                 alpha[j] = rho[F_, i] * (S[F_, i].astype(np.float64) @ q)
                 q -= alpha[j] * Y[F_, i].astype(np.float64)
             if m:
-                y_newest = Y[F_, order[0]].astype(np.float64)
-                q *= inverse[F_] * ((1.0 / rho[F_, order[0]]) / (y_newest @ (inverse[F_] * y_newest)))
+                s_newest, y_newest = S[F_, order[0]].astype(np.float64), Y[F_, order[0]].astype(np.float64)
+                q *= inverse[F_] * ((s_newest @ y_newest) / (y_newest @ (inverse[F_] * y_newest)))
             elif curvature is not None:  # the first step: the preconditioned gradient
                 q *= inverse[F_]
             else:  # the first step: length 1 in the gradient's direction scaled to ‖g‖ = 1 (as scipy's L-BFGS)
@@ -154,8 +169,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
                 done[F_] = True
         rows = np.flatnonzero(accept)
         for F_ in rows:
-            s = (trial[F_] - x[F_]).astype(HISTORY_DTYPE).astype(np.float64)  # the pair as it is kept
-            yv = (g_new[F_] - g[F_]).astype(HISTORY_DTYPE).astype(np.float64)
+            s = (trial[F_] - x[F_]).astype(kept).astype(np.float64)  # the pair as it is kept
+            yv = (g_new[F_] - g[F_]).astype(kept).astype(np.float64)
             sy = s @ yv
             if sy > 1e-12 * (yv @ yv):
                 i = stored[F_] % memory

@@ -711,7 +711,7 @@ NEWER = {
                                             "--no-progress"], {2}),
     "stray-feature-id": (lambda b, t, f: ["fit", f["stray"], "--out", t / "m.npz", "--no-progress"], {2}),
     "n-features-2^31": (lambda b, t, f: ["fit", b / "logs", "--n-features", "2147483648", "--out", t / "m.npz",
-                                         "--no-progress"], {2}),
+                                         "--no-progress"], {0}),  # sized by the features used: no d-sized array
     **{f"fit{' '.join(extra)}": (lambda b, t, f, extra=extra: ["fit", b / "logs", *extra, "--out", t / "m.npz",
                                                                 "--no-progress"], {2})
        for extra in (("--lam", "inf"), ("--lam", "1e-320"), ("--rtol", "1e-300"),

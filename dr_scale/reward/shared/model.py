@@ -249,6 +249,7 @@ class SharedRidgeRewardModel:
         m, c, d, da = rows.size, cols.size, self.n_features, self.n_item_features
 
         def spread(theta: np.ndarray) -> np.ndarray:
+            """θ over (m, c) spread to (d, D_A)."""
             b, bx, bf, B = unflatten(theta, m, c)
             return np.concatenate([[b], spread_rows(bx[:, None], rows, d)[:, 0],
                                    spread_rows(bf[:, None], cols, da)[:, 0],
@@ -348,7 +349,35 @@ class SharedRidgeRewardModel:
 class SharedLogisticRewardModel(SharedRidgeRewardModel):
     """ρ̂(x, a) = σ(b + x·β_x + f_a·β_f + x·B·f_a), σ(z) = 1/(1 + e^{−z}): the shared model for 0/1 rewards
     (predictions in (0, 1)); fields, folds and file as :class:`SharedRidgeRewardModel`'s, the file's ``link``
-    ``"logistic"``; b a logit.
+    ``"logistic"``.
+
+    Parameters
+    ----------
+    intercept : float
+        b, a logit.
+    beta_x : numpy.ndarray, shape (m,)
+        The context's main effect.
+    beta_f : numpy.ndarray, shape (c,)
+        The action features' main effect.
+    interaction : numpy.ndarray, shape (m, c)
+        B.
+    item_features : numpy.ndarray, shape (k, c)
+        f_a per action.
+    metadata : dict, optional
+        What the fitter recorded.
+    fold_theta : numpy.ndarray, shape (K, 1 + m + c + m·c), optional
+        The K fold models' (b, β_x, β_f, vec B).
+    fold_seed : int
+        The key of the folds.
+    features : numpy.ndarray, shape (m,), optional
+        The sorted context feature ids of β_x's and B's rows, in [0, ``dimension``); None: m = d.
+    dimension : int
+        d, the hashed context space, with ``features``.
+    item_columns : numpy.ndarray, shape (c,), optional
+        The sorted catalogue columns of β_f's, B's and ``item_features``' columns, in [0, ``item_dimension``);
+        None: c = D_A.
+    item_dimension : int
+        D_A, the catalogue's feature columns, with ``item_columns``.
 
     Examples
     --------
