@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.engine import fit_log, fit_parts
+from dr_scale.crossfit.folded import used_columns
 from dr_scale.crossfit.parts import GroupedPart, LogPart, fold_of, group
 from dr_scale.crossfit.settings import FitSettings
 from dr_scale.io.config import penalty
@@ -43,20 +44,24 @@ from dr_scale.reward.fitting import LogisticObjective
 BALANCE_PURPOSE = "balancing draw"
 
 
-@dataclass(frozen=True)
+@dataclass
 class BalancingModel:
     """Per fold f and action a, the classifier's log odds z = x·coef[f, :, a] + intercept[f, a] (module docstring).
 
     ``weights`` gives ŵ_i = exp(z) at the logged action with fold model fold(row_id_i), which was fitted on the
-    other folds' rows.
+    other folds' rows. Fitted on a log (:func:`fit_balancing_model_on_log`) it is sized by use: coef has a row per
+    feature some row has, ``features`` their sorted ids in [0, ``dimension``), and a row's other features weigh 0
+    (:func:`~dr_scale.crossfit.folded.used_columns`); ``features`` None: the rows are the features 0 … d − 1.
     """
 
-    coef: np.ndarray  # (folds, d, k)
+    coef: np.ndarray  # (folds, m, k)
     intercept: np.ndarray  # (folds, k)
     seed: int = 0
     passes: int = 0
     converged: bool = True
     metadata: dict = field(default_factory=dict)
+    features: np.ndarray | None = None
+    dimension: int = 0
 
     @property
     def folds(self) -> int:
@@ -65,7 +70,7 @@ class BalancingModel:
 
     def weights(self, X, action: np.ndarray, row_id: np.ndarray) -> np.ndarray:
         """ŵ(x_i, a_i) = Pr[C = 1 | x_i, a_i] / Pr[C = 0 | x_i, a_i], each row by the fold model that did not see it."""
-        X = sp.csr_matrix(X)
+        X = sp.csr_matrix(X) if self.features is None else used_columns(X, self.features)
         action = np.asarray(action)
         fold = fold_of(np.asarray(row_id), self.folds, self.seed)
         # z_i = Σ_j x_ij coef[f_i, j, a_i] + intercept[f_i, a_i] over row i's stored features: O(nnz), never (n, k)
@@ -99,6 +104,7 @@ class BalancingObjective(LogisticObjective):
 
     policy: Policy | None = None
     seed: int = 0
+    sized_by_use: ClassVar[bool] = True
     label: ClassVar[str] = "balancing weights"
     what: ClassVar[str] = "classifiers"
     full: ClassVar[bool] = False
@@ -129,7 +135,9 @@ def fit_balancing_model(parts, policy: Policy | str, n_actions: int, n_features:
                         lam: float = 1.0, seed: int = 0, rtol: float = 1e-6, max_iter: int = 200,
                         client=None) -> BalancingModel:
     """Fit the cross-fitted classifier of logged against π-drawn pairs (module docstring) by the cross-fitting
-    driver (:func:`dr_scale.crossfit.engine.fit_parts`): L-BFGS, one pass over the pairs per step.
+    driver (:func:`dr_scale.crossfit.engine.fit_parts`): L-BFGS, one pass over the pairs per step. The parts are
+    the caller's and are not renumbered: the model holds all d features (:func:`fit_balancing_model_on_log` holds
+    only those the rows have).
 
     For each fold f and action a, on the pairs of the rows of the other folds whose action (logged or drawn) is a,
 
@@ -180,8 +188,8 @@ def fit_balancing_model_on_log(logs, policy: Policy | str, *, folds: int = 2, la
     >>> from dr_scale.synthetic.example import example_paths
     >>> logs, _ = example_paths()
     >>> model = fit_balancing_model_on_log(logs, "column:target_action", lam=10.0)
-    >>> model.coef.shape, model.converged  # 2 folds, d = 50 features, k = 3 actions
-    ((2, 50, 3), True)
+    >>> model.coef.shape, model.dimension, model.converged  # 2 folds, the 50 features of d = 50 in use, k = 3
+    ((2, 50, 3), 50, True)
     """
     policy = parse_policy(policy, storage_options)
     fit = _settings(folds, lam, seed, settings.get("rtol", 1e-6), settings.get("max_iter", 200))

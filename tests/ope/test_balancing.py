@@ -109,6 +109,28 @@ def test_a_log_evaluated_with_the_model_equals_the_arrays(tmp_path):
     assert abs(result.estimates["BIPW"].value - TRUTH) <= 4 * result.estimates["BIPW"].stderr
 
 
+def test_fitted_on_a_log_the_model_holds_only_the_features_the_rows_have(tmp_path):
+    """The C categories' one-hot features spread over d = 4096 ids: the model fitted on the log holds C rows of
+    coef with their ids, and its weights equal those of the dense fit on the same pairs (the caller's parts, all d
+    features) to the solves' tolerance (rtol 1e-8 on the gradient of a λ-strongly convex loss)."""
+    d, ids = 4096, np.array([3, 100, 777, 2048, 3000, 4095])
+    log = _log(5, 3000)
+    X = sp.csr_matrix((log["X"].data, ids[log["X"].indices], log["X"].indptr), shape=(3000, d))
+    log = {**log, "X": X}
+    table = pa.table({"row_id": log["row_id"], "features": csr_to_features(X), "action": log["action"],
+                      "reward": log["reward"], "propensity": log["propensity"],
+                      "target_probs": pa.array(list(log["target"]))})
+    write_log(table, str(tmp_path / "log"), n_parts=2, n_features=d, n_actions=K)
+    sized = fit_balancing_model_on_log(str(tmp_path / "log"), "probs:target_probs", lam=1.0, rtol=1e-8,
+                                       max_iter=1000)
+    assert sized.coef.shape == (2, C, K) and sized.dimension == d
+    np.testing.assert_array_equal(sized.features, ids)
+    dense = fit_balancing_model(_parts(log, 2), POLICY, K, d, lam=1.0, rtol=1e-8, max_iter=1000)
+    assert dense.features is None and dense.coef.shape == (2, d, K)
+    np.testing.assert_allclose(sized.weights(X, log["action"], log["row_id"]),
+                               dense.weights(X, log["action"], log["row_id"]), rtol=1e-7)
+
+
 def test_evaluate_fits_the_weights_of_one_policy(capsys, tmp_path):
     from conftest import cli, error_line
 
