@@ -74,26 +74,22 @@ def runnable() -> list:
 
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory):
-    """One folder and one Python namespace per page, shared by the page's blocks in order."""
-    made: dict[Path, tuple[Path, dict]] = {}
+    """One folder, one Python namespace and the blocks run so far per page, shared by the page's blocks in order."""
+    made: dict[Path, tuple[Path, dict, set]] = {}
 
     def session(page: Path):
         if page not in made:
             folder = tmp_path_factory.mktemp(page.stem)
             for name in ("pipelines", "dr_scale", "deploy", "benchmarks"):
                 (folder / name).symlink_to(REPO / name)
-            made[page] = (folder, {"__name__": "__main__"})
+            made[page] = (folder, {"__name__": "__main__"}, set())
         return made[page]
 
     return session
 
 
-@pytest.mark.parametrize("block", runnable())
-def test_block_runs_as_written(block: Block, sessions, monkeypatch):
-    if block.not_run:
-        pytest.skip(f"not run: {block.not_run}")
-    folder, namespace = sessions(block.page)
-    monkeypatch.chdir(folder)
+def run_block(block: Block, folder: Path, namespace: dict) -> None:
+    """The block in the page's namespace (Python) or a shell in the page's folder (bash); a failure fails here."""
     if block.lang == "python":
         exec(compile(block.code, block.id, "exec"), namespace)  # noqa: S102 - the page's own example
         return
@@ -101,6 +97,22 @@ def test_block_runs_as_written(block: Block, sessions, monkeypatch):
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{block.id} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("block", runnable())
+def test_block_runs_as_written(block: Block, sessions, monkeypatch):
+    if block.not_run:
+        pytest.skip(f"not run: {block.not_run}")
+    folder, namespace, ran = sessions(block.page)
+    monkeypatch.chdir(folder)
+    # pytest-xdist may hand a page's blocks to several workers: the blocks before this one that this worker has
+    # not run are run first, as a reader would have, so each block sees what the page made before it
+    for earlier in blocks(block.page):
+        if earlier.line < block.line and earlier.lang in RUN and not earlier.not_run and earlier.line not in ran:
+            run_block(earlier, folder, namespace)
+            ran.add(earlier.line)
+    run_block(block, folder, namespace)
+    ran.add(block.line)
 
 
 def test_every_command_block_is_tagged():
