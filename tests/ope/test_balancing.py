@@ -8,6 +8,7 @@ evaluation with the model equals the arrays'.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -15,10 +16,12 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
+from dr_scale.crossfit.engine import fit_log
+from dr_scale.crossfit.settings import FitSettings
 from dr_scale.logs.contract import Partition
 from dr_scale.logs.sparse import csr_to_features
 from dr_scale.logs.writing import write_log
-from dr_scale.ope.balancing import fit_balancing_model, fit_balancing_model_on_log
+from dr_scale.ope.balancing import BalancingObjective, fit_balancing_model, fit_balancing_model_on_log
 from dr_scale.ope.estimators import BalancedIPW
 from dr_scale.ope.evaluation import Evaluation, evaluate_log
 from dr_scale.policies import ProbsColumnPolicy
@@ -112,7 +115,8 @@ def test_a_log_evaluated_with_the_model_equals_the_arrays(tmp_path):
 def test_fitted_on_a_log_the_model_holds_only_the_features_the_rows_have(tmp_path):
     """The C categories' one-hot features spread over d = 4096 ids: the model fitted on the log holds C rows of
     coef with their ids, and its weights equal those of the dense fit on the same pairs (the caller's parts, all d
-    features) to the solves' tolerance (rtol 1e-8 on the gradient of a λ-strongly convex loss)."""
+    features) to the solves' tolerance (rtol 1e-8 on the gradient of a λ-strongly convex loss), and those of
+    fit_log over all d features, whose L-BFGS steps are the same, to 1e-10."""
     d, ids = 4096, np.array([3, 100, 777, 2048, 3000, 4095])
     log = _log(5, 3000)
     X = sp.csr_matrix((log["X"].data, ids[log["X"].indices], log["X"].indptr), shape=(3000, d))
@@ -129,6 +133,19 @@ def test_fitted_on_a_log_the_model_holds_only_the_features_the_rows_have(tmp_pat
     assert dense.features is None and dense.coef.shape == (2, d, K)
     np.testing.assert_allclose(sized.weights(X, log["action"], log["row_id"]),
                                dense.weights(X, log["action"], log["row_id"]), rtol=1e-7)
+    # the same driver over all d features takes the same L-BFGS steps (the unused features' coefficients stay 0)
+    settings = FitSettings(lam=1.0, folds=2, seed=0, rtol=1e-8, max_iter=1000)
+    same = fit_log(str(tmp_path / "log"), settings, DenseBalancing(policy=POLICY), n_actions=K)
+    assert same.features is None and same.coef.shape == (2, d, K)
+    np.testing.assert_allclose(sized.weights(X, log["action"], log["row_id"]),
+                               same.weights(X, log["action"], log["row_id"]), rtol=1e-10)
+
+
+@dataclasses.dataclass
+class DenseBalancing(BalancingObjective):
+    """The same classifiers fitted by fit_log over all d features (the dense layout)."""
+
+    sized_by_use = False
 
 
 def test_evaluate_fits_the_weights_of_one_policy(capsys, tmp_path):
