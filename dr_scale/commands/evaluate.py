@@ -182,12 +182,10 @@ def run(args) -> int:
     evaluation = None if args.fit_reward_model or args.estimate_propensity else comparison_with(model)
     settings = fit_settings(args, default_folds(logs, args, DEFAULT_REWARD_FOLDS)) if args.fit_reward_model else None
     if settings is not None:
-        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
-                         n_actions=settings.n_actions)
+        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features)
     p_settings = propensity_settings(args) if args.estimate_propensity else None
     if p_settings is not None:
-        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features,
-                         n_actions=p_settings.n_actions)
+        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features)
     in_sample = {}
     for spec in policies:
         in_sample.update(training_overlap_of(logs, spec, parsed, args))

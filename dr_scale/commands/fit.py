@@ -208,8 +208,7 @@ def fit_and_write(args, logs, opts: dict, settings, fit_from_args, summary) -> i
     """``fit`` and ``fit-propensity``: the fit's size checked (:func:`check_fit_limits`) before the work, the model
     fitted by ``fit_from_args(args, logs, client, opts, settings)`` in the options' Dask session, written to
     ``--out``, and ``summary(model)`` printed."""
-    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
-                     n_actions=settings.n_actions)
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client:
         model = fit_from_args(args, logs, client, opts, settings)
     model.save(args.out, opts or None)

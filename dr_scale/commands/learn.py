@@ -108,8 +108,7 @@ def run(args) -> int:
                              n_actions=args.n_actions, allow_unlogged_actions=args.allow_unlogged_actions)
     fits_model = settings.method != "ips" and not args.reward_model
     if fits_model:
-        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
-                         n_actions=settings.n_actions)
+        check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features)
     propensity = load_propensity_model(args.propensity_model, opts) if args.propensity_model else None
     p_settings = None
     if args.estimate_propensity:
@@ -118,8 +117,7 @@ def run(args) -> int:
 
         p_settings = FitSettings(folds=args.folds or DEFAULT_PROPENSITY_FOLDS, n_features=args.n_features,
                                  n_actions=args.n_actions)
-        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features,
-                         n_actions=p_settings.n_actions)
+        check_fit_limits(logs, folds=p_settings.folds, n_features=p_settings.n_features)
     stages = Stages(not args.no_progress)
     with dask_session(args.scheduler, args.local_workers, storage_options=opts) as client, \
             spill_folder(args.spill, client, disk=spill_root()) as spill, warnings_as_lines(args.command):

@@ -70,7 +70,7 @@ def _with_estimated_propensities(args, logs, policies, client, opts):
     from dr_scale.io.outputs import record_file
 
     settings = propensity_settings(args)
-    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features, n_actions=settings.n_actions)
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features)
     model = fit_propensity_from_args(args, logs, client, opts, settings)
     path = posixpath.join(args.out.rstrip("/"), PROPENSITY_FILE)
     model.save(path, opts or None)

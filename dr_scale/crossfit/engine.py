@@ -283,8 +283,7 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
                              f"{type(settings).__name__} {settings!r:.80}")
     check_client(client)
     logs = open_log(logs, storage_options)
-    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features,
-                     n_actions=settings.n_actions or n_actions)
+    check_fit_limits(logs, folds=settings.folds, n_features=settings.n_features)
     fs, paths = logs.listing()
     n_features, n_actions = logs.dimensions(settings.n_features, settings.n_actions or n_actions)
     stages = Stages(progress)

@@ -40,7 +40,7 @@ LARGE_FIT = 10**8
 COPIES = 26
 
 
-def check_fit_limits(logs, *, folds: int | None, n_features: int | None, n_actions: int | None) -> None:
+def check_fit_limits(logs, *, folds: int | None, n_features: int | None) -> None:
     """The folds and d of a fit on the opened log ``logs``, checked from its footers (module docstring); errors
     name the parameter."""
     foot = logs.footprint

@@ -61,7 +61,14 @@ def _global_lock(root: str, blocking: bool = True):
         os.close(fd)  # releases the lock
 
 
-def _alive(pid: int) -> bool:
+def owner_record() -> dict:
+    """This process as the owner of a folder it writes: ``{"host": …, "pid": …}`` (a spill folder's lock file, an
+    import's staging folder)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (another user's live process counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -98,7 +105,7 @@ def purge_stale_spill(root: str) -> list[str]:
                     owner = json.loads(os.read(fd, 4096) or b"{}")
                 except ValueError:
                     owner = {}
-                if owner.get("host") == socket.gethostname() and _alive(int(owner.get("pid", -1))):
+                if owner.get("host") == socket.gethostname() and process_alive(int(owner.get("pid", -1))):
                     continue  # unlocked but its process lives (a lock on a filesystem without flock): keep
                 folder = lock_path[: -len(LOCK_EXT)]
                 shutil.rmtree(folder, ignore_errors=True)
@@ -123,7 +130,7 @@ def spill_workspace(root: str):
     with _global_lock(root):
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
         _flock(fd, blocking=True)
-        os.write(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode())
+        os.write(fd, json.dumps(owner_record()).encode())
         os.mkdir(folder)
     try:
         yield folder

@@ -133,19 +133,19 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
             m = min(stored[F_], memory)
             order = [(stored[F_] - 1 - j) % memory for j in range(m)]
             alpha = np.empty(m)
-            for j, i in enumerate(order):  # float64 arithmetic on the kept pairs, whatever numpy's casting rules
-                alpha[j] = rho[F_, i] * (S[F_, i].astype(np.float64) @ q)
-                q -= alpha[j] * Y[F_, i].astype(np.float64)
+            for j, i in enumerate(order):  # float64 arithmetic on the kept pairs (no copy of float64 ones)
+                alpha[j] = rho[F_, i] * (np.asarray(S[F_, i], np.float64) @ q)
+                q -= alpha[j] * np.asarray(Y[F_, i], np.float64)
             if m:
-                s_newest, y_newest = S[F_, order[0]].astype(np.float64), Y[F_, order[0]].astype(np.float64)
+                s_newest, y_newest = np.asarray(S[F_, order[0]], np.float64), np.asarray(Y[F_, order[0]], np.float64)
                 q *= inverse[F_] * ((s_newest @ y_newest) / (y_newest @ (inverse[F_] * y_newest)))
             elif curvature is not None:  # the first step: the preconditioned gradient
                 q *= inverse[F_]
             else:  # the first step: length 1 in the gradient's direction scaled to ‖g‖ = 1 (as scipy's L-BFGS)
                 q /= max(gnorm[F_], 1e-300)
             for j, i in reversed(list(enumerate(order))):
-                beta = rho[F_, i] * (Y[F_, i].astype(np.float64) @ q)
-                q += (alpha[j] - beta) * S[F_, i].astype(np.float64)
+                beta = rho[F_, i] * (np.asarray(Y[F_, i], np.float64) @ q)
+                q += (alpha[j] - beta) * np.asarray(S[F_, i], np.float64)
             p[F_] = -q
             slope[F_] = g[F_] @ p[F_]
             if slope[F_] >= 0:  # not a descent direction (lost curvature): restart from the gradient
@@ -169,8 +169,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
                 done[F_] = True
         rows = np.flatnonzero(accept)
         for F_ in rows:
-            s = (trial[F_] - x[F_]).astype(kept).astype(np.float64)  # the pair as it is kept
-            yv = (g_new[F_] - g[F_]).astype(kept).astype(np.float64)
+            s = np.asarray((trial[F_] - x[F_]).astype(kept, copy=False), np.float64)  # the pair as it is kept
+            yv = np.asarray((g_new[F_] - g[F_]).astype(kept, copy=False), np.float64)
             sy = s @ yv
             if sy > 1e-12 * (yv @ yv):
                 i = stored[F_] % memory

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import posixpath
 import socket
 import uuid
@@ -30,6 +29,7 @@ import pyarrow.parquet as pq
 
 from dr_scale.core.errors import UserError, check_output_folder
 from dr_scale.io.atomic import atomic_write, interrupts_deferred, url_to_fs
+from dr_scale.io.cache import owner_record, process_alive
 from dr_scale.io.strict_json import dumps
 from dr_scale.logs.catalogue import CATALOGUE_FILE
 from dr_scale.logs.importing.convert import file_id_of
@@ -140,7 +140,7 @@ class OutputLog:
         staging = posixpath.join(parent, f".{name}.import-{uuid.uuid4().hex}")
         try:
             atomic_write(self.fs, posixpath.join(staging, OWNER_FILE),
-                         json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+                         json.dumps(owner_record()))
             yield staging
         except BaseException:
             with contextlib.suppress(Exception):
@@ -200,21 +200,10 @@ def _remove_abandoned(fs: AbstractFileSystem, parent: str, prefix: str) -> None:
             mine = owner["host"] == host
         except Exception:  # noqa: BLE001 - no readable owner (being created, or not an import's): leave it
             continue
-        if mine and not _running(pid):
+        if mine and not process_alive(pid):
             fs.rm(folder, recursive=True)
             warnings.warn(f"removed {folder}, the staging folder of an import that was killed (process {pid}); "
                           "nothing of it had been published", stacklevel=2)
-
-
-def _running(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this host (one of another user's counts as running)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _row_ids(fs: AbstractFileSystem, paths: list[str]) -> np.ndarray:
