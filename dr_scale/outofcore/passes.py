@@ -81,7 +81,7 @@ def _mapped(path: str, dtype: str, shape: tuple) -> np.ndarray:
 def spill(obj, root: str) -> Spilled:
     """Write the array fields of the dataclass instance ``obj`` to a new folder under ``root``."""
     folder = os.path.join(root, uuid.uuid4().hex)
-    os.makedirs(folder)
+    os.mkdir(folder)  # not makedirs: a task still running after an interrupt must not re-create a removed ``root``
     values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
     for k, v in arrays.items():
