@@ -299,12 +299,10 @@ def fit_log(logs, settings: FitSettings | None, objective: Objective | Family, *
             with stages.stage("features", "the features the rows have, renumbered") as p:
                 parts, ids = used_features(parts, d)
                 p.append(2)
-        model = fit_parts(parts, extent.n, d if ids is None else max(ids.size, 1), k, settings, objective,
+        model = fit_parts(parts, extent.n, d if ids is None else ids.size, k, settings, objective,
                           progress=progress, stages=stages)
         del parts
     if ids is not None:
-        if ids.size == 0:  # no row has a feature: one column of weight 0
-            ids = np.zeros(1, np.int64)
         model.features, model.dimension = ids, d
         model.metadata.update(n_features=d, used_features=int(ids.size))
     model.metadata.update(fingerprint=f"{extent.n}:{extent.fingerprint:016x}", stage_passes=stages.passes())

@@ -237,8 +237,11 @@ def used_features(parts: PartSet, n_features: int) -> tuple[PartSet, np.ndarray]
     """(the parts with their features renumbered 0 … m − 1 in the order of their ids, the sorted ids (m,)): the
     features some row has, in one pass, then the renumbering in another — fits on them hold m, not d, columns
     (a feature no row has gets weight 0 under an L2 penalty, and adds nothing to any sum). Nothing here is of size
-    d = ``n_features``: a declared d of 2^31 costs what the features used cost."""
+    d = ``n_features``: a declared d of 2^31 costs what the features used cost. Where no row has a feature, the ids
+    are [0]: one column, of weight 0."""
     ids: np.ndarray = parts.sum(FeatureIds.of).ids
+    if ids.size == 0:
+        ids = np.zeros(1, np.int64)
     _, parts = parts.sum_and_derive(renumbered, ids)
     return parts, ids
 

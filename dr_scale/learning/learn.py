@@ -311,7 +311,7 @@ def learn_policy(logs: str | OpenedLog, settings: LearnSettings | None = None, *
         with stages.stage("features", "the features the rows have, renumbered") as passes:
             parts, ids = used_features(parts, d)
             passes.append(2)
-    width = d if ids is None else max(ids.size, 1)
+    width = d if ids is None else ids.size
     vocabulary = logs.vocabulary
     check_model_actions(reward_model, vocabulary, model_name)
     if vocabulary is not None:  # the values its action ids name: another log's vocabulary reorders them

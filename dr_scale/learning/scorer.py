@@ -43,9 +43,10 @@ def greedy_scorer(model: SharedRidgeRewardModel, top_k: int = 1, temperature: fl
     >>> greedy_scorer(model).scores(X).argmax(axis=1).tolist(), model.predict(X).argmax(axis=1).tolist()
     ([0, 1], [0, 1])
     """
-    dense = model.dense()  # the policy's coef and f_a: over all d × D_A
-    return ItemScorerPolicy(dense.interaction, dense.item_features, dense.item_features @ dense.beta_f, top_k,
-                            temperature, source="<greedy scorer of a shared ridge model>")
+    sized = model.sized()  # the policy's coef over the model's features × item columns, f_a over those columns
+    return ItemScorerPolicy(sized.interaction, sized.item_features, sized.item_features @ sized.beta_f, top_k,
+                            temperature, source="<greedy scorer of a shared ridge model>", features=sized.features,
+                            dimension=sized.n_features)
 
 
 def _all_pairs_gram(X: sp.csr_matrix, v: np.ndarray, d: int, k: int, s1: np.ndarray, s2: np.ndarray) -> np.ndarray:
@@ -119,10 +120,15 @@ def add_scorer_gram(total, part, P: np.ndarray, sums: tuple, d: int, k: int) -> 
 def learn_scorer_on_parts(parts, n_features: int, item_features: Any, *, method: str = "dr",
                           reward_model: SharedRidgeRewardModel | None = None, lam: float | None = None,
                           rtol: float = 1e-8, max_iter: int = 500, top_k: int = 1, temperature: float = 1.0,
-                          progress: bool = False) -> ItemScorerPolicy:
+                          progress: bool = False, features: np.ndarray | None = None) -> ItemScorerPolicy:
     """:func:`learn_item_scorer`'s fit on parts grouped by (fold, action) over ρ̂'s folds (its fold models impute
     the rows they did not see): the statistics in one pass, then :func:`dr_scale.outofcore.ridge.fit`'s conjugate
-    gradients, one pass per iteration — the per-action fitters' engine, on the local scheduler or a cluster."""
+    gradients, one pass per iteration — the per-action fitters' engine, on the local scheduler or a cluster.
+
+    Sized by use with ``features``: the parts' columns are those sorted context ids of the d = ``n_features``
+    (:func:`~dr_scale.crossfit.parts.used_features`), ρ̂ is laid over them
+    (:meth:`~dr_scale.reward.shared.SharedRidgeRewardModel.over`) and so is the policy's coef, m × D_A; a feature
+    no row has would weigh 0 (its sums are 0 and its penalty pulls it there)."""
     from dr_scale.learning.impute import METHODS
     from dr_scale.outofcore import ridge
 
@@ -130,19 +136,19 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: Any, *, method:
         raise ParameterError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
     F = np.asarray(item_features.toarray() if sp.issparse(item_features) else item_features, dtype=np.float64)
     k, da = F.shape
-    d = int(n_features)
-    size = 1 + d + da + d * da
+    d = int(n_features) if features is None else features.size  # the parts' columns
     theta0, groups = None, 1
     if method != "ips":
         if not isinstance(reward_model, SharedRidgeRewardModel) or reward_model.LINK != "identity":
             raise ParameterError("`reward_model` must be a shared ridge model (dr-scale fit --model shared-ridge): the "
                                  "scorer sums its ρ̂ over all items through the catalogue's sums, which a logistic "
                                  "link or a per-action model does not allow")
-        reward_model = reward_model.dense()  # θ₀ in the scorer's layout, over all d × D_A
+        if (reward_model.n_features, reward_model.n_item_features) != (int(n_features), da):
+            raise ParameterError(f"`reward_model` is over d = {reward_model.n_features} context features and D_A = "
+                                 f"{reward_model.n_item_features} item features, the log's are d = {int(n_features)} "
+                                 f"and D_A = {da}")
+        reward_model = reward_model.over(features)  # θ₀ in the scorer's layout: the parts' columns × all D_A
         own = reward_model.theta()
-        if own.size != size:
-            raise ParameterError(f"`reward_model` has {own.size} parameters, the log's d = {d} and D_A = {da} "
-                                 f"need {size}")
         groups = max(reward_model.folds, 1)
         theta0 = reward_model.fold_theta if reward_model.folds else own[None, :]
     sums = catalogue_sums(F)
@@ -160,13 +166,18 @@ def learn_scorer_on_parts(parts, n_features: int, item_features: Any, *, method:
 
     fit = ridge.fit(gram, stats, lam, rtol=rtol, max_iter=max_iter, progress=progress)
     beta_f, B = fit.coef[0, d:d + da], fit.coef[0, d + da:].reshape(d, da)
-    meta = {"method": method, "learner": "scorer", "lam": lam, "rows": int(rows), "n_features": d, "n_actions": k,
-            "action_features": da, "passes": int(fit.iterations) + 1, "converged": bool(fit.converged[0])}
+    meta = {"method": method, "learner": "scorer", "lam": lam, "rows": int(rows), "n_features": int(n_features),
+            "n_actions": k, "action_features": da, "passes": int(fit.iterations) + 1,
+            "converged": bool(fit.converged[0])}
+    layout: dict[str, Any] = {}
+    if features is not None:
+        meta["used_features"] = int(features.size)
+        layout = {"features": features, "dimension": int(n_features)}
     if method != "ips":
         assert reward_model is not None  # checked above
         meta["reward_model"] = dict(getattr(reward_model, "metadata", {}) or {})
         meta["reward_model_folds"] = reward_model.folds
-    return ItemScorerPolicy(B, F, F @ beta_f, top_k, temperature, source="<learned scorer>", metadata=meta)
+    return ItemScorerPolicy(B, F, F @ beta_f, top_k, temperature, source="<learned scorer>", metadata=meta, **layout)
 
 
 def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: int, *, method: str = "dr",
@@ -236,17 +247,19 @@ def learn_item_scorer(parts: Callable[[], Iterable], item_features, n_features: 
     >>> bool(best[np.arange(2000), chosen].mean() > 0.9 * best.max(axis=1).mean())
     True
     """
+    from dr_scale.crossfit.parts import used_features
     from dr_scale.crossfit.settings import FitSettings
     from dr_scale.reward.shared import fit_shared_on_parts, in_memory_parts
 
     F = np.asarray(item_features.toarray() if sp.issparse(item_features) else item_features, dtype=np.float64)
     folds = getattr(reward_model, "folds", 0) or None
     held, rows = in_memory_parts(parts(), F.shape[0], folds, getattr(reward_model, "fold_seed", 0))
+    held, ids = used_features(held, n_features)
     if method != "ips" and reward_model is None:
         reward_model = fit_shared_on_parts(held, rows, n_features, F, FitSettings(
-            lam=model_lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"))
+            lam=model_lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"), features=ids)
     return learn_scorer_on_parts(held, n_features, F, method=method, reward_model=reward_model, lam=lam, rtol=tol,
-                                 max_iter=max_iter, top_k=top_k, temperature=temperature)
+                                 max_iter=max_iter, top_k=top_k, temperature=temperature, features=ids)
 
 
 def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: float | None = None,
@@ -289,7 +302,7 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
     -------
     ItemScorerPolicy
     """
-    from dr_scale.crossfit.parts import read_grouped_parts
+    from dr_scale.crossfit.parts import read_grouped_parts, used_features
     from dr_scale.crossfit.settings import FitSettings
     from dr_scale.io.cache import spill_root
     from dr_scale.logs.opened import open_log
@@ -320,10 +333,12 @@ def learn_scorer_from_log(logs, *, method: str = "dr", reward_model=None, lam: f
         if given and not allow_other_log:
             check_fitted_log(reward_model, f"{extent.n}:{extent.fingerprint:016x}", name,
                              logs.log_filter, refit="dr-scale fit --model shared-ridge --folds K")
+        parts, ids = used_features(parts, d)
         if method != "ips" and not given:
-            reward_model = fit_shared_on_parts(parts, extent.n, d, F, settings, progress=progress, name=str(logs))
+            reward_model = fit_shared_on_parts(parts, extent.n, d, F, settings, progress=progress, name=str(logs),
+                                               features=ids)
         policy = learn_scorer_on_parts(parts, d, F, method=method, reward_model=reward_model, lam=lam, rtol=rtol,
-                                       max_iter=max_iter, top_k=top_k, progress=progress)
+                                       max_iter=max_iter, top_k=top_k, progress=progress, features=ids)
         del parts
     policy.metadata["logs"] = str(logs)
     return policy

@@ -10,8 +10,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from dr_scale.core.errors import UserError
+from dr_scale.crossfit.folded import used_columns
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, file_metadata
+from dr_scale.io.parameter_files import ParameterFileError, checked_features, file_metadata, used_rows
 from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import SparseProbs
@@ -47,6 +48,11 @@ class ItemScorerPolicy(Policy):
     argmax_a s(x, a). The distribution is :class:`~dr_scale.policies.distributions.SparseProbs`: scores are
     computed ``chunk`` rows at a time, so memory is O(chunk·k + n·K), never (n, k).
 
+    Sized by use: with ``features``, coef has a row for each of those context feature ids only (of d = ``dimension``
+    hashed ones; the others weigh 0), and each chunk's X is read at them
+    (:func:`~dr_scale.crossfit.folded.used_columns`); a learned scorer holds the features its training rows have,
+    and :meth:`save` writes the rows of coef that are not all 0.
+
     Parameters
     ----------
     coef : numpy.ndarray, shape (d, D_A)
@@ -65,6 +71,10 @@ class ItemScorerPolicy(Policy):
         Rows scored at a time (memory O(chunk·k)).
     metadata : dict, optional
         How it was made (a learned scorer's method, λ and training record), saved with it as JSON.
+    features : numpy.ndarray, shape (m,), optional
+        The sorted context feature ids of coef's rows (None: the rows are the features 0 … d − 1).
+    dimension : int
+        d, the hashed context space, with ``features``.
 
     Examples
     --------
@@ -88,6 +98,8 @@ class ItemScorerPolicy(Policy):
     source: str = "<in memory>"
     chunk: int = 1024
     metadata: dict = field(default_factory=dict)
+    features: np.ndarray | None = None
+    dimension: int = 0
     needs_features = True
 
     def __post_init__(self) -> None:
@@ -100,6 +112,11 @@ class ItemScorerPolicy(Policy):
         self.item_bias = np.zeros(k) if self.item_bias is None else np.asarray(self.item_bias, dtype=np.float64)
         if self.item_bias.shape != (k,):
             raise UserError(f"policy {self.source}: item_bias must have one value per action ({k})")
+        if self.features is not None:
+            try:
+                self.features = checked_features(self.features, self.coef.shape[0], int(self.dimension))
+            except ValueError as exc:
+                raise UserError(f"policy {self.source}: {exc}") from None
         if not all(np.isfinite(a).all() for a in (self.coef, self.item_features, self.item_bias)):
             raise UserError(f"policy {self.source}: its parameters must be finite")
         if isinstance(self.top_k, bool) or int(self.top_k) != self.top_k or not 1 <= self.top_k:
@@ -109,16 +126,24 @@ class ItemScorerPolicy(Policy):
             raise UserError(f"policy {self.source}: the temperature must be a positive finite number, "
                             f"got {self.temperature}")
         self.n_actions = k
+        rows = np.arange(self.coef.shape[0]) if self.features is None else self.features
         self.digest = parameters_digest(self.coef, self.item_features, self.item_bias,
-                                        np.array([self.top_k, self.temperature]))
+                                        np.array([self.top_k, self.temperature]), rows)
+
+    @property
+    def n_features(self) -> int:
+        """d, the context features (coef has a row for each of ``features`` only, if set)."""
+        return int(self.dimension) if self.features is not None else self.coef.shape[0]
 
     def scores(self, X: sp.csr_matrix | np.ndarray) -> np.ndarray:
-        """s(x_i, a) for every action, (n, k): for a few rows at a time."""
-        d = self.coef.shape[0]
+        """s(x_i, a) for every action, (n, k), for a few rows at a time; X's features beyond d weigh 0."""
         X = sp.csr_matrix(X)
-        if X.shape[1] > d:
-            X = X[:, :d]
-        coef = self.coef if X.shape[1] == d else self.coef[:X.shape[1]]
+        if self.features is not None:
+            X = used_columns(X, self.features)
+        else:
+            d = self.coef.shape[0]
+            X = X[:, :d] if X.shape[1] > d else X
+        coef = self.coef if X.shape[1] == self.coef.shape[0] else self.coef[:X.shape[1]]
         out: np.ndarray = np.asarray(X @ coef) @ self.item_features.T + self.item_bias
         return out
 
@@ -137,10 +162,14 @@ class ItemScorerPolicy(Policy):
         return SparseProbs(actions, probs, k)
 
     def save(self, url: str, storage_options: dict | None = None) -> None:
-        """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically."""
+        """Write the ``.npz`` (coef, item_features, item_bias, top_k, temperature, metadata as JSON) atomically,
+        sized by use: coef's rows that are not all 0, ``features`` their sorted ids and ``n_features`` d."""
         buf = io.BytesIO()
         assert self.item_bias is not None  # set in __post_init__
-        np.savez(buf, coef=self.coef, item_features=self.item_features, item_bias=self.item_bias,
+        rows = np.arange(self.coef.shape[0]) if self.features is None else self.features
+        keep = used_rows(self.coef)
+        np.savez(buf, coef=self.coef[keep], features=rows[keep], n_features=np.array(self.n_features, dtype=np.int64),
+                 item_features=self.item_features, item_bias=self.item_bias,
                  top_k=np.array(self.top_k), temperature=np.array(self.temperature),
                  metadata=np.array(json.dumps(self.metadata)))
         fs, path = url_to_fs(url, storage_options)
@@ -162,8 +191,17 @@ class ItemScorerPolicy(Policy):
             raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "
                                      "item_features, item_bias, top_k, temperature)")
         meta = file_metadata(arrays, f"policy {url}")
+        if ("features" in arrays) != ("n_features" in arrays):
+            raise ParameterFileError(f"policy {url}: 'features' and 'n_features' go together (a scorer sized by use "
+                                     "has both)")
+        layout = {}
+        if "features" in arrays:
+            if arrays["n_features"].shape != () or arrays["n_features"].dtype.kind not in "iu":
+                raise ParameterFileError(f"policy {url}: 'n_features' must be one integer (d), got "
+                                         f"{arrays['n_features'].dtype} of shape {arrays['n_features'].shape}")
+            layout = {"features": arrays["features"], "dimension": int(arrays["n_features"])}
         return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
-                   float(arrays["temperature"]), url, metadata=meta)
+                   float(arrays["temperature"]), url, metadata=meta, **layout)
 
     def __str__(self) -> str:
         return f"scorer:{self.source} (sha256 {self.digest[:12]})"

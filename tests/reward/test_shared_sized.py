@@ -82,7 +82,7 @@ def test_fit_on_a_log_holds_the_used_rows_and_columns_and_predicts_as_the_dense_
     dense = _dense_fit(url, F, settings, logistic)
     # the dense θ's entries of the features no row has and the columns no item has stay 0 (zero gradient)
     tol = 1e-10 if logistic else 1e-12
-    spread = model.dense()
+    spread = model.over()
     np.testing.assert_allclose(spread.theta(), dense.theta(), rtol=0, atol=tol)
     np.testing.assert_allclose(spread.fold_theta, dense.fold_theta, rtol=0, atol=tol)
     for ids in (None, row_id):  # the full-data model, and each row's fold model

@@ -5,6 +5,7 @@ the cross-fitting driver: on a log over its action catalogue, out of core (:func
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,7 +13,7 @@ import scipy.sparse as sp
 
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.engine import fit_log, fit_parts
-from dr_scale.crossfit.parts import LogPart
+from dr_scale.crossfit.parts import LogPart, used_features
 from dr_scale.crossfit.settings import FitSettings, Stages
 from dr_scale.outofcore.passes import PartSet
 from dr_scale.reward.shared.catalogue import log_and_catalogue
@@ -28,19 +29,25 @@ if TYPE_CHECKING:
 
 def fit_shared_on_parts(parts: PartSet, n_rows: float, n_features: int, item_features: np.ndarray,
                         settings: FitSettings, *, progress: bool = False, stages: Stages | None = None,
-                        name: str = "the log") -> SharedRidgeRewardModel:
+                        name: str = "the log", features: np.ndarray | None = None) -> SharedRidgeRewardModel:
     """The shared model on parts grouped by (fold, action) over ``settings.folds`` folds
     (:func:`dr_scale.crossfit.parts.read_grouped_parts`), ``n_rows`` rows in all, by the cross-fitting driver
     (:func:`dr_scale.crossfit.engine.fit_parts`): ridge or logistic as ``settings.model`` says (None: logistic when
     every reward is 0 or 1); λ as ``settings.lam`` says (``"auto"``: the grid's λ with the least out-of-fold loss on
     the keyed sample); then the K fold models and the full-data model in the same passes. Over the catalogue's
-    present columns (the model's ``item_columns``) and the parts' ``n_features`` columns as they are (the caller's
-    parts are not renumbered: :func:`fit_shared_model` fits on the features the rows have).
+    present columns (the model's ``item_columns``) and the parts' columns: with ``features``, the parts' columns
+    are those sorted context ids of the d = ``n_features`` (renumbered by
+    :func:`~dr_scale.crossfit.parts.used_features`, whose ids they are) and the model is laid over them; without,
+    the parts' ``n_features`` columns as they are.
     """
     family = SharedModels(item_features, name)
-    model: SharedRidgeRewardModel = fit_parts(parts, n_rows, int(n_features), family.item_features.shape[0],
+    width = int(n_features) if features is None else features.size
+    model: SharedRidgeRewardModel = fit_parts(parts, n_rows, width, family.item_features.shape[0],
                                               settings, family, progress=progress, stages=stages)
-    return model
+    if features is None:
+        return model
+    model.metadata.update(n_features=int(n_features), used_features=int(features.size))
+    return replace(model, features=features, dimension=int(n_features))
 
 
 def fit_shared_model(logs: str | OpenedLog, settings: FitSettings | None = None, *, client: Client | None = None,
@@ -193,5 +200,7 @@ def fit_shared_ridge(parts: Callable[[], Iterable], item_features: np.ndarray, n
     """
     F = np.asarray(item_features, dtype=np.float64)
     held, rows = in_memory_parts(parts(), F.shape[0])
+    held, ids = used_features(held, n_features)
     return fit_shared_on_parts(held, rows, n_features, F,
-                               FitSettings(lam=lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"))
+                               FitSettings(lam=lam, rtol=tol, max_iter=max_iter, model="ridge", spill="memory"),
+                               features=ids)

@@ -22,7 +22,7 @@ from scipy.special import expit
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.folded import load_model_file, read_metadata, register_kind, used_columns
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import checked_features, spread_rows, used_rows
+from dr_scale.io.parameter_files import checked_features, used_rows
 
 if TYPE_CHECKING:
     from dr_scale.reward.models import Features
@@ -241,22 +241,26 @@ class SharedRidgeRewardModel:
         return replace(self, intercept=b, beta_x=bx, beta_f=bf, interaction=B, item_features=item_features,
                        fold_theta=folds, **layout)
 
-    def dense(self) -> SharedRidgeRewardModel:
-        """The same model over all d context features and D_A item columns, zeros at those it does not hold
-        (:func:`~dr_scale.io.parameter_files.spread_rows`): the layout of an
-        :class:`~dr_scale.policies.ItemScorerPolicy`'s coef and of the item scorer's θ."""
+    def over(self, features: np.ndarray | None = None, item_columns: np.ndarray | None = None
+             ) -> SharedRidgeRewardModel:
+        """The same model laid over the sorted context ids ``features`` and catalogue columns ``item_columns`` (None:
+        all d, all D_A), zeros at those it does not hold: the layout of an item scorer's θ (its rows' features) or
+        of a dense model (``over()``). A weight at an id or column left out is dropped — the caller's rows have 0
+        there, so their predictions do not change."""
         rows, cols = self._ids()
-        m, c, d, da = rows.size, cols.size, self.n_features, self.n_item_features
+        to_r = np.arange(self.n_features) if features is None else np.asarray(features, dtype=np.int64)
+        to_c = np.arange(self.n_item_features) if item_columns is None else np.asarray(item_columns, dtype=np.int64)
+        at_r, at_c = _positions(rows, to_r), _positions(cols, to_c)
 
-        def spread(theta: np.ndarray) -> np.ndarray:
-            """θ over (m, c) spread to (d, D_A)."""
-            b, bx, bf, B = unflatten(theta, m, c)
-            return np.concatenate([[b], spread_rows(bx[:, None], rows, d)[:, 0],
-                                   spread_rows(bf[:, None], cols, da)[:, 0],
-                                   spread_rows(spread_rows(B, rows, d).T, cols, da).T.ravel()])
+        def relaid(theta: np.ndarray) -> np.ndarray:
+            b, bx, bf, B = unflatten(theta, rows.size, cols.size)
+            return np.concatenate([[b], _taken(bx, at_r), _taken(bf, at_c), _taken(_taken(B, at_r).T, at_c).T.ravel()])
 
-        return self._with([spread(t) for t in self._thetas()], spread_rows(self.item_features.T, cols, da).T,
-                          features=None, dimension=0, item_columns=None, item_dimension=0)
+        return self._with([relaid(t) for t in self._thetas()], _taken(self.item_features.T, at_c).T,
+                          features=None if features is None else to_r,
+                          dimension=0 if features is None else self.n_features,
+                          item_columns=None if item_columns is None else to_c,
+                          item_dimension=0 if item_columns is None else self.n_item_features)
 
     def sized(self) -> SharedRidgeRewardModel:
         """The same model sized by use (itself if it is): the item columns some action has non-zero
@@ -394,6 +398,20 @@ class SharedLogisticRewardModel(SharedRidgeRewardModel):
         """σ(z)."""
         out: np.ndarray = expit(z)
         return out
+
+
+def _positions(held: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Each of the sorted ids ``wanted``'s index in the sorted ids ``held``, −1 where it is not held."""
+    at = np.searchsorted(held, wanted)
+    hit = held[np.minimum(at, max(held.size - 1, 0))] == wanted if held.size else np.zeros(wanted.size, dtype=bool)
+    return np.where(hit, at, -1)
+
+
+def _taken(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``values``' entries (rows) at the indices ``at`` along the first axis, 0 where ``at`` is −1."""
+    out = np.zeros((at.size, *values.shape[1:]))
+    out[at >= 0] = values[at[at >= 0]]
+    return out
 
 
 def unflatten(theta: np.ndarray, d: int, da: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
