@@ -112,3 +112,23 @@ def test_scorer_metadata_round_trips(tmp_path):
     policy.save(str(tmp_path / "p.npz"))
     again = ItemScorerPolicy.load(str(tmp_path / "p.npz"))
     assert again.metadata == {"method": "dr", "lam": 2.0} and json.dumps(again.metadata)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.update(features=a["features"][::-1].copy()), "'features' must be increasing ids in [0, n_features"),
+    (lambda a: a.pop("n_features"), "'features' and 'n_features' go together"),
+    (lambda a: a.update(n_features=np.array("x")), "'n_features' must be one integer"),
+    (lambda a: a.update(n_features=np.array(2)), "'features' must be increasing ids in [0, n_features = 2)"),
+    (lambda a: a.update(features=a["features"][:1]), "'features' must be 2 integer ids (one per row of 'coef')"),
+])
+def test_a_scorer_file_sized_by_use_with_bad_ids_is_refused_naming_it(tmp_path, change, message):
+    coef = np.zeros((6, 2))
+    coef[[1, 4]] = [[1.0, 2.0], [3.0, 4.0]]
+    ItemScorerPolicy(coef, np.eye(2)).save(str(tmp_path / "p.npz"))
+    arrays = dict(np.load(tmp_path / "p.npz"))
+    assert arrays["features"].tolist() == [1, 4] and int(arrays["n_features"]) == 6  # the non-zero rows only
+    change(arrays)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(Exception) as info:
+        ItemScorerPolicy.load(str(tmp_path / "bad.npz"))
+    assert message in str(info.value) and "bad.npz" in str(info.value)
