@@ -253,6 +253,7 @@ class SharedRidgeRewardModel:
         at_r, at_c = _positions(rows, to_r), _positions(cols, to_c)
 
         def relaid(theta: np.ndarray) -> np.ndarray:
+            """θ over (rows, cols) laid over (to_r, to_c)."""
             b, bx, bf, B = unflatten(theta, rows.size, cols.size)
             return np.concatenate([[b], _taken(bx, at_r), _taken(bf, at_c), _taken(_taken(B, at_r).T, at_c).T.ravel()])
 
