@@ -248,14 +248,11 @@ class ChosenActions(ActionDistribution):
         return out
 
     def value(self, values: ActionValues) -> np.ndarray:
-        """v(x_i, π(x_i)), from the columns of the actions π takes only (for a constant π one column, whatever k)."""
-        present = np.bincount(self.actions, minlength=self.k) > 0
-        taken = np.flatnonzero(present)
-        columns = values.columns(taken)
+        """v(x_i, π(x_i)): for a constant π one column, whatever k; else at each row's own action (``pairs``)."""
+        taken = np.unique(self.actions)
         if taken.size == 1:
-            return columns[:, 0]
-        slot = np.cumsum(present) - 1  # each taken action's column in ``columns``
-        out: np.ndarray = columns.take(np.arange(len(self)) * taken.size + slot[self.actions])
+            return values.columns(taken)[:, 0]
+        out: np.ndarray = values.pairs(self.actions[:, None])[:, 0]
         return out
 
     def value_and_logged(self, action: np.ndarray, values: ActionValues) -> tuple[np.ndarray, np.ndarray]:

@@ -255,6 +255,44 @@ class LinearRewardModel(FoldedLinearModel):
         return self.by_fold(X, row_id, self.n_actions if actions is None else len(actions),
                             lambda coef, intercept, rows: self.link(_linear(rows, coef[:, cols], intercept[cols])))
 
+    def predict_pairs(self, X: Features, actions: np.ndarray, row_id: np.ndarray | None = None) -> np.ndarray:
+        """ρ̂_{a_ij}(x_i) for each row's own listed actions: (n, K) for (n, K) ``actions``, as :meth:`predict` gives
+        them, bit for bit, without the other actions' columns.
+
+        For sparse X, each stored entry x_it of row i is weighed by its row's action's (and fold model's) weight,
+        v_t = x_it · coef[t, a_ij], and the v_t are summed along the row in X's order — the sum X·coef[:, a]
+        computes for that row — then intercept[a_ij] is added: O(nnz · K), where the columns of the distinct
+        actions cost O(nnz · distinct). Dense X: those columns (:func:`pairs_by_columns`).
+        """
+        actions = np.asarray(actions)
+        if actions.ndim != 2:
+            raise ParameterError(f"`actions` must be (n, K): each row's listed actions, got shape {actions.shape}")
+        if not sp.issparse(X):
+            return pairs_by_columns(self, X, actions, row_id)
+        X, flat, row_id = self.checked_call(X, actions.ravel(), row_id)
+        n, width = actions.shape
+        if flat is None or X.shape[0] != n:
+            raise ParameterError(f"`actions` has {n} row(s) for the {X.shape[0]} rows of `X`: give one per row")
+        X = sp.csr_matrix(X)
+        chosen = flat.reshape(n, width)
+        coef, intercept = self.coef, self.intercept
+        fold = np.zeros(n, np.int64)
+        if row_id is not None and self.fold_coef is not None and self.fold_intercept is not None and self.folds:
+            fold = fold_of(row_id, self.folds, self.fold_seed)
+            coef, intercept = self.fold_coef, self.fold_intercept
+        m, k = X.shape[1], self.n_actions
+        weights, biases = np.ascontiguousarray(coef).ravel(), np.asarray(intercept).ravel()
+        kind = np.int32 if weights.size < 2 ** 31 else np.int64
+        per_row = np.diff(X.indptr)
+        at = X.indices.astype(kind) * kind(k)  # entry t's weight for action a of fold f: (f·m + t)·k + a
+        out = np.empty((n, width))
+        for j in range(width):
+            a = chosen[:, j]
+            entries = at + np.repeat((fold * (m * k) + a).astype(kind), per_row)
+            out[:, j] = sp.csr_matrix((X.data, entries, X.indptr), shape=(n, weights.size)) @ weights
+            out[:, j] += biases.take(fold * k + a)
+        return self.link(out)
+
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> LinearRewardModel:
         """Read a linear model's file saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file
@@ -383,6 +421,13 @@ def predict_pairs(model: RewardModel, X: Features, actions: np.ndarray, row_id: 
     actions = np.asarray(actions)
     if hasattr(model, "predict_pairs"):
         return np.asarray(model.predict_pairs(X, actions, row_id=row_id), dtype=np.float64)
+    return pairs_by_columns(model, X, actions, row_id, chunk)
+
+
+def pairs_by_columns(model: RewardModel, X: Features, actions: np.ndarray, row_id: np.ndarray | None = None,
+                     chunk: int = 256) -> np.ndarray:
+    """:func:`predict_pairs` from the columns of the rows' distinct actions (:func:`predict_columns`): for every
+    row when the rows list few, else ``chunk`` rows at a time, each chunk's distinct actions only."""
     n, width = actions.shape
     out = np.empty((n, width))
     distinct = np.unique(actions)
