@@ -26,6 +26,7 @@ from dr_scale.io.parameter_files import (
     linear_arrays,
     read_npz_file,
     spread_rows,
+    stored_layout,
     used_rows,
     write_npz,
 )
@@ -187,11 +188,10 @@ def linear_model(cls, arrays: dict, where: str):
     a ``ParameterFileError`` naming ``where``."""
     arrays = linear_arrays(arrays, where)
     model = cls(arrays["coef"], arrays["intercept"])
+    stored = stored_layout(arrays, where, model.coef.shape[0])
+    if stored is not None:
+        model.features, model.dimension = stored
     try:
-        if "features" in arrays:
-            model.features = np.asarray(arrays["features"])
-            model.dimension = int(arrays["n_features"])
-            model.check_features()
         if "fold_coef" in arrays:
             model.fold_coef = np.asarray(arrays["fold_coef"], dtype=np.float64).reshape(-1, *model.coef.shape)
             model.fold_intercept = np.asarray(arrays["fold_intercept"], dtype=np.float64).reshape(

@@ -102,6 +102,26 @@ def checked_features(features, rows: int, dimension: int, name: str = "features"
     return out
 
 
+def stored_layout(arrays: dict[str, np.ndarray], where: str, rows: int, ids: str = "features",
+                  size: str = "n_features", per: str = "row of 'coef'") -> tuple[np.ndarray, int] | None:
+    """The layout of a parameter file stored sized by use — its ids ``arrays[ids]`` (sorted, in [0, d), one per
+    ``per``; :func:`checked_features`) and its dimension d = ``arrays[size]`` — or None for a dense file (neither
+    array). One without the other, a dimension that is not one integer ≥ 1, or bad ids are a
+    :class:`ParameterFileError` naming ``where``."""
+    if ids not in arrays and size not in arrays:
+        return None
+    if ids not in arrays or size not in arrays:
+        raise ParameterFileError(f"{where}: '{ids}' and '{size}' go together (a file sized by use has both)")
+    dimension = np.asarray(arrays[size])
+    if dimension.shape != () or dimension.dtype.kind not in "iu" or int(dimension) < 1:
+        raise ParameterFileError(f"{where}: '{size}' must be one integer d ≥ 1, got {dimension.dtype} "
+                                 f"{dimension.tolist()!r}")
+    try:
+        return checked_features(arrays[ids], rows, int(dimension), ids, per, size), int(dimension)
+    except ValueError as exc:
+        raise ParameterFileError(f"{where}: {exc}") from None
+
+
 def used_rows(*coefs: np.ndarray | None) -> np.ndarray:
     """The sorted ids of the rows (features) where any of ``coefs`` — each (d, k), or (F, d, k) for fold models;
     None skipped — has a non-zero weight: the rows a file sized by use keeps (a feature of weight 0 adds exactly 0

@@ -11,11 +11,11 @@ import scipy.sparse as sp
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.parameter_files import (
     ParameterFileError,
-    checked_features,
     checked_linear,
     file_metadata,
     read_linear_file,
     spread_rows,
+    stored_layout,
     used_rows,
     write_npz,
 )
@@ -237,15 +237,9 @@ class LinearPolicy(Policy):
         arrays = read_linear_file(url, storage_options, f"policy {url}")
         meta = file_metadata(arrays, f"policy {url}")
         coef = arrays["coef"]
-        if "features" in arrays:  # written sized by use: the other features' rows are 0
-            try:
-                d = int(arrays["n_features"]) if "n_features" in arrays else -1
-                if d < 1:
-                    raise ValueError("'n_features' (d ≥ 1) must accompany 'features'")
-                features = checked_features(arrays["features"], coef.shape[0], d)
-            except (TypeError, ValueError) as exc:
-                raise ParameterFileError(f"policy {url}: bad sized-by-use arrays ({exc})") from None
-            coef = spread_rows(coef, features, d)
+        stored = stored_layout(arrays, f"policy {url}", coef.shape[0])
+        if stored is not None:  # written sized by use: the other features' rows are 0
+            coef = spread_rows(coef, *stored)
         return cls(coef, arrays["intercept"], meta, url, tuple(arrays.get("excluded_actions", ())))
 
     def __str__(self) -> str:

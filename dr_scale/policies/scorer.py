@@ -12,7 +12,13 @@ import scipy.sparse as sp
 from dr_scale.core.errors import UserError
 from dr_scale.crossfit.folded import used_columns
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import ParameterFileError, checked_features, file_metadata, used_rows
+from dr_scale.io.parameter_files import (
+    ParameterFileError,
+    checked_features,
+    file_metadata,
+    stored_layout,
+    used_rows,
+)
 from dr_scale.logs.contract import Partition
 from dr_scale.policies.base import Policy, PolicyMismatch, parameters_digest
 from dr_scale.policies.distributions import SparseProbs
@@ -191,17 +197,11 @@ class ItemScorerPolicy(Policy):
             raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "
                                      "item_features, item_bias, top_k, temperature)")
         meta = file_metadata(arrays, f"policy {url}")
-        if ("features" in arrays) != ("n_features" in arrays):
-            raise ParameterFileError(f"policy {url}: 'features' and 'n_features' go together (a scorer sized by use "
-                                     "has both)")
-        layout = {}
-        if "features" in arrays:
-            if arrays["n_features"].shape != () or arrays["n_features"].dtype.kind not in "iu":
-                raise ParameterFileError(f"policy {url}: 'n_features' must be one integer (d), got "
-                                         f"{arrays['n_features'].dtype} of shape {arrays['n_features'].shape}")
-            layout = {"features": arrays["features"], "dimension": int(arrays["n_features"])}
+        stored = stored_layout(arrays, f"policy {url}", len(np.atleast_1d(arrays["coef"])))
+        features, dimension = (None, 0) if stored is None else stored
         return cls(arrays["coef"], arrays["item_features"], arrays.get("item_bias"), int(arrays["top_k"]),
-                   float(arrays["temperature"]), url, metadata=meta, **layout)
+                   float(arrays["temperature"]), url, metadata=meta, features=features,
+                   dimension=dimension)
 
     def __str__(self) -> str:
         return f"scorer:{self.source} (sha256 {self.digest[:12]})"

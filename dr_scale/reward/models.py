@@ -271,7 +271,8 @@ class LinearRewardModel(FoldedLinearModel):
             return pairs_by_columns(self, X, actions, row_id)
         X, flat, row_id = self.checked_call(X, actions.ravel(), row_id)
         n, width = actions.shape
-        if flat is None or X.shape[0] != n:
+        assert flat is not None  # given actions come back checked
+        if X.shape[0] != n:
             raise ParameterError(f"`actions` has {n} row(s) for the {X.shape[0]} rows of `X`: give one per row")
         X = sp.csr_matrix(X)
         chosen = flat.reshape(n, width)

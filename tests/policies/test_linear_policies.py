@@ -146,5 +146,5 @@ def test_a_policy_file_holds_the_features_it_weighs(tmp_path):
     arrays["features"] = arrays["features"][::-1].copy()  # not increasing
     bad = tmp_path / "bad.npz"
     np.savez(bad, **arrays)
-    with pytest.raises(Exception, match="bad sized-by-use arrays .*increasing ids"):
+    with pytest.raises(Exception, match="bad.npz: .features. must be increasing ids"):
         LinearPolicy.load(str(bad))

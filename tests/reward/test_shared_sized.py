@@ -162,7 +162,8 @@ def test_a_dense_file_loads_sized_by_use(tmp_path, cls):
     ("features", np.array([3]), "'features' must be 2 integer ids (one per entry of 'beta_x')"),
     ("item_columns", np.array([-1]), "'item_columns' must be increasing ids in [0, n_item_features = 4)"),
     ("item_columns", np.array([0.5]), "'item_columns' must be 1 integer ids (one per column of 'item_features')"),
-    ("n_features", None, "'features' without 'n_features', the dimension of its ids"),
+    ("n_features", None, "'features' and 'n_features' go together"),
+    ("n_item_features", np.array(0), "'n_item_features' must be one integer d ≥ 1"),
 ])
 def test_a_file_with_bad_ids_is_refused_in_one_line(tmp_path, key, value, says):
     model = SharedRidgeRewardModel(0.0, np.ones(2), np.ones(1), np.ones((2, 1)), np.ones((3, 1)),

@@ -22,7 +22,7 @@ from scipy.special import expit
 from dr_scale.core.errors import ParameterError
 from dr_scale.crossfit.folded import load_model_file, read_metadata, register_kind, used_columns
 from dr_scale.io.atomic import atomic_write, url_to_fs
-from dr_scale.io.parameter_files import checked_features, used_rows
+from dr_scale.io.parameter_files import checked_features, stored_layout, used_rows
 
 if TYPE_CHECKING:
     from dr_scale.reward.models import Features
@@ -334,14 +334,15 @@ class SharedRidgeRewardModel:
             raise ParameterFileError(f"{where}: unknown link {link!r} (identity or logistic)")
         if cls is SharedLogisticRewardModel and target is not cls:
             raise ParameterFileError(f"{where}: a shared ridge model, not a shared logistic one")
+        layout: dict[str, Any] = {}
+        for ids, size, rows, per, fields in (
+                ("features", "n_features", np.size(a["beta_x"]), "entry of 'beta_x'", ("features", "dimension")),
+                ("item_columns", "n_item_features", np.size(a["beta_f"]), "column of 'item_features'",
+                 ("item_columns", "item_dimension"))):
+            stored = stored_layout(a, where, rows, ids, size, per)
+            if stored is not None:
+                layout.update(zip(fields, stored, strict=True))
         try:
-            layout: dict[str, Any] = {}
-            for ids, size, fields in (("features", "n_features", ("features", "dimension")),
-                                      ("item_columns", "n_item_features", ("item_columns", "item_dimension"))):
-                if ids in a:
-                    if size not in a:
-                        raise ValueError(f"'{ids}' without '{size}', the dimension of its ids")
-                    layout.update(zip(fields, (a[ids], int(a[size])), strict=True))
             model = target(float(a["intercept"]), a["beta_x"], a["beta_f"], a["interaction"], a["item_features"],
                            read_metadata(str(a["metadata"])) if "metadata" in a else {},
                            a.get("fold_theta"), int(a.get("fold_seed", 0)), **layout)
