@@ -19,9 +19,13 @@ from dr_scale.ope.estimators import (
     SwitchDR,
     fold_jackknife,
 )
+from dr_scale.ope.estimators.inputs import RowInputs
+from dr_scale.ope.estimators.shrinkage import slope, slope_widths
+from dr_scale.ope.estimators.tuning import honest_variances
 from dr_scale.ope.evaluation import Evaluation, estimate_dict
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world
+from dr_scale.synthetic.finite_world import BanditWorld
 
 
 def _negative_dr_log():
@@ -133,6 +137,62 @@ def test_the_tuned_estimators_choose_a_finite_threshold_when_a_few_rows_carry_th
         e = estimator.estimate(**log)
         assert math.isfinite(e.chosen[key]), (estimator, e.chosen)
         assert e.tuning.startswith(f"{'λ' if key == 'lambda_' else key} = ") and "SLOPE" in e.tuning
+
+
+def _unclicked_policy_log(n=20_000, k=20, seed=3):
+    """Clicks at 0.5% on every action, but the action a constant policy takes (logged with p = 0.002, weight 500;
+    ~40 rows, ESS ~40) has no click among its rows; ρ̂ = 0.005 everywhere."""
+    rng = np.random.default_rng(seed)
+    logging = np.full(k, (1.0 - 0.002) / (k - 1))
+    logging[12] = 0.002
+    action = rng.choice(k, size=n, p=logging)
+    reward = ((rng.uniform(size=n) < 0.005) & (action != 12)).astype(float)
+    target = np.zeros((n, k))
+    target[:, 12] = 1.0
+    return dict(reward=reward, action=action, propensity=logging[action], target_probs=target,
+                reward_hat=np.full((n, k), 0.005))
+
+
+@pytest.mark.parametrize("estimator", [SwitchDR(), ClippedDR()], ids=repr)
+def test_thresholds_are_finite_where_the_weighted_rows_are_too_few_to_show_their_spread(estimator):
+    """With no click among the heavy rows, their sample variance is 0 and SLOPE over it keeps DR (t = ∞, an
+    interval as narrow as DM's around a value far from it); the honest variance, mean(ŵ²) · mean((r − ρ̂)²),
+    widens DR's interval as those few rows warrant and a finite threshold is chosen, the reason saying so."""
+    log = _unclicked_policy_log()
+    rows = RowInputs.from_arrays(**log)
+    assert 30 <= (w := rows.weight).sum() ** 2 / (w ** 2).sum() <= 60 and not (log["reward"] * w).any()
+    state = estimator.state(rows)
+    size = len(estimator.thresholds)
+    sample = np.diag(state.comoment)[:size] / state.n
+    plain = size - 1 - slope(state.mean[:size][::-1], slope_widths(sample, state.n, 0.1)[::-1])
+    assert estimator.thresholds[plain] >= w.max()  # SLOPE over the sample variances (obp's): DR's value itself
+    honest = honest_variances(state, size)
+    assert honest[-1] > 20 * sample[-1]  # DR's: ~500² · 40/n · 0.005 · 10/(40 + 10) against (500 · 0.005)² · 40/n
+    w_hat = estimator.modified(w, math.inf)
+    floor = np.mean(w_hat ** 2) * np.mean((log["reward"] - 0.005) ** 2)
+    ess = w_hat.sum() ** 2 / (w_hat ** 2).sum()
+    assert honest[-1] == pytest.approx(sample[-1] + 10 / (ess + 10) * (floor - sample[-1]), rel=1e-9)
+    e = estimator.estimate(**log)
+    chosen = e.chosen[estimator.parameter]
+    assert chosen < w.max() and "variance raised" in e.tuning and f"= {chosen:g} by SLOPE" in e.tuning
+    assert abs(e.value - DirectMethod().estimate(**log).value) < abs(DoublyRobust().estimate(**log).value - 0.005)
+
+
+def test_thresholds_are_chosen_as_obps_slope_where_the_weighted_rows_show_their_spread():
+    """On a log with good overlap the floor barely moves the variances: the choice is SLOPE's over the sample
+    variances (obp's)."""
+    log = BanditWorld.make(epsilon=0.2).sample(5000, seed=4)
+    rows = RowInputs.from_arrays(**log)
+    for estimator in (SwitchDR(), ClippedDR()):
+        state = estimator.state(rows)
+        size = len(estimator.thresholds)
+        sample = np.diag(state.comoment)[:size] / state.n
+        honest = honest_variances(state, size)
+        assert np.all(honest >= sample) and np.allclose(honest, sample, rtol=0.01, atol=0)
+        plain = size - 1 - slope(state.mean[:size][::-1], slope_widths(sample, state.n, 0.1)[::-1])
+        e = estimator.estimate(**log)
+        assert e.chosen[estimator.parameter] == estimator.thresholds[plain]
+        assert "raised" not in e.tuning and e.tuning.startswith(f"{estimator.parameter} = ")
 
 
 @pytest.mark.slow  # importing obp (scikit-learn, pandas …) takes seconds

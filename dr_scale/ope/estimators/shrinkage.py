@@ -311,7 +311,7 @@ class Shrinkage(Estimator):
             return None
         size = len(self.candidates)
         return tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
-                             _ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1]))
+                             kish_ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1]))
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
@@ -337,7 +337,7 @@ class Shrinkage(Estimator):
                           weighted=False, estimate=value)
 
 
-def _ess(n: int, mean_w: float, comoment_ww: float) -> float:
+def kish_ess(n: int, mean_w: float, comoment_ww: float) -> float:
     """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment."""
     second = comoment_ww + n * mean_w ** 2
     return float(n * n * mean_w ** 2 / second) if second > 0 else 0.0

@@ -17,11 +17,14 @@ from dr_scale.ope.estimators.dr import DoublyRobust
 from dr_scale.ope.estimators.estimate import checked
 from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import IPS
-from dr_scale.ope.estimators.shrinkage import OBP_TUNING_DELTA, slope, slope_widths, tuning_reason
+from dr_scale.ope.estimators.shrinkage import OBP_TUNING_DELTA, kish_ess, slope, slope_widths, tuning_reason
 from dr_scale.ope.moments import Moments
 
 #: The thresholds (weights) among which SwitchDR's τ and ClippedDR's M are chosen when not given.
 TUNING_GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+#: κ, the weighted rows a tuned threshold's pooled variance floor counts as (:func:`honest_variances`): as many
+#: as the rewarded matched rows below which an estimate has no reliable support (``ope.diagnostics``).
+PRIOR_ROWS = 10
 
 
 @dataclass(frozen=True, repr=False)
@@ -82,27 +85,40 @@ class DRTuning(DoublyRobust):
 
 @dataclass(frozen=True)
 class _Thresholded(Estimator):
-    """DR with a threshold on the weights: fixed, or chosen from :data:`TUNING_GRID` ∪ {∞} by SLOPE.
+    """DR with a threshold on the weights: fixed, or chosen from :data:`TUNING_GRID` ∪ {∞} by SLOPE over honest
+    variances.
 
-    With the threshold not given, the state holds the terms at every grid value and
-    DR's (one pass, mergeable); at the end the threshold is chosen by SLOPE (Su, Srinath &
-    Krishnamurthy 2020, in obp's SLOPE++ form, :func:`~dr_scale.ope.estimators.shrinkage.slope`):
-    in decreasing interval width — DR (t = ∞) first, the least biased and, where the weights
-    are heavy, the widest — each threshold is accepted while its interval (Student t,
-    δ = 0.1, as obp) meets those of all the wider ones; the last accepted is chosen. Where
-    a few rows carry huge weights, DR's interval is wide and a finite threshold whose value
-    lies inside it is preferred; where the weights are light, the intervals are alike and
-    a bias would show as a disagreement, which stops the walk at a larger threshold.
+    With the threshold not given, the state holds, for every grid value t_j, the moments of
+    the term t_j = ρ̂_π + ŵ_j (r − ρ̂_a) and of the modified weight ŵ_j, and those of the
+    squared residual e = (r − ρ̂_a)² over all rows (one pass, mergeable: :func:`grid_moments`).
+    At the end the threshold is chosen by SLOPE (Su, Srinath & Krishnamurthy 2020, in obp's
+    SLOPE++ form, :func:`~dr_scale.ope.estimators.shrinkage.slope`): in decreasing interval
+    width — DR (t = ∞) first, the least biased and, where the weights are heavy, the widest —
+    each threshold is accepted while its interval (Student t, δ = 0.1, as obp) meets those of
+    all the wider ones; the last accepted is chosen.
+
+    The variance of each candidate is estimated honestly (:func:`honest_variances`): the
+    sample variance of t_j, raised toward mean(ŵ_j²) · mean(e) — the variance the correction
+    would have if the weighted rows' residuals spread as the log's do — as far as a prior
+    worth :data:`PRIOR_ROWS` rows against the weighted rows' ESS. Where a few rows carry the
+    weights and show no reward (a rare-click log, a policy the logger seldom follows), their
+    sample variance is near 0 and DR's interval would be as narrow as DM's; the floor keeps
+    it as wide as those few rows warrant, so SLOPE prefers a finite threshold. Where the
+    weighted rows are many, the raise is negligible or nil and the choice is obp's SLOPE.
     The standard error is that of the chosen V̂_t, not accounting for the choice.
     """
 
     parameter: ClassVar[str] = ""
-    clips: ClassVar[bool] = False  # a row above the threshold t keeps t (r − ρ̂_a) (clipping) or nothing (switch)
+    clips: ClassVar[bool] = False  # a row above the threshold t keeps the weight t (clipping) or 0 (switch)
 
     @abstractmethod
+    def modified(self, weight: np.ndarray, threshold: float) -> np.ndarray:
+        """ŵ, each row's weight at the threshold t: w where w ≤ t, and above it t (clipping) or 0 (switching)."""
+
     def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
-        """The correction added to ρ̂_π(x_i) on each row at the threshold t: w_i (r_i − ρ̂_{a_i}(x_i)) where
-        w_i ≤ t, and above it t (r_i − ρ̂_{a_i}(x_i)) (clipping) or 0 (switching)."""
+        """The correction added to ρ̂_π(x_i) on each row at the threshold t: ŵ_i (r_i − ρ̂_{a_i}(x_i))."""
+        out: np.ndarray = self.modified(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
+        return out
 
     @property
     def thresholds(self) -> tuple[float, ...]:
@@ -116,11 +132,17 @@ class _Thresholded(Estimator):
         return bool(getattr(self, self.parameter) == math.inf)
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
-        """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`), one array per threshold."""
-        return [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
+        """ρ̂_π(x_i) + the corrected term at each threshold (:meth:`corrected`); with the threshold tuned, then the
+        modified weights ŵ at each threshold and the squared residual (r_i − ρ̂_{a_i}(x_i))² (the honest
+        variances' statistics, :func:`grid_moments`)."""
+        terms = [rows.reward_hat_pi + self.corrected(rows, t) for t in self.thresholds]
+        if getattr(self, self.parameter) is not None:
+            return terms
+        return [*terms, *(self.modified(rows.weight, t) for t in self.thresholds),
+                (rows.reward - rows.reward_hat_logged) ** 2]
 
     def state(self, rows: RowInputs) -> Moments:
-        """With the threshold tuned, the state of the grid's terms from sums per weight bin (no (G, n) stack)."""
+        """With the threshold tuned, the state of :meth:`terms` from sums per weight bin (no (2G + 1, n) stack)."""
         if getattr(self, self.parameter) is not None:
             return super().state(rows)
         if rows.reward_hat_pi is None:
@@ -129,18 +151,30 @@ class _Thresholded(Estimator):
         return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
 
     def choose(self, state: Moments) -> int:
-        """The index of the chosen threshold: SLOPE over the thresholds' means and their 1/n variances, δ = 0.1, the
-        thresholds in obp's order (decreasing, so that ties go as obp's ``…Tuning(tuning_method="slope")``)."""
+        """The index of the chosen threshold: SLOPE over the thresholds' means and their honest 1/n variances
+        (:func:`honest_variances`), δ = 0.1, the thresholds in obp's order (decreasing, so that ties go as obp's
+        ``…Tuning(tuning_method="slope")``)."""
+        size = len(self.thresholds)
         if state.n < 2:
-            return state.m - 1
-        widths = slope_widths(np.diag(state.comoment) / state.n, state.n, OBP_TUNING_DELTA)
-        return state.m - 1 - slope(state.mean[::-1], widths[::-1])
+            return size - 1
+        widths = slope_widths(honest_variances(state, size), state.n, OBP_TUNING_DELTA)
+        return size - 1 - slope(state.mean[:size][::-1], widths[::-1])
 
     def tuning(self, state: Moments) -> str | None:
-        """With the threshold chosen: which and why (:func:`~dr_scale.ope.estimators.shrinkage.tuning_reason`)."""
+        """With the threshold chosen: which and why (:func:`~dr_scale.ope.estimators.shrinkage.tuning_reason`),
+        with the ESS of the chosen modified weights."""
         if getattr(self, self.parameter) is not None or state.n < 2:
             return None
-        return tuning_reason("slope", self.parameter, self.thresholds, self.choose(state))
+        size, best = len(self.thresholds), self.choose(state)
+        sample = np.diag(state.comoment)[:size] / state.n
+        floored = honest_variances(state, size) > 1.5 * sample
+        reason = tuning_reason("slope", self.parameter, self.thresholds, best,
+                               kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]))
+        if not floored.any():
+            return reason
+        above = ", ".join(f"{t:g}".replace("inf", "∞") for t, f in zip(self.thresholds, floored, strict=True) if f)
+        return (f"{reason}; variance raised toward mean(ŵ²)·mean((r − ρ̂)²) for {self.parameter} = {above} "
+                "(their weighted rows too few to show its spread)")
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a given threshold, the base's; tuned, the mean at the SLOPE threshold (:meth:`choose`), its unit
@@ -151,57 +185,101 @@ class _Thresholded(Estimator):
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
 
 
+def honest_variances(state: Moments, size: int) -> np.ndarray:
+    """Each of the ``size`` thresholds' 1/n variance of t_j = ρ̂_π + ŵ_j (r − ρ̂_a), estimated honestly from a
+    tuned :class:`SwitchDR` or :class:`ClippedDR` state (t_j, then ŵ_j, then (r − ρ̂_a)²: :func:`grid_moments`):
+
+        V_j = S_j + κ / (ESS_j + κ) · max(0, F_j − S_j),    F_j = mean(ŵ_j²) · mean((r − ρ̂_a)²),
+
+    S_j the sample variance of t_j, ESS_j = n mean(ŵ_j)² / mean(ŵ_j²) (Kish's) and κ = :data:`PRIOR_ROWS`.
+    F_j is the variance of the correction ŵ_j (r − ρ̂_a) if its rows' residuals spread as all the log's rows'
+    do, independently of the weights: the spread a handful of heavily weighted rows with no reward among them
+    cannot show. S_j is raised toward it as far as a prior worth κ weighted rows against the ESS_j the weighted
+    rows have: fully where they are a few, negligibly where they are many; never lowered.
+    """
+    n = state.n
+    variance = np.diag(state.comoment)[:size] / n
+    mean_w = state.mean[size:2 * size]
+    second = np.diag(state.comoment)[size:2 * size] / n + mean_w ** 2  # mean(ŵ_j²)
+    ess = np.divide(n * mean_w ** 2, second, out=np.zeros(size), where=second > 0)
+    floor = second * state.mean[2 * size]
+    out: np.ndarray = variance + PRIOR_ROWS / (ess + PRIOR_ROWS) * np.maximum(floor - variance, 0.0)
+    return out
+
+
 def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moments:
-    """:class:`Moments` of t_j = ρ̂_π + a_j, j over the increasing thresholds ``grid`` (last ∞), in O(n + G²).
+    """:class:`Moments` of the G terms t_j = ρ̂_π + a_j(d), the G modified weights ŵ_j = a_j(1) and e = d², over
+    the increasing thresholds ``grid`` (last ∞), d = r − ρ̂_a: in O(n + G²), without a (2G + 1, n) stack.
 
-    With d = r − ρ̂_a, a row whose weight w lies in bin b (the first threshold ≥ w) has
-    a_j = w d for b ≤ j and a_j = above_j · d for b > j (``above`` = grid: clipping at
-    the threshold; 0: switching the correction off). So every Σ a_j, Σ c a_j and Σ a_j a_k
-    (c = ρ̂_π − its mean) is a cumulative sum over the bins of seven per-bin sums:
+    A row whose weight w lies in bin b (the first threshold ≥ w) has a_j(u) = w u for b ≤ j
+    and a_j(u) = above_j · u for b > j (``above`` = grid: clipping at the threshold; 0:
+    switching the correction off); u = d gives the corrections, u = 1 the weights. So every
+    Σ a_j(u), Σ c a_j(u), Σ e a_j(u) (c = ρ̂_π, e centred) and, for j ≤ k and u, u' ∈ {d, 1},
 
-        Σ a_j a_k (j ≤ k) = Σ_{b≤j} (wd)² + above_j Σ_{j<b≤k} w d² + above_j above_k Σ_{b>k} d².
+        Σ a_j(u) a_k(u') = Σ_{b≤j} w² u u' + above_j Σ_{j<b≤k} w u u' + above_j above_k Σ_{b>k} u u'
 
-    Equal to ``Moments.of`` of the G terms up to rounding; G = 11 terms cost ~7 bin
-    sums instead of an (11, n) stack and product.
+    is a cumulative sum over the bins of per-bin sums. Equal to ``Moments.of`` of the 2G + 1
+    terms up to rounding.
     """
     c, logged, w = rows.reward_hat_pi, rows.reward_hat_logged, rows.weight
     if c is None or logged is None:
         raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
     n, size = c.size, grid.size
     if n == 0:
-        return Moments.empty(size, 2)
-    c_mean = c.mean()
-    cc = c - c_mean
-    sum_cc, sum_c = float(cc @ cc), float(cc.sum())
-    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j = 0 for every j (bin 0 is above no threshold)
+        return Moments.empty(2 * size + 1, 2)
+    d = rows.reward - logged
+    e = d * d
+    c_mean, e_mean = c.mean(), e.mean()
+    cc, ee = c - c_mean, e - e_mean
+    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
     if positive.size < n:
-        cc, w = cc[positive], w[positive]
-        d = rows.reward[positive] - logged[positive]
+        cc_w, ee_w, w, d = cc[positive], ee[positive], w[positive], d[positive]
     else:
-        d = rows.reward - logged
-    wd = w * d
+        cc_w, ee_w = cc, ee
     bins = np.searchsorted(grid, w, side="left")
+    families = (d, np.ones_like(w))  # u: the corrections' d, the weights' 1
+    offset = np.repeat([1.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j
 
-    def per_bin(x: np.ndarray) -> np.ndarray:
-        """Σ of ``x`` per weight bin, (size,)."""
-        return np.bincount(bins, weights=x, minlength=size)
+    def cumulative(x: np.ndarray) -> np.ndarray:
+        """Σ of ``x`` over the bins ≤ j, for each j, (size,)."""
+        return np.cumsum(np.bincount(bins, weights=x, minlength=size))
 
     def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
         """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
         return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
 
-    head = {k: np.cumsum(per_bin(x)) for k, x in
-            (("wd", wd), ("d", d), ("wd2", wd * wd), ("wdd", wd * d), ("dd", d * d), ("cwd", cc * wd), ("cd", cc * d))}
-    tail = {k: head[k][-1] - head[k] for k in ("d", "dd", "cd")}  # Σ over the bins above j
-    sum_a = head["wd"] + scaled(above, tail["d"])
-    sum_ca = head["cwd"] + scaled(above, tail["cd"])
+    def sums(x: np.ndarray) -> np.ndarray:
+        """Σ x a_j(u) for each family u and threshold j, (2 size,)."""
+        out = []
+        for u in families:
+            head, total = cumulative(x * w * u), cumulative(x * u)
+            out.append(head + scaled(above, total[-1] - total))
+        return np.concatenate(out)
+
     lo, hi = np.minimum.outer(np.arange(size), np.arange(size)), np.maximum.outer(np.arange(size), np.arange(size))
-    sum_aa = (head["wd2"][lo] + scaled(above[lo], head["wdd"][hi] - head["wdd"][lo])
-              + scaled(above[lo] * above[hi], tail["dd"][hi]))
-    mean_a = sum_a / n
-    comoment = (sum_cc + sum_ca[:, None] + sum_ca[None, :] - sum_c * (mean_a[:, None] + mean_a[None, :])
-                + sum_aa - n * np.outer(mean_a, mean_a))
-    return Moments(n, c_mean + mean_a, comoment, *rows.ranges)
+    products = np.zeros((2 * size, 2 * size))
+    for f, u in enumerate(families):
+        for g, v in enumerate(families[: f + 1]):
+            uv = u * v
+            wwuv, wuv, tail = cumulative(w * w * uv), cumulative(w * uv), cumulative(uv)
+            block = (wwuv[lo] + scaled(above[lo], wuv[hi] - wuv[lo])
+                     + scaled(above[lo] * above[hi], tail[-1] - tail[hi]))
+            products[f * size:(f + 1) * size, g * size:(g + 1) * size] = block
+            products[g * size:(g + 1) * size, f * size:(f + 1) * size] = block.T
+    ones = np.ones(w.size)
+    sum_a, sum_ca, sum_ea = sums(ones), sums(cc_w), sums(ee_w)
+    sum_cc, sum_c, sum_ce, sum_ee, sum_e = float(cc @ cc), float(cc.sum()), float(cc @ ee), float(ee @ ee), float(
+        ee.sum())
+    # Σ X X' of the shifted terms X = offset · (c − c̄) + a (then X_e = e − ē), and their means
+    second = np.empty((2 * size + 1, 2 * size + 1))
+    second[:-1, :-1] = (np.outer(offset, offset) * sum_cc + offset[:, None] * sum_ca[None, :]
+                        + sum_ca[:, None] * offset[None, :] + products)
+    second[-1, :-1] = second[:-1, -1] = offset * sum_ce + sum_ea
+    second[-1, -1] = sum_ee
+    shifted = np.concatenate([offset * sum_c + sum_a, [sum_e]]) / n
+    comoment = second - n * np.outer(shifted, shifted)
+    mean = np.concatenate([offset * c_mean + sum_a / n, [e_mean + sum_e / n]])
+    return Moments(n, mean, comoment, *rows.ranges)
 
 
 @dataclass(frozen=True)
@@ -242,9 +320,10 @@ class SwitchDR(_Thresholded):
         if self.tau is not None:
             object.__setattr__(self, "tau", checked("NonNegativeOrInf", "tau", self.tau))
 
-    def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
-        """w_i (r_i − ρ̂_{a_i}(x_i)) 1{w_i ≤ τ}: the correction switched off above the threshold τ."""
-        return np.where(rows.weight <= threshold, rows.weight * (rows.reward - rows.reward_hat_logged), 0.0)
+    def modified(self, weight: np.ndarray, threshold: float) -> np.ndarray:
+        """w_i 1{w_i ≤ τ}: the correction switched off above the threshold τ."""
+        out: np.ndarray = np.where(weight <= threshold, weight, 0.0)
+        return out
 
 
 @dataclass(frozen=True)
@@ -285,9 +364,9 @@ class ClippedDR(_Thresholded):
         if self.max_weight is not None:
             object.__setattr__(self, "max_weight", checked("PositiveOrInf", "max_weight", self.max_weight))
 
-    def corrected(self, rows: RowInputs, threshold: float) -> np.ndarray:
-        """min(w_i, M) (r_i − ρ̂_{a_i}(x_i)): the correction with its weight clipped at M."""
-        out: np.ndarray = np.minimum(rows.weight, threshold) * (rows.reward - rows.reward_hat_logged)
+    def modified(self, weight: np.ndarray, threshold: float) -> np.ndarray:
+        """min(w_i, M): the weight clipped at M."""
+        out: np.ndarray = np.minimum(weight, threshold)
         return out
 
 
