@@ -230,46 +230,46 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
     d = rows.reward - logged
     e = d * d
     c_mean, e_mean = c.mean(), e.mean()
-    cc, ee = c - c_mean, e - e_mean
+    cc = c - c_mean
+    # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
+    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), float(e.sum()) - n * e_mean
+    sum_ce, sum_ee = float(e @ cc) - e_mean * sum_c, float(e @ e) - 2 * e_mean * float(e.sum()) + n * e_mean ** 2
     positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
     if positive.size < n:
-        cc_w, ee_w, w, d = cc[positive], ee[positive], w[positive], d[positive]
-    else:
-        cc_w, ee_w = cc, ee
+        cc, w, d = cc[positive], w[positive], d[positive]
+    ee = d * d - e_mean
     bins = np.searchsorted(grid, w, side="left")
-    families = (d, np.ones_like(w))  # u: the corrections' d, the weights' 1
     offset = np.repeat([1.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j
 
-    def cumulative(x: np.ndarray) -> np.ndarray:
-        """Σ of ``x`` over the bins ≤ j, for each j, (size,)."""
+    def cumulative(x: np.ndarray | None) -> np.ndarray:
+        """Σ of ``x`` (None: 1) over the bins ≤ j, for each j, (size,)."""
         return np.cumsum(np.bincount(bins, weights=x, minlength=size))
 
     def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
         """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
         return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
 
-    def sums(x: np.ndarray) -> np.ndarray:
-        """Σ x a_j(u) for each family u and threshold j, (2 size,)."""
-        out = []
-        for u in families:
-            head, total = cumulative(x * w * u), cumulative(x * u)
-            out.append(head + scaled(above, total[-1] - total))
-        return np.concatenate(out)
+    def sums(below: np.ndarray, total: np.ndarray) -> np.ndarray:
+        """Σ a_j(u) for each threshold j from the cumulative sums of w u and of u, (size,)."""
+        out: np.ndarray = below + scaled(above, total[-1] - total)
+        return out
 
     lo, hi = np.minimum.outer(np.arange(size), np.arange(size)), np.maximum.outer(np.arange(size), np.arange(size))
-    products = np.zeros((2 * size, 2 * size))
-    for f, u in enumerate(families):
-        for g, v in enumerate(families[: f + 1]):
-            uv = u * v
-            wwuv, wuv, tail = cumulative(w * w * uv), cumulative(w * uv), cumulative(uv)
-            block = (wwuv[lo] + scaled(above[lo], wuv[hi] - wuv[lo])
-                     + scaled(above[lo] * above[hi], tail[-1] - tail[hi]))
-            products[f * size:(f + 1) * size, g * size:(g + 1) * size] = block
-            products[g * size:(g + 1) * size, f * size:(f + 1) * size] = block.T
-    ones = np.ones(w.size)
-    sum_a, sum_ca, sum_ea = sums(ones), sums(cc_w), sums(ee_w)
-    sum_cc, sum_c, sum_ce, sum_ee, sum_e = float(cc @ cc), float(cc.sum()), float(cc @ ee), float(ee @ ee), float(
-        ee.sum())
+
+    def block(head: np.ndarray, mid: np.ndarray, tail: np.ndarray) -> np.ndarray:
+        """Σ a_j(u) a_k(u') for every j, k from the cumulative sums of w² u u', w u u' and u u', (size, size)."""
+        out: np.ndarray = (head[lo] + scaled(above[lo], mid[hi] - mid[lo])
+                           + scaled(above[lo] * above[hi], tail[-1] - tail[hi]))
+        return out
+
+    wd = w * d
+    s_wd, s_d, s_w, s_1 = cumulative(wd), cumulative(d), cumulative(w), cumulative(None)
+    sum_a = np.concatenate([sums(s_wd, s_d), sums(s_w, s_1)])
+    sum_ca = np.concatenate([sums(cumulative(cc * wd), cumulative(cc * d)), sums(cumulative(cc * w), cumulative(cc))])
+    sum_ea = np.concatenate([sums(cumulative(ee * wd), cumulative(ee * d)), sums(cumulative(ee * w), cumulative(ee))])
+    cross = block(cumulative(wd * w), s_wd, s_d)  # Σ a_j(d) a_k(1)
+    products = np.block([[block(cumulative(wd * wd), cumulative(wd * d), cumulative(d * d)), cross],
+                         [cross.T, block(cumulative(w * w), s_w, s_1)]])
     # Σ X X' of the shifted terms X = offset · (c − c̄) + a (then X_e = e − ē), and their means
     second = np.empty((2 * size + 1, 2 * size + 1))
     second[:-1, :-1] = (np.outer(offset, offset) * sum_cc + offset[:, None] * sum_ca[None, :]
