@@ -3,7 +3,7 @@
 One JSON file per (evaluation, partition)::
 
     <cache>/<evaluation fingerprint>/<sha256(partition path)>.json
-    {"format": "dr-scale/state-cache", "version": 5, "fingerprint": …, "identity": {…},
+    {"format": "dr-scale/state-cache", "version": 7, "fingerprint": …, "identity": {…},
      "state": PolicyState.to_dict(), "sha256": <sha256 of the canonical JSON of the rest>}
 
 The **fingerprint** hashes everything a state depends on besides the data: the policy
@@ -30,7 +30,7 @@ from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 6
+STATE_VERSION = 7
 FORMAT = "dr-scale/state-cache"
 
 
