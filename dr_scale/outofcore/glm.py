@@ -21,7 +21,8 @@ Newton–CG with Hessian-vector products by passes: the cost that matters is pas
 Newton–CG step needs one pass for the gradient plus one per inner CG iteration (5–20 on these
 problems), while an L-BFGS step needs one pass (its unit step is accepted almost always), with a
 curvature model built from the same gradients; the measured counts are in docs/benchmarks.md. The
-price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver — in float32
+price is memory: ``memory`` pairs (s, y) of the fit's parameter size per fit, held by the driver — :data:`MEMORY`,
+fewer where all fits' pairs would pass :data:`HISTORY_BYTES` (:func:`history_pairs`) — in float32
 (:func:`history_dtype`) for every tolerance rtol ≥ :data:`FLOAT32_HISTORY_RTOL`, half of float64's bytes: the
 pairs only shape the curvature model (the two-loop recursion runs in float64 on them, ρ = 1/sᵀy from the stored
 pair, so the model stays positive definite), while the point, the gradient and the stopping rule stay float64,
@@ -51,8 +52,12 @@ from scipy.special import expit, log_expit
 from dr_scale.outofcore.products import add_transposed_product, add_transposed_products
 from dr_scale.outofcore.progress import Passes
 
-#: Pairs (s, y) each fit's curvature model keeps.
+#: Pairs (s, y) each fit's curvature model keeps (:func:`history_pairs`: fewer for a large problem).
 MEMORY = 10
+#: The fewest pairs a large problem's fits keep.
+MIN_MEMORY = 3
+#: The bytes the pairs of all fits may hold before each fit keeps fewer than MEMORY (:func:`history_pairs`).
+HISTORY_BYTES = 640 * 2 ** 20
 #: The least rtol whose solves keep their pairs (s, y) in float32 (module docstring).
 FLOAT32_HISTORY_RTOL = 1e-6
 
@@ -79,32 +84,60 @@ class GLMFit:
     loss: np.ndarray
 
 
+def history_pairs(size: int, dtype: type) -> int:
+    """The pairs (s, y) a fit keeps when F fits of D coordinates (``size`` = F·D) keep theirs in ``dtype``:
+    :data:`MEMORY`, or fewer (at least :data:`MIN_MEMORY`) where MEMORY pairs would hold more than
+    :data:`HISTORY_BYTES` — a larger problem's curvature model from its most recent pairs, a few more passes
+    rather than a working set beyond a worker's memory.
+
+    >>> history_pairs(60 * 1000, np.float32), history_pairs(60 * 253_741, np.float32)
+    (10, 5)
+    """
+    per_pair = 2 * size * np.dtype(dtype).itemsize
+    return int(min(MEMORY, max(MIN_MEMORY, HISTORY_BYTES // max(per_pair, 1))))
+
+
 def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.ndarray | None = None,
-             curvature: np.ndarray | None = None, memory: int = MEMORY, progress: bool = False,
+             curvature: np.ndarray | None = None, memory: int | None = None, progress: bool = False,
              description: str = "logistic") -> GLMFit:
     """Minimise F smooth convex functions at once by L-BFGS in lockstep (module docstring).
 
     ``evaluate(X, active)`` returns (f (F,), g (F, D)) at the rows of X (F, D) for the fits where ``active`` is
-    true (others: anything) — one pass over the data. ``free`` (F, D) bool: the coordinates that move (the
-    history holds only the coordinates some fit moves: features no row has cost nothing). ``curvature`` (F, D): an
-    estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹ (γ = sᵀy / yᵀH₀y of the newest
-    pair; the first step is −diag(curvature)⁻¹∇L) — for sparse features whose frequencies span orders of
-    magnitude, the curvature of a weight is its feature's count times p(1 − p) plus λ, and a scalar H₀ would
-    take steps sized for the commonest feature on all of them.
+    true (others: anything) — one pass over the data; g may be overwritten. ``free`` (F, D) bool: the coordinates
+    that move (the history holds only the coordinates some fit moves: features no row has cost nothing).
+    ``curvature`` (F, D): an estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹
+    (γ = sᵀy / yᵀH₀y of the newest pair; the first step is −diag(curvature)⁻¹∇L) — for sparse features whose
+    frequencies span orders of magnitude, the curvature of a weight is its feature's count times p(1 − p) plus λ,
+    and a scalar H₀ would take steps sized for the commonest feature on all of them. ``memory``: the pairs (s, y)
+    each fit keeps (None: :func:`history_pairs`).
+
+    The working set is the history's pairs plus six (F, D) float64 arrays (the point, the gradient, the
+    direction, the trial point and its gradient, the preconditioner) and ``evaluate``'s own: ``x0`` and
+    ``curvature`` are taken over (overwritten), not copied.
     """
-    full = np.array(x0, dtype=np.float64)
+    full = np.asarray(x0, dtype=np.float64)
     F, D = full.shape
     free = np.ones((F, D), bool) if free is None else np.asarray(free, bool)
-    idx = np.flatnonzero(free.any(axis=0))  # the coordinates some fit moves: the solver's vectors hold only these
-    free = free[:, idx]
-    x = full[:, idx]
-    inverse = np.ones_like(x) if curvature is None else 1.0 / np.maximum(np.asarray(curvature)[:, idx], 1e-12)
+    moved = free.any(axis=0)
+    everything = bool(moved.all())  # every coordinate moves: the solver's vectors are the caller's, no copies
+    idx = slice(None) if everything else np.flatnonzero(moved)  # the coordinates some fit moves
+    free = free if everything else free[:, idx]
+    x = full if everything else full[:, idx]
+    if curvature is None:
+        inverse = np.ones_like(x)
+    else:
+        inverse = np.asarray(curvature, dtype=np.float64)[:, idx]  # a view when every coordinate moves
+        np.maximum(inverse, 1e-12, out=inverse)
+        np.divide(1.0, inverse, out=inverse)
 
     def evaluated(trial, which):
         """The loss and gradient at ``trial`` for the free coordinates (the fixed ones held, their gradient 0)."""
-        full[:, idx] = trial
-        f_, g_ = evaluate(full, which)
-        g_ = g_[:, idx]  # a copy: the caller's array is not changed
+        if everything:
+            f_, g_ = evaluate(trial, which)
+        else:
+            full[:, idx] = trial
+            f_, g_ = evaluate(full, which)
+            g_ = g_[:, idx]
         g_[~free] = 0.0
         return f_, g_
 
@@ -114,13 +147,15 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     g0 = np.linalg.norm(g, axis=1)
     gnorm = g0.copy()
     done = ~active | (gnorm <= rtol * g0) | (g0 == 0)
-    D = idx.size
+    D = x.shape[1]
     kept = history_dtype(rtol)
+    memory = history_pairs(F * D, kept) if memory is None else memory
     S: np.ndarray = np.zeros((F, memory, D), kept)
     Y: np.ndarray = np.zeros((F, memory, D), kept)
     rho = np.zeros((F, memory))
     stored = np.zeros(F, np.int64)  # pairs in the history (the newest at index (stored − 1) % memory)
     p = np.zeros((F, D))
+    trial = np.empty((F, D))
     t = np.ones(F)
     slope = np.zeros(F)
     bar = Passes(f"{description}: {F} fits by L-BFGS", progress)
@@ -157,7 +192,9 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     directions(np.flatnonzero(~done))
     while not done.all() and passes < max_iter:
         trying = ~done
-        trial = np.where(trying[:, None], x + t[:, None] * p, x)
+        np.multiply(p, t[:, None], out=trial)
+        trial += x
+        trial[~trying] = x[~trying]
         f_new, g_new = evaluated(trial, trying)
         passes += 1
         accept = trying & (f_new <= f + ARMIJO * t * slope)
@@ -186,7 +223,8 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     converged = ~active | (gnorm <= rtol * g0) | (g0 == 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         relative = np.where(g0 > 0, gnorm / np.where(g0 > 0, g0, 1.0), 0.0)
-    full[:, idx] = x
+    if not everything:
+        full[:, idx] = x
     return GLMFit(full, passes, converged, relative, f)
 
 

@@ -84,3 +84,35 @@ def test_fits_in_lockstep_are_the_fits_one_by_one():
     x0[:, d] = [glm.logit(y.mean()) for y in ys]
     together = glm.minimize(evaluate, x0, rtol=1e-8, max_iter=1000)
     np.testing.assert_allclose(together.x, np.stack(alone), rtol=1e-6, atol=1e-9)  # sums over 1 or 2 rows' order
+
+
+def test_a_problem_too_large_for_the_history_budget_keeps_fewer_pairs_and_reaches_the_same_minimiser(monkeypatch):
+    """Fewer pairs (s, y) change the path, not the minimiser: with the budget cut to three pairs' bytes the fits
+    reach the point MEMORY pairs reach, each within ‖∇L(x)‖ / μ of the minimiser (μ = λ/n, the strong convexity
+    of the penalised mean loss in w; the intercept's curvature p̄(1 − p̄) is larger), ‖∇L(x)‖ ≤ rtol ‖∇L(x₀)‖."""
+    rng, X = data(seed=5)
+    ys = [(rng.random(X.shape[0]) < p).astype(float) for p in (0.2, 0.6)]
+    n, d, rtol = X.shape[0], X.shape[1], 1e-7
+
+    def evaluate(x, active):
+        loss, grad = np.zeros(2), np.zeros((2, d + 1))
+        for F, y in enumerate(ys):
+            if active[F]:
+                glm.add_binary_terms(loss, grad, X, y, x[F, :d], x[F, d], F)
+        return glm.penalised(loss, grad, x, 1.0, np.full(2, float(n)), np.r_[np.ones(d, bool), False])
+
+    def start():
+        x0 = np.zeros((2, d + 1))
+        x0[:, d] = [glm.logit(y.mean()) for y in ys]
+        return x0
+
+    g0 = np.linalg.norm(evaluate(start(), np.ones(2, bool))[1], axis=1)
+    assert glm.history_pairs(2 * (d + 1), np.float64) == glm.MEMORY
+    wide = glm.minimize(evaluate, start(), rtol=rtol, max_iter=1000)
+    monkeypatch.setattr(glm, "HISTORY_BYTES", 3 * 2 * 2 * (d + 1) * 8)
+    assert glm.history_pairs(2 * (d + 1), np.float64) == 3
+    narrow = glm.minimize(evaluate, start(), rtol=rtol, max_iter=1000)
+    assert narrow.converged.all() and wide.converged.all() and narrow.passes > wide.passes
+    bound = 2 * rtol * g0 / (1.0 / n)  # each within rtol g0 / μ of the minimiser
+    assert np.all(np.linalg.norm(narrow.x - wide.x, axis=1) <= bound)
+    assert np.linalg.norm(narrow.x - wide.x) > 0  # a different path
