@@ -60,15 +60,19 @@ def slope(mean: np.ndarray, width: np.ndarray) -> int:
 
 
 def tuning_reason(method: str, parameter: str, candidates: tuple[float, ...], best: int,
-                  ess: float | None = None) -> str:
-    """Why ``candidates[best]`` was chosen by ``method``, in words (the table's footnote, the JSON's ``tuning``)."""
+                  ess: float | None = None, ess_of: str = "") -> str:
+    """Why ``candidates[best]`` was chosen by ``method``, in words (the table's footnote, the JSON's ``tuning``), with
+    an ESS (Kish's, of the weights ``ess_of`` names) where given."""
     value = f"{candidates[best]:g}".replace("inf", "∞")
     if method == "slope":
         why = (f"the narrowest of {len(candidates)} candidates whose interval meets those of all wider (less "
                "biased) ones")
     else:
         why = "the smallest estimated MSE (variance + squared bias bound)"
-    return f"{parameter} = {value} by {method.upper()}: {why}" + ("" if ess is None else f"; ESS {ess:.3g}")
+    reason = f"{parameter} = {value} by {method.upper()}: {why}"
+    if ess is None:
+        return reason
+    return f"{reason}; ESS {f'{ess:,.0f}' if ess >= 100 else f'{ess:.3g}'}{' ' + ess_of if ess_of else ''}"
 
 
 def _spec_list(text: str | float | Iterable[object]) -> list[object]:

@@ -169,7 +169,8 @@ class _Thresholded(Estimator):
         sample = np.diag(state.comoment)[:size] / state.n
         floored = honest_variances(state, size) > 1.5 * sample
         reason = tuning_reason("slope", self.parameter, self.thresholds, best,
-                               kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]))
+                               kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]),
+                               "of its modified weights")
         if not floored.any():
             return reason
         above = ", ".join(f"{t:g}".replace("inf", "∞") for t, f in zip(self.thresholds, floored, strict=True) if f)
