@@ -249,7 +249,7 @@ class ChosenActions(ActionDistribution):
 
     def value(self, values: ActionValues) -> np.ndarray:
         """v(x_i, π(x_i)): for a constant π one column, whatever k; else at each row's own action (``pairs``)."""
-        taken = np.unique(self.actions)
+        taken = np.flatnonzero(np.bincount(self.actions, minlength=self.k))  # O(n), not unique's sort
         if taken.size == 1:
             return values.columns(taken)[:, 0]
         out: np.ndarray = values.pairs(self.actions[:, None])[:, 0]

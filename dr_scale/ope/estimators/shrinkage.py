@@ -315,7 +315,7 @@ class Shrinkage(Estimator):
             return None
         size = len(self.candidates)
         return tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
-                             kish_ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1]))
+                             float(kish_ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1])))
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
@@ -341,10 +341,13 @@ class Shrinkage(Estimator):
                           weighted=False, estimate=value)
 
 
-def kish_ess(n: int, mean_w: float, comoment_ww: float) -> float:
-    """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment."""
+def kish_ess(n: int, mean_w: float | np.ndarray, comoment_ww: float | np.ndarray) -> np.ndarray:
+    """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment — elementwise for
+    arrays of them (several weights' at once); 0 where Σ w² is 0."""
+    mean_w, comoment_ww = np.asarray(mean_w, dtype=np.float64), np.asarray(comoment_ww, dtype=np.float64)
     second = comoment_ww + n * mean_w ** 2
-    return float(n * n * mean_w ** 2 / second) if second > 0 else 0.0
+    out: np.ndarray = np.divide(n * n * mean_w ** 2, second, out=np.zeros_like(second), where=second > 0)
+    return out
 
 
 _TUNING_FIELDS = ("lambdas", "tuning_method", "use_bias_upper_bound", "delta")

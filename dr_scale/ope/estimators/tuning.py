@@ -168,9 +168,8 @@ class _Thresholded(Estimator):
         size, best = len(self.thresholds), self.choose(state)
         sample = np.diag(state.comoment)[:size] / state.n
         floored = honest_variances(state, size) > 1.5 * sample
-        reason = tuning_reason("slope", self.parameter, self.thresholds, best,
-                               kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]),
-                               "of its modified weights")
+        ess = float(kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]))
+        reason = tuning_reason("slope", self.parameter, self.thresholds, best, ess, "of its modified weights")
         if not floored.any():
             return reason
         above = ", ".join(f"{t:g}".replace("inf", "∞") for t, f in zip(self.thresholds, floored, strict=True) if f)
@@ -198,12 +197,11 @@ def honest_variances(state: Moments, size: int) -> np.ndarray:
     cannot show. S_j is raised toward it as far as a prior worth κ weighted rows against the ESS_j the weighted
     rows have: fully where they are a few, negligibly where they are many; never lowered.
     """
-    n = state.n
-    variance = np.diag(state.comoment)[:size] / n
+    n, diagonal = state.n, np.diag(state.comoment)
+    variance = diagonal[:size] / n
     mean_w = state.mean[size:2 * size]
-    second = np.diag(state.comoment)[size:2 * size] / n + mean_w ** 2  # mean(ŵ_j²)
-    ess = np.divide(n * mean_w ** 2, second, out=np.zeros(size), where=second > 0)
-    floor = second * state.mean[2 * size]
+    ess = kish_ess(n, mean_w, diagonal[size:2 * size])
+    floor = (diagonal[size:2 * size] / n + mean_w ** 2) * state.mean[2 * size]  # mean(ŵ_j²) · mean(e)
     out: np.ndarray = variance + PRIOR_ROWS / (ess + PRIOR_ROWS) * np.maximum(floor - variance, 0.0)
     return out
 
@@ -230,11 +228,12 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moment
         return Moments.empty(2 * size + 1, 2)
     d = rows.reward - logged
     e = d * d
-    c_mean, e_mean = c.mean(), e.mean()
+    total_e = float(e.sum())
+    c_mean, e_mean = c.mean(), total_e / n
     cc = c - c_mean
     # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
-    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), float(e.sum()) - n * e_mean
-    sum_ce, sum_ee = float(e @ cc) - e_mean * sum_c, float(e @ e) - 2 * e_mean * float(e.sum()) + n * e_mean ** 2
+    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), total_e - n * e_mean
+    sum_ce, sum_ee = float(e @ cc) - e_mean * sum_c, float(e @ e) - 2 * e_mean * total_e + n * e_mean ** 2
     positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
     if positive.size < n:
         cc, w, d = cc[positive], w[positive], d[positive]
