@@ -189,7 +189,7 @@ def estimator_pairs(config: dict) -> list[tuple]:
              (obt.SwitchDoublyRobustTuning, SwitchDRTuning, CLIPPING_LAMBDAS, True)]
     for method, bound in (("slope", True), ("mse", True), ("mse", False)):
         for reference, ours, lambdas, needs_model in tuned:
-            estimator = ours(tuning_method=method, use_bias_upper_bound=bound)
+            estimator = ours(tuning_method=method, variance="sample", use_bias_upper_bound=bound)
 
             def factory(reference=reference, lambdas=lambdas, method=method, bound=bound):
                 return reference(lambdas=list(lambdas), tuning_method=method, use_bias_upper_bound=bound)

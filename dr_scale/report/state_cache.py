@@ -30,7 +30,7 @@ from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.policies import parameters_digest
 
 #: Bump when the layout or the meaning of a PolicyState changes: every entry is then stale.
-STATE_VERSION = 7
+STATE_VERSION = 8
 FORMAT = "dr-scale/state-cache"
 
 

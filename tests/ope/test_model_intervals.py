@@ -13,15 +13,18 @@ from dr_scale.ope.estimators import (
     ClippedDR,
     DirectMethod,
     DoublyRobust,
+    DRos,
     DRTuning,
     Estimate,
     IPSTuning,
+    SubGaussianDR,
+    SubGaussianIPS,
     SwitchDR,
+    SwitchDRTuning,
     fold_jackknife,
 )
 from dr_scale.ope.estimators.inputs import RowInputs
-from dr_scale.ope.estimators.shrinkage import slope, slope_widths
-from dr_scale.ope.estimators.tuning import honest_variances
+from dr_scale.ope.estimators.shrinkage import honest_variances, slope, slope_widths
 from dr_scale.ope.evaluation import Evaluation, estimate_dict
 from dr_scale.reward.models import LinearRewardModel
 from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world
@@ -178,6 +181,34 @@ def test_thresholds_are_finite_where_the_weighted_rows_are_too_few_to_show_their
     assert abs(e.value - DirectMethod().estimate(**log).value) < abs(DoublyRobust().estimate(**log).value - 0.005)
 
 
+#: The estimators that choose λ by obp's rules (``Shrinkage``), each with its λ of no shrinkage (ŵ = w: IPS, DR).
+SHRINKAGE_TUNED = [(IPSTuning, math.inf), (DRTuning, math.inf), (DRos, math.inf), (SwitchDRTuning, math.inf),
+                   (SubGaussianIPS, 0.0), (SubGaussianDR, 0.0)]
+
+
+@pytest.mark.parametrize(("tuned", "plain"), SHRINKAGE_TUNED, ids=lambda x: getattr(x, "__name__", ""))
+def test_obps_tuning_rules_over_honest_variances_shrink_the_weights_of_too_few_rows(tuned, plain):
+    """The same log: obp's SLOPE over the sample variances (``variance="sample"``) keeps λ of IPS or DR itself; over
+    the honest ones — for IPS u = r, so the floor is mean(ŵ²) · mean(r²) — it shrinks the heavy weights, the
+    reason saying why."""
+    log = _unclicked_policy_log()
+    obps = tuned(variance="sample").estimate(**log)
+    assert obps.chosen == {"lambda_": plain} and "raised" not in obps.tuning
+    estimator = tuned()
+    state = estimator.state(RowInputs.from_arrays(**log))
+    size = len(estimator.candidates)
+    sample = np.diag(state.comoment)[:size] / state.n
+    j = estimator.candidates.index(plain)
+    w = estimator.shrink(RowInputs.from_arrays(**log).weight, plain)
+    u = log["reward"] - 0.005 if estimator.needs_model else log["reward"]
+    floor, ess = np.mean(w ** 2) * np.mean(u ** 2), w.sum() ** 2 / (w ** 2).sum()
+    honest = honest_variances(state, size)
+    assert honest[j] == pytest.approx(sample[j] + 10 / (ess + 10) * (floor - sample[j]), rel=1e-9)
+    e = estimator.estimate(**log)
+    assert e.chosen["lambda_"] != plain and "variance raised" in e.tuning
+    assert f"λ = {e.chosen['lambda_']:g} by SLOPE" in e.tuning
+
+
 def test_thresholds_are_chosen_as_obps_slope_where_the_weighted_rows_show_their_spread():
     """On a log with good overlap the floor barely moves the variances: the choice is SLOPE's over the sample
     variances (obp's)."""
@@ -193,6 +224,10 @@ def test_thresholds_are_chosen_as_obps_slope_where_the_weighted_rows_show_their_
         e = estimator.estimate(**log)
         assert e.chosen[estimator.parameter] == estimator.thresholds[plain]
         assert "raised" not in e.tuning and e.tuning.startswith(f"{estimator.parameter} = ")
+    for tuned, _ in SHRINKAGE_TUNED:
+        for method in ("slope", "mse"):
+            honest, obps = tuned(tuning_method=method), tuned(tuning_method=method, variance="sample")
+            assert honest.estimate(**log).chosen == obps.estimate(**log).chosen, (tuned, method)
 
 
 @pytest.mark.slow  # importing obp (scikit-learn, pandas …) takes seconds

@@ -194,8 +194,10 @@ def test_tied_candidates_stay_tied_after_merging():
     big = [j for j, lam in enumerate(estimator.candidates) if lam >= 100]  # ∞, 10⁴, 5000, 1000, 500, 100
     for state in (merged, estimator.state(rows)):
         for j in big:
-            assert state.mean[j] == state.mean[g]  # the unclipped term u
-            assert state.comoment[j, j] == state.comoment[g, g]
+            assert state.mean[j] == state.mean[2 * g + 1]  # the unclipped term
+            assert state.comoment[j, j] == state.comoment[2 * g + 1, 2 * g + 1]
+            assert state.mean[g + j] == state.mean[2 * g + 2]  # the modified weight and w
+            assert state.comoment[g + j, g + j] == state.comoment[2 * g + 2, 2 * g + 2]
     assert estimator.result(merged).chosen == estimator.result(estimator.state(rows)).chosen
     # the paired difference's state keeps the same ties, so it chooses the same λ as the estimate
     for tuned in (estimator, IPSTuning(), DRos(tuning_method="mse")):

@@ -1,5 +1,6 @@
 """IPS and DR with a modified weight ŵ_λ(w), λ fixed or chosen from the data by obp's ``…Tuning`` rules
-(SLOPE, estimated MSE): the base of the clipping, optimistic-shrinkage and sub-Gaussian estimators.
+(SLOPE, estimated MSE) over honest variances: the base of the clipping, optimistic-shrinkage and sub-Gaussian
+estimators, and the rules every tuned estimator chooses by.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ CLIPPING_LAMBDAS = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
 #: ``[0.005, 0.01, 0.05, 0.1, 0.5]`` with λ = 0 (no shrinkage: IPS, DR), as ∞ is in :data:`CLIPPING_LAMBDAS`.
 SUBGAUSSIAN_LAMBDAS = (0.0, 0.005, 0.01, 0.05, 0.1, 0.5)
 TUNING_METHODS = ("slope", "mse")
+#: How a tuned estimator estimates each candidate's variance: honestly (:func:`honest_variances`) or as the sample
+#: variance of its terms (obp's).
+VARIANCES = ("honest", "sample")
+#: κ, the weighted rows a candidate's pooled variance floor counts as (:func:`honest_variances`): as many as the
+#: rewarded matched rows below which an estimate has no reliable support (``ope.diagnostics``).
+PRIOR_ROWS = 10
 OBP_TUNING_DELTA = 0.1  # obp's BaseOffPolicyEstimatorTuning.delta
 SLOPE_C = math.sqrt(6) - 1  # SLOPE++'s constant (Tucker & Lee 2021), as obp
 
@@ -73,6 +80,48 @@ def tuning_reason(method: str, parameter: str, candidates: tuple[float, ...], be
     if ess is None:
         return reason
     return f"{reason}; ESS {f'{ess:,.0f}' if ess >= 100 else f'{ess:.3g}'}{' ' + ess_of if ess_of else ''}"
+
+
+def kish_ess(n: int, mean_w: float | np.ndarray, comoment_ww: float | np.ndarray) -> np.ndarray:
+    """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment — elementwise for
+    arrays of them (several weights' at once); 0 where Σ w² is 0."""
+    mean_w, comoment_ww = np.asarray(mean_w, dtype=np.float64), np.asarray(comoment_ww, dtype=np.float64)
+    second = comoment_ww + n * mean_w ** 2
+    out: np.ndarray = np.divide(n * n * mean_w ** 2, second, out=np.zeros_like(second), where=second > 0)
+    return out
+
+
+def honest_variances(state: Moments, size: int) -> np.ndarray:
+    """Each of the ``size`` candidates' 1/n variance of its term t_j = [ρ̂_π +] ŵ_j u, estimated honestly from a
+    tuned state that holds t_1 … t_G, then ŵ_1 … ŵ_G, then u² (u = r − ρ̂_a for DR, r for IPS):
+
+        V_j = S_j + κ / (ESS_j + κ) · max(0, F_j − S_j),    F_j = mean(ŵ_j²) · mean(u²),
+
+    S_j the sample variance of t_j, ESS_j = n mean(ŵ_j)² / mean(ŵ_j²) (Kish's) and κ = :data:`PRIOR_ROWS`.
+    F_j is the variance of the weighted part ŵ_j u if its rows' u spread as all the log's rows' do,
+    independently of the weights: the spread a handful of heavily weighted rows with no reward among them
+    cannot show. S_j is raised toward it as far as a prior worth κ weighted rows against the ESS_j the
+    weighted rows have: fully where they are a few, negligibly where they are many; never lowered.
+    """
+    n, diagonal = state.n, np.diag(state.comoment)
+    variance = diagonal[:size] / n
+    mean_w = state.mean[size:2 * size]
+    ess = kish_ess(n, mean_w, diagonal[size:2 * size])
+    floor = (diagonal[size:2 * size] / n + mean_w ** 2) * state.mean[2 * size]  # mean(ŵ_j²) · mean(u²)
+    out: np.ndarray = variance + PRIOR_ROWS / (ess + PRIOR_ROWS) * np.maximum(floor - variance, 0.0)
+    return out
+
+
+def raised_note(state: Moments, parameter: str, candidates: tuple[float, ...], factor: str) -> str:
+    """The words a tuning reason adds where :func:`honest_variances` raised a candidate's variance by more than
+    half (``factor`` names u: ``"(r − ρ̂)"`` or ``"r"``); empty where it raised none."""
+    size = len(candidates)
+    raised = honest_variances(state, size) > 1.5 * np.diag(state.comoment)[:size] / state.n
+    if not raised.any():
+        return ""
+    which = ", ".join(f"{t:g}".replace("inf", "∞") for t, f in zip(candidates, raised, strict=True) if f)
+    return (f"; variance raised toward mean(ŵ²)·mean({factor}²) for {parameter} = {which} "
+            "(their weighted rows too few to show its spread)")
 
 
 def _spec_list(text: str | float | Iterable[object]) -> list[object]:
@@ -126,6 +175,9 @@ _TUNING_PARAMETERS_DOC = """\
         The candidates of a λ chosen from the data (None: :data:`{lambdas}`), in any order.
     tuning_method : {{"slope", "mse"}}, default "slope"
         How a λ is chosen: SLOPE, or the estimated MSE (``Shrinkage``), as obp's ``…Tuning`` classes.
+    variance : {{"honest", "sample"}}, default "honest"
+        Each candidate's variance in that rule: the sample variance raised where few rows carry the weights
+        (``honest_variances``), or the sample variance alone (obp's rule exactly).
     use_bias_upper_bound : bool, default True
         With ``"mse"``: add Bernstein's high-probability bound to the estimated bias, as obp does.
     delta : float, default 0.1
@@ -145,18 +197,25 @@ class Shrinkage(Estimator):
     power mean w / (1 − λ + λw) (``SubGaussianIPS``, ``SubGaussianDR``). A fixed λ is a plain mean
     of one per-row term (standard error s / √n; the empirical-likelihood interval of a plain mean).
 
-    ``lambda_=None`` chooses λ among ``lambdas`` as obp 0.5.7's ``…Tuning`` classes do, in the same
-    pass: the state holds the moments of every candidate's term t_j, of the unmodified term u (ŵ = w)
-    and of w, and at the end (n rows, Var the 1/n variance, as ``np.var``)
+    ``lambda_=None`` chooses λ among ``lambdas`` by obp 0.5.7's ``…Tuning`` rules, in the same pass:
+    the state holds the moments of every candidate's term t_j and modified weight ŵ_j, of u² (u =
+    r − ρ̂_a for DR, r for IPS), of the unmodified term (ŵ = w) and of w, and at the end (n rows,
+    Var_j the 1/n variance of t_j: honest, :func:`honest_variances`, or with ``variance="sample"``
+    the sample one, ``np.var``, as obp)
 
     - ``tuning_method="mse"`` (Su, Dimakopoulou, Krishnamurthy & Dudík 2020, Sec. 5): the λ_j
-      minimising Var(t_j)/n + B_j², B_j = |mean(u − t_j)| (= |mean((w − ŵ_j)(r − ρ̂_a))|), plus,
-      with ``use_bias_upper_bound``, Bernstein's √(2 mean(w²) log(2/δ)/n) + 2 max(w) log(2/δ)/(3n);
+      minimising Var_j/n + B_j², B_j = |mean of the unmodified term − mean(t_j)| (= |mean((w − ŵ_j) u)|),
+      plus, with ``use_bias_upper_bound``, Bernstein's √(2 mean(w²) log(2/δ)/n) + 2 max(w) log(2/δ)/(3n);
       the first minimum in obp's order of the candidates;
     - ``tuning_method="slope"`` (SLOPE, Su, Srinath & Krishnamurthy 2020, in obp's SLOPE++ form of
-      Tucker & Lee 2021): with c_j = √(Var(t_j)/(n − 1)) t_{n−1}(1 − δ), the candidates in decreasing
+      Tucker & Lee 2021): with c_j = √(Var_j/(n − 1)) t_{n−1}(1 − δ), the candidates in decreasing
       c_j are accepted while |V̂_i − V̂_j| ≤ c_j + (√6 − 1) c_i for every accepted i; the last
       accepted one is chosen.
+
+    The honest variance matters where a few rows carry the weights: with no reward among them their
+    sample variance is near 0, and both rules keep λ = ∞ (IPS, DR) at an ESS of a few rows; raised
+    toward the spread those rows would show, it makes them prefer a λ that shrinks the heavy weights.
+    Where the weighted rows are many the two variances agree and the choice is obp's.
 
     obp sorts the candidates (decreasing for clipping, increasing for shrinkage and sub-Gaussian), and
     ties go to the first in that order, as here. The estimate and its standard error are those of the
@@ -167,6 +226,7 @@ class Shrinkage(Estimator):
     lambda_: float | None = None
     lambdas: tuple | None = None  # the candidates of a tuned λ (None: the class's ``default_lambdas``)
     tuning_method: str = "slope"
+    variance: str = "honest"
     use_bias_upper_bound: bool = True
     delta: float = OBP_TUNING_DELTA
 
@@ -213,6 +273,10 @@ class Shrinkage(Estimator):
             raise ParameterError(f"`tuning_method` should be {' or '.join(TUNING_METHODS)} "
                                  f"(got {self.tuning_method!r})")
         object.__setattr__(self, "tuning_method", method)
+        variance = str(self.variance).strip().strip("'\"")
+        if variance not in VARIANCES:
+            raise ParameterError(f"`variance` should be {' or '.join(VARIANCES)} (got {self.variance!r})")
+        object.__setattr__(self, "variance", variance)
         object.__setattr__(self, "use_bias_upper_bound", _spec_bool("use_bias_upper_bound", self.use_bias_upper_bound))
         if self.delta != OBP_TUNING_DELTA or not isinstance(self.delta, float):
             object.__setattr__(self, "delta", checked("Alpha", "delta", self.delta))
@@ -252,7 +316,8 @@ class Shrinkage(Estimator):
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """The per-row terms: at a fixed λ, the term with ŵ_λ(w); at λ = ∞ (plain), (w r, w[, ρ̂_π]); with λ
-        tuned, one term per candidate λ, then the untouched term and w.
+        tuned, one term per candidate λ, their modified weights, u² (u = r − ρ̂_a or r), then the untouched
+        term and w.
         """
         if self.lambda_ == math.inf and self.plain_at_inf:
             if not self.needs_model:
@@ -262,12 +327,15 @@ class Shrinkage(Estimator):
             return [self.term(rows, rows.weight), rows.weight, rows.reward_hat_pi]
         if self.lambda_ is not None:
             return [self.term(rows, self.shrink(rows.weight, self.lambda_))]
-        return [*(self.term(rows, self.shrink(rows.weight, lam)) for lam in self.candidates),
-                self.term(rows, rows.weight), rows.weight]
+        shrunk = [self.shrink(rows.weight, lam) for lam in self.candidates]
+        u = rows.reward - rows.reward_hat_logged if self.needs_model else rows.reward
+        return [*(self.term(rows, w_hat) for w_hat in shrunk), *shrunk, u * u, self.term(rows, rows.weight),
+                rows.weight]
 
     def state(self, rows: RowInputs) -> Moments:
-        """A tuned λ's state: the moments of (t_1, …, t_G, u, w); a candidate equal to u or to the previous one
-        on every row of the batch gets their statistics bit for bit, so that ties stay exact ties (as obp's)."""
+        """A tuned λ's state: the moments of :meth:`terms`; a candidate's term (or modified weight) equal to the
+        unmodified one or to the previous candidate's on every row of the batch gets its statistics bit for bit,
+        so that ties stay exact ties (as obp's)."""
         if self.lambda_ is not None:
             return super().state(rows)
         if self.needs_model and rows.reward_hat_pi is None:
@@ -276,29 +344,34 @@ class Shrinkage(Estimator):
         return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
 
     def tie_sources(self, z: list[np.ndarray]) -> list[int]:
-        """For each term of a tuned λ's state, the first term equal to it on every row (u first, then the
-        previous candidate): the terms whose statistics :func:`with_ties` makes equal bit for bit."""
-        size = len(z) - 2
+        """For each quantity of a tuned λ's state, the first one equal to it on every row: for a candidate's term
+        the unmodified term, then the previous candidate's; for its modified weight w, then the previous one's —
+        the quantities whose statistics :func:`with_ties` makes equal bit for bit."""
         source = list(range(len(z)))
-        for j in range(size if self.lambda_ is None else 0):
-            if np.array_equal(z[j], z[size]):
-                source[j] = size
-            elif j and np.array_equal(z[j], z[j - 1]):
-                source[j] = source[j - 1]
+        if self.lambda_ is not None:
+            return source
+        size = len(self.candidates)
+        for first, unmodified in ((0, 2 * size + 1), (size, 2 * size + 2)):
+            for j in range(first, first + size):
+                if np.array_equal(z[j], z[unmodified]):
+                    source[j] = unmodified
+                elif j > first and np.array_equal(z[j], z[j - 1]):
+                    source[j] = source[j - 1]
         return source
 
     def choose(self, state: Moments) -> int:
         """The index of the chosen candidate in :attr:`candidates`, by ``tuning_method`` (obp's rules; class doc)."""
         size, n = len(self.candidates), state.n
-        mean = state.mean[:size]
-        var = np.diag(state.comoment)[:size] / n  # np.var: the 1/n variance
         if n < 2:
             return 0
+        mean = state.mean[:size]
+        # the 1/n variances: honest, or np.var's
+        var = honest_variances(state, size) if self.variance == "honest" else np.diag(state.comoment)[:size] / n
         if self.tuning_method == "mse":
-            bias = np.abs(state.mean[size] - mean)
+            bias = np.abs(state.mean[2 * size + 1] - mean)
             if self.use_bias_upper_bound:
                 log_term = math.log(2 / self.delta)
-                mean_w2 = state.comoment[size + 1, size + 1] / n + state.mean[size + 1] ** 2
+                mean_w2 = state.comoment[2 * size + 2, 2 * size + 2] / n + state.mean[2 * size + 2] ** 2
                 bias = bias + math.sqrt(2 * mean_w2 * log_term / n) + 2 * float(state.high[1]) * log_term / (3 * n)
             return int(np.argmin(var / n + bias ** 2))  # the first minimum, as obp's min over its dict
         return slope(mean, slope_widths(var, n, self.delta))
@@ -310,12 +383,16 @@ class Shrinkage(Estimator):
         return self.clt and self.lambda_ == math.inf
 
     def tuning(self, state: Moments) -> str | None:
-        """With λ tuned: which λ and why (:func:`tuning_reason`), with the ESS of the weights w."""
+        """With λ tuned: which λ and why (:func:`tuning_reason`), with the ESS of the weights w and, with honest
+        variances, the candidates whose variance they raised (:func:`raised_note`)."""
         if self.lambda_ is not None or state.n < 2:
             return None
-        size = len(self.candidates)
-        return tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
-                             float(kish_ess(state.n, state.mean[size + 1], state.comoment[size + 1, size + 1])))
+        w = 2 * len(self.candidates) + 2
+        reason = tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
+                               float(kish_ess(state.n, state.mean[w], state.comoment[w, w])))
+        if self.variance == "sample":
+            return reason
+        return reason + raised_note(state, "λ", self.candidates, "(r − ρ̂)" if self.needs_model else "r")
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a fixed λ, the base's; with λ tuned, the mean of the chosen candidate's term (:meth:`choose`), its
@@ -341,15 +418,6 @@ class Shrinkage(Estimator):
                           weighted=False, estimate=value)
 
 
-def kish_ess(n: int, mean_w: float | np.ndarray, comoment_ww: float | np.ndarray) -> np.ndarray:
-    """Kish's effective sample size (Σ w)² / Σ w² from n, the weights' mean and their co-moment — elementwise for
-    arrays of them (several weights' at once); 0 where Σ w² is 0."""
-    mean_w, comoment_ww = np.asarray(mean_w, dtype=np.float64), np.asarray(comoment_ww, dtype=np.float64)
-    second = comoment_ww + n * mean_w ** 2
-    out: np.ndarray = np.divide(n * n * mean_w ** 2, second, out=np.zeros_like(second), where=second > 0)
-    return out
-
-
-_TUNING_FIELDS = ("lambdas", "tuning_method", "use_bias_upper_bound", "delta")
-_TUNING_DEFAULTS = {"lambdas": None, "tuning_method": "slope", "use_bias_upper_bound": True,
+_TUNING_FIELDS = ("lambdas", "tuning_method", "variance", "use_bias_upper_bound", "delta")
+_TUNING_DEFAULTS = {"lambdas": None, "tuning_method": "slope", "variance": "honest", "use_bias_upper_bound": True,
                     "delta": OBP_TUNING_DELTA}

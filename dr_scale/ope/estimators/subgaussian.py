@@ -41,7 +41,7 @@ class SubGaussianIPS(_SubGaussian, IPS):
     the power-mean correction of the weights, which makes the estimator's tail sub-Gaussian: λ = 0
     is IPS, λ = 1 weighs every row with w > 0 by 1. ``SubGaussianIPS()`` (λ = None, the default)
     chooses λ from :data:`SUBGAUSSIAN_LAMBDAS` with obp's ``SubGaussianInverseProbabilityWeightingTuning``
-    rule (``Shrinkage``).
+    rule over honest variances (``Shrinkage``).
 
     Parameters
     ----------
@@ -70,7 +70,7 @@ class SubGaussianDR(_SubGaussian, DoublyRobust):
         V̂ = (1/n) Σ_i [ ρ̂_π(x_i) + ŵ_i (r_i − ρ̂_{a_i}(x_i)) ],    ŵ_i = w_i / (1 − λ + λ w_i),    λ ∈ [0, 1]
 
     λ = 0 is DR. ``SubGaussianDR()`` (λ = None, the default) chooses λ from :data:`SUBGAUSSIAN_LAMBDAS`
-    with obp's ``SubGaussianDoublyRobustTuning`` rule (``Shrinkage``).
+    with obp's ``SubGaussianDoublyRobustTuning`` rule over honest variances (``Shrinkage``).
 
     Parameters
     ----------

@@ -17,23 +17,28 @@ from dr_scale.ope.estimators.dr import DoublyRobust
 from dr_scale.ope.estimators.estimate import checked
 from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import IPS
-from dr_scale.ope.estimators.shrinkage import OBP_TUNING_DELTA, kish_ess, slope, slope_widths, tuning_reason
+from dr_scale.ope.estimators.shrinkage import (
+    OBP_TUNING_DELTA,
+    honest_variances,
+    kish_ess,
+    raised_note,
+    slope,
+    slope_widths,
+    tuning_reason,
+)
 from dr_scale.ope.moments import Moments
 
 #: The thresholds (weights) among which SwitchDR's τ and ClippedDR's M are chosen when not given.
 TUNING_GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
-#: κ, the weighted rows a tuned threshold's pooled variance floor counts as (:func:`honest_variances`): as many
-#: as the rewarded matched rows below which an estimate has no reliable support (``ope.diagnostics``).
-PRIOR_ROWS = 10
 
 
 @dataclass(frozen=True, repr=False)
 class IPSTuning(IPS):
-    """:class:`IPS` with its clip λ chosen from the data, as obp's ``InverseProbabilityWeightingTuning``.
+    """:class:`IPS` with its clip λ chosen from the data by obp's ``InverseProbabilityWeightingTuning`` rules.
 
     ``IPS(lambda_=None)`` under obp's name: the candidates ``lambdas`` (default :data:`CLIPPING_LAMBDAS`),
-    ``tuning_method`` ``"slope"`` (default) or ``"mse"``, ``use_bias_upper_bound``, ``delta`` (0.1), as
-    ``Shrinkage`` describes.
+    ``tuning_method`` ``"slope"`` (default) or ``"mse"``, over honest variances (``variance="sample"``:
+    obp's choice exactly), ``use_bias_upper_bound``, ``delta`` (0.1), as ``Shrinkage`` describes.
 
     Parameters
     ----------
@@ -59,7 +64,8 @@ class IPSTuning(IPS):
 
 @dataclass(frozen=True, repr=False)
 class DRTuning(DoublyRobust):
-    """:class:`DoublyRobust` with its clip λ chosen from the data, as obp's ``DoublyRobustTuning``.
+    """:class:`DoublyRobust` with its clip λ chosen from the data by obp's ``DoublyRobustTuning`` rules (over
+    honest variances unless ``variance="sample"``).
 
     ``DR(lambda_=None)`` under obp's name (candidates default :data:`CLIPPING_LAMBDAS`; ``Shrinkage``).
 
@@ -105,6 +111,8 @@ class _Thresholded(Estimator):
     sample variance is near 0 and DR's interval would be as narrow as DM's; the floor keeps
     it as wide as those few rows warrant, so SLOPE prefers a finite threshold. Where the
     weighted rows are many, the raise is negligible or nil and the choice is obp's SLOPE.
+    (The ``…Tuning`` classes, ``DRos`` and the sub-Gaussian ones choose their λ over the same
+    honest variances, ``Shrinkage``.)
     The standard error is that of the chosen V̂_t, not accounting for the choice.
     """
 
@@ -166,15 +174,9 @@ class _Thresholded(Estimator):
         if getattr(self, self.parameter) is not None or state.n < 2:
             return None
         size, best = len(self.thresholds), self.choose(state)
-        sample = np.diag(state.comoment)[:size] / state.n
-        floored = honest_variances(state, size) > 1.5 * sample
         ess = float(kish_ess(state.n, state.mean[size + best], state.comoment[size + best, size + best]))
         reason = tuning_reason("slope", self.parameter, self.thresholds, best, ess, "of its modified weights")
-        if not floored.any():
-            return reason
-        above = ", ".join(f"{t:g}".replace("inf", "∞") for t, f in zip(self.thresholds, floored, strict=True) if f)
-        return (f"{reason}; variance raised toward mean(ŵ²)·mean((r − ρ̂)²) for {self.parameter} = {above} "
-                "(their weighted rows too few to show its spread)")
+        return reason + raised_note(state, self.parameter, self.thresholds, "(r − ρ̂)")
 
     def linearize(self, state: Moments) -> tuple[float, np.ndarray, dict]:
         """At a given threshold, the base's; tuned, the mean at the SLOPE threshold (:meth:`choose`), its unit
@@ -183,27 +185,6 @@ class _Thresholded(Estimator):
             return super().linearize(state)
         best = self.choose(state)
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
-
-
-def honest_variances(state: Moments, size: int) -> np.ndarray:
-    """Each of the ``size`` thresholds' 1/n variance of t_j = ρ̂_π + ŵ_j (r − ρ̂_a), estimated honestly from a
-    tuned :class:`SwitchDR` or :class:`ClippedDR` state (t_j, then ŵ_j, then (r − ρ̂_a)²: :func:`grid_moments`):
-
-        V_j = S_j + κ / (ESS_j + κ) · max(0, F_j − S_j),    F_j = mean(ŵ_j²) · mean((r − ρ̂_a)²),
-
-    S_j the sample variance of t_j, ESS_j = n mean(ŵ_j)² / mean(ŵ_j²) (Kish's) and κ = :data:`PRIOR_ROWS`.
-    F_j is the variance of the correction ŵ_j (r − ρ̂_a) if its rows' residuals spread as all the log's rows'
-    do, independently of the weights: the spread a handful of heavily weighted rows with no reward among them
-    cannot show. S_j is raised toward it as far as a prior worth κ weighted rows against the ESS_j the weighted
-    rows have: fully where they are a few, negligibly where they are many; never lowered.
-    """
-    n, diagonal = state.n, np.diag(state.comoment)
-    variance = diagonal[:size] / n
-    mean_w = state.mean[size:2 * size]
-    ess = kish_ess(n, mean_w, diagonal[size:2 * size])
-    floor = (diagonal[size:2 * size] / n + mean_w ** 2) * state.mean[2 * size]  # mean(ŵ_j²) · mean(e)
-    out: np.ndarray = variance + PRIOR_ROWS / (ess + PRIOR_ROWS) * np.maximum(floor - variance, 0.0)
-    return out
 
 
 def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moments:
@@ -377,7 +358,8 @@ class SwitchDRTuning(DoublyRobust):
         V̂_λ = (1/n) Σ_i [ ρ̂_π(x_i) + 1{w_i ≤ λ} w_i (r_i − ρ̂_{a_i}(x_i)) ]
 
     (:class:`SwitchDR` at τ = λ, Wang, Agarwal & Dudík 2017), λ chosen among ``lambdas`` by obp's
-    ``"slope"`` or ``"mse"`` rule (``Shrinkage``) — where a bare ``SwitchDR()`` uses SLOPE over its own grid.
+    ``"slope"`` or ``"mse"`` rule over honest variances (``Shrinkage``) — where a bare ``SwitchDR()`` uses
+    SLOPE over its own grid.
 
     Parameters
     ----------
@@ -412,7 +394,7 @@ class DRos(DoublyRobust):
 
     the weight that minimises a sharp bound on the MSE for the shrinkage λ: λ = ∞ is DR, λ = 0 is DM.
     ``DRos()`` (λ = None, the default) chooses λ from :data:`CLIPPING_LAMBDAS` with obp's
-    ``DoublyRobustWithShrinkageTuning`` rule (``"slope"`` by default; ``Shrinkage``).
+    ``DoublyRobustWithShrinkageTuning`` rule (``"slope"`` by default, over honest variances; ``Shrinkage``).
 
     Parameters
     ----------
