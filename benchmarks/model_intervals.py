@@ -16,7 +16,8 @@ reward model's fold-jackknife standard error for the model-based estimators) cov
 standard error √(c(1 − c)/R); the mean width, and that of the rows' standard error alone (2 z SE, no model
 spread); whether the output claims a coverage guarantee; how many raw
 values and intervals lay outside [0, 1] (the projection's work) and how many shown ones do (must be 0); and the
-thresholds SwitchDR and ClippedDR chose.
+thresholds SwitchDR and ClippedDR chose and the λ of DRos and SubGaussianDR, over honest variances and (``variance=sample``)
+over the sample ones, obp's rule.
 
 ``--cost-rows N`` instead times the state of ``--estimators DM,IPS,DR`` of the uniform policy on one log of N rows
 (d = 4,096, a 3-fold logistic model): with the fold models' states (the model asked K + 1 times for DM) and without
@@ -40,7 +41,9 @@ from dr_scale.crossfit.settings import FitSettings
 from dr_scale.reward.fitting import fit_reward_model
 from dr_scale.synthetic.bandit import WorldSettings, generate_rows, make_world
 
-ESTIMATORS = ["DM", "DRos", "SubGaussianDR", "SwitchDR", "ClippedDR", "DR", "IPS"]
+#: DRos and SubGaussianDR twice: over honest variances (the default) and over the sample ones (obp's choice).
+ESTIMATORS = ["DM", "DRos", "DRos(variance=sample)", "SubGaussianDR", "SubGaussianDR(variance=sample)", "SwitchDR",
+              "ClippedDR", "DR", "IPS"]
 D, K = 200, 20
 
 
@@ -131,18 +134,18 @@ def main() -> None:
                 print(f"first log: {time.perf_counter() - start:.1f} s")
     n = args.logs
     print(f"\n{n} logs of {args.rows} rows, {time.perf_counter() - start:.0f} s; 95% normal intervals")
-    print(f"{'policy':<12} {'estimator':<14} {'coverage':>9} {'± s.e.':>7} {'mean width':>11} {'rows only':>10} "
+    print(f"{'policy':<12} {'estimator':<30} {'coverage':>9} {'± s.e.':>7} {'mean width':>11} {'rows only':>10} "
           f"{'guarantee':>10} {'raw outside [0,1]':>18} {'shown outside':>14}")
     for policy in policies:
         for name in ESTIMATORS:
             key = (policy, name)
             c = covered[key] / n
-            print(f"{policy:<12} {name:<14} {c:>9.3f} {math.sqrt(c * (1 - c) / n):>7.3f} "
+            print(f"{policy:<12} {name:<30} {c:>9.3f} {math.sqrt(c * (1 - c) / n):>7.3f} "
                   f"{np.mean(widths[key]):>11.5f} {np.mean(row_widths[key]):>10.5f} "
                   f"{'yes' if guarantee[key] else 'no':>10} {raw_outside[key]:>18d} "
                   f"{shown_outside[key]:>14d}")
         print(f"{policy:<12} ESS median {np.median(ess[policy]):.0f} (min {min(ess[policy]):.0f}) of {args.rows}")
-        for name in ("SwitchDR", "ClippedDR", "DRos", "SubGaussianDR"):
+        for name in ESTIMATORS[1:7]:
             counts = sorted(chosen[(policy, name)].items())
             print(f"{'':<12} {name} chose: " + ", ".join(f"{k} ×{v}" for k, v in counts))
 
