@@ -16,8 +16,8 @@ reward model's fold-jackknife standard error for the model-based estimators) cov
 standard error √(c(1 − c)/R); the mean width, and that of the rows' standard error alone (2 z SE, no model
 spread); whether the output claims a coverage guarantee; how many raw
 values and intervals lay outside [0, 1] (the projection's work) and how many shown ones do (must be 0); and the
-thresholds SwitchDR and ClippedDR chose and the λ of DRos and SubGaussianDR, over honest variances and (``variance=sample``)
-over the sample ones, obp's rule.
+thresholds SwitchDR and ClippedDR chose and the λ of DRos and SubGaussianDR, over honest variances and
+(``variance=sample``) over the sample ones, obp's rule.
 
 ``--cost-rows N`` instead times the state of ``--estimators DM,IPS,DR`` of the uniform policy on one log of N rows
 (d = 4,096, a 3-fold logistic model): with the fold models' states (the model asked K + 1 times for DM) and without
