@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, overload
 
+import dask
 import dask.bag as db
 
 from dr_scale.core.errors import ParameterError, UserError
@@ -31,6 +32,7 @@ from dr_scale.reward.models import check_model_actions, on_other_half
 if TYPE_CHECKING:
     import dask.dataframe as dd
     from distributed import Client
+    from fsspec import AbstractFileSystem
 
 
 @overload
@@ -112,7 +114,15 @@ def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison, by_slot: b
         evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], logs)
     fs, parts = logs.listing()
     source: Evaluation | Comparison | BySlot = BySlot(check_by_slot(evaluation)) if by_slot else evaluation
-    return source, db.from_sequence(parts, npartitions=len(parts)).map(lambda p: source.file_state(fs, p))
+    # the evaluation (its reward and policy models) one graph key that each worker receives once, not a copy of it
+    # inside every part's task
+    shared = dask.delayed(source, traverse=False)
+    return source, db.from_sequence(parts, npartitions=len(parts)).map(_file_state, shared, fs)
+
+
+def _file_state(path: str, source: Evaluation | Comparison | BySlot, fs: AbstractFileSystem) -> Any:
+    """The state of the part at ``path`` (``source.file_state``)."""
+    return source.file_state(fs, path)
 
 
 def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
@@ -260,8 +270,6 @@ def evaluate_dataframe(ddf: dd.DataFrame, evaluation: Evaluation | Comparison | 
         """The state of the frame's partition ``i`` (a pandas DataFrame), as a list of one."""
         source = f"<dataframe partition {i}>"
         return [evaluation.table_state(table_from_pandas(pdf, source), source, log_filter)]
-
-    import dask
 
     parts = [dask.delayed(state_of)(d, i) for i, d in enumerate(ddf.to_delayed())]
     (state,) = compute(tree_reduce(db.from_delayed(parts)), client=client, progress=progress)
