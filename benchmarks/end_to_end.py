@@ -2,6 +2,7 @@
 
     python benchmarks/end_to_end.py --rows 1000000 --work data/e2e
     python benchmarks/end_to_end.py --rows 10000000 --work data/e2e --workers 2 --memory-limit 4GiB
+    python benchmarks/end_to_end.py --rows 10000000 --work data/e2e --from evaluate   # the last stages again
 
 The raw table is ``benchmarks/import_throughput.py``'s CSV (a timestamp over 7 days, 20 items, 5 categorical
 columns of 10^3 … 10^6 levels and 20 numeric ones) made a click world: the logger shows item a with probability
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from import_throughput import LEVELS, N_NUMERIC, SPEC, K, _schema  # noqa: E402  (the raw table's shape)
 
 ESTIMATORS = "DM,IPS,DR,SNIPS,SNDR"
+STAGES = ("import", "fit-propensity", "learn", "fit", "evaluate", "report")
 CLICK_RATE = 0.005
 
 
@@ -153,18 +155,23 @@ def main() -> None:
     parser.add_argument("--work", default="data/e2e", help="a folder for the raw table, the log and the outputs")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="4GiB", help="each worker's memory limit")
+    parser.add_argument("--from", dest="first", default="import", choices=STAGES,
+                        help="rerun from this stage, on the outputs an earlier run left in --work")
     args = parser.parse_args()
     work = Path(args.work) / f"rows-{args.rows}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     limit = parse_bytes(args.memory_limit)
     raw, logs, spec = work / "raw.csv", work / "logs", work / "spec.toml"
-    start = time.perf_counter()
-    rate = click_world(raw, args.rows)
-    spec.write_text(SPEC)
-    print(f"raw CSV: {args.rows:,} rows, click rate {rate:.4%}, {raw.stat().st_size / 2 ** 30:.2f} GiB, "
-          f"{time.perf_counter() - start:.0f} s to write; {args.workers} workers of {args.memory_limit} each",
-          flush=True)
+    if args.first == "import":
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        start = time.perf_counter()
+        rate = click_world(raw, args.rows)
+        spec.write_text(SPEC)
+        print(f"raw CSV: {args.rows:,} rows, click rate {rate:.4%}, {raw.stat().st_size / 2 ** 30:.2f} GiB, "
+              f"{time.perf_counter() - start:.0f} s to write; {args.workers} workers of {args.memory_limit} each",
+              flush=True)
+    elif not logs.is_dir():
+        raise SystemExit(f"--from {args.first}: no log under {work} (run from import first)")
     policies = work / "policies.toml"
     policies.write_text(f'reward_model = "{work / "reward.npz"}"\nestimators = {ESTIMATORS.split(",")!r}\n'
                         f'[[policy]]\nname = "learned"\nspec = "linear:{work / "policy.npz"}"\n'
@@ -176,17 +183,20 @@ def main() -> None:
         ("import", ["import", str(raw), "--spec", str(spec), "--out", str(logs)]),
         ("fit-propensity", ["fit-propensity", str(logs), "--out", str(work / "propensity.npz")]),
         ("learn", ["learn", str(logs), "--split", "train", "--out", str(work / "policy.npz")]),
-        ("fit --folds 5", ["fit", str(logs), "--split", "test", "--folds", "5", "--out", str(work / "reward.npz")]),
+        ("fit", ["fit", str(logs), "--split", "test", "--folds", "5", "--out", str(work / "reward.npz")]),
         ("evaluate", ["evaluate", str(logs), "--policy", f"linear:{work / 'policy.npz'}", "--policy", "uniform",
                       "--policy", "constant:item_3", "--reward-model", str(work / "reward.npz"), "--split", "test",
                       "--estimators", ESTIMATORS]),
-        ("report 7d", ["report", "--logs", str(logs), "--policies", str(policies), "--window", "7d",
+        ("report", ["report", "--logs", str(logs), "--policies", str(policies), "--window", "7d",
                        "--split", "test", "--out", str(work / "report")]),
     ]
+    assert [name for name, _ in stages] == list(STAGES)
+    stages = stages[STAGES.index(args.first):]
     results = {}
     with tempfile.TemporaryDirectory(dir=work) as spill:
         env = {**os.environ, "DASK_DR_SCALE__WORKER_MEMORY_LIMIT": args.memory_limit,
                "DASK_TEMPORARY_DIRECTORY": spill}
+        shutil.rmtree(work / "report", ignore_errors=True)  # a full report, not an incremental one over its cache
         for name, argv in stages:
             results[name] = measured([*cli, *argv, *cluster], env)
             r = results[name]
