@@ -31,6 +31,7 @@ def fitted(policy: Policy) -> Policy:
 def model_gap(policy: LoggedPolicy) -> float | None:
     """mean_i |π̂_B(a_i | x_i) − p_i| over the rows of the log that ``policy``'s model was fitted on, one task per
     part (None when that log has no logged propensities)."""
+    import dask
     import dask.bag as db
 
     from dr_scale.logs.opened import open_log
@@ -43,13 +44,14 @@ def model_gap(policy: LoggedPolicy) -> float | None:
     fs, parts = logs.listing()
     d = policy.model.n_features
 
-    def gap(path: Any) -> tuple[float, int]:
+    def gap(path: Any, model: Any) -> tuple[float, int]:
         """(Σ_i |π̂(a_i|x_i) − p_i|, n) of one part."""
         part = read_partition(fs, path, n_features=d)
-        probs = policy.model.predict_proba(part.X)
+        probs = model.predict_proba(part.X)
         return float(np.abs(probs[np.arange(len(part)), part.action] - part.propensity).sum()), len(part)
 
-    (total,) = compute(db.from_sequence(parts, npartitions=len(parts)).map(gap)
+    shared = dask.delayed(policy.model, traverse=False)  # one graph key, not a copy of the model in every task
+    (total,) = compute(db.from_sequence(parts, npartitions=len(parts)).map(gap, shared)
                        .fold(lambda a, b: (a[0] + b[0], a[1] + b[1]), initial=(0.0, 0)))
     return float(total[0] / max(total[1], 1))
 
