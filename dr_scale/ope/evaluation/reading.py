@@ -32,7 +32,6 @@ from dr_scale.reward.models import check_model_actions, on_other_half
 if TYPE_CHECKING:
     import dask.dataframe as dd
     from distributed import Client
-    from fsspec import AbstractFileSystem
 
 
 @overload
@@ -114,15 +113,17 @@ def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison, by_slot: b
         evaluation.evaluations.values() if isinstance(evaluation, Comparison) else [evaluation])], logs)
     fs, parts = logs.listing()
     source: Evaluation | Comparison | BySlot = BySlot(check_by_slot(evaluation)) if by_slot else evaluation
+
+    def file_state(path: str, evaluation: Evaluation | Comparison | BySlot) -> Any:
+        """The state of the part at ``path``. (``fs`` travels inside the function, pickled without its secrets,
+        which each worker adds back; given as a map argument it reached a LocalCluster's workers without them:
+        tests/io/test_storage_secrets.py.)"""
+        return evaluation.file_state(fs, path)
+
     # the evaluation (its reward and policy models) one graph key that each worker receives once, not a copy of it
     # inside every part's task
     shared = dask.delayed(source, traverse=False)
-    return source, db.from_sequence(parts, npartitions=len(parts)).map(_file_state, shared, fs)
-
-
-def _file_state(path: str, source: Evaluation | Comparison | BySlot, fs: AbstractFileSystem) -> Any:
-    """The state of the part at ``path`` (``source.file_state``)."""
-    return source.file_state(fs, path)
+    return source, db.from_sequence(parts, npartitions=len(parts)).map(file_state, shared)
 
 
 def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
