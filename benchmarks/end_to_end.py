@@ -45,6 +45,7 @@ import pyarrow.csv as pcsv
 from dask.utils import parse_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evaluate_throughput import bare_read as read_into_csr  # noqa: E402  (the floor every stage is set against)
 from import_throughput import LEVELS, N_NUMERIC, SPEC, K, _schema  # noqa: E402  (the raw table's shape)
 
 ESTIMATORS = "DM,IPS,DR,SNIPS,SNDR"
@@ -126,25 +127,12 @@ def measured(argv: list[str], env: dict) -> dict:
 
 
 def bare_read(logs: str) -> float:
-    """Seconds of the bare read of every part (its columns into CSR; Dask's threads), the better of two."""
-    import dask.bag as db
-
-    from dr_scale.logs.listing import list_parts
-    from dr_scale.logs.reading import read_table
-    from dr_scale.logs.sparse import features_to_csr
-    from dr_scale.outofcore.compute import compute
-
-    fs, paths = list_parts(logs)
-
-    def read(path):
-        """One part's columns, its features as CSR."""
-        table = read_table(fs, path, ["row_id", "features", "values", "action", "reward", "propensity"])
-        return features_to_csr(table.column("features"), 2 ** 18).nnz
-
+    """Seconds of the bare read of every part (``evaluate_throughput.bare_read``: its columns into CSR, Dask's
+    threads), the better of two."""
     best = float("inf")
     for _ in range(2):
         start = time.perf_counter()
-        compute(db.from_sequence(paths, npartitions=len(paths)).map(read).sum())
+        read_into_csr(logs, ("row_id", "features", "values", "action", "reward", "propensity"), 2 ** 18)
         best = min(best, time.perf_counter() - start)
     return best
 

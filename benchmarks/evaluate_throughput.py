@@ -52,12 +52,16 @@ def build(path: str, rows: int, parts: int) -> None:
         write_log(table, os.path.join(path, f"part-{i:05d}.parquet"), n_features=D, n_actions=K)
 
 
-def bare_read(url: str) -> int:
+def bare_read(url: str, columns: tuple[str, ...] = ("row_id", "features", "action", "reward", "propensity",
+                                                    "target_action"), d: int = D) -> int:
+    """Read ``columns`` of every part and turn ``features`` into CSR over ``d`` features (Dask's threads); the
+    entries read."""
     fs, paths = list_parts(url)
 
     def read(path):
-        table = read_table(fs, path, ["row_id", "features", "action", "reward", "propensity", "target_action"])
-        return features_to_csr(table.column("features"), D).nnz
+        """One part's columns, its features as CSR."""
+        table = read_table(fs, path, list(columns))
+        return features_to_csr(table.column("features"), d).nnz
 
     (nnz,) = compute(db.from_sequence(paths, npartitions=len(paths)).map(read).sum())
     return nnz

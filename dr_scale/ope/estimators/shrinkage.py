@@ -387,9 +387,9 @@ class Shrinkage(Estimator):
         variances, the candidates whose variance they raised (:func:`raised_note`)."""
         if self.lambda_ is not None or state.n < 2:
             return None
-        w = 2 * len(self.candidates) + 2
+        weights = 2 * len(self.candidates) + 2  # the index of w in the state
         reason = tuning_reason(self.tuning_method, "λ", self.candidates, self.choose(state),
-                               float(kish_ess(state.n, state.mean[w], state.comoment[w, w])))
+                               float(kish_ess(state.n, state.mean[weights], state.comoment[weights, weights])))
         if self.variance == "sample":
             return reason
         return reason + raised_note(state, "λ", self.candidates, "(r − ρ̂)" if self.needs_model else "r")
