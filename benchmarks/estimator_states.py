@@ -6,7 +6,8 @@ A deterministic policy over 3 actions with uniform logging (the shape of
 ``benchmarks/evaluate_throughput.py``'s parts), rewards and model predictions uniform on
 [0, 1]. It prints the CPU time (``time.process_time``, best of 5 × 10 runs) of
 ``RowInputs.from_actions`` (which checks its arrays) as the baseline and of every
-estimator's ``state``, each also as a ratio to the baseline. Run it on two checkouts
+estimator's ``state``, each also as a ratio to the baseline: the seven of ``evaluate``'s default
+set, then the opt-in ones whose λ is tuned (obp's ``…Tuning`` rules). Run it on two checkouts
 (``PYTHONPATH=…``) to compare code versions; the machine may be shared, hence CPU time.
 """
 
@@ -17,7 +18,21 @@ import time
 
 import numpy as np
 
-from dr_scale.ope.estimators import IPS, SNDR, SNIPS, ClippedDR, DirectMethod, DoublyRobust, RowInputs, SwitchDR
+from dr_scale.ope.estimators import (
+    IPS,
+    SNDR,
+    SNIPS,
+    ClippedDR,
+    DirectMethod,
+    DoublyRobust,
+    DRos,
+    DRTuning,
+    IPSTuning,
+    RowInputs,
+    SubGaussianDR,
+    SwitchDR,
+    SwitchDRTuning,
+)
 
 
 def cpu_ms(fn, repeat: int = 5, number: int = 10) -> float:
@@ -47,6 +62,9 @@ def main() -> None:
         total += ms
         print(f"{repr(est) + '.state':<36} {ms:7.2f} ms CPU  {ms / base:5.2f}× baseline")
     print(f"{'all seven states':<36} {total:7.2f} ms CPU  {total / base:5.2f}× baseline")
+    for est in (IPSTuning(), DRTuning(), SwitchDRTuning(), DRos(), SubGaussianDR()):
+        ms = cpu_ms(lambda est=est: est.state(rows))
+        print(f"{repr(est) + '.state':<36} {ms:7.2f} ms CPU  {ms / base:5.2f}× baseline")
 
 
 if __name__ == "__main__":

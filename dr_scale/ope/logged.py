@@ -31,12 +31,11 @@ def fitted(policy: Policy) -> Policy:
 def model_gap(policy: LoggedPolicy) -> float | None:
     """mean_i |π̂_B(a_i | x_i) − p_i| over the rows of the log that ``policy``'s model was fitted on, one task per
     part (None when that log has no logged propensities)."""
-    import dask
     import dask.bag as db
 
     from dr_scale.logs.opened import open_log
     from dr_scale.logs.reading import read_partition
-    from dr_scale.outofcore.compute import compute
+    from dr_scale.outofcore.compute import compute, one_key
 
     logs = open_log(policy.url)
     if not logs.has_propensity:
@@ -50,8 +49,7 @@ def model_gap(policy: LoggedPolicy) -> float | None:
         probs = model.predict_proba(part.X)
         return float(np.abs(probs[np.arange(len(part)), part.action] - part.propensity).sum()), len(part)
 
-    shared = dask.delayed(policy.model, traverse=False)  # one graph key, not a copy of the model in every task
-    (total,) = compute(db.from_sequence(parts, npartitions=len(parts)).map(gap, shared)
+    (total,) = compute(db.from_sequence(parts, npartitions=len(parts)).map(gap, one_key(policy.model))
                        .fold(lambda a, b: (a[0] + b[0], a[1] + b[1]), initial=(0.0, 0)))
     return float(total[0] / max(total[1], 1))
 

@@ -363,6 +363,13 @@ def check_client(client) -> None:
                              f"{type(client).__name__} {client!r:.60}")
 
 
+def one_key(obj):
+    """``obj`` (a model, an evaluation, a dict of them) as one graph key that each worker receives once and every
+    task using it reads, rather than a copy pickled into each task's own arguments or closure — where a worker's
+    memory would grow with the tasks it runs. Not traversed: a dict stays one key, its values are not hashed."""
+    return dask.delayed(obj, traverse=False)
+
+
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
 

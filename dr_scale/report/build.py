@@ -24,7 +24,7 @@ from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError
 from dr_scale.logs.listing import log_metadata
 from dr_scale.logs.reading import read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
-from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.compute import compute, one_key
 from dr_scale.outofcore.mergeable import Mergeable, merge_all
 from dr_scale.policies import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
@@ -146,7 +146,7 @@ def build_states(fs, parts: list[PartitionInfo], evaluations: dict[Any, Evaluati
     evaluations = fill_dimensions(evaluations, fs, parts)
     fps = {name: fingerprint(e) for name, e in evaluations.items()}
     cached, rejected = cache.load([(fp, p.identity) for p in parts for fp in fps.values()]) if cache else ({}, {})
-    shared = dask.delayed(evaluations, pure=True)
+    shared = one_key(evaluations)
     tasks, states = [], {}
     for p in parts:
         missing = [n for n, fp in fps.items() if (fp, p.path) not in cached]

@@ -9,8 +9,11 @@ from dr_scale.ope.estimators import (
     TUNING_GRID,
     ClippedDR,
     DoublyRobust,
+    DRTuning,
+    IPSTuning,
     RowInputs,
     SwitchDR,
+    SwitchDRTuning,
     make_estimators,
     parse_estimator,
 )
@@ -80,7 +83,8 @@ def test_tuned_thresholds_are_chosen_and_reported():
 
 
 @pytest.mark.parametrize("mix", [0.0, 0.3], ids=["deterministic", "stochastic"])
-@pytest.mark.parametrize("estimator", [SwitchDR(), ClippedDR()], ids=repr)
+@pytest.mark.parametrize("estimator", [SwitchDR(), ClippedDR(), DRTuning(), SwitchDRTuning(lambdas=[2, 5, 20]),
+                                       IPSTuning(lambdas=[0, 2, 5, 20, np.inf])], ids=repr)
 def test_tuned_state_from_bin_sums_equals_the_stacked_terms(estimator, mix):
     log = BanditWorld.make(epsilon=0.02).sample(5000, seed=1)
     log["target_probs"] = (1 - mix) * log["target_probs"] + mix / 5  # stochastic: weights in more bins

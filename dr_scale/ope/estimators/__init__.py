@@ -47,6 +47,7 @@ from dr_scale.ope.estimators.shrinkage import (
     SUBGAUSSIAN_LAMBDAS,
     TUNING_METHODS,
     Shrinkage,
+    grid_moments,
 )
 from dr_scale.ope.estimators.slate import (
     SLATE_ESTIMATORS,
@@ -78,7 +79,6 @@ from dr_scale.ope.estimators.tuning import (
     IPSTuning,
     SwitchDR,
     SwitchDRTuning,
-    grid_moments,
 )
 
 __all__ = [

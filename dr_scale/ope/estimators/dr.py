@@ -61,6 +61,7 @@ class DoublyRobust(Shrinkage):
     descending: ClassVar[bool] = True
     example: ClassVar[str] = "DR(lambda_=50) or DRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     plain_at_inf: ClassVar[bool] = True
+    threshold: ClassVar[str] = "clip"
 
     def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
         """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: DR as in Dudík, Langford & Li 2011, eq. 1)."""

@@ -64,6 +64,7 @@ class IPS(Shrinkage):
     descending: ClassVar[bool] = True
     example: ClassVar[str] = "IPS(lambda_=50) or IPSTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     plain_at_inf: ClassVar[bool] = True
+    threshold: ClassVar[str] = "clip"
 
     def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
         """ŵ_λ(w) = min(w, λ): obp's weight clipping (λ = ∞: plain IPS)."""

@@ -154,6 +154,95 @@ def _spec_value(value: object) -> str:
     return str(value)
 
 
+def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, model: bool = True) -> Moments:
+    """:class:`Moments` of the G terms t_j = ρ̂_π + a_j(d), the G modified weights ŵ_j = a_j(1) and e = d², over
+    the increasing thresholds ``grid`` (last ∞), d = r − ρ̂_a: in O(n + G²), without a (2G + 1, n) stack. With
+    ``model=False`` (the IPS family) t_j = a_j(r) and e = r²: d = r, no ρ̂_π.
+
+    A row whose weight w lies in bin b (the first threshold ≥ w) has a_j(u) = w u for b ≤ j
+    and a_j(u) = above_j · u for b > j (``above`` = grid: clipping at the threshold; 0:
+    switching the correction off); u = d gives the corrections, u = 1 the weights. So every
+    Σ a_j(u), Σ c a_j(u), Σ e a_j(u) (c = ρ̂_π, e centred) and, for j ≤ k and u, u' ∈ {d, 1},
+
+        Σ a_j(u) a_k(u') = Σ_{b≤j} w² u u' + above_j Σ_{j<b≤k} w u u' + above_j above_k Σ_{b>k} u u'
+
+    is a cumulative sum over the bins of per-bin sums. Equal to ``Moments.of`` of the 2G + 1
+    terms up to rounding; a candidate equal to another on every row gets its statistics bit for bit.
+    """
+    n, size = rows.reward.size, grid.size
+    if n == 0:
+        return Moments.empty(2 * size + 1, 2)
+    w = rows.weight
+    if model:
+        c, logged = rows.reward_hat_pi, rows.reward_hat_logged
+        if c is None or logged is None:
+            raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
+        d = rows.reward - logged
+        c_mean = c.mean()
+        cc = c - c_mean
+    else:
+        d, c_mean, cc = rows.reward, 0.0, np.zeros(0)
+    e = d * d
+    total_e = float(e.sum())
+    e_mean = total_e / n
+    # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
+    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), total_e - n * e_mean
+    sum_ce = (float(e @ cc) if model else 0.0) - e_mean * sum_c
+    sum_ee = float(e @ e) - 2 * e_mean * total_e + n * e_mean ** 2
+    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
+    if positive.size < n:
+        w, d = w[positive], d[positive]
+        cc = cc[positive] if model else cc
+    ee = d * d - e_mean
+    bins = np.searchsorted(grid, w, side="left")
+    offset = np.repeat([1.0 if model else 0.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j (DR family)
+
+    def cumulative(x: np.ndarray | None) -> np.ndarray:
+        """Σ of ``x`` (None: 1) over the bins ≤ j, for each j, (size,)."""
+        return np.cumsum(np.bincount(bins, weights=x, minlength=size))
+
+    def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
+        return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
+
+    def sums(below: np.ndarray, total: np.ndarray) -> np.ndarray:
+        """Σ a_j(u) for each threshold j from the cumulative sums of w u and of u, (size,)."""
+        out: np.ndarray = below + scaled(above, total[-1] - total)
+        return out
+
+    lo, hi = np.minimum.outer(np.arange(size), np.arange(size)), np.maximum.outer(np.arange(size), np.arange(size))
+    with np.errstate(invalid="ignore"):  # 0 · ∞ (clipping at 0, k = ∞) only where nothing lies above k
+        above_both = above[lo] * above[hi]
+
+    def block(head: np.ndarray, mid: np.ndarray, tail: np.ndarray) -> np.ndarray:
+        """Σ a_j(u) a_k(u') for every j, k from the cumulative sums of w² u u', w u u' and u u', (size, size)."""
+        out: np.ndarray = (head[lo] + scaled(above[lo], mid[hi] - mid[lo])
+                           + scaled(above_both, tail[-1] - tail[hi]))
+        return out
+
+    wd = w * d
+    s_wd, s_d, s_w, s_1 = cumulative(wd), cumulative(d), cumulative(w), cumulative(None)
+    sum_a = np.concatenate([sums(s_wd, s_d), sums(s_w, s_1)])
+    sum_ca = np.zeros(2 * size)  # Σ (c − c̄) a: none without a model
+    if model:
+        sum_ca = np.concatenate([sums(cumulative(cc * wd), cumulative(cc * d)),
+                                 sums(cumulative(cc * w), cumulative(cc))])
+    sum_ea = np.concatenate([sums(cumulative(ee * wd), cumulative(ee * d)), sums(cumulative(ee * w), cumulative(ee))])
+    cross = block(cumulative(wd * w), s_wd, s_d)  # Σ a_j(d) a_k(1)
+    products = np.block([[block(cumulative(wd * wd), cumulative(wd * d), cumulative(d * d)), cross],
+                         [cross.T, block(cumulative(w * w), s_w, s_1)]])
+    # Σ X X' of the shifted terms X = offset · (c − c̄) + a (then X_e = e − ē), and their means
+    second = np.empty((2 * size + 1, 2 * size + 1))
+    second[:-1, :-1] = (np.outer(offset, offset) * sum_cc + offset[:, None] * sum_ca[None, :]
+                        + sum_ca[:, None] * offset[None, :] + products)
+    second[-1, :-1] = second[:-1, -1] = offset * sum_ce + sum_ea
+    second[-1, -1] = sum_ee
+    shifted = np.concatenate([offset * sum_c + sum_a, [sum_e]]) / n
+    comoment = second - n * np.outer(shifted, shifted)
+    mean = np.concatenate([offset * c_mean + sum_a / n, [e_mean + sum_e / n]])
+    return Moments(n, mean, comoment, *rows.ranges)
+
+
 def with_ties(state: Moments, source: list[int]) -> Moments:
     """``state`` with the mean and co-moments of quantity j copied from quantity ``source[j]`` (terms equal on
     every row, whose statistics a matrix product may round differently): exact ties survive any merge."""
@@ -239,6 +328,9 @@ class Shrinkage(Estimator):
     plain_at_inf: ClassVar[bool] = False
     #: A ``…Tuning`` class always chooses λ: the spec of a fixed one, for its error (``"IPS(lambda_={})"``).
     fixed_form: ClassVar[str] = ""
+    #: ``"clip"`` (ŵ_λ = min(w, λ)) or ``"switch"`` (w 1{w ≤ λ}): a threshold on w, whose tuned state is built from
+    #: per-bin sums (:func:`grid_moments`); empty for the smooth weights, whose state stacks their terms.
+    threshold: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Write the tuning parameters into the subclass's numpydoc Parameters where its docstring says
@@ -340,6 +432,12 @@ class Shrinkage(Estimator):
             return super().state(rows)
         if self.needs_model and rows.reward_hat_pi is None:
             raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
+        if self.threshold:
+            grid = np.array(sorted({*self.candidates, math.inf}))
+            size, where = grid.size, np.searchsorted(grid, self.candidates)
+            state = grid_moments(rows, grid, grid if self.threshold == "clip" else np.zeros(size), self.needs_model)
+            # t_j and ŵ_j of the candidates, u², then t and ŵ at ∞: the unmodified term and w
+            return state.take([*where, *(size + where), 2 * size, size - 1, 2 * size - 1])
         z = self.terms(rows)
         return with_ties(Moments.of(*z, ranges=rows.ranges), self.tie_sources(z))
 

@@ -21,6 +21,7 @@ class _SubGaussian:
     default_lambdas: ClassVar[tuple] = SUBGAUSSIAN_LAMBDAS
     descending: ClassVar[bool] = False
     plain_at_inf: ClassVar[bool] = False
+    threshold: ClassVar[str] = ""  # a smooth weight
 
     def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
         """ŵ_λ(w) = w / (1 − λ + λ w) (Metelli, Russo & Restelli 2021, the power-mean correction; 0 where the

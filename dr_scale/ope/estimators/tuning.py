@@ -19,6 +19,7 @@ from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.estimators.ips import IPS
 from dr_scale.ope.estimators.shrinkage import (
     OBP_TUNING_DELTA,
+    grid_moments,
     honest_variances,
     kish_ess,
     raised_note,
@@ -187,82 +188,6 @@ class _Thresholded(Estimator):
         return float(state.mean[best]), np.eye(state.m)[best], {self.parameter: self.thresholds[best]}
 
 
-def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray) -> Moments:
-    """:class:`Moments` of the G terms t_j = ρ̂_π + a_j(d), the G modified weights ŵ_j = a_j(1) and e = d², over
-    the increasing thresholds ``grid`` (last ∞), d = r − ρ̂_a: in O(n + G²), without a (2G + 1, n) stack.
-
-    A row whose weight w lies in bin b (the first threshold ≥ w) has a_j(u) = w u for b ≤ j
-    and a_j(u) = above_j · u for b > j (``above`` = grid: clipping at the threshold; 0:
-    switching the correction off); u = d gives the corrections, u = 1 the weights. So every
-    Σ a_j(u), Σ c a_j(u), Σ e a_j(u) (c = ρ̂_π, e centred) and, for j ≤ k and u, u' ∈ {d, 1},
-
-        Σ a_j(u) a_k(u') = Σ_{b≤j} w² u u' + above_j Σ_{j<b≤k} w u u' + above_j above_k Σ_{b>k} u u'
-
-    is a cumulative sum over the bins of per-bin sums. Equal to ``Moments.of`` of the 2G + 1
-    terms up to rounding.
-    """
-    c, logged, w = rows.reward_hat_pi, rows.reward_hat_logged, rows.weight
-    if c is None or logged is None:
-        raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
-    n, size = c.size, grid.size
-    if n == 0:
-        return Moments.empty(2 * size + 1, 2)
-    d = rows.reward - logged
-    e = d * d
-    total_e = float(e.sum())
-    c_mean, e_mean = c.mean(), total_e / n
-    cc = c - c_mean
-    # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
-    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), total_e - n * e_mean
-    sum_ce, sum_ee = float(e @ cc) - e_mean * sum_c, float(e @ e) - 2 * e_mean * total_e + n * e_mean ** 2
-    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
-    if positive.size < n:
-        cc, w, d = cc[positive], w[positive], d[positive]
-    ee = d * d - e_mean
-    bins = np.searchsorted(grid, w, side="left")
-    offset = np.repeat([1.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j
-
-    def cumulative(x: np.ndarray | None) -> np.ndarray:
-        """Σ of ``x`` (None: 1) over the bins ≤ j, for each j, (size,)."""
-        return np.cumsum(np.bincount(bins, weights=x, minlength=size))
-
-    def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
-        return np.where(x == 0, 0.0, factor * np.where(x == 0, 1.0, x))
-
-    def sums(below: np.ndarray, total: np.ndarray) -> np.ndarray:
-        """Σ a_j(u) for each threshold j from the cumulative sums of w u and of u, (size,)."""
-        out: np.ndarray = below + scaled(above, total[-1] - total)
-        return out
-
-    lo, hi = np.minimum.outer(np.arange(size), np.arange(size)), np.maximum.outer(np.arange(size), np.arange(size))
-
-    def block(head: np.ndarray, mid: np.ndarray, tail: np.ndarray) -> np.ndarray:
-        """Σ a_j(u) a_k(u') for every j, k from the cumulative sums of w² u u', w u u' and u u', (size, size)."""
-        out: np.ndarray = (head[lo] + scaled(above[lo], mid[hi] - mid[lo])
-                           + scaled(above[lo] * above[hi], tail[-1] - tail[hi]))
-        return out
-
-    wd = w * d
-    s_wd, s_d, s_w, s_1 = cumulative(wd), cumulative(d), cumulative(w), cumulative(None)
-    sum_a = np.concatenate([sums(s_wd, s_d), sums(s_w, s_1)])
-    sum_ca = np.concatenate([sums(cumulative(cc * wd), cumulative(cc * d)), sums(cumulative(cc * w), cumulative(cc))])
-    sum_ea = np.concatenate([sums(cumulative(ee * wd), cumulative(ee * d)), sums(cumulative(ee * w), cumulative(ee))])
-    cross = block(cumulative(wd * w), s_wd, s_d)  # Σ a_j(d) a_k(1)
-    products = np.block([[block(cumulative(wd * wd), cumulative(wd * d), cumulative(d * d)), cross],
-                         [cross.T, block(cumulative(w * w), s_w, s_1)]])
-    # Σ X X' of the shifted terms X = offset · (c − c̄) + a (then X_e = e − ē), and their means
-    second = np.empty((2 * size + 1, 2 * size + 1))
-    second[:-1, :-1] = (np.outer(offset, offset) * sum_cc + offset[:, None] * sum_ca[None, :]
-                        + sum_ca[:, None] * offset[None, :] + products)
-    second[-1, :-1] = second[:-1, -1] = offset * sum_ce + sum_ea
-    second[-1, -1] = sum_ee
-    shifted = np.concatenate([offset * sum_c + sum_a, [sum_e]]) / n
-    comoment = second - n * np.outer(shifted, shifted)
-    mean = np.concatenate([offset * c_mean + sum_a / n, [e_mean + sum_e / n]])
-    return Moments(n, mean, comoment, *rows.ranges)
-
-
 @dataclass(frozen=True)
 class SwitchDR(_Thresholded):
     """Switch-DR (Wang, Agarwal & Dudík 2017), in obp's form for logged propensities.
@@ -379,6 +304,7 @@ class SwitchDRTuning(DoublyRobust):
     name: ClassVar[str] = "SwitchDRTuning"
     example: ClassVar[str] = "SwitchDRTuning(lambdas=[10, 100, inf], tuning_method=mse)"
     fixed_form: ClassVar[str] = "SwitchDR(tau={})"
+    threshold: ClassVar[str] = "switch"
 
     def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:
         """ŵ_λ(w) = w 1{w ≤ λ}."""
@@ -420,6 +346,7 @@ class DRos(DoublyRobust):
     name: ClassVar[str] = "DRos"
     descending: ClassVar[bool] = False
     plain_at_inf: ClassVar[bool] = False  # DRos(lambda_=inf) is DR's value as a plain mean
+    threshold: ClassVar[str] = ""  # a smooth weight
     example: ClassVar[str] = "DRos(lambda_=10) or DRos(lambdas=[10, 100, inf], tuning_method=mse)"
 
     def shrink(self, w: np.ndarray, lam: float) -> np.ndarray:

@@ -24,7 +24,7 @@ from dr_scale.ope.evaluation.results import EvaluationResult
 from dr_scale.ope.evaluation.slots import BySlot, SlotResult, SlotStates, check_by_slot
 from dr_scale.ope.evaluation.specification import Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PolicyState
-from dr_scale.outofcore.compute import compute
+from dr_scale.outofcore.compute import compute, one_key
 from dr_scale.outofcore.mergeable import merge_all, tree_reduce
 from dr_scale.policies import Policy
 from dr_scale.reward.models import check_model_actions, on_other_half
@@ -120,10 +120,7 @@ def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison, by_slot: b
         tests/io/test_storage_secrets.py.)"""
         return evaluation.file_state(fs, path)
 
-    # the evaluation (its reward and policy models) one graph key that each worker receives once, not a copy of it
-    # inside every part's task
-    shared = dask.delayed(source, traverse=False)
-    return source, db.from_sequence(parts, npartitions=len(parts)).map(file_state, shared)
+    return source, db.from_sequence(parts, npartitions=len(parts)).map(file_state, one_key(source))
 
 
 def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
