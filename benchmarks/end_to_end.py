@@ -161,8 +161,9 @@ def main() -> None:
     elif not logs.is_dir():
         raise SystemExit(f"--from {args.first}: no log under {work} (run from import first)")
     policies = work / "policies.toml"
-    policies.write_text(f'reward_model = "{work / "reward.npz"}"\nestimators = {ESTIMATORS.split(",")!r}\n'
-                        f'[[policy]]\nname = "learned"\nspec = "linear:{work / "policy.npz"}"\n'
+    # paths relative to the policies file's folder, the work folder (as a report reads them)
+    policies.write_text(f'reward_model = "reward.npz"\nestimators = {ESTIMATORS.split(",")!r}\n'
+                        '[[policy]]\nname = "learned"\nspec = "linear:policy.npz"\n'
                         '[[policy]]\nname = "uniform"\nspec = "uniform"\n'
                         '[[policy]]\nname = "always-3"\nspec = "constant:item_3"\n')
     cli = [sys.executable, "-m", "dr_scale.cli"]

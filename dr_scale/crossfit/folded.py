@@ -9,6 +9,7 @@ fold model fold(row_id_i), :func:`dr_scale.crossfit.parts.fold_of`, which never 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, overload
@@ -265,9 +266,12 @@ class FoldedLinearModel:
     metadata: dict = field(default_factory=dict)
     features: np.ndarray | None = None
     dimension: int = 0
-    #: The last ``X`` mapped to the used features and its mapping (:meth:`checked_call`): every action, fold model
-    #: and policy predicted on the same part shares one mapping.
-    _mapped: tuple = field(default=(None, None), init=False, repr=False, compare=False)
+    #: Per thread, the last ``X`` mapped to the used features and its mapping, ``.last = (X, mapped)``
+    #: (:meth:`checked_call`): one holder shared with the fold models (:meth:`fold_model`), so that every action,
+    #: fold model and policy predicted on a part shares one mapping while other threads predict other parts.
+    _mapped: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
+    #: The fold models made so far (:meth:`fold_model`), each made once.
+    _fold_models: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     #: What the scores mean, saved in the file (a linear reward model's file has no ``kind``: "linear").
     KIND: ClassVar[str] = "linear"
     #: The model in messages: ``"reward model"`` → "reward model FILE: …".
@@ -288,8 +292,13 @@ class FoldedLinearModel:
             self.check_features()
 
     def __getstate__(self) -> dict:
-        """The fields without the mapping of the last ``X`` (a model sent to a worker carries no part)."""
-        return {**self.__dict__, "_mapped": (None, None)}
+        """The fields without the mapping of the last ``X`` and the fold models made (a model sent to a worker carries
+        no part, and its fold models are made again from ``fold_coef``)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_mapped", "_fold_models")}
+
+    def __setstate__(self, state: dict) -> None:
+        """The fields, with an empty mapping holder and no fold models made."""
+        self.__dict__.update(state, _mapped=threading.local(), _fold_models={})
 
     def check_features(self) -> None:
         """``features``: int64, strictly increasing ids in [0, ``dimension``), one per row of ``coef`` (else a
@@ -329,10 +338,10 @@ class FoldedLinearModel:
         if X.shape[1] > self.n_features:
             raise ParameterError(f"`X` has {X.shape[1]} columns; the model has d = {self.n_features} features")
         if self.features is not None:  # once per part: the same X again (another action, policy) reuses it
-            seen, mapped = self._mapped
+            seen, mapped = getattr(self._mapped, "last", (None, None))
             if seen is not X:
                 mapped = used_columns(X, self.features)
-                self._mapped = (X, mapped)
+                self._mapped.last = (X, mapped)
             return mapped, actions, row_id
         if X.shape[1] < self.n_features:
             X = sp.csr_matrix(X)
@@ -353,8 +362,13 @@ class FoldedLinearModel:
         reward model's standard error, :func:`dr_scale.ope.estimators.fold_jackknife`)."""
         if self.fold_coef is None or self.fold_intercept is None or not 0 <= j < self.folds:
             raise ParameterError(f"the model has {self.folds} fold models; there is no fold model {j}")
-        return replace(self, coef=self.fold_coef[j], intercept=self.fold_intercept[j], fold_coef=None,
-                       fold_intercept=None, metadata={})
+        model = self._fold_models.get(j)
+        if model is None:  # made (and its arrays checked) once, not on every part it predicts
+            model = replace(self, coef=self.fold_coef[j], intercept=self.fold_intercept[j], fold_coef=None,
+                            fold_intercept=None, metadata={})
+            model._mapped = self._mapped  # the same features: the same mapping of a part's X
+            self._fold_models[j] = model
+        return model
 
     def parameters(self) -> tuple[np.ndarray, ...]:
         """The arrays that determine the predictions (for digests)."""

@@ -78,7 +78,7 @@ def checked_linear(coef, intercept, where: str) -> tuple[np.ndarray, np.ndarray]
         raise ParameterFileError(f"{where}: 'intercept' has shape {intercept.shape}, expected ({coef.shape[1]},) — "
                                  "one per "
                          f"action of 'coef' {coef.shape}")
-    coef, intercept = coef.astype(np.float64), intercept.astype(np.float64)
+    coef, intercept = coef.astype(np.float64, copy=False), intercept.astype(np.float64, copy=False)  # views kept
     for name, a in (("coef", coef), ("intercept", intercept)):
         if not np.isfinite(a).all():
             raise ParameterFileError(f"{where}: '{name}' has NaN or infinite entries (e.g. at index "

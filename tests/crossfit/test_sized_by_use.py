@@ -123,3 +123,31 @@ def test_a_policy_learned_on_the_used_features_equals_the_dense_one(log, monkeyp
     with np.load(tmp_path / "p.npz") as z:
         assert z["coef"].shape[0] <= np.unique(X.indices).size
     np.testing.assert_array_equal(LinearPolicy.load(str(tmp_path / "p.npz")).coef, sized.coef)
+
+
+def test_a_part_is_mapped_once_for_the_model_and_its_fold_models_in_each_thread(log, monkeypatch):
+    """The fold models are made once and share their model's mapping of a part's X to the used features: one
+    ``used_columns`` per part and thread, whichever fold model or action predicts; a pickled copy (what a worker
+    receives) carries neither and predicts the same."""
+    import pickle
+    import threading
+
+    import dr_scale.crossfit.folded as folded
+
+    url, X, row_id = log
+    model = fit_log(url, FitSettings(folds=3), RewardModels())
+    calls = []
+    monkeypatch.setattr(folded, "used_columns", lambda *a: calls.append(1) or used_columns(*a))
+    assert model.fold_model(1) is model.fold_model(1)
+    expected = [model.fold_model(j).predict(X) for j in range(3)]
+    model.predict(X, row_id=row_id)
+    assert len(calls) == 1
+    other = threading.Thread(target=model.fold_model(2).predict, args=(X[:10],))
+    other.start()
+    other.join()
+    model.fold_model(0).predict(X)  # this thread's mapping survives another thread's part
+    assert len(calls) == 2
+    copy = pickle.loads(pickle.dumps(model))
+    assert not copy._fold_models and not hasattr(copy._mapped, "last")
+    for j in range(3):
+        np.testing.assert_array_equal(copy.fold_model(j).predict(X), expected[j])
