@@ -235,7 +235,7 @@ class Comparison(PartitionSource[ComparisonState]):
                         base = e.rows(parts[n][0], e.baseline)
                 _, target, _ = inputs[n]
                 own, probs = parts[n]
-                state = e.state_of_rows(own, rows[n], base, Coverage.of(part.action, target.mass()))
+                state = e.state_of_rows(own, rows[n], base, Coverage.of(part.action, target.mass()), target)
                 states[n] = e.with_diagnostics(state, own, probs, target, logged)
         return ComparisonState(states)
 

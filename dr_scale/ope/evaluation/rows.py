@@ -95,13 +95,13 @@ def _estimated(evaluation: Evaluation, model: PropensityEstimate, part: Partitio
     return probs
 
 
-def policy_rows(evaluation: Evaluation, part: Partition, policy: Policy | None = None
-                ) -> tuple[RowInputs, ActionDistribution, int]:
+def policy_rows(evaluation: Evaluation, part: Partition, policy: Policy | None = None,
+                target: ActionDistribution | None = None) -> tuple[RowInputs, ActionDistribution, int]:
     """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of the partition for ``policy`` (default the evaluated one, which
     alone gets BIPW's importance weights), with π(· | x_i)
-    (:class:`~dr_scale.policies.distributions.ActionDistribution`) and k (:meth:`Evaluation.rows
-    <dr_scale.ope.evaluation.specification.Evaluation.rows>`)."""
-    rows, target, k = _policy_inputs(evaluation, part, policy)
+    (:class:`~dr_scale.policies.distributions.ActionDistribution`; ``target``: the one already computed on this
+    partition) and k (:meth:`Evaluation.rows <dr_scale.ope.evaluation.specification.Evaluation.rows>`)."""
+    rows, target, k = _policy_inputs(evaluation, part, policy, target)
     if not evaluation.needs_importance_weight or (policy is not None and policy is not evaluation.policy):
         return rows, target, k
     if evaluation.balancing_model is not None:  # the cross-fitted classifier's odds (dr_scale.ope.balancing)
@@ -119,8 +119,8 @@ def policy_rows(evaluation: Evaluation, part: Partition, policy: Policy | None =
     return replace(rows, importance_weight=weight), target, k
 
 
-def _policy_inputs(evaluation: Evaluation, part: Partition, policy: Policy | None = None
-                   ) -> tuple[RowInputs, ActionDistribution, int]:
+def _policy_inputs(evaluation: Evaluation, part: Partition, policy: Policy | None = None,
+                   target: ActionDistribution | None = None) -> tuple[RowInputs, ActionDistribution, int]:
     """The rows of π from its :class:`~dr_scale.policies.distributions.ActionDistribution` on the partition:
     w_i = π(a_i|x_i) / p̂_i and, with a reward model, ρ̂_π(x_i) = Σ_a π(a|x_i) ρ̂_a(x_i) and ρ̂_{a_i}(x_i), the
     model asked for the actions π takes only (:class:`_ModelValues`)."""
@@ -136,7 +136,7 @@ def _policy_inputs(evaluation: Evaluation, part: Partition, policy: Policy | Non
         ones = np.ones(len(part))
         return (RowInputs(part.reward, ones, reward_hat, reward_hat, ones, target_prob=part.propensity),
                 logged, k)
-    target = policy.distribution(part, k)
+    target = policy.distribution(part, k) if target is None else target
     reward_hat_pi: np.ndarray | None = None
     reward_hat_logged: np.ndarray | None = None
     if evaluation.reward_model is not None:

@@ -280,7 +280,8 @@ class Evaluation(PartitionSource[PolicyState]):
         return {name: Difference(est, OnPolicy() if self.baseline == LOGGING else est)
                 for name, est in self.estimators.items()}
 
-    def rows(self, part: Partition, policy: Policy | None = None) -> RowInputs:
+    def rows(self, part: Partition, policy: Policy | None = None, target: ActionDistribution | None = None
+             ) -> RowInputs:
         """The per-row quantities (r, w, ρ̂_π, ρ̂_a) of a partition.
 
         The reward model gets the rows' ids, so a cross-fitted model predicts each row
@@ -290,7 +291,7 @@ class Evaluation(PartitionSource[PolicyState]):
         uses ρ̂_a(x_i) times π(a|x_i) or w_i, both zero for the others): for a constant
         policy one column, whatever the number of actions.
         """
-        return policy_rows(self, part, policy)[0]
+        return policy_rows(self, part, policy, target)[0]
 
     @property
     def checks_log(self) -> bool:
@@ -317,7 +318,7 @@ class Evaluation(PartitionSource[PolicyState]):
             base = self.rows(part, self.baseline)
         elif self.baseline is not None:  # LOGGING: the logged rows themselves
             base = rows
-        state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target.mass()))
+        state = self.state_of_rows(part, rows, base, Coverage.of(part.action, target.mass()), target)
         return self.with_diagnostics(state, part, probs, target, logged)
 
     def with_diagnostics(self, state: PolicyState, part: Partition, probs: np.ndarray | None,
@@ -330,9 +331,10 @@ class Evaluation(PartitionSource[PolicyState]):
                                                             target=target.dense(), logged=logged))
 
     def state_of_rows(self, part: Partition, rows: RowInputs, base: RowInputs | None,
-                      coverage: Coverage | None = None) -> PolicyState:
+                      coverage: Coverage | None = None, target: ActionDistribution | None = None) -> PolicyState:
         """The state of a partition's rows of the policy (``rows``) and of the baseline (``base``); ``coverage``
-        the policy's :class:`~dr_scale.ope.diagnostics.Coverage` of the logged actions."""
+        the policy's :class:`~dr_scale.ope.diagnostics.Coverage` of the logged actions; ``target`` its π(· | x_i)
+        on the partition, where already computed (the fold states reuse it)."""
         differences = {} if base is None else {name: d.state(rows, base) for name, d in self.differences().items()}
         base_weights = (WeightStats.of(base.weight, part.propensity, part.reward)
                         if base is not None and self.baseline != LOGGING else None)
@@ -357,17 +359,17 @@ class Evaluation(PartitionSource[PolicyState]):
             rows_hash,
             marginal_weights=marginal,
             baseline_marginal_weights=base_marginal,
-            folds=self.fold_states(part, rows, base),
+            folds=self.fold_states(part, rows, base, target),
         )
 
-    def fold_states(self, part: Partition, rows: RowInputs, base: RowInputs | None = None
-                    ) -> dict[str, list[Moments]]:
+    def fold_states(self, part: Partition, rows: RowInputs, base: RowInputs | None = None,
+                    target: ActionDistribution | None = None) -> dict[str, list[Moments]]:
         """Per model-based estimator (:attr:`~dr_scale.ope.estimators.Estimator.model_dependent`: DM, DRos, the shrunk
         and tuned DR estimators), its state with every row predicted by fold model j, for each of the cross-fitted
         reward model's K fold models (none for a model without folds): the mergeable state of the reward model's
         standard error, :func:`~dr_scale.ope.estimators.fold_jackknife`. With a baseline (``base``, its rows), the
         paired difference's too, under the key ``"difference:NAME"``. ``rows`` are the policy's rows (their
-        weights are reused); the model is asked K times more."""
+        weights are reused) and ``target`` its π(· | x_i) (None: computed again); the model is asked K times more."""
         names = [name for name, est in self.estimators.items() if est.model_dependent]
         folds = getattr(self.reward_model, "folds", 0)
         fold_model = getattr(self.reward_model, "fold_model", None)
@@ -377,7 +379,7 @@ class Evaluation(PartitionSource[PolicyState]):
         differences = self.differences() if base is not None else {}
         for j in range(folds):
             evaluation = replace(self, reward_model=fold_model(j), k_source=self.k_source)
-            rows_j = _with_model_of(rows, evaluation.rows(part))
+            rows_j = _with_model_of(rows, evaluation.rows(part, target=target))
             for name in names:
                 out[name].append(self.estimators[name].state(rows_j))
             if base is None:
