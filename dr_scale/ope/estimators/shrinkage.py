@@ -154,13 +154,13 @@ def _spec_value(value: object) -> str:
     return str(value)
 
 
-def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, model: bool = True) -> Moments:
+def grid_moments(rows: RowInputs, grid: np.ndarray, clip: bool, model: bool = True) -> Moments:
     """:class:`Moments` of the G terms t_j = ρ̂_π + a_j(d), the G modified weights ŵ_j = a_j(1) and e = d², over
     the increasing thresholds ``grid`` (last ∞), d = r − ρ̂_a: in O(n + G²), without a (2G + 1, n) stack. With
     ``model=False`` (the IPS family) t_j = a_j(r) and e = r²: d = r, no ρ̂_π.
 
     A row whose weight w lies in bin b (the first threshold ≥ w) has a_j(u) = w u for b ≤ j
-    and a_j(u) = above_j · u for b > j (``above`` = grid: clipping at the threshold; 0:
+    and a_j(u) = above_j · u for b > j (``clip``: above_j = the threshold, clipping; else 0,
     switching the correction off); u = d gives the corrections, u = 1 the weights. So every
     Σ a_j(u), Σ c a_j(u), Σ e a_j(u) (c = ρ̂_π, e centred) and, for j ≤ k and u, u' ∈ {d, 1},
 
@@ -195,6 +195,7 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, above: np.ndarray, model: bo
         cc = cc[positive] if model else cc
     ee = d * d - e_mean
     bins = np.searchsorted(grid, w, side="left")
+    above = grid if clip else np.zeros(size)
     offset = np.repeat([1.0 if model else 0.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j (DR family)
 
     def cumulative(x: np.ndarray | None) -> np.ndarray:
@@ -435,7 +436,7 @@ class Shrinkage(Estimator):
         if self.threshold:
             grid = np.array(sorted({*self.candidates, math.inf}))
             size, where = grid.size, np.searchsorted(grid, self.candidates)
-            state = grid_moments(rows, grid, grid if self.threshold == "clip" else np.zeros(size), self.needs_model)
+            state = grid_moments(rows, grid, self.threshold == "clip", self.needs_model)
             # t_j and ŵ_j of the candidates, u², then t and ŵ at ∞: the unmodified term and w
             return state.take([*where, *(size + where), 2 * size, size - 1, 2 * size - 1])
         z = self.terms(rows)

@@ -118,7 +118,8 @@ class _Thresholded(Estimator):
     """
 
     parameter: ClassVar[str] = ""
-    clips: ClassVar[bool] = False  # a row above the threshold t keeps the weight t (clipping) or 0 (switch)
+    #: ``"clip"``: a row above the threshold t keeps the weight t; ``"switch"``: 0 (as ``Shrinkage.threshold``)
+    threshold: ClassVar[str] = "switch"
 
     @abstractmethod
     def modified(self, weight: np.ndarray, threshold: float) -> np.ndarray:
@@ -157,7 +158,7 @@ class _Thresholded(Estimator):
         if rows.reward_hat_pi is None:
             raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
         grid = np.array(self.thresholds)
-        return grid_moments(rows, grid, grid if self.clips else np.zeros(grid.size))
+        return grid_moments(rows, grid, self.threshold == "clip")
 
     def choose(self, state: Moments) -> int:
         """The index of the chosen threshold: SLOPE over the thresholds' means and their honest 1/n variances
@@ -264,7 +265,7 @@ class ClippedDR(_Thresholded):
     max_weight: float | None = None
     name: ClassVar[str] = "ClippedDR"
     parameter: ClassVar[str] = "max_weight"
-    clips: ClassVar[bool] = True
+    threshold: ClassVar[str] = "clip"
 
     def __post_init__(self) -> None:
         if self.max_weight is not None:
