@@ -15,15 +15,20 @@ error's parameter names become the command's flags
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import importlib
 import os
-import signal
 import sys
-import traceback
 
-from dr_scale.core.errors import describe
+try:  # Ctrl-C while the command's first modules import (a busy machine: a good part of a second): as in main()
+    import argparse
+    import contextlib
+    import importlib
+    import signal
+    import traceback
+
+    from dr_scale.core.errors import describe
+except KeyboardInterrupt:
+    sys.stderr.write("dr-scale: interrupted while starting; nothing was begun\n")
+    os._exit(130)
 
 #: Sub-commands, each a module of dr_scale.commands with ``add_parser(subparsers)`` (``import`` is the module
 #: ``import_``: ``import`` is a Python keyword; ``fit-propensity`` the module ``fit_propensity``).
