@@ -192,12 +192,18 @@ def command_line_cluster(root: Path, env: dict | None = None, security=None):
 
 #: Fixtures of real external components; a test that uses one is marked ``slow``.
 SLOW_FIXTURES = {"dask_cluster", "tls_dask_cluster", "local_cluster", "s3_endpoint", "s3_bucket"}
+#: The package's docstring examples of a second or more (each fits a model on a log): ``slow`` as the tests of
+#: seconds of work are (``@pytest.mark.slow``), since a docstring cannot carry a mark.
+SLOW_DOCTESTS = {"dr_scale.reward.fitting.fit_reward_model", "dr_scale.ope.balancing.fit_balancing_model_on_log",
+                 "dr_scale.learning.learn.learn_policy", "dr_scale.reward.shared.fitting.fit_shared_model",
+                 "dr_scale.learning.scorer.learn_item_scorer", "dr_scale.propensity.fitting.fit_propensity_model"}
 
 
 def pytest_collection_modifyitems(items):
-    """Mark the tests on a real cluster, TLS or S3 server ``slow``: ``-m "not slow"`` is the quick loop."""
+    """Mark the tests on a real cluster, TLS or S3 server, and the slow docstring examples, ``slow``:
+    ``-m "not slow"`` is the quick loop."""
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.name in SLOW_DOCTESTS:
             item.add_marker(pytest.mark.slow)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import dr_scale
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +30,7 @@ def test_every_relative_link_in_the_docs_points_at_a_file():
     assert not broken, f"links to missing files: {broken}"
 
 
+@pytest.mark.slow
 def test_the_package_imports_its_api_on_first_use():
     """``import dr_scale.<module>`` loads that module's imports only (a command's start, a Dask worker unpickling a
     task); the public names still import, each from its module."""
@@ -133,6 +136,7 @@ def _undocumented_functions(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_public_function_has_a_docstring():
     """Every public function of the package (the issue's count: ``def``s without a leading underscore, at any depth)
     has a docstring; and the names of ``dr_scale.__all__`` and their public methods have one wherever they live."""

@@ -270,6 +270,7 @@ def test_a_negative_rtol_in_a_job_is_refused(tmp_path, capsys):
 
 
 # -- (4) operational errors ---------------------------------------------------------------
+@pytest.mark.slow
 def test_unreachable_s3_endpoint(tmp_path, capsys):
     opts = tmp_path / "opts.json"
     opts.write_text(json.dumps({"key": "k", "secret": "s", "client_kwargs": {
@@ -368,6 +369,7 @@ def test_bad_job_values(tmp_path, capsys, text, message):
     assert code == 2 and error_line(err).startswith(f"dr-scale run: error: {job}: ") and message in err
 
 
+@pytest.mark.slow
 def test_storage_options_as_a_table_in_a_report_job(tmp_path, capsys):
     share, policies = _share(tmp_path)
     _, code, _ = report_job(tmp_path, capsys, share, policies, "[storage_options]\nauto_mkdir = true\n")
@@ -463,6 +465,7 @@ def _report_files_consistent(out: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_an_interrupt_during_publication_takes_effect_after_it(tmp_path, monkeypatch):
     """Ctrl-C (a real SIGINT) during the renames: every rename completes, the message says so, exit 130."""
     share, policies = _share(tmp_path)
@@ -495,6 +498,7 @@ def test_an_interrupt_during_publication_takes_effect_after_it(tmp_path, monkeyp
     assert second["rows"] == 45 != first["rows"]
 
 
+@pytest.mark.slow
 def test_an_interrupt_before_publication_leaves_the_previous_report(tmp_path, monkeypatch, capsys):
     share, policies = _share(tmp_path)
     out = tmp_path / "o"
@@ -513,6 +517,7 @@ def test_an_interrupt_before_publication_leaves_the_previous_report(tmp_path, mo
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_a_killed_publication_is_cleaned_by_the_next_run(tmp_path):
     """A kill between renames leaves temporaries (simulated here); report.json, the commit marker, tells the
     new files from the old by checksum, and the next run removes the temporaries."""

@@ -429,6 +429,7 @@ GUARD_CASES = [pytest.param(place, wrapper, marks=() if place == "cp -r" or wrap
                for place in PLACES for wrapper in WRAPPERS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("place,wrapper", GUARD_CASES)
 def test_training_rows_are_recognised_wherever_they_are(learned, tmp_path, capsys, place, wrapper):
     root, policy = learned

@@ -33,6 +33,7 @@ def close(a: dict, b: dict):
                                    [b[name]["value"], b[name]["stderr"], *b[name]["ci"]], rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_several_policies_in_one_run_equal_separate_runs(tmp_path, capsys):
     specs = ["column:target_action", "uniform", "epsilon-greedy:0.1:constant:0", "logging"]
     words = [w for s in specs for w in ("--policy", s)]
@@ -84,6 +85,7 @@ def test_evaluate_days_and_split(tmp_path, capsys):
     assert doc["estimates"]["IPS"]["n"] == int(in_test(ids, 0.3).sum())
 
 
+@pytest.mark.slow
 def test_fit_and_learn_on_the_train_rows(tmp_path, capsys):
     assert main(["fit", LOGS, "--out", str(tmp_path / "m.npz"), "--split", "train", "--no-progress"]) == 0
     model = LinearRewardModel.load(str(tmp_path / "m.npz"))
@@ -130,6 +132,7 @@ def test_bad_filters_and_specs_are_one_line(tmp_path, capsys, monkeypatch, argv,
     assert not list(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.slow
 def test_the_report_job_takes_the_filter_keys(capsys):
     job = str(Path(__file__).parents[2] / "pipelines" / "report.toml")
     argv = ["run", job, "--no-progress", "--set", f"logs={LOGS}", "--set", f"policies={POLICIES}",

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import machine
 
 from dr_scale.cli import main
@@ -37,6 +38,7 @@ def outputs(root: Path) -> dict:
     return {"fit": model, "learn": policy, "evaluate": estimates, "machine": machine()}
 
 
+@pytest.mark.slow
 def test_fit_learn_and_evaluate_outputs_are_bit_identical_to_the_recorded_ones(tmp_path):
     recorded = json.loads(FIXTURE.read_text())
     got = outputs(tmp_path)

@@ -119,6 +119,7 @@ def test_skipping_every_partition_is_a_failed_report_not_exit_0(tmp_path, capsys
     assert code == 3 and report["status"] == "failed" and len(report["bad_partitions"]) == 2, err
 
 
+@pytest.mark.slow
 def test_one_bad_partition_is_still_skipped(tmp_path, capsys, model):
     """The policy check does not swallow real bad data: one bad day, skipped, the rest reported (exit 0)."""
     logs = share(tmp_path)
@@ -422,6 +423,7 @@ def test_a_stray_id_is_accepted_when_n_features_says_so(tmp_path, capsys):
     assert code == 0 and "10000001 features" in out, err
 
 
+@pytest.mark.slow
 def test_folds_up_to_a_tenth_of_the_rows_are_accepted(tmp_path, capsys, small_log):
     assert cli(capsys, "fit", small_log, "--out", tmp_path / "m.npz", "--folds", "6", "--no-progress")[0] == 0
 
@@ -450,6 +452,7 @@ def _shifted(tmp_path: Path, logs: Path, shift: int) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_cross_fitted_model_from_another_log_is_refused(tmp_path, capsys, small_log):
     model = tmp_path / "cf.npz"
     assert cli(capsys, "fit", small_log, "--folds", "3", "--out", model, "--no-progress")[0] == 0
@@ -465,6 +468,7 @@ def test_a_cross_fitted_model_from_another_log_is_refused(tmp_path, capsys, smal
     assert code == 0 and "DR" in out, err
 
 
+@pytest.mark.slow
 def test_a_model_fitted_on_the_train_half_is_used_on_the_test_half(tmp_path, capsys, small_log):
     """No model saw the other half of its keyed split: no fingerprint refusal there, and one elsewhere."""
     model = tmp_path / "train.npz"
@@ -539,6 +543,7 @@ def test_a_constant_policy_on_a_never_logged_action_says_it_rests_on_no_rows(tmp
     assert "100.0% of its probability mass on actions the log never took (3)" in err and "0 matched rows" in err
 
 
+@pytest.mark.slow
 def test_report_status_is_not_ok_for_never_logged_actions(tmp_path, capsys, model, log_without_action_3):
     share_root = tmp_path / "share"
     (share_root).mkdir()
@@ -716,6 +721,7 @@ def test_rewards_beyond_the_fit_range_are_refused(tmp_path, capsys, argv, scale)
     assert "warning" not in err and not list(tmp_path.glob("*.npz"))
 
 
+@pytest.mark.slow
 def test_a_fit_on_scaled_rewards_is_the_scaled_fit(tmp_path):
     """Ridge is equivariant in the rewards: ×2³³⁰ (exact in float64, within the range) gives exactly 2³³⁰ × the fit
     on the rewards as they are — the fold models, λ and the CG passes alike."""
@@ -738,6 +744,7 @@ def _log_without_features(tmp_path: Path, unseen=(2, 5)) -> Path:
     return tmp_path / "unseen"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dr", "ips"])
 @pytest.mark.parametrize("learner", ["dlm", "ridge"])
 def test_features_never_seen_get_weight_zero(tmp_path, capsys, method, learner):
@@ -777,6 +784,7 @@ def _log_where_action_3_would_win(tmp_path: Path) -> Path:
     return tmp_path / "no3"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("learner", ["ridge", "dlm"])
 def test_learn_excludes_never_logged_actions_unless_asked(tmp_path, capsys, learner):
     from dr_scale.policies import LinearPolicy
@@ -837,6 +845,7 @@ def test_a_bad_excluded_actions_array_names_the_file(tmp_path, capsys, small_log
         in error_line(err), err
 
 
+@pytest.mark.slow
 def test_learn_refuses_a_cross_fitted_model_from_another_log(tmp_path, capsys, small_log):
     """learn --reward-model used a cross-fitted model on another log without a word; now the rule of evaluate."""
     from dr_scale.core.errors import ParameterError
@@ -857,6 +866,7 @@ def test_learn_refuses_a_cross_fitted_model_from_another_log(tmp_path, capsys, s
         learn_policy(str(other), reward_model=str(model))
 
 
+@pytest.mark.slow
 def test_learn_takes_a_model_fitted_on_the_train_half_on_the_test_half(tmp_path, capsys, small_log):
     model = tmp_path / "train.npz"
     assert cli(capsys, "fit", small_log, "--folds", "2", "--split", "train", "--out", model, "--no-progress")[0] == 0

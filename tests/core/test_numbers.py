@@ -37,6 +37,7 @@ def test_an_estimate_is_rounded_to_its_standard_errors_second_digit():
     assert number(0.5, 2, scale=0.0) == "0.50"  # no usable scale: significant digits of x
 
 
+@pytest.mark.slow
 @given(finite, finite, finite, st.floats(min_value=1e-9, max_value=1e3))
 def test_a_printed_interval_contains_its_printed_value(a, b, c, se):
     lo, v, hi = sorted((a, b, c))

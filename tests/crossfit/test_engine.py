@@ -28,6 +28,7 @@ def log(tmp_path_factory):
     return url
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fit", [fit_reward_model, fit_propensity_model])
 def test_every_fitter_writes_the_one_record(log, fit):
     model = fit(log, FitSettings(folds=2, lam_grid=(1.0, 10.0)))
@@ -36,6 +37,7 @@ def test_every_fitter_writes_the_one_record(log, fit):
     assert model.metadata["lam"] == search["grid"][search["chosen"]] and model.fold_seed == 0
 
 
+@pytest.mark.slow
 def test_the_balancing_weights_are_driven_by_the_same_engine(log):
     model = fit_balancing_model_on_log(log, "uniform", lam=10.0)
     assert model.folds == 2 and model.converged and model.metadata["lam"] == 10.0
@@ -59,6 +61,7 @@ def test_the_pass_budget_ends_in_a_line_naming_the_options(log, capsys):
             "(--rtol)") in err
 
 
+@pytest.mark.slow
 def test_a_large_fit_is_announced_with_its_parameter_count(log, monkeypatch):
     """Above ``LARGE_FIT`` parameters a warning gives the count: (K + 1)·k fits × (used features + 1)."""
     from dr_scale.crossfit import limits

@@ -93,6 +93,7 @@ def test_fold_and_full_data_models_equal_in_memory_ridge_and_out_of_fold_errors_
     np.testing.assert_allclose(sy, np.bincount(cat["action"], cat["reward"], K))
 
 
+@pytest.mark.slow
 def test_lambda_is_the_first_minimum_of_the_out_of_fold_error_scanning_down_the_grid(parts):
     made, X, cat = parts
     partset = PartSet(made)

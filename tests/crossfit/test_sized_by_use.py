@@ -58,6 +58,7 @@ def log(tmp_path_factory):
     return url, X, row_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["ridge", "logistic"])
 def test_reward_model_sized_by_use_predicts_and_estimates_as_the_dense_one(log, tmp_path, model):
     url, X, row_id = log
@@ -84,6 +85,7 @@ def test_reward_model_sized_by_use_predicts_and_estimates_as_the_dense_one(log, 
                                                                    abs=1e-12, rel=0)
 
 
+@pytest.mark.slow
 def test_propensity_model_sized_by_use_predicts_as_the_dense_one(log):
     url, X, row_id = log
     settings = FitSettings(folds=2)
@@ -101,6 +103,7 @@ def test_ids_outside_the_index_contribute_nothing_and_rows_keep_their_places():
     np.testing.assert_array_equal(mapped @ coef[[0, 3]], X @ np.array([[1.0], [0.0], [0.0], [4.0]]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dr", "ips"])
 def test_a_policy_learned_on_the_used_features_equals_the_dense_one(log, monkeypatch, tmp_path, method):
     """``learn`` fits ρ̂ and the policy over the ~300 features the rows have, then spreads coef back to d: the
@@ -125,6 +128,7 @@ def test_a_policy_learned_on_the_used_features_equals_the_dense_one(log, monkeyp
     np.testing.assert_array_equal(LinearPolicy.load(str(tmp_path / "p.npz")).coef, sized.coef)
 
 
+@pytest.mark.slow
 def test_a_part_is_mapped_once_for_the_model_and_its_fold_models_in_each_thread(log, monkeypatch):
     """The fold models are made once and share their model's mapping of a part's X to the used features: one
     ``used_columns`` per part and thread, whichever fold model or action predicts; a pickled copy (what a worker

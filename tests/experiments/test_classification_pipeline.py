@@ -27,6 +27,7 @@ def _run(job: str, output: Path, *overrides: str) -> int:
     return main(args)
 
 
+@pytest.mark.slow
 @needs_data
 def test_policy_evaluation_reduced_protocol_and_resume(tmp_path, capsys):
     assert _run("classification_eval.toml", tmp_path, "repetitions=40", "block=20") == 0
@@ -57,6 +58,7 @@ def test_policy_evaluation_reduced_protocol_and_resume(tmp_path, capsys):
     assert "4 task(s) already done, 2 to run" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @needs_data
 def test_policy_optimization_reduced_protocol(tmp_path, capsys):
     assert _run("classification_opt.toml", tmp_path, "repetitions=2") == 0

@@ -112,6 +112,7 @@ def test_identical_for_one_and_eight_parts(visits_sets, result_one):
     np.testing.assert_allclose(eight.dr, result_one.dr, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_identical_bits_for_any_number_of_threads(visits_sets):
     """Summing passes split into as many tasks as threads, the ridge into as many blocks of fits: same bits."""
     import dask
@@ -149,6 +150,7 @@ def test_identical_on_a_distributed_local_cluster(visits_sets, result_one, local
     np.testing.assert_allclose(res.dr, result_one.dr, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_command_line_run_and_generate(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DR_SCALE_CACHE", str(tmp_path / "cache"))  # generate's spill folder goes there
     out = tmp_path / "out"

@@ -143,6 +143,7 @@ def test_one_propensity_rule_for_arrays_and_logs(tmp_path, propensity):
         partition_from_table(_log(probs, propensity), "t", 4, 3)
 
 
+@pytest.mark.slow
 def test_the_log_contract_imports_nothing_from_the_policies():
     """The writer checks the target columns itself (logs.targets): importing it loads no policy code (no cycle)."""
     code = "import sys, dr_scale.logs.writing; print('dr_scale.policies' in sys.modules)"

@@ -68,6 +68,7 @@ def test_dm_imputation_without_penalty_is_the_reward_model():
     assert np.allclose(policy.item_bias, F @ model.beta_f, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_learned_scorer_beats_the_logging_policy(item_log, tmp_path, capsys):
     folder, manifest = item_log
     out = tmp_path / "scorer.npz"

@@ -56,6 +56,7 @@ def world(tmp_path_factory):
     return folder, X, best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dr", "ips", "dm"])
 def test_known_best_policy_is_found(world, method):
     folder, X, best = world
@@ -67,6 +68,7 @@ def test_known_best_policy_is_found(world, method):
     assert policy.metadata["lam"] == pytest.approx(LAMBDA_FACTOR * X.nnz / 1000)
 
 
+@pytest.mark.slow
 def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
     folder, X, best = world
     policy = learn_policy(str(folder / "many"), LearnSettings(method="dr", lam="auto", folds=2))
@@ -76,6 +78,7 @@ def test_lam_auto_picks_from_its_grid_by_the_validation_value(world):
     np.testing.assert_array_equal(policy.predict(X), best)
 
 
+@pytest.mark.slow
 def test_dlm_learner_finds_the_known_best_policy(world):
     folder, X, best = world
     # the ridge ρ̂, solved tighter than the default: DLM's argmax updates follow small errors of Γ (at rtol 1e-2, a
@@ -85,6 +88,7 @@ def test_dlm_learner_finds_the_known_best_policy(world):
     np.testing.assert_array_equal(policy.predict(X), best)
 
 
+@pytest.mark.slow
 def test_one_part_and_many_parts_agree(world):
     """Sums over 1 or 5 parts differ only in rounding: the coefficients agree to 1e-9, the decisions exactly (the
     ridge ρ̂, whose conjugate gradients at rtol 1e-10 are exact to that; tests/reward/test_logistic.py checks the
@@ -98,6 +102,7 @@ def test_one_part_and_many_parts_agree(world):
     np.testing.assert_array_equal(many.predict(X), one.predict(X))
 
 
+@pytest.mark.slow
 def test_learn_command_writes_a_policy_that_evaluate_reads(world, tmp_path, capsys):
     folder, X, best = world
     out = tmp_path / "policy.npz"
@@ -140,6 +145,7 @@ def test_settings_are_checked_at_construction_naming_the_parameter():
             LearnSettings(**kwargs)
 
 
+@pytest.mark.slow
 def test_an_action_never_logged_warns_as_fit_does(tmp_path):
     table, X, best = segments_world(2000)
     kept = table.filter(pa.compute.not_equal(table.column("action"), 2))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 import scipy.sparse as sp
 
 from dr_scale.crossfit.parts import fold_of
@@ -14,6 +15,7 @@ from dr_scale.logs.contract import Partition
 from dr_scale.reward.shared import fit_shared_on_parts, in_memory_parts
 
 
+@pytest.mark.slow
 def test_dr_scorer_with_fold_models_is_ridge_on_the_explicit_pairs():
     from sklearn.linear_model import Ridge
 
@@ -46,6 +48,7 @@ def test_dr_scorer_with_fold_models_is_ridge_on_the_explicit_pairs():
     assert policy.metadata["reward_model_folds"] == 3 and set(fold_of(row_id, 3, 2)) == {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_a_scorer_over_a_few_of_many_hashed_features_is_sized_by_use(tmp_path):
     """Rows with 12 distinct feature ids scattered in d = 2^22: the scorer (and its ρ̂) are fitted over those 12,
     its coef is 12 × D_A, its file holds them, and its scores are the scorer's on the same rows with the features

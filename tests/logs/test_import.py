@@ -223,6 +223,7 @@ def test_time_zone_moves_days(tmp_path):
     assert summary.days == ["2026-11-01", "2026-11-02", "2026-11-03"]
 
 
+@pytest.mark.slow
 def test_blocks_formats_and_compression_agree(obd_raw, tmp_path):
     """The OBD CSV read in one block, in ~40 byte-range blocks, gzip-streamed, as JSON lines and as Parquet."""
     csv = tmp_path / "csv" / "all.csv"

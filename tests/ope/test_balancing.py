@@ -93,6 +93,7 @@ def test_bipw_with_fitted_weights_is_unbiased_within_its_spread():
     assert 0.7 < errors.mean() / sd < 1.3, (errors.mean(), sd)
 
 
+@pytest.mark.slow
 def test_a_log_evaluated_with_the_model_equals_the_arrays(tmp_path):
     log = _log(3, 4000)
     table = pa.table({"row_id": log["row_id"], "features": csr_to_features(log["X"]), "action": log["action"],
@@ -112,6 +113,7 @@ def test_a_log_evaluated_with_the_model_equals_the_arrays(tmp_path):
     assert abs(result.estimates["BIPW"].value - TRUTH) <= 4 * result.estimates["BIPW"].stderr
 
 
+@pytest.mark.slow
 def test_fitted_on_a_log_the_model_holds_only_the_features_the_rows_have(tmp_path):
     """The C categories' one-hot features spread over d = 4096 ids: the model fitted on the log holds C rows of
     coef with their ids, and its weights equal those of the dense fit on the same pairs (the caller's parts, all d
@@ -148,6 +150,7 @@ class DenseBalancing(BalancingObjective):
     sized_by_use = False
 
 
+@pytest.mark.slow
 def test_evaluate_fits_the_weights_of_one_policy(capsys, tmp_path):
     from conftest import cli, error_line
 

@@ -127,6 +127,7 @@ def test_uniform_at_a_million_actions_holds_no_n_by_k_array(tmp_path):
     assert result.estimates["SNMIPS"].value == pytest.approx(np.sum(w * r) / np.sum(w), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_uniform_with_a_reward_model_at_many_actions_predicts_by_blocks(tmp_path):
     """DM and DR of the uniform and an ε-greedy policy at k = 20,000 (a dense (n, k) array: 320 MB) with a
     per-action linear model: equal to the model's mean over actions, in far less memory."""

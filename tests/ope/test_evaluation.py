@@ -48,6 +48,7 @@ def read_log_from_table(table):
     return [partition_from_table(table, "<memory>", N_FEATURES, N_ACTIONS)]
 
 
+@pytest.mark.slow
 def test_partition_invariance_and_paths_agree(tmp_path, example):
     table, model, _ = example
     results = {}
@@ -80,6 +81,7 @@ def test_dr_recovers_the_true_value_within_its_interval(example):
     assert result.estimates["DR"].stderr < result.estimates["IPS"].stderr
 
 
+@pytest.mark.slow
 def test_policy_kinds_agree(tmp_path):
     """constant:A, column:NAME, probs:NAME and callable:module:function give the same IPS value."""
     row_id, X, _, logging = simulate(3000, seed=3)

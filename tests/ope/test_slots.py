@@ -76,6 +76,7 @@ def ob():
     return _obp()
 
 
+@pytest.mark.slow
 def test_per_slot_and_pooled_equal_obp(ranked, ob):
     part, policy, model = ranked
     result = evaluate_partitions([part], Evaluation(policy, NAMES, reward_model=model), by_slot=True)

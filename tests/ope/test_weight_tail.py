@@ -36,6 +36,7 @@ def test_top_sample_merges_exactly_and_gives_the_same_k_for_any_partitioning():
     assert WeightStats.from_dict(whole.to_dict()).pareto_k == whole.pareto_k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [0.2, 0.5, 0.9])
 def test_pareto_k_recovers_the_tail_shape(k):
     """Mean k̂ over 40 samples of 5,000 weights within 4 standard errors of the mean of the truth, the standard

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from dr_scale.outofcore.progress import Passes
 
 
@@ -32,6 +34,7 @@ def test_a_log_gets_one_line_per_stage_and_a_terminal_a_redrawn_line():
     assert quiet.getvalue() == "" and passes.count == 1
 
 
+@pytest.mark.slow
 def test_dask_graphs_redraw_on_a_terminal_and_end_on_one_line_in_a_log():
     import time
 

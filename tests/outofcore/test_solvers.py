@@ -112,6 +112,7 @@ def pairwise(terms):
     return pairwise(terms[:mid]) + pairwise(terms[mid:])
 
 
+@pytest.mark.slow
 def test_a_sum_has_the_same_bits_for_any_number_of_tasks():
     import dask
 

@@ -105,6 +105,7 @@ def test_bad_forms_and_logs(pair, capsys):
     assert err.count("\n") == 1 and f"column 'slot': missing; the policy logged:{b}:frequencies answers per slot" in err
 
 
+@pytest.mark.slow
 def test_model_form_for_a_logger_of_x(tmp_path):
     """A generated logger whose propensities depend on x: the rule fits the propensity model on its log, π̂(a|x);
     the estimate and the check are those of the model's probabilities, by hand."""

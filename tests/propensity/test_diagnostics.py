@@ -82,6 +82,7 @@ def test_a_model_worse_than_the_baselines_is_named():
     assert not any("baseline" in w for w in PropensityState.of(probs, action).warnings())
 
 
+@pytest.mark.slow
 def test_reliability_figure_has_one_panel_per_action_group():
     _, probs, action = _draw(4)
     state = PropensityState.of(probs, action)

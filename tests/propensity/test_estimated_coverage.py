@@ -119,6 +119,7 @@ def rmse(reps: list[dict], key: str) -> float:
     return float(np.sqrt(np.mean([(e[key].value - e["truth"]) ** 2 for e in reps])))
 
 
+@pytest.mark.slow
 def test_one_replicate_estimates_near_the_truth():
     one = replicate(0)
     assert one["correlation"] > 0.9

@@ -100,6 +100,7 @@ def test_comparison_equals_separate_evaluations(logs):
         assert together.results[s].propensity == alone.propensity
 
 
+@pytest.mark.slow
 def test_a_log_without_propensities_needs_a_model_except_for_dm(logs, tmp_path, capsys):
     _, hidden = logs
     with pytest.raises(dr_scale.LogDataError, match="missing column: the log records no logging probabilities.*"
@@ -155,6 +156,7 @@ def test_bad_propensity_options(capsys):
     assert code == 2 and "--uniform-share" in err
 
 
+@pytest.mark.slow
 def test_learn_with_the_true_model_equals_learn_with_the_logged_propensities(logs, capsys):
     from dr_scale.learning.learn import LearnSettings, learn_policy
 

@@ -92,6 +92,7 @@ def assert_is_sklearn_solution(W, b, X, a, lam):
     return distance, bound
 
 
+@pytest.mark.slow
 def test_the_full_data_model_is_sklearns_multinomial_logistic_regression(logs):
     X, action, _ = logs["data"]
     model = fit_propensity_model(logs[5], FitSettings(lam=3.0, rtol=1e-7))
@@ -103,6 +104,7 @@ def test_the_full_data_model_is_sklearns_multinomial_logistic_regression(logs):
     assert m["passes"] >= 2 and m["rows"] == N
 
 
+@pytest.mark.slow
 def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
     """A pass covers a part's rows CHUNK_ROWS at a time (bounded temporaries): chunks that split the actions'
     blocks still give scikit-learn's solution, and the same model as one chunk per block up to the sums' order."""
@@ -116,6 +118,7 @@ def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
     np.testing.assert_allclose(chunked.predict_proba(X), whole.predict_proba(X), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(logs):
     X, action, row_id = logs["data"]
     model = fit_propensity_model(logs[1], FitSettings(lam=2.0, folds=3, seed=4, rtol=1e-7))
@@ -146,6 +149,7 @@ def test_one_and_many_parts_spilled_or_in_memory_and_without_propensities_agree(
     assert one.metadata["fingerprint"] == many.metadata["fingerprint"]
 
 
+@pytest.mark.slow
 def test_lambda_auto_picks_the_smallest_out_of_fold_log_loss(logs):
     model = fit_propensity_model(logs[5], FitSettings(folds=3, lam_grid=(0.1, 1.0, 10.0, 100.0)))
     search = model.metadata["lambda_search"]
@@ -174,6 +178,7 @@ def test_save_load_round_trip_and_files_of_another_kind_are_refused(logs, tmp_pa
         PropensityModel.load(str(tmp_path / "r.npz"))
 
 
+@pytest.mark.slow
 def test_an_action_never_logged_gets_its_smoothed_share(tmp_path):
     table, X, action, row_id = make_log(k=3)
     keep = np.asarray(action) != 1

@@ -36,6 +36,7 @@ def share(tmp_path_factory):
     return root, logs, policies
 
 
+@pytest.mark.slow
 def test_a_share_without_propensities_and_no_model_is_one_line(share, tmp_path, capsys):
     _, logs, policies = share
     code, out, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "r",

@@ -46,6 +46,7 @@ def first_alert_day(states: dict, kind: str | None = None) -> int | None:
     return next((i + 1 for i, d in enumerate(support) if any(kind in (None, a["kind"]) for a in d["alerts"])), None)
 
 
+@pytest.mark.slow
 def test_support_alert_on_the_day_the_logging_policy_stops_taking_an_action():
     first = [first_alert_day(day_states(seed, stop=True)) for seed in range(20)]
     assert all(day in (STOP_DAY, STOP_DAY + 1) for day in first), first
@@ -181,6 +182,7 @@ def test_report_exits_4_with_fail_on_after_writing_the_report(stopped_log, capsy
     assert code == 0  # support alerts only
 
 
+@pytest.mark.slow
 def test_report_without_alerts_exits_0_with_fail_on(tmp_path, capsys):
     logs = write_stream(tmp_path, seed=7, days=6, stop=False)
     policies = tmp_path / "policies.toml"
@@ -213,6 +215,7 @@ def test_alerts_equal_on_a_local_cluster(stopped_log, capsys, local_cluster):
     assert [p["support"] for p in a["policies"]] == [p["support"] for p in b["policies"]]
 
 
+@pytest.mark.slow
 def test_report_job_fail_on(stopped_log):
     from dr_scale.report.make import run_job
 
@@ -261,6 +264,7 @@ def one_click_log(tmp_path_factory):
     return root, policies
 
 
+@pytest.mark.slow
 def test_fail_on_verdict_exits_4_when_an_estimate_is_no_reliable_one(one_click_log, capsys):
     root, policies = one_click_log
     code, _, err = cli(capsys, "report", "--logs", root / "logs", "--policies", policies, "--out", root / "r",

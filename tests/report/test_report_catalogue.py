@@ -44,6 +44,7 @@ def support(folder) -> dict[str, tuple[int, int]]:
             "MIPS": (int(category.sum()), int((category & click).sum()))}
 
 
+@pytest.mark.slow
 def test_mips_primary_report_counts_its_own_weights_and_compares(item_log, tmp_path):
     report, status = make_report(str(item_log), policies(["MIPS", "SNMIPS"]), str(tmp_path / "out"))
     assert status in (0, 4) and report["primary_estimator"] == "MIPS"
@@ -60,6 +61,7 @@ def test_mips_primary_report_counts_its_own_weights_and_compares(item_log, tmp_p
     assert pair["value"] == pytest.approx(values["target"] - values["uniform"], rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_ips_flags_stay_those_of_the_logged_item(item_log, tmp_path):
     counts = support(item_log)
     (_, ips), (_, mips) = counts["IPS"], counts["MIPS"]
@@ -73,6 +75,7 @@ def test_ips_flags_stay_those_of_the_logged_item(item_log, tmp_path):
     assert target["estimates"]["IPS"]["insufficient_data"] and not target["estimates"]["MIPS"]["insufficient_data"]
 
 
+@pytest.mark.slow
 def test_an_edited_catalogue_is_recomputed(item_log, tmp_path):
     folder = tmp_path / "log"
     folder.mkdir()
@@ -92,6 +95,7 @@ def test_an_edited_catalogue_is_recomputed(item_log, tmp_path):
     assert len(value) == 1 and third["policies"][0]["estimates"]["MIPS"]["value"] not in value
 
 
+@pytest.mark.slow
 def test_coverage_of_many_actions_is_a_count_and_examples(item_log, tmp_path):
     report, _ = make_report(str(item_log), policies(["MIPS"]), str(tmp_path / "out"))
     target = next(p for p in report["policies"] if p["name"] == "target")

@@ -44,6 +44,7 @@ def example_report(tmp_path_factory):
     return out, json.loads((out / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_example_report_matches_dr_scale_evaluate(example_report):
     out, report = example_report
     assert report["schema"] == "dr-scale/report" and report["schema_version"] == 1
@@ -83,6 +84,7 @@ def test_example_report_files(example_report):
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
 
 
+@pytest.mark.slow
 def test_report_job_writes_to_memory():
     """``dr-scale run pipelines/report.toml`` with the output in memory://."""
     out = f"memory://report-{uuid.uuid4().hex}"
@@ -125,6 +127,7 @@ def assert_old_report_intact(out: Path, before: dict[str, bytes]) -> None:
         assert (out / ref).exists()  # the old markdown still finds its plots
 
 
+@pytest.mark.slow
 def test_crash_while_rendering_leaves_the_old_report(old_report, monkeypatch):
     out, before = old_report
 
@@ -240,6 +243,7 @@ def test_bad_partitions_fail_the_command_by_name(share_with_bad_partitions, tmp_
     assert "Bad partitions" in md and "date=2026-11-03" in md and "date=2026-11-05" in md
 
 
+@pytest.mark.slow
 def test_skip_bad_partitions_reports_over_the_rest(share_with_bad_partitions, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(report_args(share_with_bad_partitions, out, "--skip-bad-partitions")) == 0
@@ -289,6 +293,7 @@ def test_yaml_policies_file_equals_toml(tmp_path):
     assert Path(toml.reward_model).resolve() == Path(MODEL).resolve()  # relative to the policies file
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_reward_models_calibration(tmp_path, example_report):
     """With a model fitted by ``dr-scale fit``, the report carries its fit and its calibration on its own rows (the
     record in the model's file: DM of the logging policy, the own mean, the deciles) as text, table and plot; the

@@ -54,6 +54,7 @@ def with_outlier(report: dict, shift: float = 10.0) -> list[dict]:
     return policies + [far]
 
 
+@pytest.mark.slow
 def test_weight_histogram_is_log_log_and_states_the_zero_mass(report, figure):
     fig = figure(plots.weights_figure(report["policies"]))
     axes = fig.axes

@@ -126,6 +126,7 @@ def test_the_calibration_record_is_the_cross_fitted_predictions(log):
     assert means == sorted(means)
 
 
+@pytest.mark.slow
 def test_evaluate_cross_fits_by_default_and_labels_an_in_sample_model(log, capsys):
     path = log[0]
     args = ["evaluate", path, "--policy", "logging", "--fit-reward-model", "--lam", "1", "--estimators", "DM,IPS",

@@ -22,6 +22,7 @@ def log():
     return make_log(valued=True, seed=4)
 
 
+@pytest.mark.slow
 def test_per_action_sklearn_ridge_is_the_objective_dr_scale_fit_solves(log, tmp_path):
     table, X, action, reward, row_id = log
     url = str(tmp_path / "log")

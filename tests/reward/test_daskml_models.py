@@ -25,6 +25,7 @@ def linear_log(tmp_path_factory):
     return url, X, action, beta
 
 
+@pytest.mark.slow
 def test_incremental_streams_partial_fit_per_action_and_recovers_a_linear_model(linear_log):
     url, X, action, beta = linear_log
     sgd = SGDRegressor(alpha=1e-6, learning_rate="constant", eta0=0.02, random_state=0)

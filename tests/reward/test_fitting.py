@@ -81,6 +81,7 @@ def logs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("valued", [False, True])
 def test_each_actions_model_is_the_dense_ridge_solution(logs, valued):
     X, action, reward, _ = logs[valued]
@@ -93,6 +94,7 @@ def test_each_actions_model_is_the_dense_ridge_solution(logs, valued):
     assert m["folds"] == 0 and m["rows"] == N and m["n_features"] == D
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("valued", [False, True])
 def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs, valued):
     one = fit_reward_model(logs[valued, 1], FitSettings(lam=2.5, folds=3, rtol=1e-10))
@@ -138,6 +140,7 @@ def test_fold_models_are_fitted_on_the_other_folds_and_predict_only_their_own(lo
     assert loaded.folds == 4 and loaded.fold_seed == 3 and loaded.metadata == model.metadata
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folds", [3, None])
 def test_lambda_auto_picks_the_smallest_out_of_fold_error_on_the_keyed_sample(logs, folds):
     X, action, reward, row_id = logs[False]
@@ -174,6 +177,7 @@ def test_lambda_auto_picks_the_smallest_out_of_fold_error_on_the_keyed_sample(lo
                         model.metadata["lam"])
 
 
+@pytest.mark.slow
 def test_the_full_data_model_is_the_same_fit_with_or_without_folds(logs):
     plain = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, rtol=1e-12))
     crossed = fit_reward_model(logs[True, 6], FitSettings(lam=2.5, folds=4, rtol=1e-12))
@@ -181,6 +185,7 @@ def test_the_full_data_model_is_the_same_fit_with_or_without_folds(logs):
     np.testing.assert_allclose(crossed.intercept, plain.intercept, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_d_and_k_come_from_the_data_when_the_metadata_lacks_them(logs, tmp_path):
     table, X, action, reward, _ = make_log(valued=True)
     url = str(tmp_path / "bare")
@@ -214,6 +219,7 @@ def test_an_action_never_logged_warns_and_falls_back_to_the_pooled_mean(tmp_path
     assert model.metadata["unlogged_actions"] == [2]
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_model_and_evaluate_uses_it(logs, tmp_path, capsys):
     out = str(tmp_path / "model.npz")
     assert main(["fit", logs[True, 6], "--out", out, "--lam", "2.5", "--folds", "3", "--no-progress"]) == 0
@@ -282,6 +288,7 @@ def test_warnings_are_quiet_for_a_clean_log(logs):
         fit_reward_model(logs[False, 1], FitSettings(lam=1.0))
 
 
+@pytest.mark.slow
 def test_evaluate_fits_then_evaluates_with_the_cross_fitted_model(logs, tmp_path, capsys):
     from dr_scale.ope.estimators import DoublyRobust
 
@@ -310,6 +317,7 @@ def test_help_shows_the_fitting_options(command, capsys):
     assert main([command, "--help"]) == 0 and "--folds K" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_report_reads_a_cross_fitted_model_from_its_policies_file(logs, tmp_path):
     model = tmp_path / "models" / "rho.npz"
     assert main(["fit", logs[False, 6], "--out", str(model), "--folds", "3", "--no-progress"]) == 0

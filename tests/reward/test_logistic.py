@@ -84,6 +84,7 @@ def assert_is_sklearn_solution(w, b, X, y, lam):
     assert bound < 1e-3  # tight, not vacuous
 
 
+@pytest.mark.slow
 def test_each_actions_model_is_sklearns_logistic_regression(logs):
     X, action, reward, _ = logs["data"]
     model = fit_reward_model(logs[5], FitSettings(lam=2.0, rtol=1e-7))  # 0/1 rewards: logistic by default
@@ -96,6 +97,7 @@ def test_each_actions_model_is_sklearns_logistic_regression(logs):
     assert ((p > 0) & (p < 1)).all()
 
 
+@pytest.mark.slow
 def test_a_pass_over_a_part_in_row_chunks_is_the_same_fit(logs, monkeypatch):
     """A pass covers a block's rows CHUNK_ROWS at a time (bounded temporaries): still scikit-learn's solution."""
     import dr_scale.crossfit.parts as parts
@@ -123,6 +125,7 @@ def test_fold_models_are_fitted_on_the_other_folds(logs):
         np.testing.assert_array_equal(p[rows], expected)
 
 
+@pytest.mark.slow
 def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs):
     X, *_ = logs["data"]
     one = fit_reward_model(logs[1], FitSettings(lam=2.0, folds=2, rtol=1e-7))
@@ -133,6 +136,7 @@ def test_one_and_many_parts_and_spilled_or_in_memory_parts_agree(logs):
         np.testing.assert_array_equal(getattr(in_memory, name), getattr(many, name))
 
 
+@pytest.mark.slow
 def test_lambda_auto_picks_the_least_out_of_fold_log_loss(logs):
     model = fit_reward_model(logs[5], FitSettings(folds=2, lam_grid=(0.1, 1.0, 10.0, 100.0)))
     search = model.metadata["lambda_search"]
@@ -154,6 +158,7 @@ def test_rewards_other_than_0_1_default_to_ridge_and_refuse_logistic(logs, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_choice_and_evaluate_reads_the_file(logs, tmp_path, capsys):
     out = str(tmp_path / "m.npz")
     assert main(["fit", logs[5], "--out", out, "--folds", "2", "--lam", "1"]) == 0
@@ -188,6 +193,7 @@ def test_a_separable_log_keeps_finite_weights_and_says_so_naming_lambda(tmp_path
     assert p[reward == 1].min() > 0.9 and p[reward == 0].max() < 0.1
 
 
+@pytest.mark.slow
 def test_an_action_never_logged_falls_back_to_the_pooled_rate_as_a_logit(tmp_path):
     table, X, action, reward, _ = make_log(unlogged=(1,))
     write_log(table, str(tmp_path / "log"), n_features=D, n_actions=K)
@@ -199,6 +205,7 @@ def test_an_action_never_logged_falls_back_to_the_pooled_rate_as_a_logit(tmp_pat
     np.testing.assert_allclose(model.predict(X)[:, 1], expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_warnings_are_quiet_for_a_clean_log(logs):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

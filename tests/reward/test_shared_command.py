@@ -32,6 +32,7 @@ def shared_file(item_log, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_fit_writes_the_shared_kind_and_the_loader_dispatches(item_log, shared_file):
     with np.load(shared_file) as z:
         assert str(z["kind"]) == "shared"
@@ -59,6 +60,7 @@ def test_evaluate_with_the_shared_model_file(item_log, shared_file, tmp_path, ca
         assert got[name]["value"] == pytest.approx(expected.estimates[name].value, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path, capsys):
     policies = tmp_path / "policies.toml"
     policies.write_text(f'reward_model = "{shared_file}"\nestimators = ["DR", "MIPS"]\n'
@@ -74,6 +76,7 @@ def test_report_and_learn_read_the_shared_model(item_log, shared_file, tmp_path,
     assert ItemScorerPolicy.load(str(tmp_path / "scorer.npz")).metadata["reward_model"]["lam"] == 100.0
 
 
+@pytest.mark.slow
 def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
     out = tmp_path / "m.npz"
     code, _, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 0, "--out", out, "--no-progress")
@@ -90,6 +93,7 @@ def test_fit_shared_refuses_bad_input_in_one_line(item_log, tmp_path, capsys):
     assert code == 2 and "--model" in err  # evaluate fits per-action models only
 
 
+@pytest.mark.slow
 def test_fit_shared_with_folds_and_lam_auto_cross_fits(item_log, tmp_path, capsys):
     out = tmp_path / "m.npz"
     code, printed, err = cli(capsys, "fit", item_log, "--model", "shared", "--folds", 2, "--out", out,
@@ -120,6 +124,7 @@ def test_a_shared_model_on_a_log_of_another_catalogue_is_refused(shared_file, tm
     assert code == 2 and "another action catalogue" in error_line(err)
 
 
+@pytest.mark.slow
 def test_evaluate_predicts_each_row_by_the_fold_model_that_did_not_see_it(item_log, tmp_path, capsys):
     out = tmp_path / "folded.npz"
     code, _, err = cli(capsys, "fit", item_log, "--model", "shared-ridge", "--folds", 3, "--lam", 10, "--out", out,

@@ -41,6 +41,7 @@ def _fit(parts, F, d, folds, **settings):
     return fit_shared_on_parts(held, rows, d, F, FitSettings(folds=folds, seed=5, spill="memory", **settings))
 
 
+@pytest.mark.slow
 def test_fold_models_are_sklearn_ridge_on_the_other_folds_and_predict_by_row_id():
     from sklearn.linear_model import Ridge
 
@@ -65,6 +66,7 @@ def test_fold_models_are_sklearn_ridge_on_the_other_folds_and_predict_by_row_id(
                                rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_lambda_auto_picks_the_least_out_of_fold_error_of_the_grid():
     parts, X, F, a, r, row_id, phi = _world(2)
     grid = (0.1, 10.0, 1000.0)
@@ -88,6 +90,7 @@ def test_lambda_auto_picks_the_least_out_of_fold_error_of_the_grid():
     assert fitted
 
 
+@pytest.mark.slow
 def test_logistic_is_sklearns_on_the_explicit_features():
     from sklearn.linear_model import LogisticRegression
 

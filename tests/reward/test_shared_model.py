@@ -25,6 +25,7 @@ def _parts(seed, n=1200, d=6, k=50, da=3, pieces=4):
     return parts, X, F, a, r
 
 
+@pytest.mark.slow
 def test_equals_sklearn_ridge_on_the_explicit_features():
     from sklearn.linear_model import Ridge
 
@@ -39,6 +40,7 @@ def test_equals_sklearn_ridge_on_the_explicit_features():
     assert np.allclose(model.predict(X)[np.arange(len(r)), a], ref.predict(phi), rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_pairs_equal_the_columns_and_the_file_round_trips(tmp_path):
     parts, X, F, a, r = _parts(1)
     model = fit_shared_ridge(lambda: parts, F, X.shape[1], lam=1.0)

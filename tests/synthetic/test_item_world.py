@@ -94,6 +94,7 @@ def _estimates(seed, rows, names, **sizes):
     return truth, {n: e.value for n, e in result.estimates.items()}
 
 
+@pytest.mark.slow
 def test_mips_is_unbiased_when_the_reward_depends_on_the_category_only():
     """30 logs: MIPS's mean error is within 4 standard errors of 0 (no direct effect: unbiased)."""
     errors = []
