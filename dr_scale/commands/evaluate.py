@@ -159,11 +159,12 @@ def run(args) -> int:
         list(STANDARD_ESTIMATORS) if model is not None or args.fit_reward_model else ["IPS", "SNIPS"])
     if estimated and (model is not None or args.fit_reward_model) and "DM" not in names:
         names.append("DM")  # beside IPS/DR: it needs no propensity, where the estimated ones lack support
+    estimators = make_estimators(names, clip=args.clip, tau=args.tau)  # a misspelt name refused before any fit
 
     def evaluation_with(reward_model, propensity_model, spec, baseline):
         """The :class:`~dr_scale.ope.evaluation.Evaluation` of policy ``spec`` with these models, against
         ``baseline``."""
-        return Evaluation(parsed[spec], make_estimators(names, clip=args.clip, tau=args.tau),
+        return Evaluation(parsed[spec], estimators,
                           reward_model=reward_model, n_actions=args.n_actions, n_features=args.n_features,
                           model_source=model_path, baseline=parsed.get(baseline, baseline),
                           min_support=args.min_support,

@@ -431,6 +431,23 @@ def test_a_model_with_other_actions_blames_the_model(tmp_path, capsys):
     assert code == 2 and f"k = 2 comes from the reward model {tmp_path}/m2.npz" in error_line(err)
 
 
+@pytest.mark.parametrize("fits", ["--fit-reward-model", "--estimate-propensity"])
+def test_a_misspelt_estimator_is_refused_before_a_model_is_fitted(tmp_path, capsys, monkeypatch, fits):
+    """``evaluate`` checks its estimators before it fits ρ̂ or π̂₀ (minutes on a large log), not after."""
+    import dr_scale.commands.evaluate as command
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("a model was fitted before the estimators were checked")
+
+    monkeypatch.setattr(command, "fit_from_args", fitted)
+    monkeypatch.setattr(command, "fit_propensity_from_args", fitted)
+    logs = log_with(tmp_path, "reward", lambda r: r)
+    code, out, err = cli(capsys, "evaluate", logs, "--policy", "uniform", "--estimators", "DR,SNIPZ", fits,
+                         "--no-progress")
+    assert code == 2 and out == ""
+    assert "unknown estimator 'SNIPZ'" in error_line(err)
+
+
 def test_estimators_as_a_string_is_refused(tmp_path, capsys, model):
     share, _ = _share(tmp_path)
     policies = tmp_path / "p.toml"
