@@ -66,6 +66,17 @@ def opened_log(args, logs: str, opts: dict | None):
     return open_log(logs, opts, log_filter)
 
 
+def check_named_actions(policies, logs, n_actions: int | None = None) -> None:
+    """Before a command's work (its fits, minutes on a large log): the actions the ``policies`` name by value are in
+    the opened log's vocabulary, and those named by id among its k actions (``n_actions``, else the log's
+    metadata; :meth:`~dr_scale.policies.Policy.check_named_actions`) — what the evaluation refuses too, later."""
+    k = logs.dimensions(n_actions=n_actions)[1]
+    for policy in policies:
+        resolved = policy.resolve(logs.vocabulary)
+        if k is not None:
+            resolved.check_named_actions(k)
+
+
 def record_log_filter(fitted, logs) -> None:
     """Record in the ``metadata`` of a fitted model or learned policy the rows it was fitted on: the filter of the
     opened log ``logs`` (:func:`opened_log`), if any."""

@@ -8,6 +8,7 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_named_actions,
     opened_log,
     storage_options,
 )
@@ -160,6 +161,7 @@ def run(args) -> int:
     if estimated and (model is not None or args.fit_reward_model) and "DM" not in names:
         names.append("DM")  # beside IPS/DR: it needs no propensity, where the estimated ones lack support
     estimators = make_estimators(names, clip=args.clip, tau=args.tau)  # a misspelt name refused before any fit
+    check_named_actions(parsed.values(), logs, args.n_actions)
 
     def evaluation_with(reward_model, propensity_model, spec, baseline):
         """The :class:`~dr_scale.ope.evaluation.Evaluation` of policy ``spec`` with these models, against

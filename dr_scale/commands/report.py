@@ -12,6 +12,7 @@ from dr_scale.commands.common import (
     add_compute_options,
     add_filter_options,
     add_storage_option,
+    check_named_actions,
     opened_log,
     storage_options,
 )
@@ -112,6 +113,7 @@ def run(args) -> int:
     floor_given = args.propensity_floor is not None
     check_propensity_options(args, model_elsewhere=bool(policies.propensity_model))
     check_report_folder(args.out, logs, args.policies, opts)  # before the work (and the propensity fit)
+    check_named_actions([candidate.policy for candidate in policies.policies], logs, policies.n_actions)
     if args.propensity_model:
         policies = replace(policies, propensity_model=args.propensity_model)
     if args.propensity_model or args.estimate_propensity or floor_given:

@@ -73,6 +73,12 @@ class Policy(abc.ABC):
         ``actions`` (id order; None: the log has no vocabulary)."""
         return self
 
+    def check_named_actions(self, k: int) -> None:
+        """Refuse (:class:`~dr_scale.core.errors.UserError`) an action this policy names by id (in its spec) that is
+        not one of a log's k actions — what :meth:`distribution` refuses too, here before any row is read (a
+        command checks it before it fits a model)."""
+        return None  # a policy that names no action by id: nothing to check
+
     @abc.abstractmethod
     def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """π(· | x_i) on the partition's rows, over k actions.

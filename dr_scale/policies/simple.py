@@ -89,6 +89,11 @@ class ConstantPolicy(Policy):
             return self
         return ConstantPolicy(action_id(self.item, actions, str(self)), self.item)
 
+    def check_named_actions(self, k: int) -> None:
+        """The action's id, where it is known, is one of the k actions (:func:`check_ids`)."""
+        if self.action is not None:
+            check_ids((self.action,), k, str(self))
+
     def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """π(a|x_i) = 1{a = the constant action}."""
         if self.action is None:
@@ -158,6 +163,11 @@ class TopKPolicy(Policy):
         if len(set(ids)) != len(ids):
             raise UserError(f"policy {self}: two of the listed names are the same action")
         return TopKPolicy(self.items, ids)
+
+    def check_named_actions(self, k: int) -> None:
+        """The listed ids, where they are known, are among the k actions (:func:`check_ids`)."""
+        if self.ids is not None:
+            check_ids(self.ids, k, str(self))
 
     def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """π(a|x_i) = 1/m for each of the m listed actions (one listed action: deterministic)."""
@@ -258,6 +268,10 @@ class EpsilonGreedyPolicy(Policy):
         """The policy with its inner policy resolved against ``actions``."""
         inner = self.policy.resolve(actions)
         return self if inner is self.policy else EpsilonGreedyPolicy(self.epsilon, inner)
+
+    def check_named_actions(self, k: int) -> None:
+        """The inner policy's named actions are among the k actions."""
+        self.policy.check_named_actions(k)
 
     def distribution(self, part: Partition, k: int) -> ActionDistribution:
         """π_ε(a|x_i) = ε/k + (1 − ε) π(a|x_i) of the inner policy π."""

@@ -432,20 +432,45 @@ def test_a_model_with_other_actions_blames_the_model(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("fits", ["--fit-reward-model", "--estimate-propensity"])
-def test_a_misspelt_estimator_is_refused_before_a_model_is_fitted(tmp_path, capsys, monkeypatch, fits):
-    """``evaluate`` checks its estimators before it fits ρ̂ or π̂₀ (minutes on a large log), not after."""
+@pytest.mark.parametrize("options,message", [
+    (["--policy", "uniform", "--estimators", "DR,SNIPZ"], "unknown estimator 'SNIPZ'"),
+    (["--policy", f"constant:{K}"], f"policy constant:{K}: action #{K} is not one of the log's {K} actions"),
+    (["--policy", f"topk:0,{K + 4}"], f"policy topk:0,{K + 4}: action #{K + 4} is not one of the log's {K} actions"),
+    (["--policy", "uniform", "--baseline", f"epsilon-greedy:0.1:constant:{K}"], f"action #{K} is not one of the log's"),
+])
+def test_a_misspelt_estimator_or_action_is_refused_before_a_model_is_fitted(tmp_path, capsys, monkeypatch, fits,
+                                                                            options, message):
+    """``evaluate`` checks its estimators and the actions its policies name (against the log's k) before it fits ρ̂
+    or π̂₀ (minutes on a large log), not after."""
     import dr_scale.commands.evaluate as command
 
     def fitted(*args, **kwargs):
-        raise AssertionError("a model was fitted before the estimators were checked")
+        raise AssertionError("a model was fitted before the estimators and policies were checked")
 
     monkeypatch.setattr(command, "fit_from_args", fitted)
     monkeypatch.setattr(command, "fit_propensity_from_args", fitted)
     logs = log_with(tmp_path, "reward", lambda r: r)
-    code, out, err = cli(capsys, "evaluate", logs, "--policy", "uniform", "--estimators", "DR,SNIPZ", fits,
-                         "--no-progress")
+    code, out, err = cli(capsys, "evaluate", logs, *options, fits, "--no-progress")
     assert code == 2 and out == ""
-    assert "unknown estimator 'SNIPZ'" in error_line(err)
+    assert message in error_line(err)
+
+
+def test_a_report_refuses_an_action_the_log_lacks_before_it_fits_propensities(tmp_path, capsys, monkeypatch):
+    """``report --estimate-propensity`` checks the actions its policies name before the fit, and writes nothing."""
+    import dr_scale.commands.fit_propensity as fitting
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("the propensity model was fitted before the policies were checked")
+
+    monkeypatch.setattr(fitting, "fit_propensity_from_args", fitted)
+    logs = log_with(tmp_path, "reward", lambda r: r)
+    policies = tmp_path / "policies.toml"
+    policies.write_text(f'estimators = ["IPS"]\n[[policy]]\nname = "last"\nspec = "constant:{K}"\n')
+    code, out, err = cli(capsys, "report", "--logs", logs, "--policies", policies, "--out", tmp_path / "report",
+                         "--estimate-propensity", "--no-progress")
+    assert code == 2 and out == ""
+    assert f"policy constant:{K}: action #{K} is not one of the log's {K} actions" in error_line(err)
+    assert not (tmp_path / "report").exists()
 
 
 def test_estimators_as_a_string_is_refused(tmp_path, capsys, model):
