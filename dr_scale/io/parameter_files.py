@@ -28,6 +28,20 @@ def write_npz(url: str, storage_options: dict | None, **arrays: np.ndarray) -> N
     atomic_write(fs, path, buf.getvalue())
 
 
+#: The first bytes of an ``.npz`` (a zip archive: a local file header, or an empty archive's end record) and of a
+#: single ``.npy`` array (refused below as such).
+NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes) reads as UTF-8 text (a TOML, JSON or CSV file given for a model)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3  # a character cut at the end of the head
+    return True
+
+
 def read_npz_file(url: str, storage_options: dict | None, where: str) -> dict[str, np.ndarray]:
     """Every array of the ``.npz`` at ``url`` (read once, never a pickle); a missing, folder or unreadable file is a
     :class:`ParameterFileError` naming ``where``."""
@@ -38,9 +52,15 @@ def read_npz_file(url: str, storage_options: dict | None, where: str) -> dict[st
         raise ParameterFileError(f"{where}: no such file")
     with fs.open(path, "rb") as f:
         raw = f.read()
+    if not raw.startswith(NPZ_MAGIC):  # else numpy would try it as a pickle and advise loading it unsafely
+        raise ParameterFileError(f"{where}: not an .npz file (a zip archive of arrays); it begins with "
+                                 f"{raw[:24]!r}" + (" (text)" if _is_text(raw[:256]) else ""))
     try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files} if isinstance(z, np.lib.npyio.NpzFile) else None
+        loaded = np.load(io.BytesIO(raw), allow_pickle=False)
+        arrays = None  # a single .npy array (no context manager, nothing to close)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded as z:
+                arrays = {k: z[k] for k in z.files}
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
         raise ParameterFileError(f"{where}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
     if arrays is None:

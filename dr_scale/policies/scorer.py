@@ -16,6 +16,7 @@ from dr_scale.io.parameter_files import (
     ParameterFileError,
     checked_features,
     file_metadata,
+    read_npz_file,
     stored_layout,
     used_rows,
 )
@@ -184,14 +185,7 @@ class ItemScorerPolicy(Policy):
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> ItemScorerPolicy:
         """Read a policy saved by :meth:`save`; anything else is a ``ParameterFileError`` naming the file."""
-        fs, path = url_to_fs(url, storage_options)
-        try:
-            with fs.open(path, "rb") as f:
-                arrays = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
-        except FileNotFoundError:
-            raise ParameterFileError(f"policy {url}: no such file") from None
-        except Exception as exc:  # noqa: BLE001 - not an .npz: named
-            raise ParameterFileError(f"policy {url}: not a scorer policy .npz ({exc})") from None
+        arrays = read_npz_file(url, storage_options, f"policy {url}")
         missing = [key for key in ("coef", "item_features", "top_k", "temperature") if key not in arrays]
         if missing:
             raise ParameterFileError(f"policy {url}: no {', '.join(missing)} in the file (a scorer policy has coef, "

@@ -334,6 +334,25 @@ def test_malformed_model_files(tmp_path, capsys, arrays, message):
     assert code == 2 and f"reward model {tmp_path}/m.npz: {message}" in error_line(err)
 
 
+@pytest.mark.parametrize("write, message", [
+    (lambda path: path.write_text('reward_model = "rho.npz"\n'),
+     "not an .npz file (a zip archive of arrays); it begins with b'reward_model = \"rho.npz\"' (text)"),
+    (lambda path: path.write_bytes(bytes(range(200, 224))),
+     "not an .npz file (a zip archive of arrays); it begins with b'\\xc8\\xc9"),
+    (lambda path: path.write_bytes(b"PK\x03\x04 and then no zip"), "not a readable .npz file (BadZipFile: "),
+    (lambda path: np.save(path.open("wb"), np.zeros(3)), "a single array, not an .npz of named arrays"),
+])
+def test_a_model_file_that_is_no_npz_says_what_it_is(tmp_path, capsys, write, message):
+    """A text file, binary bytes, a broken zip or one .npy array given as a model: the file and what it begins with,
+    never numpy's advice to load it as a pickle."""
+    write(tmp_path / "m.npz")
+    write_raw(tmp_path / "log.parquet", columns(20))
+    code, _, err = cli(capsys, "evaluate", tmp_path / "log.parquet", "--reward-model", tmp_path / "m.npz",
+                       "--no-progress")
+    assert code == 2 and f"reward model {tmp_path}/m.npz: {message}" in error_line(err)
+    assert "pickle" not in err
+
+
 def _share(tmp_path: Path) -> tuple[Path, Path]:
     for day in (1, 2):
         write_raw(tmp_path / "share" / f"date=2026-11-0{day}" / "part-00000.parquet", columns(20, day))

@@ -91,7 +91,8 @@ def test_evaluate_command_reads_a_linear_policy(log, capsys):
 @pytest.mark.parametrize("spec, message", [
     ("linear:{folder}/missing.npz", "missing.npz: no such file"),
     ("linear:{folder}/not-a-policy.npz", "expected arrays 'coef' (d × k) and 'intercept' (k), found weights"),
-    ("linear:{folder}/garbage.npz", "garbage.npz: not a readable .npz file"),
+    ("linear:{folder}/garbage.npz",
+     "garbage.npz: not an .npz file (a zip archive of arrays); it begins with b'not a zip file' (text)"),
     ("softmax:{folder}/policy.npz:hot", "temperature T of softmax:POLICY.npz:T must be a number"),
     ("softmax:{folder}/policy.npz:0", "the temperature T must be a positive finite number"),
 ])
