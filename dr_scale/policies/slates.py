@@ -25,6 +25,7 @@ import numpy as np
 
 from dr_scale.core.errors import ParameterError, UserError
 from dr_scale.io.atomic import atomic_write, url_to_fs
+from dr_scale.io.parameter_files import read_npz_file
 
 
 @dataclass(frozen=True)
@@ -256,12 +257,11 @@ def load_slate_policy(url: str, storage_options: dict | None = None) -> SlatePol
     >>> type(policy).__name__, policy.slots, policy.temperature, policy.scores.shape
     ('PlackettLuceSlatePolicy', 3, 0.5, (2, 4))
     """
-    fs, path = url_to_fs(url, storage_options)
+    data = read_npz_file(url, storage_options, f"{url}: not a slate policy file")
     try:
-        with fs.open(path, "rb") as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as data:
-            kind, scores, slots = str(data["kind"]), np.asarray(data["scores"], np.float64), int(data["slots"])
-            temperature = float(data["temperature"])
-    except (OSError, ValueError, KeyError) as exc:
+        kind, scores, slots = str(data["kind"]), np.asarray(data["scores"], np.float64), int(data["slots"])
+        temperature = float(data["temperature"])
+    except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{url}: not a slate policy file ({exc}); write one with "
                         "dr_scale.policies.slates.save_slate_policy") from None
     if kind not in SLATE_POLICY_KINDS:
