@@ -51,6 +51,9 @@ from dr_scale.outofcore.compute import dask_session
 from dr_scale.policies import LoggedPolicy, parse_policy
 from dr_scale.reward.files import load_reward_model
 
+#: The policy evaluated without --policy: the one the log's rows name in their target_action column.
+DEFAULT_POLICY = "column:target_action"
+
 
 def add_parser(sub) -> None:
     """Add ``dr-scale evaluate`` and its options to the sub-command parsers ``sub``."""
@@ -61,7 +64,7 @@ def add_parser(sub) -> None:
     p.add_argument("--policy", action="append", default=None,
                    help="constant:A | topk:A,B,… | uniform | epsilon-greedy:EPS:POLICY | logging | column:NAME | "
                         "probs:NAME | callable:module:function | linear:POLICY.npz | softmax:POLICY.npz:T "
-                        "(default: column:target_action); repeat it to compare several policies in one pass, "
+                        f"(default: {DEFAULT_POLICY}); repeat it to compare several policies in one pass, "
                         "each against the first (or --baseline)")
     p.add_argument("--reward-model", metavar="FILE",
                    help="reward model ρ̂ (.npz of a LinearRewardModel, e.g. from dr-scale fit; a cross-fitted file "
@@ -119,12 +122,22 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def check_default_policy_column(logs) -> None:
+    """Without --policy, the default policy's column must be in the log: else a ``UserError`` that says the policy
+    was not named, rather than a missing column the user never mentioned."""
+    column = DEFAULT_POLICY.split(":", 1)[1]
+    if logs.paths and column not in logs.footer(0).schema.to_arrow_schema().names:
+        raise UserError(f"no --policy given: the default, {DEFAULT_POLICY}, reads the log's {column!r} column, which "
+                        f"{logs.paths[0]} lacks; name the policy to evaluate (--policy uniform, --policy constant:A, "
+                        "--policy linear:POLICY.npz …; see dr-scale evaluate --help)")
+
+
 def run(args) -> int:
     """Run ``dr-scale evaluate``: the policies' estimates on the log (and the reward or propensity model it fits);
     the exit status.
     """
     logs, model_path = args.logs, args.reward_model
-    policies = args.policy or ["column:target_action"]
+    policies = args.policy or [DEFAULT_POLICY]
     if len(set(policies)) != len(policies):
         raise UserError(f"--policy {next(p for i, p in enumerate(policies) if p in policies[:i])} is given twice")
     if args.fit_reward_model and model_path:
@@ -142,6 +155,8 @@ def run(args) -> int:
         model_path = model_path or (None if args.fit_reward_model else example_model)
     opts = storage_options(args.storage_options)
     logs = opened_log(args, logs, opts)
+    if not args.policy:
+        check_default_policy_column(logs)
     if args.estimators and any(spec.split("(")[0].strip() in SLATE_ESTIMATORS
                                for spec in parse_estimator_list(args.estimators, "--estimators")):
         return run_slates(args, logs, opts)

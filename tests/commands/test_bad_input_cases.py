@@ -436,6 +436,19 @@ def test_a_float_column_is_not_truncated_to_actions(tmp_path, capsys):
     assert code == 2 and "column 'score': wrong type double: column: policies read integer actions" in error_line(err)
 
 
+def test_without_a_policy_a_log_lacking_target_action_asks_for_one(tmp_path, capsys):
+    """The default policy (column:target_action) on a log without that column: the message says no --policy was
+    given, not only that a column the user never named is missing; a --policy then evaluates."""
+    cols = {k: v for k, v in columns().items() if k != "target_action"}
+    part = write_raw(tmp_path / "log" / "part-0.parquet", cols)
+    code, _, err = cli(capsys, "evaluate", part.parent, "--no-progress")
+    assert code == 2
+    err = error_line(err)
+    assert "no --policy given: the default, column:target_action, reads the log's 'target_action' column" in err
+    assert f"{part} lacks" in err and "--policy uniform" in err
+    assert cli(capsys, "evaluate", part.parent, "--policy", "uniform", "--no-progress")[0] == 0
+
+
 def test_a_model_with_other_actions_blames_the_model(tmp_path, capsys):
     np.savez(tmp_path / "m2.npz", coef=np.zeros((D, 2)), intercept=np.zeros(2))
     write_raw(tmp_path / "log.parquet", columns(20))
