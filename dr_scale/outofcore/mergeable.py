@@ -39,6 +39,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 #: How many states one node of :func:`tree_reduce`'s tree merges (Dask's default for ``Bag.reduction``).
 SPLIT_EVERY = 8
+#: From this many parts on, :func:`parts_bag` reads :data:`SPLIT_EVERY` consecutive parts in each task.
+GROUP_FROM = 1024
 
 #: A mergeable state's type: a state merges with one of its kind.
 State = TypeVar("State", bound="Mergeable")
@@ -104,6 +106,26 @@ def tree_reduce(states: Any, merge: Callable[[list[Any]], Any] = merge_all, spli
 
         states = db.from_delayed([dask.delayed(_partition)(s) for s in states])
     return states.reduction(merge, merge, split_every=split_every)
+
+
+def parts_bag(parts: list) -> Any:
+    """A Dask bag of ``parts`` (a log's part files) to map each part's state over and :func:`tree_reduce`: one part
+    per partition (a task), or, from :data:`GROUP_FROM` parts on, runs of :data:`SPLIT_EVERY` consecutive parts.
+
+    A run's task merges its parts' states in order (the reduction's ``merge`` of its partition), which is the node
+    of the tree's first level over those parts in a bag of one part per partition: the same merges in the same
+    order, so the result has the same bits either way, and a cluster's scheduler handles an eighth of the tasks of
+    a log of many parts (at 10^10 rows, 190,000 parts: docs/deploy.md, "per-task cost o"). Below GROUP_FROM a task
+    per part keeps every worker busy on a log of a few parts. The bag's elements are the parts either way.
+
+    Examples
+    --------
+    >>> parts_bag(list(range(20))).npartitions, parts_bag(list(range(2000))).npartitions
+    (20, 250)
+    """
+    import dask.bag as db
+
+    return db.from_sequence(parts, partition_size=SPLIT_EVERY if len(parts) >= GROUP_FROM else 1)
 
 
 def _partition(state: Any) -> list[Any]:

@@ -38,7 +38,7 @@ from dr_scale.logs.contract import Partition
 from dr_scale.logs.opened import open_log
 from dr_scale.logs.reading import read_partition
 from dr_scale.outofcore.compute import compute
-from dr_scale.outofcore.mergeable import tree_reduce
+from dr_scale.outofcore.mergeable import parts_bag, tree_reduce
 from dr_scale.policies.base import Policy, PolicyMismatch
 from dr_scale.policies.distributions import ActionDistribution, DenseProbs
 
@@ -174,9 +174,7 @@ def logged_stats(url: str, storage_options: dict | None = None) -> tuple[LoggedS
         """One part's statistics."""
         return LoggedStats.of(read_partition(fs, path, with_features=False), int(k))
 
-    import dask.bag as db
-
-    (stats,) = compute(tree_reduce(db.from_sequence(parts, npartitions=len(parts)).map(stats_of)))
+    (stats,) = compute(tree_reduce(parts_bag(parts).map(stats_of)))
     return stats, vocabulary
 
 

@@ -72,6 +72,26 @@ def test_partition_invariance_and_paths_agree(tmp_path, example):
     assert_same(results[7], evaluate_dataframe(ddf, evaluation(model)))
 
 
+def test_runs_of_parts_per_task_give_the_same_bits_as_a_task_per_part(tmp_path, example, monkeypatch):
+    """A log of many parts is read 8 consecutive parts per task (parts_bag): the merges of the tree's first level,
+    in the same order, so every figure has the same bits as with a task per part — here on 19 parts (3 tasks of
+    8, 8 and 3 parts; a root over those three) and 64 (8 tasks; the root over their merges)."""
+    import dr_scale.outofcore.mergeable as mergeable
+    from dr_scale.ope.evaluation import log_states
+
+    table, model, _ = example
+    for n_parts in (19, 64):
+        url = str(tmp_path / f"log{n_parts}")
+        write_log(table, url, n_parts=n_parts, n_features=N_FEATURES, n_actions=N_ACTIONS)
+        per_part = evaluate_log(url, evaluation(model))
+        with monkeypatch.context() as m:
+            m.setattr(mergeable, "GROUP_FROM", 2)
+            states = log_states(url, evaluation(model))
+            assert states.npartitions == -(-n_parts // 8) and states.count().compute() == n_parts
+            per_run = evaluate_log(url, evaluation(model))
+        assert per_run.to_dict() == per_part.to_dict()
+
+
 def test_dr_recovers_the_true_value_within_its_interval(example):
     table, model, truth = example
     result = evaluate_partitions(read_log_from_table(table), evaluation(model))

@@ -25,7 +25,7 @@ from dr_scale.ope.evaluation.slots import BySlot, SlotResult, SlotStates, check_
 from dr_scale.ope.evaluation.specification import Evaluation, check_evaluation
 from dr_scale.ope.evaluation.states import PolicyState
 from dr_scale.outofcore.compute import compute, one_key
-from dr_scale.outofcore.mergeable import merge_all, tree_reduce
+from dr_scale.outofcore.mergeable import merge_all, parts_bag, tree_reduce
 from dr_scale.policies import Policy
 from dr_scale.reward.models import check_model_actions, on_other_half
 
@@ -120,7 +120,7 @@ def _log_states(logs: OpenedLog, evaluation: Evaluation | Comparison, by_slot: b
         tests/io/test_storage_secrets.py.)"""
         return evaluation.file_state(fs, path)
 
-    return source, db.from_sequence(parts, npartitions=len(parts)).map(file_state, one_key(source))
+    return source, parts_bag(parts).map(file_state, one_key(source))
 
 
 def _with_catalogue(evaluation: Evaluation | Comparison, logs: OpenedLog) -> Evaluation | Comparison:
@@ -163,7 +163,8 @@ def evaluate_log(logs: str | OpenedLog, evaluation: Evaluation | Comparison | di
                  client: Client | None = None, storage_options: dict[str, Any] | None = None, progress: bool = False,
                  log_filter: LogFilter | None = None, by_slot: bool = False
                  ) -> EvaluationResult | ComparisonResult | SlotResult:
-    """Evaluate on a Parquet file, folder or URL of partitions, one task per part, out of core.
+    """Evaluate on a Parquet file, folder or URL of partitions, one task per part (per run of 8 consecutive parts
+    in a log of 1,024 parts or more: :func:`~dr_scale.outofcore.mergeable.parts_bag`), out of core.
 
     Each part's state (the moments of the estimators' per-row terms, the weights' diagnostics) is
     computed where the part is read and tree-reduced; only the states travel.
