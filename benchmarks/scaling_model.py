@@ -29,8 +29,9 @@ Projection for W workers (one thread each) and N rows in parts of the measured s
 with B the network bandwidth and A the rate of adding two arrays in memory (measured). The
 ridge of the visits job runs as blocks of fits (``dr_scale.outofcore.blocks``): its CG work
 scales with N and divides by W; each worker receives (W − 1) / W of its share of the lifted
-rows once (bytes measured); W² pieces tasks. ``evaluate`` runs one task per part and a
-reduction tree of fan-in 8; ``import`` one task per 16 MiB block of the raw CSV in each of its two passes.
+rows once (bytes measured); W² pieces tasks. ``evaluate`` runs one task per part (per run of 8
+consecutive parts from 1,024 parts on, :func:`dr_scale.outofcore.mergeable.parts_bag`) and a reduction tree of
+fan-in 8; ``import`` one task per 16 MiB block of the raw CSV in each of its two passes.
 Passes per job (Lanczos steps, CG iterations, L-BFGS steps) are taken as measured, independent of N (an
 assumption: they depend on the spectrum, which a larger set of the same kind keeps). The client's seconds
 between passes are added as measured, independent of N and W (an assumption: they are work over the
@@ -58,7 +59,7 @@ import dask
 import numpy as np
 from distributed import get_task_stream
 
-from dr_scale.outofcore import blocks, passes
+from dr_scale.outofcore import blocks, mergeable, passes
 from dr_scale.outofcore.compute import dask_session
 from dr_scale.outofcore.passes import PartSet
 
@@ -206,8 +207,10 @@ def project(log: list[Pass], rows0: int, rows: int, workers: int, L: float, o: f
                 total += p.result_bytes / B + (p.kept_bytes * scale / W) * (W - 1) / W / B + o * W * W
             total += L
             continue
-        if p.kind == "evaluate":
-            total += math.ceil(n / W) * t_part + L + (o * n if W > 1 else 0.0)
+        if p.kind == "evaluate":  # a task per part, or per run of SPLIT_EVERY parts from GROUP_FROM parts on
+            run = mergeable.SPLIT_EVERY if n >= mergeable.GROUP_FROM else 1
+            tasks = math.ceil(n / run)
+            total += math.ceil(tasks / W) * run * t_part + L + (o * tasks if W > 1 else 0.0)
             continue
         if p.kind == "import":  # n tasks (blocks of the raw table, two passes), gathered by the client
             total += math.ceil(n / W) * t_part + 2 * L + (o * n if W > 1 else 0.0)
