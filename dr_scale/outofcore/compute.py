@@ -370,6 +370,12 @@ def one_key(obj):
     return dask.delayed(obj, traverse=False)
 
 
+#: Dask's warning of a graph larger than this (``distributed.admin.large-graph-warning-threshold``), raised past
+#: any model: a run's models are in its graph once (:func:`one_key`), the scheduler hands them to one worker and the
+#: others fetch them from it, so Dask's advice (load the data with Dask, embed it once) is already followed.
+LARGE_GRAPH = {"distributed.admin.large-graph-warning-threshold": "1 TiB"}
+
+
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections on ``client`` (or the local threaded scheduler), showing progress.
 
@@ -386,7 +392,8 @@ def compute(*collections, client=None, progress: bool = False):
     if client is None:
         with _local_scheduler(progress) as pool:
             return dask.compute(*collections, scheduler=_threaded_get(), pool=pool)
-    futures = client.compute(list(collections))
+    with dask.config.set(LARGE_GRAPH):
+        futures = client.compute(list(collections))
     with _cancel_on_interrupt(client, futures):
         _show_progress(client, futures, progress)
         return tuple(client.gather(futures))
@@ -403,7 +410,8 @@ def persist(*collections, client=None, progress: bool = False) -> list:
             return list(dask.persist(*collections, scheduler=_threaded_get(), pool=pool))
     from distributed import futures_of, wait
 
-    persisted = client.persist(list(collections))
+    with dask.config.set(LARGE_GRAPH):
+        persisted = client.persist(list(collections))
     futures = futures_of(persisted)
     with _cancel_on_interrupt(client, futures):
         _show_progress(client, futures, progress)

@@ -141,6 +141,27 @@ def test_persist_with_a_client_that_is_not_the_default(dask_cluster):
             persist(dask.delayed(_boom)(0), client=client)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_graph_carrying_a_large_model_once_prints_no_dask_advice(local_cluster):
+    """A run's models are in its graph once (one_key): Dask's "Sending large graph … Consider loading the data with
+    Dask directly" is not advice a user can act on, and neither compute nor persist lets it through."""
+    import warnings
+
+    import dask
+    from distributed import Client
+
+    from dr_scale.outofcore.compute import compute, one_key, persist
+
+    model = np.zeros(2_000_000)  # 16 MB, past Dask's 10 MB threshold
+    with Client(local_cluster, set_as_default=False) as client, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert compute(dask.delayed(len)(one_key(model)), client=client) == (2_000_000,)
+        (total,) = persist(dask.delayed(np.sum)(one_key(model)), client=client)
+        assert compute(total, client=client) == (0.0,)
+    assert not [w for w in caught if "large graph" in str(w.message)]
+
+
 @pytest.mark.timeout(180)
 def test_filters_and_several_policies_identical_on_the_cluster(dask_cluster, example_log):
     """The split's rows and a comparison of policies, and ρ̂ fitted on the train rows: the same on a cluster of
