@@ -109,8 +109,9 @@ def tree_reduce(states: Any, merge: Callable[[list[Any]], Any] = merge_all, spli
 
 
 def parts_bag(parts: list) -> Any:
-    """A Dask bag of ``parts`` (a log's part files) to map each part's state over and :func:`tree_reduce`: one part
-    per partition (a task), or, from :data:`GROUP_FROM` parts on, runs of :data:`SPLIT_EVERY` consecutive parts.
+    """A Dask bag of ``parts`` (a log's part files, or what reads each) to map each part's state over and
+    :func:`tree_reduce` (or gather, as the report does): one part per partition (a task), or, from
+    :data:`GROUP_FROM` parts on, runs of :data:`SPLIT_EVERY` consecutive parts.
 
     A run's task merges its parts' states in order (the reduction's ``merge`` of its partition), which is the node
     of the tree's first level over those parts in a bag of one part per partition: the same merges in the same

@@ -17,15 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-import dask
-
 from dr_scale.core.errors import UserError
 from dr_scale.logs.contract import META_ACTIONS, META_FEATURES, LogDataError
 from dr_scale.logs.listing import log_metadata
 from dr_scale.logs.reading import read_partition
 from dr_scale.ope.evaluation import Evaluation, PolicyState
 from dr_scale.outofcore.compute import compute, one_key
-from dr_scale.outofcore.mergeable import Mergeable, merge_all
+from dr_scale.outofcore.mergeable import Mergeable, merge_all, parts_bag
 from dr_scale.policies import PolicyMismatch
 from dr_scale.report.partitions import PartitionInfo
 from dr_scale.report.state_cache import StateCache, fingerprint
@@ -62,6 +60,13 @@ def check_dimensions(part, n_features: int | None, n_actions: int | None) -> Non
         if key in meta and expected is not None and int(meta[key]) != expected:
             raise LogDataError(part.source, None, f"schema drift: metadata {what}={int(meta[key])}, "
                                                   f"the report uses {what}={expected}")
+
+
+def _read_states(read: tuple[PartitionInfo, list[str]], fs, evaluations: dict[str, Evaluation],
+                 fingerprints: dict[str, str], cache: StateCache | None) -> PartitionOutcome:
+    """:func:`partition_states` of ``read``, a partition and the policies whose states it lacks."""
+    info, names = read
+    return partition_states(fs, info, evaluations, names, fingerprints, cache)
 
 
 def partition_states(fs, info: PartitionInfo, evaluations: dict[str, Evaluation], names: list[str],
@@ -141,19 +146,22 @@ def _first_metadata(fs, parts: list[PartitionInfo]) -> dict:
 
 def build_states(fs, parts: list[PartitionInfo], evaluations: dict[Any, Evaluation],
                  cache: StateCache | None, *, client=None, progress: bool = False) -> ReportStates:
-    """Trusted cached states plus one Dask task per partition that needs reading; merged per day and overall."""
+    """Trusted cached states plus one Dask task per partition that needs reading (per run of 8 such partitions from
+    1,024 on: :func:`~dr_scale.outofcore.mergeable.parts_bag`); merged per day and overall."""
     parts = sorted(parts, key=lambda p: p.path)
     evaluations = fill_dimensions(evaluations, fs, parts)
     fps = {name: fingerprint(e) for name, e in evaluations.items()}
     cached, rejected = cache.load([(fp, p.identity) for p in parts for fp in fps.values()]) if cache else ({}, {})
-    shared = one_key(evaluations)
-    tasks, states = [], {}
+    reads, states = [], {}
     for p in parts:
         missing = [n for n, fp in fps.items() if (fp, p.path) not in cached]
         states.update({(n, p.path): cached[(fp, p.path)] for n, fp in fps.items() if (fp, p.path) in cached})
         if missing:
-            tasks.append(dask.delayed(partition_states, pure=False)(fs, p, shared, missing, fps, cache))
-    outcomes = compute(*tasks, client=client, progress=progress) if tasks else ()
+            reads.append((p, missing))
+    outcomes: list[PartitionOutcome] = []
+    if reads:  # a task per partition to read, or per run of 8 in a report of many (parts_bag)
+        (outcomes,) = compute(parts_bag(reads).map(_read_states, fs, one_key(evaluations), fps, cache),
+                              client=client, progress=progress)
     bad: dict[str, str] = {}
     policy_errors: dict[str, str] = {}
     for outcome in outcomes:

@@ -93,6 +93,35 @@ def test_daily_run_reads_only_the_new_day_and_equals_full(share):
     assert again.computed == [] and merged(again) == merged(full)
 
 
+def test_runs_of_partitions_per_task_give_the_same_states(local_share, monkeypatch):
+    """A report of many partitions reads them 8 per task (parts_bag): the same per-partition states, merged on the
+    client in the same order, written to the cache and read back; here on the 7 days with the threshold lowered
+    (one task of 6 partitions, then one of the day left after a cached run)."""
+    import dr_scale.outofcore.mergeable as mergeable
+    import dr_scale.report.build as report_build
+
+    tasks = []
+
+    def counted(bag, **kwargs):
+        """The report's compute, recording the tasks that read partitions."""
+        tasks.append(bag.npartitions)
+        return compute(bag, **kwargs)
+
+    compute = report_build.compute
+    monkeypatch.setattr(report_build, "compute", counted)
+    logs, cache = local_share
+    copy_days(logs, DAYS[:6])
+    per_partition = build(logs, None)
+    monkeypatch.setattr(mergeable, "GROUP_FROM", 2)
+    grouped = build(logs, cache)
+    assert tasks == [6, 1]  # a task per partition; then one for the run of six
+    assert len(grouped.computed) == 6 and merged(grouped) == merged(per_partition)
+    copy_days(logs, DAYS[6:])
+    daily = build(logs, cache)
+    assert [partition_date(p) for p in daily.computed] == [datetime.date(2026, 11, 7)]
+    assert merged(daily) == merged(build(logs, None))
+
+
 def test_changed_partition_is_recomputed(share):
     logs, cache = share
     copy_days(logs)
