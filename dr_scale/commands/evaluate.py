@@ -125,9 +125,11 @@ def add_parser(sub) -> None:
 def check_default_policy_column(logs) -> None:
     """Without --policy, the default policy's column must be in the log: else a ``UserError`` that says the policy
     was not named, rather than a missing column the user never mentioned."""
+    from dr_scale.logs.listing import contract_columns
+
     column = DEFAULT_POLICY.split(":", 1)[1]
-    names = set(logs.footer(0).schema.to_arrow_schema().names) if logs.paths else {column}
-    if {"row_id", "action", "reward"} <= names and column not in names:  # (a file off the contract: its own error)
+    names = contract_columns(logs.footer(0)) if logs.paths else None
+    if names is not None and column not in names:  # (a file off the contract: the reader's own error, later)
         raise UserError(f"no --policy given: the default, {DEFAULT_POLICY}, reads the log's {column!r} column, which "
                         f"{logs.paths[0]} lacks; name the policy to evaluate (--policy uniform, --policy constant:A, "
                         "--policy linear:POLICY.npz …; see dr-scale evaluate --help)")

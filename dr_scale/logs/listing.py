@@ -159,16 +159,23 @@ def read_footer(fs, path) -> pq.FileMetaData:
         raise unreadable(fs, path, exc) from exc
 
 
+def contract_columns(footer: pq.FileMetaData) -> set[str] | None:
+    """The column names of a part file's footer, or None if the file is not a log of the contract at all (no
+    ``row_id``, ``action`` and ``reward``: a raw table, which the reader refuses as such)."""
+    names = set(footer.schema.to_arrow_schema().names)
+    return names if {"row_id", "action", "reward"} <= names else None
+
+
 def schema_facts(footer: pq.FileMetaData) -> tuple[dict[str, int], bool]:
     """(``n_features`` and ``n_actions`` of the dr_scale schema metadata where present, whether the file has
     the ``propensity`` column or is not a log of the contract at all) of a part file's footer."""
-    meta, names = footer.metadata or {}, footer.schema.to_arrow_schema().names
+    meta, names = footer.metadata or {}, contract_columns(footer)
     out = {}
     if META_FEATURES in meta:
         out["n_features"] = int(meta[META_FEATURES])
     if META_ACTIONS in meta:
         out["n_actions"] = int(meta[META_ACTIONS])
-    return out, PROPENSITY in names or not {"row_id", "action", "reward"} <= set(names)
+    return out, names is None or PROPENSITY in names
 
 
 #: The file at a log's root describing how it was imported; its ``actions`` list is the action
