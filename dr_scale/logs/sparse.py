@@ -11,20 +11,25 @@ import scipy.sparse as sp
 from dr_scale.logs.contract import combined, numeric_values
 
 _ONES: dict = {}
+#: The largest shared array of ones (elements): a larger one, a whole big part's, is the matrix's own and goes with it.
+SHARED_ONES = 1 << 22
 
 
 def ones(n: int, dtype=np.float64) -> np.ndarray:
-    """A read-only view of ``n`` ones of ``dtype``, shared.
+    """A read-only view of ``n`` ones of ``dtype``, shared up to :data:`SHARED_ONES` elements.
 
     The views come from shared arrays of 2^⌈log₂ n⌉ elements, so a view is never less
-    than half its base: scipy's sparse constructors copy such smaller views (``prune``).
+    than half its base: scipy's sparse constructors copy such smaller views (``prune``). Beyond
+    :data:`SHARED_ONES` (a part of millions of entries, read once to be grouped and spilled by a fit)
+    the array is not kept: held for the process's life, it would be 128 MiB of a fit's working set.
     """
     size = 1 << max(0, int(n - 1).bit_length())
     shared = _ONES.get((np.dtype(dtype), size))
     if shared is None:
         shared = np.ones(size, dtype=dtype)
         shared.setflags(write=False)
-        _ONES[np.dtype(dtype), size] = shared
+        if size <= SHARED_ONES:
+            _ONES[np.dtype(dtype), size] = shared
     return shared[:n]
 
 

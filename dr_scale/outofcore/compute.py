@@ -454,7 +454,8 @@ def _malloc_trim():
 
 def release_freed_memory() -> None:
     """Return the C heap's free pages to the system (glibc's ``malloc_trim(0)``; elsewhere nothing), as Dask's
-    workers do ("Memory not released back to the OS" in Dask's documentation).
+    workers do ("Memory not released back to the OS" in Dask's documentation), and Arrow's (its memory pool's
+    ``release_unused``: the pool keeps what a Parquet read freed — 0.4 GiB through the 2M-row fit's passes).
 
     A pass's tasks allocate and free tens of MB per part on two threads; glibc raises its mmap threshold
     after such frees and serves the next ones from its per-thread heaps, which keep the freed pages. Without
@@ -464,6 +465,9 @@ def release_freed_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _show_progress(client, futures, progress: bool) -> None:

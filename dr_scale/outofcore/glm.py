@@ -105,14 +105,16 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     ``evaluate(X, active)`` returns (f (F,), g (F, D)) at the rows of X (F, D) for the fits where ``active`` is
     true (others: anything) — one pass over the data; g may be overwritten. ``free`` (F, D) bool: the coordinates
     that move (the history holds only the coordinates some fit moves: features no row has cost nothing).
-    ``curvature`` (F, D): an estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹
+    ``curvature`` (F, D), float32: an estimate of the Hessian's diagonal, the preconditioner H₀ = γ diag(curvature)⁻¹
     (γ = sᵀy / yᵀH₀y of the newest pair; the first step is −diag(curvature)⁻¹∇L) — for sparse features whose
     frequencies span orders of magnitude, the curvature of a weight is its feature's count times p(1 − p) plus λ,
     and a scalar H₀ would take steps sized for the commonest feature on all of them. ``memory``: the pairs (s, y)
     each fit keeps (None: :func:`history_pairs`).
 
-    The working set is the history's pairs plus six (F, D) float64 arrays (the point, the gradient, the
-    direction, the trial point and its gradient, the preconditioner) and ``evaluate``'s own: ``x0`` and
+    The working set is the history's pairs, three (F, D) float64 arrays (the point, the gradient, the trial point),
+    two float32 ones (the direction and the preconditioner: a direction rounded to float32 is still a descent
+    direction, its slope ∇L·p and the trial point x + tp computed from the rounded one) and ``evaluate``'s own (its
+    pass's sums, the gradient it returns, which is taken over until the step is taken): ``x0`` and a float32
     ``curvature`` are taken over (overwritten), not copied.
     """
     full = np.asarray(x0, dtype=np.float64)
@@ -124,9 +126,9 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     free = free if everything else free[:, idx]
     x = full if everything else full[:, idx]
     if curvature is None:
-        inverse = np.ones_like(x)
+        inverse = np.ones(x.shape, np.float32)
     else:
-        inverse = np.asarray(curvature, dtype=np.float64)[:, idx]  # a view when every coordinate moves
+        inverse = np.asarray(curvature, dtype=np.float32)[:, idx]  # a view when every coordinate moves
         np.maximum(inverse, 1e-12, out=inverse)
         np.divide(1.0, inverse, out=inverse)
 
@@ -154,7 +156,7 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
     Y: np.ndarray = np.zeros((F, memory, D), kept)
     rho = np.zeros((F, memory))
     stored = np.zeros(F, np.int64)  # pairs in the history (the newest at index (stored − 1) % memory)
-    p = np.zeros((F, D))
+    p = np.zeros((F, D), np.float32)  # the direction: float32's rounding turns it by 6·10⁻⁸, the step is x + tp
     trial = np.empty((F, D))
     t = np.ones(F)
     slope = np.zeros(F)
@@ -217,6 +219,7 @@ def minimize(evaluate, x0: np.ndarray, *, rtol: float, max_iter: int, free: np.n
             gnorm[F_] = np.linalg.norm(g[F_])
             if gnorm[F_] <= rtol * g0[F_]:
                 done[F_] = True
+        del g_new  # taken over: the next pass's arrays are not allocated beside it
         directions([F_ for F_ in rows if not done[F_]])
         bar.step(f"{int((~done).sum())} of {F} fits not yet converged")
     bar.close()
@@ -275,15 +278,18 @@ def add_multinomial_terms(loss: np.ndarray, grad: np.ndarray, X, a: np.ndarray, 
 def penalised(data_loss: np.ndarray, data_grad: np.ndarray, x: np.ndarray, lam, n: np.ndarray,
               penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(L_F / max(n_F, 1), ∇L_F / max(n_F, 1)): the data terms plus (λ/2)‖w‖² over the coordinates where
-    ``penalty`` (D,) is true (not the intercepts)."""
+    ``penalty`` (D,) is true (not the intercepts). The gradient is ``data_grad`` itself, overwritten: at F·D of
+    tens of millions each (F, D) array is a hundred MB, so the penalty is added one fit's row at a time."""
     lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), n.shape)
     scale = 1.0 / np.maximum(n, 1.0)
-    xw = x * penalty
-    loss = (data_loss + 0.5 * lam * np.einsum("fd,fd->f", xw, xw)) * scale
-    xw *= lam[:, None]  # in place: at d·k of millions, each temporary (F, D) array is tens of MB
-    grad = np.add(data_grad, xw, out=xw)
-    grad *= scale[:, None]
-    return loss, grad
+    loss = np.array(data_loss, dtype=np.float64)
+    for F in range(x.shape[0]):
+        xw = x[F] * penalty
+        loss[F] = (loss[F] + 0.5 * lam[F] * (xw @ xw)) * scale[F]
+        xw *= lam[F]
+        data_grad[F] += xw
+        data_grad[F] *= scale[F]
+    return loss, data_grad
 
 
 def logit(p):

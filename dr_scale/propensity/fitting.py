@@ -135,7 +135,7 @@ def solve(parts: PartSet, block_n: np.ndarray, columns: np.ndarray | None, squar
     rows = np.maximum(n_fit.sum(axis=1), 1.0)
     curvature = np.concatenate([
         ((squares[None, :, None] * (rows / n_all)[:, None, None] * spread[:, None, :] + lam) / rows[:, None, None])
-        .reshape(len(rows), -1), spread], axis=1)
+        .reshape(len(rows), -1), spread], axis=1, dtype=np.float32)
     penalty = np.r_[np.ones(d * k, bool), np.zeros(k, bool)]
     n = n_fit.sum(axis=1)
 

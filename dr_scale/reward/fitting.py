@@ -507,7 +507,7 @@ def solve_logistic(parts: PartSet, n: np.ndarray, sy: np.ndarray, n_features: in
     spread = np.maximum(rate * (1 - rate), 1e-6)
     rows = np.maximum(n, 1.0)
     curvature = np.column_stack([(squares[None, :] * (rows / max(n_all, 1.0) * spread * prior.weight)[:, None] + lam)
-                                 / rows[:, None], spread * prior.weight])
+                                 / rows[:, None], spread * prior.weight]).astype(np.float32)
 
     def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The penalised log loss and its gradient of the fits at ``x`` (``active`` ones), one pass."""

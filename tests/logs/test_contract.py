@@ -179,3 +179,21 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         write_log(table, str(tmp_path / "one.parquet"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_binary_features_share_small_arrays_of_ones_and_leave_a_large_one_with_its_matrix(monkeypatch):
+    import gc
+    import weakref
+
+    from dr_scale.logs import sparse
+
+    monkeypatch.setattr(sparse, "SHARED_ONES", 8)
+    monkeypatch.setattr(sparse, "_ONES", {})
+    small = [sparse.binary_csr(np.array([0, 2, 3]), np.array([0, 4, 1]), 5) for _ in range(2)]
+    assert small[0].data.base is small[1].data.base  # one shared array
+    large = sparse.binary_csr(np.arange(11), np.arange(10) % 5, 5)
+    np.testing.assert_array_equal(large.toarray().sum(axis=1), 1.0)
+    base = weakref.ref(large.data.base)
+    del large
+    gc.collect()
+    assert base() is None  # gone with its matrix: not held for the process's life

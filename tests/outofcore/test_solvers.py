@@ -128,3 +128,38 @@ def test_a_sum_has_the_same_bits_for_any_number_of_tasks():
             total, derived = parts.sum_and_derive(lambda total, part: (part * 1.0, part.shape[0]))
             np.testing.assert_array_equal(total, expected)
             assert [d.compute() for d in derived.parts] == [500] * 13
+
+
+@pytest.mark.parametrize("n_tasks", [1, 2, 5])
+def test_pending_sums_wait_in_files_with_the_trees_bits_and_a_task_holds_one_array(tmp_path, monkeypatch, n_tasks):
+    import dask
+
+    from dr_scale.outofcore import passes
+
+    monkeypatch.setattr(passes, "PARK_BYTES", 1000)  # every pending term of 500 floats is parked
+    rng = np.random.default_rng(2)
+    terms = [rng.normal(size=500) * 10.0 ** rng.integers(-9, 9, size=500) for _ in range(13)]
+    parts = PartSet(terms, spill=str(tmp_path))
+    made = []
+
+    def add_term(total, part):
+        """The part's term into ``total``, counting the arrays a task makes."""
+        if total is None:
+            made.append(1)
+            total = np.zeros_like(part)
+        total += part
+        return total
+
+    parked = []
+    put = passes.Pending.put
+    monkeypatch.setattr(passes.Pending, "put", lambda self, value: parked.append(put(self, value)) or parked[-1])
+    with dask.config.set(num_workers=n_tasks, scheduler="sync"):
+        np.testing.assert_array_equal(parts.accumulate(add_term), pairwise(terms))
+        assert len(made) == n_tasks  # one per task, not one per level of its subtree
+        files = sorted(tmp_path.iterdir())
+        np.testing.assert_array_equal(parts.sum(np.multiply, 1.0), pairwise(terms))
+        np.testing.assert_array_equal(parts.accumulate(add_term), pairwise(terms))
+    assert any(isinstance(p, passes.Parked) for p in parked)
+    depth = max(hi - lo for lo, hi in tree_nodes(13, n_tasks)).bit_length()
+    assert 0 < len(files) <= n_tasks * depth  # a stack of files per task, not a file per pending sum
+    assert sorted(tmp_path.iterdir()) == files  # overwritten by the later passes

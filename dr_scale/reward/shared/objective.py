@@ -142,7 +142,7 @@ def _solve_logistic(parts: PartSet, sums: tuple, lam: float, fits: Fits, item_fe
     penalty = np.r_[np.ones(size, bool), False]
     spread = np.maximum(rate * (1 - rate), 1e-6)
     rows = np.maximum(n, 1.0)
-    curvature = np.column_stack([(sxx * spread[:, None] + lam) / rows[:, None], spread])
+    curvature = np.column_stack([(sxx * spread[:, None] + lam) / rows[:, None], spread]).astype(np.float32)
 
     def evaluate(x: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The penalised log loss and its gradient of the shared fits at ``x`` (``active`` ones), one pass."""
