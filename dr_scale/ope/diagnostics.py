@@ -53,29 +53,15 @@ DEFAULT_MIN_ESS = 30.0
 RELIABLE, MODEL_BASED, NO_RELIABLE_ESTIMATE = "reliable", "model-based", "no reliable estimate"
 
 
-def _weight_histogram(weight: np.ndarray) -> np.ndarray:
-    """Counts of the weights in the bins [WEIGHT_EDGES[j], WEIGHT_EDGES[j + 1]) (the last bin open).
-
-    Zero weights — the rows where π does not take the logged action, most rows for a
-    deterministic π — fall in bin 0 without a search; only the positive ones are searched.
-    """
-    positive = weight[weight > 0]
-    bins = np.minimum(np.searchsorted(WEIGHT_EDGES, positive, side="right") - 1, WEIGHT_EDGES.size - 1)
-    counts = np.bincount(bins, minlength=WEIGHT_EDGES.size).astype(np.int64)
-    counts[0] += weight.size - positive.size
-    return counts
+def _weight_bins(positive: np.ndarray) -> np.ndarray:
+    """The histogram bin of each positive weight: j with WEIGHT_EDGES[j] ≤ w < WEIGHT_EDGES[j + 1] (the last bin
+    open). Zero weights — the rows where π does not take the logged action, most rows for a deterministic π —
+    are counted in bin 0 without a search."""
+    return np.minimum(np.searchsorted(WEIGHT_EDGES, positive, side="right") - 1, WEIGHT_EDGES.size - 1)
 
 
-def _bin_sums(weight: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Σ value over the weights of each histogram bin (the bins of :func:`_weight_histogram`)."""
-    positive = weight > 0
-    bins = np.minimum(np.searchsorted(WEIGHT_EDGES, weight[positive], side="right") - 1, WEIGHT_EDGES.size - 1)
-    return np.bincount(bins, weights=value[positive], minlength=WEIGHT_EDGES.size).astype(np.float64)
-
-
-def _top(weight: np.ndarray, m: int = TOP_M) -> np.ndarray:
-    """The ``m`` largest positive weights, in decreasing order (all of them if fewer)."""
-    positive = weight[weight > 0]
+def _top(positive: np.ndarray, m: int = TOP_M) -> np.ndarray:
+    """The ``m`` largest of the positive weights ``positive``, in decreasing order (all of them if fewer)."""
     if positive.size > m:
         positive = np.partition(positive, positive.size - m)[positive.size - m:]
     return np.sort(positive)[::-1].astype(np.float64)
@@ -167,6 +153,11 @@ class WeightStats:
         """The state of a batch: its weights w_i = π(a_i|x_i) / p̂_i, propensities p̂_i and rewards r_i, (n,) each."""
         if weight.size == 0:
             return cls.empty()
+        matched = np.flatnonzero(weight > 0)  # the rows of a positive weight, searched and kept once
+        positive, matched_reward = weight[matched], reward[matched]
+        bins = _weight_bins(positive)
+        histogram = np.bincount(bins, minlength=WEIGHT_EDGES.size).astype(np.int64)
+        histogram[0] += weight.size - positive.size
         return cls(
             int(weight.size),
             float(weight.sum()),
@@ -174,12 +165,12 @@ class WeightStats:
             float(weight.max()),
             int((propensity < TINY_PROPENSITY).sum()),
             float(reward.sum()),
-            _weight_histogram(weight),
-            int(np.count_nonzero(weight > 0)),
-            int(np.count_nonzero((weight > 0) & (reward != 0))),
+            histogram,
+            int(positive.size),
+            int(np.count_nonzero(matched_reward)),
             int(np.count_nonzero(reward)),
-            _bin_sums(weight, weight * np.abs(reward)),
-            _top(weight),
+            np.bincount(bins, weights=positive * np.abs(matched_reward), minlength=WEIGHT_EDGES.size),
+            _top(positive),
         )
 
     def __add__(self, other: WeightStats) -> WeightStats:

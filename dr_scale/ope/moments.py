@@ -50,8 +50,8 @@ class Moments:
             return cls.empty(z.shape[0], low.size)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow shows as non-finite sums; callers check
             mean = z.mean(axis=1)  # along contiguous rows (not a strided axis-0 mean of an (n, m) stack), pairwise
-            centred = z - mean[:, None]
-            return cls(n, mean, centred @ centred.T, low, high)
+            z -= mean[:, None]  # centred in place: the stack is this call's own copy (a second (m, n) array costs
+            return cls(n, mean, z @ z.T, low, high)  # as much again, most of it the fresh pages' faults)
 
     @property
     def m(self) -> int:

@@ -267,31 +267,33 @@ class LinearRewardModel(FoldedLinearModel):
         actions = np.asarray(actions)
         if actions.ndim != 2:
             raise ParameterError(f"`actions` must be (n, K): each row's listed actions, got shape {actions.shape}")
+        n, width = actions.shape
+        if np.shape(X)[0] != n:
+            raise ParameterError(f"`actions` has {n} row(s) for the {np.shape(X)[0]} rows of `X`: give one per row")
         if not sp.issparse(X):
             return pairs_by_columns(self, X, actions, row_id)
         X, flat, row_id = self.checked_call(X, actions.ravel(), row_id)
-        n, width = actions.shape
         assert flat is not None  # given actions come back checked
-        if X.shape[0] != n:
-            raise ParameterError(f"`actions` has {n} row(s) for the {X.shape[0]} rows of `X`: give one per row")
         X = sp.csr_matrix(X)
         chosen = flat.reshape(n, width)
-        coef, intercept = self.coef, self.intercept
-        fold = np.zeros(n, np.int64)
+        coef, intercept, fold = self.coef, self.intercept, None
         if row_id is not None and self.fold_coef is not None and self.fold_intercept is not None and self.folds:
-            fold = fold_of(row_id, self.folds, self.fold_seed)
             coef, intercept = self.fold_coef, self.fold_intercept
+            fold = fold_of(row_id, self.folds, self.fold_seed)[:, None]
         m, k = X.shape[1], self.n_actions
+        kind = np.int32 if coef.size < 2 ** 31 else np.int64
+        first, bias_at = chosen.astype(kind), chosen  # row i's weight and bias indices: (f·m)·k + a and f·k + a
+        if fold is not None:
+            first, bias_at = first + (fold * (m * k)).astype(kind), chosen + fold * k
         weights, biases = np.ascontiguousarray(coef).ravel(), np.asarray(intercept).ravel()
-        kind = np.int32 if weights.size < 2 ** 31 else np.int64
         per_row = np.diff(X.indptr)
-        at = X.indices.astype(kind) * kind(k)  # entry t's weight for action a of fold f: (f·m + t)·k + a
+        at = np.multiply(X.indices, k, dtype=kind)  # entry t's weight for action a of fold f: (f·m + t)·k + a
         out = np.empty((n, width))
         for j in range(width):
-            a = chosen[:, j]
-            entries = at + np.repeat((fold * (m * k) + a).astype(kind), per_row)
+            entries = np.repeat(first[:, j], per_row)
+            entries += at
             out[:, j] = sp.csr_matrix((X.data, entries, X.indptr), shape=(n, weights.size)) @ weights
-            out[:, j] += biases.take(fold * k + a)
+            out[:, j] += biases.take(bias_at[:, j])
         return self.link(out)
 
     @classmethod

@@ -281,3 +281,39 @@ def test_the_abstract_bases_cannot_be_instantiated():
         with pytest.raises(TypeError, match="abstract"):
             base()
     assert all(isinstance(cls(), Estimator) for cls in ESTIMATORS.values())
+
+
+def _random_rows(n: int = 5000, seed: int = 3) -> RowInputs:
+    rng = np.random.default_rng(seed)
+    k = 4
+    target = rng.dirichlet(np.ones(k), size=n)
+    return RowInputs.from_arrays(reward=rng.binomial(1, 0.3, n).astype(float), action=rng.integers(0, k, n),
+                                 propensity=np.full(n, 1 / k), target_probs=target, reward_hat=rng.random((n, k)))
+
+
+@pytest.mark.parametrize("name", ["DM", "IPS", "DR", "SNIPS", "SNDR"])
+def test_a_plain_estimators_state_is_the_moments_of_its_terms_whichever_others_share_the_rows(name):
+    rows, alone = _random_rows(), _random_rows()
+    estimators = make_estimators(["DM", "IPS", "DR", "SNIPS", "SNDR"])
+    together = {key: est.state(rows) for key, est in estimators.items()}[name]
+    by_terms = Moments.of(*estimators[name].terms(rows), ranges=rows.ranges)
+    np.testing.assert_array_equal(together.mean, by_terms.mean)  # the rows' means: the same pairwise sums
+    np.testing.assert_allclose(together.comoment, by_terms.comoment, rtol=1e-12, atol=1e-9)
+    state_alone = estimators[name].state(alone)  # a run asking for this estimator alone: the same bits
+    np.testing.assert_array_equal(state_alone.comoment, together.comoment)
+    np.testing.assert_array_equal(np.r_[state_alone.low, state_alone.high], np.r_[together.low, together.high])
+
+
+def test_the_plain_estimators_of_one_batch_stack_its_terms_once_and_tuned_thresholds_bin_it_once(monkeypatch):
+    rows = _random_rows()
+    stacks, bincounts = [], []
+    of, bincount = Moments.of.__func__, np.bincount
+    monkeypatch.setattr(Moments, "of", classmethod(lambda cls, *c, **kw: stacks.append(len(c)) or of(cls, *c, **kw)))
+    monkeypatch.setattr(np, "bincount", lambda *a, **kw: bincounts.append(1) or bincount(*a, **kw))
+    for est in make_estimators(["DM", "IPS", "DR", "SNIPS", "SNDR"]).values():
+        est.state(rows)
+    assert stacks == [5]  # (w r, w, ρ̂_π, w d, ρ̂_π + w d), once
+    SwitchDR().state(rows)
+    binned = len(bincounts)
+    ClippedDR().state(rows)  # the same grid: its per-bin sums are SwitchDR's
+    assert binned == 17 and len(bincounts) == binned

@@ -58,7 +58,8 @@ def test_pairs_need_one_row_of_actions_per_row():
     X = sp.csr_matrix(np.eye(3))
     with pytest.raises(ParameterError, match=r"actions must be \(n, K\)"):
         model.predict_pairs(X, np.array([0, 1, 0]))
-    with pytest.raises(ParameterError, match="2 row"):
-        model.predict_pairs(X, np.array([[0], [1]]))
+    for features in (X, X.toarray()):  # sparse or dense rows: the same message
+        with pytest.raises(ParameterError, match="2 row"):
+            model.predict_pairs(features, np.array([[0], [1]]))
     with pytest.raises(ParameterError, match=r"in \[0, 2\)"):
         model.predict_pairs(X, np.array([[0], [1], [2]]))

@@ -16,6 +16,27 @@ from dr_scale.ope.estimators.inputs import RowInputs
 from dr_scale.ope.intervals import Range, Summary, summary_of
 from dr_scale.ope.moments import Moments
 
+#: The per-row terms of the plain estimators, d_i = r_i − ρ̂_{a_i}(x_i): IPS and SNIPS read (w r, w), DR
+#: (ρ̂_π + w d, w, ρ̂_π), SNDR (ρ̂_π, w d, w), DM (ρ̂_π). Without a reward model, the first two alone.
+SHARED_TERMS = ("w r", "w", "ρ̂_π", "w d", "ρ̂_π + w d")
+
+
+def shared_moments(rows: RowInputs) -> Moments:
+    """The :class:`Moments` of :data:`SHARED_TERMS` over ``rows`` (of ("w r", "w") without ρ̂), computed once per
+    batch of rows (:meth:`RowInputs.shared`): each plain estimator's state is its marginal (``Moments.take``,
+    exact), so DM, IPS, DR, SNIPS and SNDR together cost one product of each kind and one co-moment matrix. Which
+    of them a run asks for does not change any one's bits."""
+    def make() -> Moments:
+        """The five terms' moments (two without a model)."""
+        w, r, c, logged = rows.weight, rows.reward, rows.reward_hat_pi, rows.reward_hat_logged
+        if c is None or logged is None:
+            return Moments.of(w * r, w, ranges=rows.ranges)
+        wd = w * (r - logged)
+        return Moments.of(w * r, w, c, wd, c + wd, ranges=rows.ranges)
+
+    out: Moments = rows.shared("shared moments", make)
+    return out
+
 
 @dataclass(frozen=True)
 class Estimator(ABC):
@@ -127,7 +148,15 @@ class Estimator(ABC):
         """
         if self.needs_model and rows.reward_hat_pi is None:
             raise ParameterError(f"{self.name} needs a reward model ρ̂ (`reward_hat`); none was given")
+        shared = self.shared_terms()
+        if shared and (not self.needs_model or rows.reward_hat_logged is not None):
+            return shared_moments(rows).take([SHARED_TERMS.index(name) for name in shared])
         return Moments.of(*self.terms(rows), ranges=rows.ranges)
+
+    def shared_terms(self) -> tuple[str, ...]:
+        """:meth:`terms` by their names in :data:`SHARED_TERMS`, when they are all among them (their moments are
+        then those of :func:`shared_moments`, computed once for every such estimator of a batch); else ()."""
+        return ()
 
     def result(self, state: Moments) -> Estimate:
         """Estimate, delta-method standard error, n and the EL summary from a (merged) state.

@@ -40,6 +40,10 @@ class DirectMethod(Estimator):
     needs_propensity: ClassVar[bool] = False
     model_based: ClassVar[bool] = True
 
+    def shared_terms(self) -> tuple[str, ...]:
+        """ρ̂_π (:data:`~dr_scale.ope.estimators.base.SHARED_TERMS`)."""
+        return ("ρ̂_π",)
+
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(ρ̂_π(x_i),) with ρ̂_π(x) = Σ_a π(a|x) ρ̂_a(x): V̂_DM = (1/n) Σ_i ρ̂_π(x_i)."""
         if rows.reward_hat_pi is None:

@@ -98,6 +98,10 @@ class SNDR(Estimator):
     el_map: ClassVar[tuple] = ((1.0, 1.0, 0.0), (0.0, 0.0, 1.0))
     model_term: ClassVar[int | None] = 0
 
+    def shared_terms(self) -> tuple[str, ...]:
+        """(ρ̂_π, w d, w) (:data:`~dr_scale.ope.estimators.base.SHARED_TERMS`)."""
+        return ("ρ̂_π", "w d", "w")
+
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(ρ̂_π(x_i), w_i (r_i − ρ̂_{a_i}(x_i)), w_i)."""
         return [rows.reward_hat_pi, rows.weight * (rows.reward - rows.reward_hat_logged), rows.weight]

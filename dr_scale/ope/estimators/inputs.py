@@ -5,7 +5,9 @@ layouts.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -32,6 +34,18 @@ class RowInputs:
         if self.reward.size == 0:
             return np.full(2, np.inf), np.full(2, -np.inf)
         return (np.array([self.reward.min(), self.weight.min()]), np.array([self.reward.max(), self.weight.max()]))
+
+    @functools.cached_property
+    def _shared(self) -> dict:
+        """The quantities several estimators of these rows read, by key (:meth:`shared`)."""
+        return {}
+
+    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once for these rows under ``key``: what several estimators of one batch read (the
+        per-bin sums of a threshold grid, :func:`~dr_scale.ope.estimators.shrinkage.grid_moments`)."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
 
     @classmethod
     def from_arrays(cls, reward: ArrayLike, action: ArrayLike, propensity: ArrayLike, target_probs: ArrayLike,

@@ -103,6 +103,10 @@ class SNIPS(Estimator):
     needs_model: ClassVar[bool] = False
     el_map: ClassVar[tuple] = ((1.0, 0.0), (0.0, 1.0))
 
+    def shared_terms(self) -> tuple[str, ...]:
+        """(w r, w) (:data:`~dr_scale.ope.estimators.base.SHARED_TERMS`)."""
+        return ("w r", "w")
+
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """(w_i r_i, w_i)."""
         return [rows.weight * rows.reward, rows.weight]

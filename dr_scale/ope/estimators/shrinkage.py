@@ -166,41 +166,16 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, clip: bool, model: bool = Tr
 
         Σ a_j(u) a_k(u') = Σ_{b≤j} w² u u' + above_j Σ_{j<b≤k} w u u' + above_j above_k Σ_{b>k} u u'
 
-    is a cumulative sum over the bins of per-bin sums. Equal to ``Moments.of`` of the 2G + 1
-    terms up to rounding; a candidate equal to another on every row gets its statistics bit for bit.
+    is a cumulative sum over the bins of per-bin sums (:func:`_bin_sums`, computed once per batch of rows and
+    grid: switching and clipping over one grid share them). Equal to ``Moments.of`` of the 2G + 1 terms up to
+    rounding; a candidate equal to another on every row gets its statistics bit for bit.
     """
     n, size = rows.reward.size, grid.size
     if n == 0:
         return Moments.empty(2 * size + 1, 2)
-    w = rows.weight
-    if model:
-        c, logged = rows.reward_hat_pi, rows.reward_hat_logged
-        if c is None or logged is None:
-            raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
-        d = rows.reward - logged
-        c_mean = c.mean()
-        cc = c - c_mean
-    else:
-        d, c_mean, cc = rows.reward, 0.0, np.zeros(0)
-    e = d * d
-    total_e = float(e.sum())
-    e_mean = total_e / n
-    # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
-    sum_c, sum_cc, sum_e = float(cc.sum()), float(cc @ cc), total_e - n * e_mean
-    sum_ce = (float(e @ cc) if model else 0.0) - e_mean * sum_c
-    sum_ee = float(e @ e) - 2 * e_mean * total_e + n * e_mean ** 2
-    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
-    if positive.size < n:
-        w, d = w[positive], d[positive]
-        cc = cc[positive] if model else cc
-    ee = d * d - e_mean
-    bins = np.searchsorted(grid, w, side="left")
+    b = rows.shared(("grid sums", tuple(grid.tolist()), model), lambda: _bin_sums(rows, grid, model))
     above = grid if clip else np.zeros(size)
     offset = np.repeat([1.0 if model else 0.0, 0.0], size)  # the terms holding ρ̂_π: the G t_j (DR family)
-
-    def cumulative(x: np.ndarray | None) -> np.ndarray:
-        """Σ of ``x`` (None: 1) over the bins ≤ j, for each j, (size,)."""
-        return np.cumsum(np.bincount(bins, weights=x, minlength=size))
 
     def scaled(factor: np.ndarray, x: np.ndarray) -> np.ndarray:
         """``factor`` · ``x`` with ∞ · 0 = 0 (nothing lies above the last threshold, ∞)."""
@@ -221,27 +196,72 @@ def grid_moments(rows: RowInputs, grid: np.ndarray, clip: bool, model: bool = Tr
                            + scaled(above_both, tail[-1] - tail[hi]))
         return out
 
-    wd = w * d
-    s_wd, s_d, s_w, s_1 = cumulative(wd), cumulative(d), cumulative(w), cumulative(None)
-    sum_a = np.concatenate([sums(s_wd, s_d), sums(s_w, s_1)])
+    sum_a = np.concatenate([sums(b["wd"], b["d"]), sums(b["w"], b["1"])])
     sum_ca = np.zeros(2 * size)  # Σ (c − c̄) a: none without a model
     if model:
-        sum_ca = np.concatenate([sums(cumulative(cc * wd), cumulative(cc * d)),
-                                 sums(cumulative(cc * w), cumulative(cc))])
-    sum_ea = np.concatenate([sums(cumulative(ee * wd), cumulative(ee * d)), sums(cumulative(ee * w), cumulative(ee))])
-    cross = block(cumulative(wd * w), s_wd, s_d)  # Σ a_j(d) a_k(1)
-    products = np.block([[block(cumulative(wd * wd), cumulative(wd * d), cumulative(d * d)), cross],
-                         [cross.T, block(cumulative(w * w), s_w, s_1)]])
+        sum_ca = np.concatenate([sums(b["c wd"], b["c d"]), sums(b["c w"], b["c"])])
+    sum_ea = np.concatenate([sums(b["e wd"], b["e d"]), sums(b["e w"], b["e"])])
+    cross = block(b["wd w"], b["wd"], b["d"])  # Σ a_j(d) a_k(1)
+    products = np.block([[block(b["wd wd"], b["wd d"], b["d d"]), cross],
+                         [cross.T, block(b["w w"], b["w"], b["1"])]])
     # Σ X X' of the shifted terms X = offset · (c − c̄) + a (then X_e = e − ē), and their means
+    t = b["totals"]
     second = np.empty((2 * size + 1, 2 * size + 1))
-    second[:-1, :-1] = (np.outer(offset, offset) * sum_cc + offset[:, None] * sum_ca[None, :]
+    second[:-1, :-1] = (np.outer(offset, offset) * t["cc"] + offset[:, None] * sum_ca[None, :]
                         + sum_ca[:, None] * offset[None, :] + products)
-    second[-1, :-1] = second[:-1, -1] = offset * sum_ce + sum_ea
-    second[-1, -1] = sum_ee
-    shifted = np.concatenate([offset * sum_c + sum_a, [sum_e]]) / n
+    second[-1, :-1] = second[:-1, -1] = offset * t["ce"] + sum_ea
+    second[-1, -1] = t["ee"]
+    shifted = np.concatenate([offset * t["c"] + sum_a, [t["e"]]]) / n
     comoment = second - n * np.outer(shifted, shifted)
-    mean = np.concatenate([offset * c_mean + sum_a / n, [e_mean + sum_e / n]])
+    mean = np.concatenate([offset * t["c mean"] + sum_a / n, [t["e mean"] + t["e"] / n]])
     return Moments(n, mean, comoment, *rows.ranges)
+
+
+def _bin_sums(rows: RowInputs, grid: np.ndarray, model: bool) -> dict[str, Any]:
+    """What :func:`grid_moments` reads of a batch of rows, whatever the threshold's kind: the cumulative sums over
+    the weight bins of ``grid`` (bin b ≤ j, for each j) of w d, d, w, 1, their products with c = ρ̂_π − c̄ (with a
+    ``model``) and with e = d² − ē, and of w d w, (w d)², w d d, d², w²; under ``"totals"`` the sums over all rows
+    of c, c², e, c e and e² (centred) and the means c̄, ē."""
+    n, size = rows.reward.size, grid.size
+    w = rows.weight
+    if model:
+        c, logged = rows.reward_hat_pi, rows.reward_hat_logged
+        if c is None or logged is None:
+            raise ParameterError("`rows` need a reward model ρ̂ (`reward_hat`); none was given")
+        d = rows.reward - logged
+        c_mean = c.mean()
+        cc = c - c_mean
+    else:
+        d, c_mean, cc = rows.reward, 0.0, np.zeros(0)
+    e = d * d
+    total_e = float(e.sum())
+    e_mean = total_e / n
+    # the sums over all rows of the centred e = d² − ē, from e itself (one n-row array fewer)
+    sum_c = float(cc.sum())
+    totals = {"c": sum_c, "cc": float(cc @ cc), "e": total_e - n * e_mean, "c mean": c_mean, "e mean": e_mean,
+              "ce": (float(e @ cc) if model else 0.0) - e_mean * sum_c,
+              "ee": float(e @ e) - 2 * e_mean * total_e + n * e_mean ** 2}
+    positive = np.flatnonzero(w > 0)  # a row of weight 0 has a_j(u) = 0 for every j (bin 0 is above no threshold)
+    if positive.size < n:
+        w, d = w[positive], d[positive]
+        cc = cc[positive] if model else cc
+    ee = d * d - e_mean
+    bins = np.searchsorted(grid, w, side="left")
+
+    def cumulative(x: np.ndarray | None) -> np.ndarray:
+        """Σ of ``x`` (None: 1) over the bins ≤ j, for each j, (size,)."""
+        return np.cumsum(np.bincount(bins, weights=x, minlength=size))
+
+    wd = w * d
+    out: dict[str, Any] = {"wd": cumulative(wd), "d": cumulative(d), "w": cumulative(w), "1": cumulative(None),
+                           "e wd": cumulative(ee * wd), "e d": cumulative(ee * d), "e w": cumulative(ee * w),
+                           "e": cumulative(ee), "wd w": cumulative(wd * w), "wd wd": cumulative(wd * wd),
+                           "wd d": cumulative(wd * d), "d d": cumulative(d * d), "w w": cumulative(w * w),
+                           "totals": totals}
+    if model:
+        out.update({"c wd": cumulative(cc * wd), "c d": cumulative(cc * d), "c w": cumulative(cc * w),
+                    "c": cumulative(cc)})
+    return out
 
 
 def with_ties(state: Moments, source: list[int]) -> Moments:
@@ -406,6 +426,13 @@ class Shrinkage(Estimator):
             return out
         out = rows.reward_hat_pi + w_hat * (rows.reward - rows.reward_hat_logged)
         return out
+
+    def shared_terms(self) -> tuple[str, ...]:
+        """At λ = ∞ of a plain estimator (IPS, DR), its terms' names in
+        :data:`~dr_scale.ope.estimators.base.SHARED_TERMS`: (w r, w) or (ρ̂_π + w d, w, ρ̂_π); else ()."""
+        if not (self.lambda_ == math.inf and self.plain_at_inf):
+            return ()
+        return ("ρ̂_π + w d", "w", "ρ̂_π") if self.needs_model else ("w r", "w")
 
     def terms(self, rows: RowInputs) -> list[np.ndarray]:
         """The per-row terms: at a fixed λ, the term with ŵ_λ(w); at λ = ∞ (plain), (w r, w[, ρ̂_π]); with λ
