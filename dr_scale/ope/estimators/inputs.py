@@ -42,7 +42,8 @@ class RowInputs:
 
     def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
         """``make()``, computed once for these rows under ``key``: what several estimators of one batch read (the
-        per-bin sums of a threshold grid, :func:`~dr_scale.ope.estimators.shrinkage.grid_moments`)."""
+        plain estimators' moments, :func:`~dr_scale.ope.estimators.base.shared_moments`; a threshold grid's per-bin
+        sums, :func:`~dr_scale.ope.estimators.shrinkage.grid_moments`)."""
         if key not in self._shared:
             self._shared[key] = make()
         return self._shared[key]
