@@ -225,18 +225,41 @@ def project(log: list[Pass], rows0: int, rows: int, workers: int, L: float, o: f
     return total
 
 
-def run_visits(client, data: str, log: list[Pass]):
+def recorded(stage):
+    """A job whose passes :func:`recording` logs: ``stage(source, client)``, its progress lines (stderr) silenced."""
+    def run(client, source: str, log: list[Pass]):
+        with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
+            stage(source, client)
+    return run
+
+
+def visits_job(data: str, client) -> None:
+    """The visits job on the set ``data`` (no spill folder: kept in the workers)."""
     from dr_scale.experiments.visits.experiment import Settings, load_parts, run_experiment
 
-    with recording(client, log):
-        run_experiment(load_parts(data, client=client), Settings())  # no spill folder: kept in the workers
+    run_experiment(load_parts(data, client=client), Settings())
 
 
-def run_fit(client, logs: str, log: list[Pass]):
+def fit(logs: str, client, folds: int | None = None) -> None:
+    """``dr-scale fit`` (``--folds``), the sums kept in the workers, as on other machines."""
     from dr_scale.reward.fitting import FitSettings, fit_reward_model
 
-    with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        fit_reward_model(logs, FitSettings(spill="memory"), client=client)  # kept in the workers, as on other machines
+    fit_reward_model(logs, FitSettings(folds=folds, spill="memory"), client=client)
+
+
+def fit_propensity(logs: str, client) -> None:
+    """``dr-scale fit-propensity``: the multinomial logging policy, cross-fitted over the command's default folds."""
+    from dr_scale.commands.fit_propensity import DEFAULT_PROPENSITY_FOLDS
+    from dr_scale.propensity.fitting import FitSettings, fit_propensity_model
+
+    fit_propensity_model(logs, FitSettings(folds=DEFAULT_PROPENSITY_FOLDS, spill="memory"), client=client)
+
+
+def learn(logs: str, client) -> None:
+    """``dr-scale learn``: the DR-imputed linear policy with its own cross-fitted ρ̂, its defaults."""
+    from dr_scale.learning.learn import learn_policy
+
+    learn_policy(logs, client=client)
 
 
 def run_evaluate(client, logs: str, log: list[Pass], estimators: tuple[str, ...] = ()):
@@ -271,31 +294,6 @@ def run_import(client, logs: str, log: list[Pass]):
         cpu = workers_cpu(client)
         import_log(raw, os.path.join(work, "spec.toml"), os.path.join(out, "logs"), client=client)
         log.append(Pass("import", tasks, workers_cpu(client) - cpu, 0))
-
-
-def run_fit_propensity(client, logs: str, log: list[Pass]):
-    """``dr-scale fit-propensity``: the multinomial logging policy, cross-fitted over the command's default folds."""
-    from dr_scale.commands.fit_propensity import DEFAULT_PROPENSITY_FOLDS
-    from dr_scale.propensity.fitting import FitSettings, fit_propensity_model
-
-    with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        fit_propensity_model(logs, FitSettings(folds=DEFAULT_PROPENSITY_FOLDS, spill="memory"), client=client)
-
-
-def run_learn(client, logs: str, log: list[Pass]):
-    """``dr-scale learn``: the DR-imputed linear policy with its own cross-fitted ρ̂, its defaults."""
-    from dr_scale.learning.learn import learn_policy
-
-    with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        learn_policy(logs, client=client)
-
-
-def run_fit_folds(client, logs: str, log: list[Pass]):
-    """``dr-scale fit --folds 5``: the default (logistic on clicks) reward model, cross-fitted."""
-    from dr_scale.reward.fitting import FitSettings, fit_reward_model
-
-    with recording(client, log), contextlib.redirect_stderr(io.StringIO()):
-        fit_reward_model(logs, FitSettings(folds=5, spill="memory"), client=client)
 
 
 WORKERS = (8, 32, 64, 128)
@@ -335,14 +333,14 @@ def main() -> None:
                         rows_per_part=args.bandit_rows_per_part)  # the CLI defaults
         client.run(lambda: __import__("dr_scale.experiments.visits.experiment")
                    and __import__("dr_scale.reward.fitting"))
-        runs = [("visits job", run_visits, data, args.visits_rows, TARGETS["visits job"]),
-                ("fit", run_fit, bandit, args.bandit_rows, TARGETS["fit"]),
+        runs = [("visits job", recorded(visits_job), data, args.visits_rows, TARGETS["visits job"]),
+                ("fit", recorded(fit), bandit, args.bandit_rows, TARGETS["fit"]),
                 ("evaluate", run_evaluate, bandit, args.bandit_rows, TARGETS["evaluate"])]
         if args.click_log:
             rows = open_log(args.click_log).footprint.rows
             runs += [(f"clicks: {name}", run, args.click_log, rows, CLICK_TARGETS) for name, run in (
-                ("import", run_import), ("fit-propensity", run_fit_propensity), ("learn", run_learn),
-                ("fit --folds 5", run_fit_folds),
+                ("import", run_import), ("fit-propensity", recorded(fit_propensity)), ("learn", recorded(learn)),
+                ("fit --folds 5", recorded(lambda logs, client: fit(logs, client, folds=5))),
                 ("evaluate", lambda *a: run_evaluate(*a, estimators=CLICK_ESTIMATORS)))]
         jobs = {}
         for name, run, source, rows, targets in runs:
