@@ -381,7 +381,8 @@ def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
     one centre for which Σ_shrunk n_a (s_a + m p̄)/(n_a + m) = Σ_shrunk s_a: the predictions' total on the shrunk
     actions' rows is their clicks, and with the exact actions' the whole fit's mean prediction is its pooled rate.
     (p = ½/(N + 1)-smoothed, (S + ½)/(N + 1), only where the group has no reward or no unrewarded row at all; p̄ the
-    shrunk actions' smoothed rate where their rewards are all 0 or all 1, whose logit p̄ would be ∓∞.)
+    shrunk actions' smoothed rate where their rewards are all 0 or all 1, whose logit p̄ would be ∓∞; p̄ = p where
+    no action is shrunk.) p̄ is also the prediction of an action the group never logged (w = 0, b = logit p̄).
     """
     n2, s2 = n.reshape(-1, n_actions).astype(np.float64), s.reshape(-1, n_actions).astype(np.float64)
     shrunk = ~((s2 >= EXACT_EVENTS) & (n2 - s2 >= EXACT_EVENTS)) & (n2 > 0)
@@ -400,6 +401,7 @@ def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
     # their centre is their rows' smoothed rate instead (Σ_shrunk s + ½)/(Σ_shrunk n + 1)
     S_shrunk, N_shrunk = (shrunk * s2).sum(axis=1), (shrunk * n2).sum(axis=1)
     pooled = np.where((S_shrunk == 0) | (S_shrunk == N_shrunk), glm.smoothed_rate(S_shrunk, N_shrunk), pooled)
+    pooled = np.where(N_shrunk == 0, p, pooled)  # no action shrunk: the group's own rate (an unlogged action's ρ̂)
     per_row = np.where(shrunk, m[:, None] / np.maximum(n2, 1.0), 0.0)
     centre = np.broadcast_to(pooled[:, None], n2.shape)
     return RatePrior(per_row.ravel(), centre.ravel().copy(), (s2 + np.where(shrunk, m[:, None], 0.0) * centre).ravel(),

@@ -42,9 +42,11 @@ def calibration_summary(model: LinearRewardModel) -> list[str]:
     prior = m.get("prior")
     if prior is not None:
         shrunk, k = len(prior["shrunk_actions"]), m["n_actions"]
-        lines.append(f"prior: {k - shrunk} of {k} actions (≥ {prior['exact_events']} rewarded and unrewarded rows) "
-                     f"calibrated exactly; {shrunk} shrunk toward the pooled rate p̄ = {prior['centre']:.6g} by "
-                     f"m = {prior['rows']:.4g} prior rows (Beta(m p̄, m(1 − p̄)), empirical Bayes)")
+        exact = f"prior: {k - shrunk} of {k} actions (≥ {prior['exact_events']} rewarded and unrewarded rows) " \
+                "calibrated exactly"
+        lines.append(f"{exact}; {shrunk} shrunk toward the pooled rate p̄ = {prior['centre']:.6g} by m = "
+                     f"{prior['rows']:.4g} prior rows (Beta(m p̄, m(1 − p̄)), empirical Bayes)" if shrunk
+                     else f"{exact}; none shrunk")
     if "calibration" in m:
         lines += calibration_lines(m["calibration"])
     return lines

@@ -138,3 +138,11 @@ def test_evaluate_cross_fits_by_default_and_labels_an_in_sample_model(log, capsy
     assert main([*args, "--folds", "1"]) == 0
     out = capsys.readouterr().out
     assert "in-sample reward model (no folds)" in out and "cross-fitted over" not in out
+
+
+def test_with_no_action_shrunk_the_centre_is_the_logs_rate_not_a_half():
+    # two clicked actions with enough rows of both kinds (calibrated exactly) and one never logged: the unlogged
+    # action's ρ̂ is the prior's centre, which must be the log's click rate, 3%, not the ½ of an empty smoothed rate
+    prior = rate_prior(np.array([1000.0, 1000.0, 0.0]), np.array([20.0, 40.0, 0.0]), 3)
+    assert not prior.shrunk.any()
+    assert prior.pooled[0] == pytest.approx(60 / 2000)
