@@ -400,8 +400,9 @@ def rate_prior(n: np.ndarray, s: np.ndarray, n_actions: int) -> RatePrior:
     # the shrunk actions' rewards all 0 (or all 1) while the exact actions' are not: p̄ = 0 (1) has logit ∓∞, so
     # their centre is their rows' smoothed rate instead (Σ_shrunk s + ½)/(Σ_shrunk n + 1)
     S_shrunk, N_shrunk = (shrunk * s2).sum(axis=1), (shrunk * n2).sum(axis=1)
-    pooled = np.where((S_shrunk == 0) | (S_shrunk == N_shrunk), glm.smoothed_rate(S_shrunk, N_shrunk), pooled)
-    pooled = np.where(N_shrunk == 0, p, pooled)  # no action shrunk: the group's own rate (an unlogged action's ρ̂)
+    # (no action shrunk: p̄ stays the group's own rate p, the prediction of an action it never logged)
+    degenerate = (N_shrunk > 0) & ((S_shrunk == 0) | (S_shrunk == N_shrunk))
+    pooled = np.where(degenerate, glm.smoothed_rate(S_shrunk, N_shrunk), pooled)
     per_row = np.where(shrunk, m[:, None] / np.maximum(n2, 1.0), 0.0)
     centre = np.broadcast_to(pooled[:, None], n2.shape)
     return RatePrior(per_row.ravel(), centre.ravel().copy(), (s2 + np.where(shrunk, m[:, None], 0.0) * centre).ravel(),
